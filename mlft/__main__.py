@@ -1,0 +1,3 @@
+from mlft.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,53 @@
+"""`mlft` command line: parse, call the library, turn typed errors into messages and exit codes.
+
+Each subcommand lives in `mlft/commands/<name>.py` and exposes `add_parser(subparsers)` (which sets
+`func=run` on its parser) — so `make_parser()` is the single parser used by the CLI and by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from mlft import __version__
+from mlft.errors import MlftError
+
+# Order = order in `mlft --help`.
+COMMANDS = [
+    "lcb",
+]
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mlft",
+        description="Measure and mitigate language confusion in multilingual LLMs (LCB: LPR / WPR / LCPR).",
+    )
+    parser.add_argument("--version", action="version", version=f"mlft {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"mlft.commands.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except MlftError as exc:
+        print(f"mlft {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"mlft {args.command}: interrupted (finished work is kept; rerun to resume)", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

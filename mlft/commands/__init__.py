@@ -1,0 +1,1 @@
+"""One module per `mlft` subcommand: `add_parser(subparsers)` + `run(args)`."""

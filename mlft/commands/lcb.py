@@ -1,0 +1,39 @@
+"""`mlft lcb`: fetch or import the LCB test sets and show what they hold."""
+
+from __future__ import annotations
+
+import json
+
+from mlft.lcb.data import TASKS, load_prompts, summarize
+from mlft.lcb.fetch import ENV_VAR
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("lcb", help="fetch/import the LCB test sets and summarise them",
+                       description="Load the official LCB test sets (downloaded into the cache with a checksum "
+                                   f"check, or imported offline with --from PATH or ${ENV_VAR}).")
+    p.add_argument("--from", dest="source_path", metavar="PATH",
+                   help="local test_sets.zip, or a folder holding it or its extracted test_sets/")
+    p.add_argument("--task", action="append", choices=TASKS, help="filter by task (repeatable)")
+    p.add_argument("--source", action="append", help="filter by source (repeatable), e.g. okapi, aya")
+    p.add_argument("--language", action="append", help="filter by language code (repeatable)")
+    p.add_argument("--no-verify", action="store_true", help="accept an archive whose checksum differs")
+    p.add_argument("--export", metavar="FILE.jsonl", help="write the selected prompts as JSONL")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    prompts = load_prompts(args.task, args.source, args.language, path=args.source_path,
+                           verify=not args.no_verify)
+    counts = summarize(prompts)
+    for task, by_source in counts.items():
+        print(f"{task}: {sum(by_source.values())}")
+        for source, n in by_source.items():
+            print(f"  {source:<22}{n:>6}")
+    print(f"total: {len(prompts)} prompts")
+    if args.export:
+        with open(args.export, "w", encoding="utf-8") as fh:
+            for p in prompts:
+                fh.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
+        print(f"wrote {args.export}")
+    return 0

@@ -1,0 +1,1 @@
+"""Generation: model resolution, backends, decoding, prompting, completions files."""

@@ -1,0 +1,1 @@
+"""The Language Confusion Benchmark: data, language ID, metrics."""

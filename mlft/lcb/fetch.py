@@ -1,0 +1,92 @@
+"""Obtain LCB files like a user would: download into the cache with a checksum, or import a local copy.
+
+Lookup order for each file: an explicit path (`--from`), the environment variable `MLFT_LCB_DATA`
+(a folder holding the files, or the zip itself), the cache, then a download from the official repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlft.errors import DataError
+from mlft.paths import cache_dir
+
+REPO_RAW = "https://raw.githubusercontent.com/for-ai/language-confusion/0cfdbb4a64502648938c456b2fa9689968f22298"
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    name: str
+    url: str
+    sha256: str
+
+
+TEST_SETS = RemoteFile("test_sets.zip", f"{REPO_RAW}/test_sets.zip",
+                       "3425337489fa65ff15d977e981e9748c86ce8e88ef0f4457ecdb4a65d8702712")
+# The English word list the official scorer uses for WPR (its compute_metrics.py names this gist).
+WORDS = RemoteFile("words", "https://gist.githubusercontent.com/wchargin/8927565/raw/"
+                   "d9783627c731268fb2935a731a618aa8e95cf465/words",
+                   "1ec8230beef2a7c955742b089fc3cea2833866cf5482bf018d7c4124eef104bd")
+ENV_VAR = "MLFT_LCB_DATA"
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _download(remote: RemoteFile, dest: Path) -> Path:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp:
+        try:
+            with urllib.request.urlopen(remote.url, timeout=60) as resp:  # noqa: S310 (fixed https URL)
+                shutil.copyfileobj(resp, tmp)
+        except OSError as exc:
+            os.unlink(tmp.name)
+            raise DataError(
+                f"could not download {remote.name} from {remote.url} ({exc}); offline, import a local copy "
+                f"with --from PATH or set {ENV_VAR}=PATH"
+            ) from None
+    got = sha256_of(Path(tmp.name))
+    if got != remote.sha256:
+        os.unlink(tmp.name)
+        raise DataError(f"{remote.url}: checksum mismatch (sha256 {got}, expected {remote.sha256})")
+    os.replace(tmp.name, dest)
+    return dest
+
+
+def _verified(path: Path, remote: RemoteFile, verify: bool) -> Path:
+    if verify and sha256_of(path) != remote.sha256:
+        raise DataError(f"{path}: not the official {remote.name} (sha256 mismatch); "
+                        "pass --no-verify to use a modified copy")
+    return path
+
+
+def locate(remote: RemoteFile, explicit: str | Path | None = None, verify: bool = True) -> Path:
+    """Path of a local, verified copy of `remote`: `explicit` (a file, or a folder holding it), else
+    `$MLFT_LCB_DATA`, else the cache, else a download into the cache."""
+    if explicit is not None:
+        given = Path(explicit)
+        cand = given / remote.name if given.is_dir() else given
+        if not cand.is_file():
+            raise DataError(f"{explicit}: no {remote.name} there")
+        return _verified(cand, remote, verify)
+    env = os.environ.get(ENV_VAR)
+    if env:
+        given = Path(env)
+        cand = given / remote.name if given.is_dir() else given
+        if cand.is_file() and cand.name == remote.name:
+            return _verified(cand, remote, verify)
+    cached = cache_dir() / "lcb" / remote.name
+    if cached.is_file() and sha256_of(cached) == remote.sha256:
+        return cached
+    return _download(remote, cached)
