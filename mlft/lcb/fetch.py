@@ -24,7 +24,8 @@ REPO_RAW = "https://raw.githubusercontent.com/for-ai/language-confusion/0cfdbb4a
 class RemoteFile:
     name: str
     url: str
-    sha256: str
+    digest: str
+    algo: str = "sha256"
 
 
 TEST_SETS = RemoteFile("test_sets.zip", f"{REPO_RAW}/test_sets.zip",
@@ -36,8 +37,8 @@ WORDS = RemoteFile("words", "https://gist.githubusercontent.com/wchargin/8927565
 ENV_VAR = "MLFT_LCB_DATA"
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
+def file_digest(path: Path, algo: str = "sha256") -> str:
+    h = hashlib.new(algo)
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
@@ -56,17 +57,17 @@ def _download(remote: RemoteFile, dest: Path) -> Path:
                 f"could not download {remote.name} from {remote.url} ({exc}); offline, import a local copy "
                 f"with --from PATH or set {ENV_VAR}=PATH"
             ) from None
-    got = sha256_of(Path(tmp.name))
-    if got != remote.sha256:
+    got = file_digest(Path(tmp.name), remote.algo)
+    if got != remote.digest:
         os.unlink(tmp.name)
-        raise DataError(f"{remote.url}: checksum mismatch (sha256 {got}, expected {remote.sha256})")
+        raise DataError(f"{remote.url}: checksum mismatch ({remote.algo} {got}, expected {remote.digest})")
     os.replace(tmp.name, dest)
     return dest
 
 
 def _verified(path: Path, remote: RemoteFile, verify: bool) -> Path:
-    if verify and sha256_of(path) != remote.sha256:
-        raise DataError(f"{path}: not the official {remote.name} (sha256 mismatch); "
+    if verify and file_digest(path, remote.algo) != remote.digest:
+        raise DataError(f"{path}: not the official {remote.name} ({remote.algo} mismatch); "
                         "pass --no-verify to use a modified copy")
     return path
 
@@ -87,6 +88,6 @@ def locate(remote: RemoteFile, explicit: str | Path | None = None, verify: bool 
         if cand.is_file() and cand.name == remote.name:
             return _verified(cand, remote, verify)
     cached = cache_dir() / "lcb" / remote.name
-    if cached.is_file() and sha256_of(cached) == remote.sha256:
+    if cached.is_file() and file_digest(cached, remote.algo) == remote.digest:
         return cached
     return _download(remote, cached)

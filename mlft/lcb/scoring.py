@@ -1,0 +1,227 @@
+"""Score completions: LPR / WPR / acc per (task, model, source, language), the official aggregation
+((source, all), (all, lang), (all, all); unweighted means), LCPR as the paper defines it, optional per-reply
+details and seeded bootstrap confidence intervals."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlft.completions import Completion
+from mlft.languages import NON_LATIN
+from mlft.lcb.fetch import WORDS, locate
+from mlft.lcb.langid import LanguageIdentifier
+from mlft.lcb.metrics import GroupCounts, ReplyResult, ScoreOptions, analyze_reply, group_metrics, load_english_words
+
+PARALLEL_MIN_REPLIES = 3000  # below this, forking costs more than it saves
+_WORKER: dict = {}
+
+
+def harmonic(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None:
+        return None
+    return 0.0 if a + b == 0 else 2 * a * b / (a + b)
+
+
+def lcpr_of(by_lang: dict[str, dict]) -> float | None:
+    """Paper Table A5: per-language harmonic mean of LPR and WPR, averaged over the non-Latin languages present."""
+    values = [harmonic(m["lpr"], m["wpr"]) for lang, m in by_lang.items() if lang in NON_LATIN]
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _mean(values: list) -> float | None:
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def aggregate(groups: dict[tuple[str, str], dict]) -> dict[tuple[str, str], dict]:
+    """Official aggregation of {(source, lang): {acc, lpr, wpr}} into the (source, all), (all, lang) and
+    (all, all) rows (means skip missing WPR)."""
+    per_source, per_lang = defaultdict(list), defaultdict(list)
+    for (source, lang), m in groups.items():
+        per_source[source].append(m)
+        per_lang[lang].append(m)
+    avg = lambda ms: {k: _mean([m[k] for m in ms]) for k in ("acc", "lpr", "wpr")}  # noqa: E731
+    out = dict(groups)
+    out.update({(s, "all"): avg(ms) for s, ms in per_source.items()})
+    lang_rows = {("all", lang): avg(ms) for lang, ms in per_lang.items()}
+    out.update(lang_rows)
+    out[("all", "all")] = avg(list(lang_rows.values()))
+    return out
+
+
+@dataclass
+class ScoreReport:
+    rows: list[dict]
+    lid_name: str
+    options: str
+    details: list[dict] = field(default_factory=list)
+
+    def _rows(self, task: str, model: str) -> list[dict]:
+        return [r for r in self.rows if r["task"] == task and r["model"] == model]
+
+    def by_language(self, task: str, model: str) -> dict[str, dict]:
+        return {r["language"]: {"lpr": r["lpr"], "wpr": r["wpr"], "lcpr": harmonic(r["lpr"], r["wpr"])}
+                for r in self._rows(task, model) if r["source"] == "all" and r["language"] != "all"}
+
+    def headline(self, task: str, model: str) -> dict:
+        top = next(r for r in self._rows(task, model) if r["source"] == "all" and r["language"] == "all")
+        return {"lpr": top["lpr"], "wpr": top["wpr"], "lcpr": lcpr_of(self.by_language(task, model))}
+
+    def groups(self) -> list[tuple[str, str]]:
+        """(task, model) pairs in first-seen order."""
+        return list(dict.fromkeys((r["task"], r["model"]) for r in self.rows))
+
+
+def _init_worker(lid_path, words, options):
+    _WORKER.update(lid=LanguageIdentifier(lid_path), words=words, options=options)
+
+
+def _analyze_chunk(chunk: list[tuple[str, str]], detail: bool) -> list[ReplyResult]:
+    w = _WORKER
+    return [analyze_reply(t, lang, w["lid"], w["words"], w["options"], detail) for t, lang in chunk]
+
+
+def analyze_all(items: list[tuple[str, str]], lid: LanguageIdentifier, words: frozenset[str],
+                options: ScoreOptions, detail: bool = False, workers: int | None = None,
+                progress: bool = False) -> list[ReplyResult]:
+    """Analyze (text, lang) pairs; forks `workers` processes (default: all cores) for large inputs."""
+    from tqdm.auto import tqdm
+
+    workers = workers or len(os.sched_getaffinity(0))
+    if workers <= 1 or len(items) < PARALLEL_MIN_REPLIES:
+        _WORKER.update(lid=lid, words=words, options=options)
+        return [analyze_reply(t, lang, lid, words, options, detail)
+                for t, lang in tqdm(items, desc="scoring", unit="reply", disable=not progress)]
+    # languages in contiguous chunks keep each worker's tokeniser cache warm
+    order = sorted(range(len(items)), key=lambda i: items[i][1])
+    size = max(200, len(items) // (workers * 8))
+    chunks = [order[i:i + size] for i in range(0, len(order), size)]
+    _WORKER.update(lid=lid, words=words, options=options)  # inherited by forked workers
+    results: list[ReplyResult | None] = [None] * len(items)
+    ctx = mp.get_context("fork")
+    with ctx.Pool(workers) as pool, tqdm(total=len(items), desc="scoring", unit="reply",
+                                         disable=not progress) as bar:
+        jobs = [(idx, pool.apply_async(_analyze_chunk, ([items[i] for i in idx], detail))) for idx in chunks]
+        for idx, job in jobs:
+            for i, r in zip(idx, job.get()):
+                results[i] = r
+            bar.update(len(idx))
+    return results  # type: ignore[return-value]
+
+
+def load_resources(lid: str | LanguageIdentifier | None = None, words: str | Path | None = None):
+    identifier = lid if isinstance(lid, LanguageIdentifier) else LanguageIdentifier.from_spec(lid)
+    return identifier, load_english_words(locate(WORDS, words))
+
+
+def score_completions(completions: list[Completion], options: ScoreOptions | None = None, *,
+                      lid: str | LanguageIdentifier | None = None, words: str | Path | None = None,
+                      detail: bool = False, bootstrap: int = 0, seed: int = 0, workers: int | None = None,
+                      progress: bool = False) -> ScoreReport:
+    options = options or ScoreOptions()
+    identifier, word_set = load_resources(lid, words)
+    results = analyze_all([(c.completion, c.language) for c in completions], identifier, word_set, options,
+                          detail, workers, progress)
+    # group in first-seen (task, model) order; groups sorted by (source, language) like the official script
+    by_group: dict[tuple, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i, c in enumerate(completions):
+        by_group[(c.task, c.model)][(c.source, c.language)].append(i)
+    rows = []
+    for (task, model), groups in by_group.items():
+        counts = {}
+        for key in sorted(groups):
+            gc = GroupCounts()
+            for i in groups[key]:
+                gc.add(results[i])
+            counts[key] = gc
+        metrics = aggregate({k: group_metrics(gc, k[1]) for k, gc in counts.items()})
+        ci = _bootstrap(results, groups, bootstrap, seed) if bootstrap else {}
+        for (source, lang), m in metrics.items():
+            row = {"task": task, "model": model, "source": source, "language": lang, **m}
+            row["lcpr"] = harmonic(m["lpr"], m["wpr"]) if lang != "all" else None
+            if (source, lang) in counts:
+                row.update(counts[(source, lang)].counts())
+            if ci:
+                row.update(ci[(source, lang)])
+            rows.append(row)
+        if ci:  # the headline LCPR gets its interval too
+            rows_all = next(r for r in rows if r["task"] == task and r["model"] == model
+                            and r["source"] == "all" and r["language"] == "all")
+            rows_all.update(ci[("lcpr", "avg")])
+    for r in rows:
+        if r["source"] == "all" and r["language"] == "all":
+            tm = [x for x in rows if x["task"] == r["task"] and x["model"] == r["model"]
+                  and x["source"] == "all" and x["language"] != "all"]
+            r["lcpr"] = lcpr_of({x["language"]: x for x in tm})
+    details = _details(completions, results) if detail else []
+    return ScoreReport(rows, identifier.name, options.describe(), details)
+
+
+def _details(completions: list[Completion], results: list[ReplyResult]) -> list[dict]:
+    out = []
+    for c, r in zip(completions, results):
+        out.append({
+            "id": c.id, "task": c.task, "model": c.model, "source": c.source, "language": c.language,
+            "counted": r.counted, "line_error": r.line_error, "word_error": r.word_error, "acc": r.acc,
+            "lines": [{"text": t, "label": lab, "score": s, "ok": ok} for t, lab, s, ok in r.lines],
+            "failed_lines": [t for t, _, _, ok in r.lines if not ok],
+            "english_words": r.english_words,
+        })
+    return out
+
+
+def _bootstrap(results: list[ReplyResult], groups: dict[tuple, list[int]], n: int, seed: int) -> dict:
+    """Percentile 95% intervals for every row, resampling replies within each (source, lang) group."""
+    rng = np.random.default_rng(seed)
+    samples: dict[tuple, dict[str, np.ndarray]] = {}
+    for key in sorted(groups):
+        rs = [results[i] for i in groups[key]]
+        counted = np.array([r.counted for r in rs], bool)
+        line = np.array([r.line_error for r in rs], bool) & counted
+        word = np.array([r.word_error for r in rs], bool) & counted
+        idx = rng.integers(0, len(rs), size=(n, len(rs)))
+        scored, l_err, w_err = counted[idx].sum(1), line[idx].sum(1), word[idx].sum(1)
+        lpr = 1 - l_err / np.maximum(1, scored)
+        wpr = 1 - w_err / np.maximum(1, scored - l_err) if key[1] in NON_LATIN else None
+        samples[key] = {"lpr": lpr, "wpr": wpr}
+    per_source, per_lang = defaultdict(list), defaultdict(list)
+    for (source, lang), s in samples.items():
+        per_source[source].append(s)
+        per_lang[lang].append(s)
+
+    def avg(ss):
+        out = {}
+        for k in ("lpr", "wpr"):
+            arrs = [s[k] for s in ss if s[k] is not None]
+            out[k] = np.mean(arrs, axis=0) if arrs else None
+        return out
+
+    agg = dict(samples)
+    agg.update({(s, "all"): avg(ss) for s, ss in per_source.items()})
+    lang_rows = {("all", lang): avg(ss) for lang, ss in per_lang.items()}
+    agg.update(lang_rows)
+    agg[("all", "all")] = avg(list(lang_rows.values()))
+    lc = [2 * s["lpr"] * s["wpr"] / np.where(s["lpr"] + s["wpr"] == 0, 1, s["lpr"] + s["wpr"])
+          for (_, lang), s in lang_rows.items() if s["wpr"] is not None]
+
+    def interval(a):
+        if a is None:
+            return (None, None)
+        lo, hi = np.percentile(a, [2.5, 97.5])
+        return (float(lo), float(hi))
+
+    out = {}
+    for key, s in agg.items():
+        out[key] = {}
+        for k in ("lpr", "wpr"):
+            out[key][f"{k}_ci_low"], out[key][f"{k}_ci_high"] = interval(s[k])
+    lo, hi = interval(np.mean(lc, axis=0) if lc else None)
+    out[("lcpr", "avg")] = {"lcpr_ci_low": lo, "lcpr_ci_high": hi}
+    return out
