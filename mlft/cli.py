@@ -16,6 +16,8 @@ from mlft.errors import MlftError
 # Order = order in `mlft --help`.
 COMMANDS = [
     "lcb",
+    "score",
+    "tables",
 ]
 
 
