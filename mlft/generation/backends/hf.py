@@ -1,0 +1,136 @@
+"""The transformers backend: batched generation with left padding, batches of similar prompt length,
+chat template (optional system prompt) or raw text, EOS stop, seeded sampling, greedy and beam search.
+
+With `token_stats=True` it also records, per generated token, the Shannon entropy (nats) of the model's
+next-token distribution (temperature 1) and the nucleus size: how many tokens the sampling distribution
+(the decoding's temperature, top-k, top-p) keeps at that step. Used by the confusion-point analysis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from mlft.errors import ConfigError, ModelError
+from mlft.generation.backends import Request, Result
+from mlft.generation.decoding import Decoding
+
+
+def nucleus_size(logits: torch.Tensor, temperature: float, top_p: float, top_k: int | None) -> torch.Tensor:
+    """Per row: size of the smallest set of most likely tokens whose probability sums to >= top_p."""
+    probs = torch.softmax(logits.float() / (temperature if temperature > 0 else 1.0), dim=-1)
+    sorted_probs = probs.sort(dim=-1, descending=True).values
+    before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the tokens ranked above each one
+    size = (before < top_p).sum(dim=-1)
+    return size.clamp(max=top_k) if top_k else size
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(dim=-1)
+
+
+class _TokenStatsRecorder(LogitsProcessor):
+    """Sees the logits before transformers' temperature/top-k/top-p warpers (custom processors run first)."""
+
+    def __init__(self, decoding: Decoding):
+        self.decoding = decoding
+        self.entropy: list[torch.Tensor] = []
+        self.nucleus: list[torch.Tensor] = []
+
+    def __call__(self, input_ids, scores):
+        d = self.decoding
+        self.entropy.append(entropy(scores).cpu())
+        self.nucleus.append(nucleus_size(scores, d.temperature, d.top_p if d.sampling else 1.0, d.top_k).cpu())
+        return scores
+
+
+def batch_seed(seed: int, first_id: str) -> int:
+    """Seed of a batch: depends only on the decoding seed and the batch's first request (so a resumed run
+    re-draws exactly what the uninterrupted run would have drawn)."""
+    return int.from_bytes(hashlib.sha256(f"{seed}/{first_id}".encode()).digest()[:4], "little")
+
+
+class HFBackend:
+    name = "hf"
+
+    def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False):
+        if batch_size < 1:
+            raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.token_stats = token_stats
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        eos = model.generation_config.eos_token_id
+        eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
+        self.eos_ids = sorted({e for e in [*eos, tokenizer.eos_token_id] if e is not None})
+        self._lengths: dict[str, int] = {}
+
+    def encode(self, req: Request) -> list[int]:
+        tok = self.tokenizer
+        if req.messages is not None:
+            if not getattr(tok, "chat_template", None):
+                raise ModelError("this model's tokenizer has no chat template: use prompting mode 'qa' or 'raw'")
+            text = tok.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
+            return tok(text, add_special_tokens=False)["input_ids"]
+        return tok(req.text, add_special_tokens=True)["input_ids"]
+
+    def prompt_length(self, req: Request) -> int:
+        if req.id not in self._lengths:
+            self._lengths[req.id] = len(self.encode(req))
+        return self._lengths[req.id]
+
+    def check(self, decoding: Decoding) -> None:
+        if self.token_stats and decoding.num_beams > 1:
+            raise ConfigError("token statistics (confusion analysis) need num_beams=1")
+
+    def generate(self, requests: list[Request], decoding: Decoding) -> list[Result]:
+        self.check(decoding)
+        encoded = [self.encode(r) for r in requests]
+        order = sorted(range(len(requests)), key=lambda i: len(encoded[i]))
+        results: list[Result | None] = [None] * len(requests)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            for i, res in zip(idx, self._generate_batch([requests[i] for i in idx], [encoded[i] for i in idx],
+                                                        decoding)):
+                results[i] = res
+        return results
+
+    def _generate_batch(self, requests: list[Request], encoded: list[list[int]], decoding: Decoding):
+        device = next(self.model.parameters()).device
+        width = max(len(e) for e in encoded)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(e)) + e for e in encoded], device=device)
+        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=device)
+        recorder = _TokenStatsRecorder(decoding) if self.token_stats else None
+        started = time.perf_counter()
+        devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.inference_mode():
+            torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
+            out = self.model.generate(
+                input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
+                logits_processor=LogitsProcessorList([recorder]) if recorder else None, **decoding.hf_kwargs())
+        seconds = (time.perf_counter() - started) / len(requests)
+        generated = out[:, width:].tolist()
+        results = []
+        for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):
+            n = next((k + 1 for k, t in enumerate(ids) if t in self.eos_ids), None)
+            finish = "stop" if n is not None else "length"
+            ids = ids[:n] if n is not None else ids
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            res = Result(req.id, text, finish, len(enc), len(ids), seconds)
+            if recorder is not None:
+                res.extra["token_stats"] = self._stats(ids, recorder, row)
+            results.append(res)
+        return results
+
+    def _stats(self, ids: list[int], recorder: _TokenStatsRecorder, row: int) -> dict:
+        pieces, prev = [], ""  # a token ending inside a multi-byte character gets "", the next one the char
+        for k in range(len(ids)):
+            text = self.tokenizer.decode(ids[:k + 1], skip_special_tokens=True).rstrip("\ufffd")
+            pieces.append(text[len(prev):] if text.startswith(prev) else text)
+            prev = text
+        return {"pieces": pieces,
+                "entropy": [round(float(recorder.entropy[k][row]), 5) for k in range(len(ids))],
+                "nucleus": [int(recorder.nucleus[k][row]) for k in range(len(ids))]}

@@ -1,0 +1,55 @@
+"""Decoding settings as the LCB paper defines them (defaults = the paper's: 100 new tokens, T=0.3, top-p=0.75).
+
+`top_p` is real nucleus sampling: keep the smallest set of tokens whose cumulative probability is >= p
+(transformers' TopPLogitsWarper). The community generation script passes `min_p=0.75` instead; that is a
+different filter and is not what the paper reports. `temperature=0` means greedy (or beam search when
+`num_beams > 1`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from mlft.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Decoding:
+    max_new_tokens: int = field(default=100, metadata={"help": "tokens to generate at most (paper: 100)"})
+    temperature: float = field(default=0.3, metadata={"help": "sampling temperature; 0 = greedy (paper: 0.3)"})
+    top_p: float = field(default=0.75, metadata={"help": "nucleus: smallest token set with cumulative prob >= p "
+                                                        "(paper: 0.75); 1.0 = off"})
+    top_k: int | None = field(default=None, metadata={"help": "keep only the k most likely tokens; null = off"})
+    num_beams: int = field(default=1, metadata={"help": "beam size; > 1 = beam search (with T=0: no sampling)"})
+    seed: int = field(default=0, metadata={"help": "sampling seed (each batch is seeded from it and its first id)"})
+
+    def __post_init__(self):
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"decoding.max_new_tokens: must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ConfigError(f"decoding.temperature: must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"decoding.top_p: must be in (0, 1], got {self.top_p}")
+        if self.top_k is not None and self.top_k < 1:
+            raise ConfigError(f"decoding.top_k: must be >= 1 or null, got {self.top_k}")
+        if self.num_beams < 1:
+            raise ConfigError(f"decoding.num_beams: must be >= 1, got {self.num_beams}")
+
+    @property
+    def sampling(self) -> bool:
+        return self.temperature > 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def hf_kwargs(self) -> dict:
+        """Arguments for transformers' `generate`, every one explicit so the model's own generation_config
+        (which may set top_k=50, a temperature...) never leaks in."""
+        kw = {"max_new_tokens": self.max_new_tokens, "num_beams": self.num_beams, "do_sample": self.sampling}
+        if self.sampling:
+            kw.update(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k or 0)
+        else:
+            kw.update(temperature=None, top_p=None, top_k=None)
+        if self.num_beams > 1:
+            kw.update(early_stopping=True, num_return_sequences=1)
+        return kw

@@ -1,0 +1,102 @@
+"""Generate LCB completions into mlft's JSONL format, incrementally and resumably.
+
+Prompts are ordered by prompt length and cut into fixed chunks over the *whole* prompt list; each finished
+chunk is appended (fsync'd) to the file. Re-running the same command skips the ids already there, so an
+interrupted run resumes with exactly the chunks (and sampling seeds) the uninterrupted run would have used.
+Records that failed (`error` set) are dropped from the file on resume and generated again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from mlft.completions import JsonlWriter, read_records
+from mlft.errors import ConfigError
+from mlft.generation.backends import Request, Result
+from mlft.generation.decoding import Decoding
+from mlft.generation.prompting import Prompting, build_input, cut_answer
+from mlft.lcb.data import Prompt
+
+
+def settings_of(model_name: str, backend_name: str, decoding: Decoding, prompting: Prompting) -> dict:
+    """What makes two completions files comparable (recorded in every record, checked on resume)."""
+    prompting_d = {k: v for k, v in asdict(prompting).items() if k != "examples"}
+    return {"model": model_name, "backend": backend_name, "decoding": decoding.to_dict(), "prompting": prompting_d}
+
+
+def _check_resumable(path: Path, records: list[dict], settings: dict) -> None:
+    for rec in records:
+        old = {k: rec.get(k) for k in settings}
+        if old != settings:
+            diff = [k for k in settings if old[k] != settings[k]]
+            raise ConfigError(f"{path}: holds completions made with other settings ({', '.join(diff)}: "
+                              f"{[old[k] for k in diff]} vs now {[settings[k] for k in diff]}); "
+                              "use another output path, or delete the file to start over")
+
+
+def _compact(path: Path, keep: list[dict]) -> None:
+    """Rewrite the file without failed or duplicate records (atomically)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with JsonlWriter(tmp) as w:
+        for rec in keep:
+            w.write(rec)
+    os.replace(tmp, path)
+
+
+def _record(p: Prompt, req: Request, res: Result, settings: dict, prompting: Prompting) -> dict:
+    completion = cut_answer(res.completion) if prompting.mode == "qa" else res.completion
+    rec = {"id": p.id, "task": p.task, "source": p.source, "language": p.language,
+           "completion": completion, "prompt": p.prompt, **settings}
+    if p.location:
+        rec.update(location=p.location, phrasing=p.phrasing)
+    rec.update({"messages": req.messages} if req.messages is not None else {"input_text": req.text})
+    if completion != res.completion:
+        rec["raw_completion"] = res.completion
+    rec.update(usage={"prompt_tokens": res.prompt_tokens, "completion_tokens": res.completion_tokens},
+               finish_reason=res.finish_reason, seconds=round(res.seconds, 4), error=res.error, **res.extra)
+    return rec
+
+
+def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, prompting: Prompting,
+                         out_path: str | Path, model_name: str, progress: bool = True,
+                         desc: str = "generate") -> list[dict]:
+    """Generate what `out_path` lacks; return the finished records in the order of `prompts`."""
+    out_path = Path(out_path)
+    settings = settings_of(model_name, backend.name, decoding, prompting)
+    existing = read_records(out_path)
+    _check_resumable(out_path, existing, settings)
+    done: dict[str, dict] = {}
+    for rec in existing:
+        if not rec.get("error"):
+            done.setdefault(rec["id"], rec)
+    if len(done) != len(existing):
+        _compact(out_path, list(done.values()))
+    by_id = {p.id: p for p in prompts}
+    # Build every request first: a missing few-shot language fails here, before any generation.
+    requests = [Request(p.id, **build_input(prompting, p.prompt, p.task, p.language)) for p in by_id.values()]
+    if hasattr(backend, "check"):
+        backend.check(decoding)
+    requests.sort(key=backend.prompt_length)
+    size = backend.batch_size
+    chunks = [requests[i:i + size] for i in range(0, len(requests), size)]
+    todo = [[r for r in chunk if r.id not in done] for chunk in chunks]
+    todo = [c for c in todo if c]
+    bar = tqdm(total=sum(map(len, todo)), desc=desc, unit="prompt", disable=not progress)
+    with JsonlWriter(out_path) as writer:
+        for chunk in todo:
+            for req, res in zip(chunk, backend.generate(chunk, decoding)):
+                rec = _record(by_id[req.id], req, res, settings, prompting)
+                writer.write(rec)
+                if not rec["error"]:
+                    done[req.id] = rec
+            bar.update(len(chunk))
+    bar.close()
+    return [done[p.id] for p in by_id.values() if p.id in done]
+
+
+def failed_count(path: str | Path) -> int:
+    return sum(1 for r in read_records(path) if r.get("error"))
