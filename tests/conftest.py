@@ -5,6 +5,9 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
+# Offline import of the LCB files (test sets, word list) the way a user without internet does it.
+if (SHARED / "lcb").is_dir():
+    os.environ.setdefault("MLFT_LCB_DATA", str(SHARED / "lcb"))
 
 
 @pytest.fixture(scope="session")

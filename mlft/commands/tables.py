@@ -53,11 +53,12 @@ def run(args) -> int:
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    for t in paper_tables(report):
+    tables = paper_tables(report)
+    for t in tables:
         print(render(t.header, t.rows, args.format, title=t.title))
         if out:
             for fmt, ext in EXT.items():
                 (out / f"{t.name}.{ext}").write_text(render(t.header, t.rows, fmt, title=t.title), encoding="utf-8")
     if out:
-        print(f"wrote {len(paper_tables(report)) * len(EXT)} files to {out}", file=sys.stderr)
+        print(f"wrote {len(tables) * len(EXT)} files to {out}", file=sys.stderr)
     return 0
