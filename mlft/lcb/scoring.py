@@ -94,7 +94,7 @@ def analyze_all(items: list[tuple[str, str]], lid: LanguageIdentifier, words: fr
     """Analyze (text, lang) pairs; forks `workers` processes (default: all cores) for large inputs."""
     from tqdm.auto import tqdm
 
-    workers = workers or len(os.sched_getaffinity(0))
+    workers = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if workers <= 1 or len(items) < PARALLEL_MIN_REPLIES:
         _WORKER.update(lid=lid, words=words, options=options)
         return [analyze_reply(t, lang, lid, words, options, detail)
