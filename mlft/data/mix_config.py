@@ -1,0 +1,211 @@
+"""The data-mix file: sources, each with an explicit share of the FINAL mix, a total size and a seed.
+
+Share rule (no silent normalisation): the shares of all (source, language) cells must sum to 1 (±1e-6).
+A source's share is given by `share:` (split equally over its `languages:` list, if any) or by a
+`languages:` mapping whose values are each language's share of the final mix. Row counts are the largest-
+remainder apportionment of `total` over the cells, so they always sum to exactly `total`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from mlft.config import apply_overrides, did_you_mean, from_dict, load_yaml
+from mlft.data.normalize import FORMATS, KIND_FORMATS
+from mlft.data.seed import SEED_SETS
+from mlft.errors import ConfigError
+from mlft.languages import check_language
+from mlft.lcb.data import TASKS
+
+SHARE_TOLERANCE = 1e-6
+LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+@dataclass
+class SourceConfig:
+    name: str = field(metadata={"help": "Tag written into every row's `source` column (unique in the mix)."})
+    type: Literal["hub", "local", "seed"] = field(metadata={
+        "help": "hub: a Hugging Face dataset (datasets.load_dataset); local: a JSON/JSONL/parquet/CSV file; "
+                "seed: one of mlft's own seed sets."})
+    path: str = field(metadata={
+        "help": "hub: dataset id; local: file path (relative to the mix file); seed: set name "
+                f"({', '.join(SEED_SETS)})."})
+    share: float | None = field(default=None, metadata={
+        "help": "Share of the FINAL mix taken from this source (split equally over a `languages` list)."})
+    languages: list[str] | dict[str, float] | None = field(default=None, metadata={
+        "help": "Languages to take: a list (shares split equally) or {code: share of the final mix}. "
+                "Default: the seed set's languages, or every row's own language."})
+    language: str | None = field(default=None, metadata={
+        "help": "The language of every row (for single-language sources such as an English set)."})
+    language_column: str | None = field(default=None, metadata={
+        "help": "Column holding each row's language (ISO 639-1/639-3 codes and English names are understood)."})
+    language_map: dict[str, str] = field(default_factory=dict, metadata={
+        "help": "Extra labels of `language_column` -> LCB code, consulted first."})
+    subset: str | None = field(default=None, metadata={"help": "hub: the dataset configuration name."})
+    split: str = field(default="train", metadata={"help": "hub: the split to read."})
+    revision: str | None = field(default=None, metadata={"help": "hub: a commit/tag to pin."})
+    format: Literal["messages", "instruction", "preference"] | None = field(default=None, metadata={
+        "help": "Row format (see mlft/data/normalize.py); seed sets know their own."})
+    columns: dict[str, str] = field(default_factory=dict, metadata={
+        "help": "Format role -> column name, e.g. {prompt: inputs, response: targets}."})
+    allow_replacement: bool = field(default=False, metadata={
+        "help": "Reuse rows when a (source, language) cell needs more rows than it has (otherwise an error)."})
+
+
+@dataclass
+class DecontaminationConfig:
+    enabled: bool = field(default=True, metadata={"help": "Drop rows whose prompt matches an LCB test prompt."})
+    lcb_path: str | None = field(default=None, metadata={
+        "help": "LCB test_sets.zip (or folder); default: $MLFT_LCB_DATA, the cache, else a download."})
+    ngram: int = field(default=13, metadata={
+        "help": "Drop rows sharing one n-gram of this many units (words; single characters in zh/ja) "
+                "with an LCB prompt, besides normalised exact matches."})
+    tasks: list[str] = field(default_factory=lambda: list(TASKS), metadata={
+        "help": "LCB tasks whose prompts are held out."})
+
+
+@dataclass
+class MixConfig:
+    kind: Literal["sft", "dpo"] = field(metadata={"help": "sft: chat `messages`; dpo: prompt/chosen/rejected."})
+    total: int = field(metadata={"help": "Rows in the final mix."})
+    sources: list[SourceConfig] = field(metadata={"help": "Where the rows come from and their shares."})
+    seed: int = field(default=0, metadata={"help": "Seed of every sampling and shuffling step."})
+    decontaminate: DecontaminationConfig = field(default_factory=DecontaminationConfig, metadata={
+        "help": "Hold out the LCB test prompts."})
+    path: str = field(default="<mix>", metadata={"help": "(set by load_mix) the file this mix came from."})
+
+    def cells(self) -> list[tuple[int, str | None, float]]:
+        """(source index, language or None = the rows' own, share of the final mix), in file order."""
+        out = []
+        for i, src in enumerate(self.sources):
+            if isinstance(src.languages, dict):
+                out += [(i, lang, share) for lang, share in src.languages.items()]
+            else:
+                langs = src.languages or _default_languages(src)
+                out += [(i, lang, src.share / len(langs)) for lang in langs]
+        return out
+
+    def counts(self) -> list[tuple[int, str | None, int]]:
+        """Rows per cell: largest remainder of total * share (ties go to the earlier cell); sums to total."""
+        cells = self.cells()
+        exact = [self.total * share for _, _, share in cells]
+        floors = [int(x) for x in exact]
+        order = sorted(range(len(cells)), key=lambda k: (-(exact[k] - floors[k]), k))
+        for k in order[: self.total - sum(floors)]:
+            floors[k] += 1
+        return [(i, lang, n) for (i, lang, _), n in zip(cells, floors)]
+
+
+def _default_languages(src: SourceConfig) -> list[str | None]:
+    if src.language:
+        return [src.language]
+    if src.type == "seed":
+        return list(SEED_SETS[src.path].languages)
+    return [None]
+
+
+def load_mix(path: str | Path, overrides=()) -> MixConfig:
+    """Read, override (`sources.0.share=0.5` is not supported; use `total=`, `seed=`...) and validate a mix."""
+    path = Path(path)
+    data = apply_overrides(load_yaml(path), list(overrides))
+    data["path"] = str(path)
+    where = f"{path}: mix"
+    mix = from_dict(MixConfig, data, where)
+    validate(mix, where, base_dir=path.parent)
+    return mix
+
+
+def validate(mix: MixConfig, where: str, base_dir: Path = Path(".")) -> None:
+    """Semantic checks from_dict cannot do; resolves local paths against `base_dir`. Raises ConfigError."""
+    if mix.total < 1:
+        raise ConfigError(f"{where}.total: must be a positive number of rows, got {mix.total}")
+    if not mix.sources:
+        raise ConfigError(f"{where}.sources: at least one source is needed")
+    if mix.decontaminate.ngram < 4:
+        raise ConfigError(f"{where}.decontaminate.ngram: {mix.decontaminate.ngram} is too short to mean overlap "
+                          "(use 8 or more; 13 is the usual)")
+    for t in mix.decontaminate.tasks:
+        if t not in TASKS:
+            raise ConfigError(f"{where}.decontaminate.tasks: unknown task {t!r}{did_you_mean(t, TASKS)}")
+    names = set()
+    for i, src in enumerate(mix.sources):
+        w = f"{where}.sources[{i}]"
+        if src.name in names:
+            raise ConfigError(f"{w}.name: duplicate source name {src.name!r}")
+        names.add(src.name)
+        _validate_source(src, mix.kind, w, base_dir)
+    total_share = sum(share for _, _, share in mix.cells())
+    if abs(total_share - 1.0) > SHARE_TOLERANCE:
+        listing = ", ".join(f"{s.name}={_source_share(s):g}" for s in mix.sources)
+        raise ConfigError(f"{where}.sources: shares must sum to 1 (shares of the final mix), got "
+                          f"{total_share:g} ({listing})")
+
+
+def _source_share(src: SourceConfig) -> float:
+    return sum(src.languages.values()) if isinstance(src.languages, dict) else (src.share or 0.0)
+
+
+def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> None:
+    if src.type == "seed":
+        if src.path not in SEED_SETS:
+            raise ConfigError(f"{w}.path: unknown seed set {src.path!r}{did_you_mean(src.path, SEED_SETS)}; "
+                              f"valid: {', '.join(SEED_SETS)}")
+        seed_set = SEED_SETS[src.path]
+        if seed_set.kind != kind:
+            raise ConfigError(f"{w}.path: seed set {src.path!r} holds {seed_set.kind} rows, the mix is kind {kind!r}")
+        if src.format or src.columns or src.language_column:
+            raise ConfigError(f"{w}: seed sets know their format and languages; drop format/columns/language_column")
+    else:
+        if src.format is None:
+            raise ConfigError(f"{w}.format: required for {src.type} sources; one of {', '.join(FORMATS)}")
+        if src.format not in KIND_FORMATS[kind]:
+            raise ConfigError(f"{w}.format: {src.format!r} rows cannot feed a {kind} mix; use "
+                              f"{' or '.join(KIND_FORMATS[kind])}")
+        for role in src.columns:
+            if role not in FORMATS[src.format]:
+                raise ConfigError(f"{w}.columns: unknown role {role!r} for format {src.format!r}"
+                                  f"{did_you_mean(role, FORMATS[src.format])}; valid: {', '.join(FORMATS[src.format])}")
+        if not src.language and not src.language_column:
+            raise ConfigError(f"{w}: say which language the rows are in: `language: en` or `language_column: ...`")
+    if src.type == "local":
+        file = Path(src.path) if Path(src.path).is_absolute() else base_dir / src.path
+        if not file.is_file():
+            raise ConfigError(f"{w}.path: file not found: {file}")
+        if file.suffix.lower() not in LOCAL_SUFFIXES:
+            raise ConfigError(f"{w}.path: {file.name}: unsupported file type; use {', '.join(LOCAL_SUFFIXES)}")
+        src.path = str(file.resolve())
+    if src.language:
+        check_language(src.language, f"{w}.language")
+        if src.language_column:
+            raise ConfigError(f"{w}: give either `language` or `language_column`, not both")
+    for label, code in src.language_map.items():
+        check_language(code, f"{w}.language_map.{label}")
+    langs = src.languages
+    if isinstance(langs, dict):
+        for lang, share in langs.items():
+            check_language(lang, f"{w}.languages")
+            if share <= 0:
+                raise ConfigError(f"{w}.languages.{lang}: share must be > 0, got {share}")
+        if src.share is not None and abs(src.share - sum(langs.values())) > SHARE_TOLERANCE:
+            raise ConfigError(f"{w}.share: {src.share:g} differs from the sum of its languages' shares "
+                              f"({sum(langs.values()):g}); give one or the other")
+    else:
+        if src.share is None:
+            raise ConfigError(f"{w}.share: required (or give `languages` as a mapping of shares)")
+        if src.share <= 0:
+            raise ConfigError(f"{w}.share: must be > 0, got {src.share}")
+        for lang in langs or []:
+            check_language(lang, f"{w}.languages")
+        if langs is not None and len(set(langs)) != len(langs):
+            raise ConfigError(f"{w}.languages: listed twice: {sorted({x for x in langs if langs.count(x) > 1})}")
+    chosen = list(langs) if langs else []
+    if src.language and any(lang != src.language for lang in chosen):
+        raise ConfigError(f"{w}.languages: the rows are all {src.language!r} (`language`), cannot take {chosen}")
+    if src.type == "seed":
+        have = SEED_SETS[src.path].languages
+        missing = [lang for lang in chosen if lang not in have]
+        if missing:
+            raise ConfigError(f"{w}.languages: seed set {src.path!r} has no {', '.join(missing)} rows; "
+                              f"it has {', '.join(have)}")

@@ -1,0 +1,85 @@
+"""Read one mix source into a Pool: per-row languages plus lazy access to normalised examples.
+
+hub    datasets.load_dataset(path, subset, split=..., revision=...) — the real Hugging Face Hub code
+local  datasets.load_dataset("json" | "parquet" | "csv", data_files=path)
+seed   mlft's own seed sets (mlft/data/seed.py)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from mlft.data.language_codes import to_lcb_code
+from mlft.data.mix_config import LOCAL_SUFFIXES, SourceConfig
+from mlft.data.normalize import check_columns, column_map, to_preference, to_sft
+from mlft.data.seed import SEED_SETS
+from mlft.errors import DataError
+
+
+@dataclass
+class Pool:
+    """A source's rows: `languages[k]` is row k's LCB code (None: not an LCB language); `example(k)` is
+    (row id, normalised example or None when the row is empty/malformed)."""
+
+    name: str
+    languages: list[str | None]
+    example: Callable[[int], tuple[str, dict | None]]
+
+    def __len__(self) -> int:
+        return len(self.languages)
+
+
+def load_pool(src: SourceConfig, kind: str, wanted: list[str | None], where: str) -> Pool:
+    """The rows of `src` (only languages in `wanted` for seed sets, whose rows are built in memory)."""
+    if src.type == "seed":
+        return _seed_pool(src, [lang for lang in wanted if lang is not None])
+    dataset = _load_dataset(src, where)
+    cols = column_map(src.format, src.columns)
+    check_columns(list(dataset.column_names), src.format, cols, where)
+    if src.language:
+        languages = [src.language] * len(dataset)
+    else:
+        if src.language_column not in dataset.column_names:
+            raise DataError(f"{where}.language_column: column {src.language_column!r} not found; the data has "
+                            f"{', '.join(dataset.column_names)}")
+        languages = [to_lcb_code(v, src.language_map) for v in dataset[src.language_column]]
+
+    def example(k: int) -> tuple[str, dict | None]:
+        row = dataset[k]
+        ex = to_preference(row, cols) if kind == "dpo" else to_sft(row, src.format, cols)
+        return f"{src.name}:{k}", ex
+
+    return Pool(src.name, languages, example)
+
+
+def _seed_pool(src: SourceConfig, languages: list[str]) -> Pool:
+    seed_set = SEED_SETS[src.path]
+    rows, langs = [], []
+    for lang in languages:
+        for row in seed_set.rows(lang):
+            rows.append(row)
+            langs.append(lang)
+
+    def example(k: int) -> tuple[str, dict]:
+        row = dict(rows[k])
+        return f"{src.name}:{langs[k]}:{row.pop('id')}", row
+
+    return Pool(src.name, langs, example)
+
+
+def _load_dataset(src: SourceConfig, where: str):
+    try:
+        import datasets
+    except ImportError:
+        raise DataError(f"{where}: reading {src.type} sources needs the `datasets` package "
+                        "(pip install 'mlft[train]')") from None
+    try:
+        if src.type == "hub":
+            return datasets.load_dataset(src.path, src.subset, split=src.split, revision=src.revision)
+        builder = LOCAL_SUFFIXES[src.path[src.path.rfind("."):].lower()]
+        return datasets.load_dataset(builder, data_files=src.path, split="train")
+    except Exception as exc:  # datasets raises many types (connection, file, schema, auth): report them all
+        what = f"hub dataset {src.path!r}" + (f" ({src.subset}, split {src.split})" if src.subset else
+                                               f" (split {src.split})") if src.type == "hub" else src.path
+        raise DataError(f"{where}.path: could not load {what}: {type(exc).__name__}: {exc}") from None
