@@ -1,0 +1,42 @@
+"""`mlft eval SUITE`: generate + score + report for an eval suite (eval/*.yaml or a path)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlft.commands.generate import add_backend_args, backend_options
+from mlft.evaluate import run_suite
+from mlft.generation.models import DEFAULT_MODEL
+from mlft.generation.suites import available_suites, load_suite
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("eval", help="run an eval suite: generate, score, report (tables, plot)",
+                       description="Run an eval suite (" + ", ".join(available_suites()) + ", or a .yaml path). "
+                                   "Resumable: re-running reuses finished completions.")
+    p.add_argument("suite", help="suite name in eval/ or path to a suite YAML")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="suite overrides, e.g. per_group=1 "
+                   "decoding.max_new_tokens=20 languages=[de,zh]")
+    p.add_argument("--out", default=None, help="output folder (default runs/eval/<suite>/<model>)")
+    p.add_argument("--format", default="markdown", choices=["markdown", "csv"], help="printed table format")
+    add_backend_args(p)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    suite = load_suite(args.suite, args.overrides)
+    model = args.model or (DEFAULT_MODEL if args.backend == "hf" else None)
+    out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
+    result = run_suite(suite, model_ref=model, backend=args.backend, out_dir=out, progress=not args.no_progress,
+                       backend_options=backend_options(args))
+    if args.format == "csv":
+        for f in result.files:
+            if f.suffix == ".csv":
+                print(f"# {f.name}\n{f.read_text(encoding='utf-8')}")
+    else:
+        print(result.report)
+    print(f"{suite.name}: {len(result.rows)} metric rows in {result.seconds:.1f} s -> {out}")
+    for f in result.files:
+        if f.suffix == ".png":
+            print(f"plot: {f}")
+    return 0
