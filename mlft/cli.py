@@ -18,6 +18,8 @@ COMMANDS = [
     "lcb",
     "score",
     "tables",
+    "generate",
+    "eval",
 ]
 
 
