@@ -1,0 +1,102 @@
+"""Shared pieces of the generation tests: synthetic prompts and a fault-injecting OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from mlft.lcb.data import Prompt
+
+API_KEY = "sk-test-secret-0123"
+
+
+def prompts(texts: list[str], language: str = "de") -> list[Prompt]:
+    return [Prompt(id=f"monolingual/okapi/{language}/{i}", task="monolingual", source="okapi", language=language,
+                   prompt=t) for i, t in enumerate(texts)]
+
+
+class FaultServer:
+    """Chat/completions endpoint on 127.0.0.1 replying `echo: <prompt>`, with faults chosen by the prompt:
+    'timeout' sleeps past the client timeout once, 'rate' gets one 429, 'server' two 500s, 'malformed' a
+    broken JSON body and 'shape' a JSON body without choices (both until `fixed`), 'bad' a 400."""
+
+    def __init__(self, slow: float = 1.5, delay: float = 0.05):
+        self.slow, self.delay, self.fixed = slow, delay, False
+        self.attempts: Counter = Counter()
+        self.in_flight = self.max_in_flight = 0
+        self.lock = threading.Lock()
+        self.bodies: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, code: int, body: bytes, headers: dict | None = None):
+                self.send_response(code)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_GET(self):
+                ok = self.headers.get("Authorization") == f"Bearer {API_KEY}"
+                self._send(200 if ok else 401, b'{"data": []}' if ok else b'{"error": "bad key"}')
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.headers.get("Authorization") != f"Bearer {API_KEY}":
+                    return self._send(401, b'{"error": "bad key"}')
+                with server.lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    server.bodies.append(body)
+                try:
+                    self._reply(body)
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _reply(self, body):
+                text = body["messages"][-1]["content"] if "messages" in body else body["prompt"]
+                with server.lock:
+                    server.attempts[text] += 1
+                    n = server.attempts[text]
+                time.sleep(server.delay)
+                if "timeout" in text and n == 1:
+                    time.sleep(server.slow)
+                elif "rate" in text and n == 1:
+                    return self._send(429, b'{"error": "slow down"}', {"Retry-After": "0"})
+                elif "server" in text and n <= 2:
+                    return self._send(500, b'{"error": "oops"}')
+                elif "malformed" in text and not server.fixed:
+                    return self._send(200, b'{"choices": [{"message": ')
+                elif "shape" in text and not server.fixed:
+                    return self._send(200, b'{"object": "nothing"}')
+                elif "bad" in text and not server.fixed:
+                    return self._send(400, b'{"error": "context too long"}')
+                choice = ({"message": {"role": "assistant", "content": f"echo: {text}"}} if "messages" in body
+                          else {"text": f"echo: {text}"})
+                reply = {"choices": [{**choice, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 2}}
+                self._send(200, json.dumps(reply).encode())
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,91 @@
+"""The openai backend against a real HTTP server on 127.0.0.1 that injects timeouts, 429, 500, 400 and
+malformed bodies: every prompt ends with a completion or a recorded error, nothing lost or duplicated,
+concurrency bounded, the key never written; a resumed run retries only the failures."""
+
+import json
+import socket
+
+import pytest
+from generation_helpers import API_KEY, FaultServer, prompts
+
+from mlft.errors import BackendError, ConfigError
+from mlft.generation.backends.openai import OpenAIBackend
+from mlft.generation.decoding import Decoding
+from mlft.generation.prompting import Prompting
+from mlft.generation.runner import generate_completions
+
+TEXTS = ["one", "two", "timeout please", "rate me", "server down", "malformed body", "shape shifter",
+         "bad request", "three", "four", "five", "six"]
+
+
+def _backend(url, **kw):
+    opts = dict(concurrency=3, timeout=0.5, max_retries=3, backoff=0.01)
+    opts.update(kw)
+    return OpenAIBackend("served-model", base_url=url, api_key=API_KEY, **opts)
+
+
+def test_faults_recorded_retried_and_resumed(tmp_path):
+    out = tmp_path / "c.jsonl"
+    ps = prompts(TEXTS)
+    with FaultServer() as server:
+        backend = _backend(server.url)
+        backend.preflight()
+        done = generate_completions(ps, backend, Decoding(), Prompting(), out, "served-model", progress=False)
+        lines = [json.loads(x) for x in out.read_text().splitlines()]
+        assert sorted(r["id"] for r in lines) == sorted(p.id for p in ps)  # one record per prompt
+        errors = {r["prompt"]: r["error"] for r in lines if r["error"]}
+        assert set(errors) == {"malformed body", "shape shifter", "bad request"}
+        assert "malformed" in errors["malformed body"] and "HTTP 400" in errors["bad request"]
+        assert {r["prompt"]: r["completion"] for r in done} == {t: f"echo: {t}" for t in TEXTS if t not in errors}
+        assert server.attempts["timeout please"] == 2 and server.attempts["rate me"] == 2
+        assert server.attempts["server down"] == 3 and server.attempts["one"] == 1
+        assert 1 < server.max_in_flight <= 3
+        body = server.bodies[0]
+        assert body["top_p"] == 0.75 and body["temperature"] == 0.3 and body["max_tokens"] == 100
+        assert "min_p" not in body
+        assert API_KEY not in out.read_text()
+
+        server.fixed = True
+        before = sum(server.attempts.values())
+        done = generate_completions(ps, backend, Decoding(), Prompting(), out, "served-model", progress=False)
+        assert sum(server.attempts.values()) - before == 3  # only the failures were asked again
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == len(TEXTS) and len({r["id"] for r in lines}) == len(TEXTS)
+    assert not any(r["error"] for r in lines) and len(done) == len(TEXTS)
+
+
+def test_retries_exhausted_is_a_recorded_error(tmp_path):
+    with FaultServer() as server:
+        backend = _backend(server.url, max_retries=1)
+        recs = generate_completions(prompts(["server down", "ok"]), backend, Decoding(), Prompting(),
+                                    tmp_path / "c.jsonl", "m", progress=False)
+    lines = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text().splitlines()]
+    err = next(r for r in lines if r["prompt"] == "server down")["error"]
+    assert "gave up after 2 attempts: HTTP 500" in err
+    assert [r["prompt"] for r in recs] == ["ok"]
+
+
+def test_qa_prompting_uses_completions_route(tmp_path):
+    with FaultServer() as server:
+        recs = generate_completions(prompts(["hello"]), _backend(server.url), Decoding(temperature=0),
+                                    Prompting(mode="qa"), tmp_path / "c.jsonl", "m", progress=False)
+        assert server.bodies[0]["prompt"] == "Q: hello\nA:" and server.bodies[0]["top_p"] == 1.0
+    assert recs[0]["completion"] == "echo: Q: hello\nA:".split("\nQ:")[0]
+
+
+def test_wrong_key_and_unreachable_fail_before_generation(tmp_path, monkeypatch):
+    with FaultServer() as server:
+        with pytest.raises(BackendError, match="API key was rejected"):
+            OpenAIBackend("m", base_url=server.url, api_key="wrong").preflight()
+        assert not server.bodies
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    with pytest.raises(BackendError, match="cannot reach"):
+        OpenAIBackend("m", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", timeout=2).preflight()
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="no API key"):
+        OpenAIBackend("m", base_url="http://127.0.0.1:1/v1")
+    with pytest.raises(ConfigError, match="beam"):
+        OpenAIBackend("m", api_key="k").check(Decoding(num_beams=2))
+    assert API_KEY not in repr(_backend("http://x"))
