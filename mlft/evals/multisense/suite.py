@@ -1,0 +1,115 @@
+"""`kind: multisense` eval suites: options, validation (before any model is loaded) and the run.
+
+    options:
+      tasks: [pawsx, xnli]
+      source: en
+      targets: [de, zh]
+      sample: 100            # items per task (seeded; the same rows in every language); null = all
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mlft.config import from_dict
+from mlft.errors import ConfigError
+from mlft.evals.multisense import pipeline
+from mlft.evals.multisense.data import check_language, check_task, test_file
+from mlft.evals.multisense.prompts import SYSTEM_MESSAGE, chat
+
+
+@dataclass
+class MultisenseOptions:
+    tasks: list[str] = field(default_factory=lambda: ["pawsx", "xnli"], metadata={"help": "pawsx and/or xnli"})
+    source: str = field(default="en", metadata={"help": "language of the T_src run (en, de or zh)"})
+    targets: list[str] = field(default_factory=lambda: ["de", "zh"], metadata={
+        "help": "languages the model translates the task into (each gives a direction source->target)"})
+    conditions: list[str] = field(default_factory=lambda: list(pipeline.CONDITIONS), metadata={
+        "help": "T (data + instruction translated), I (instruction only), X (data only)"})
+    sample: int | None = field(default=100, metadata={
+        "help": "items per task, a seeded sample shared by all languages; null = the whole test set"})
+    seed: int = field(default=0, metadata={"help": "seed of the item sample and of sampling"})
+    max_new_tokens: int = field(default=256, metadata={"help": "answer length limit (paper: 256)"})
+    translation_max_new_tokens: int = field(default=256, metadata={
+        "help": "translation length limit (paper: 2048; sentences need far less)"})
+    temperature: float = field(default=0.25, metadata={"help": "sampling temperature (paper: 0.25); 0 = greedy"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus top-p (paper: 1.0 = off)"})
+    batch_size: int = field(default=16, metadata={"help": "chat requests per generate call"})
+    bleu: bool = field(default=True, metadata={"help": "BLEU of the self-translations against the human test set"})
+    data_dir: str | None = field(default=None, metadata={
+        "help": "folder with {task}/test-{lang}.tsv (null: $MLFT_MULTISENSE_DATA, the cache, ../shared)"})
+
+
+def validate(options: dict, where: str) -> MultisenseOptions:
+    opts = from_dict(MultisenseOptions, options or {}, where)
+    if not opts.tasks:
+        raise ConfigError(f"{where}.tasks: give at least one task")
+    for i, t in enumerate(opts.tasks):
+        check_task(t, f"{where}.tasks[{i}]")
+    check_language(opts.source, f"{where}.source")
+    for i, lang in enumerate(opts.targets):
+        check_language(lang, f"{where}.targets[{i}]")
+        if lang == opts.source:
+            raise ConfigError(f"{where}.targets[{i}]: {lang!r} is the source language")
+    for i, c in enumerate(opts.conditions):
+        if c not in pipeline.CONDITIONS:
+            raise ConfigError(f"{where}.conditions[{i}]: unknown condition {c!r}; valid: T, I, X")
+    for name in ("max_new_tokens", "translation_max_new_tokens", "batch_size"):
+        if getattr(opts, name) < 1:
+            raise ConfigError(f"{where}.{name}: must be >= 1, got {getattr(opts, name)}")
+    if opts.sample is not None and opts.sample < 1:
+        raise ConfigError(f"{where}.sample: must be >= 1 or null, got {opts.sample}")
+    if opts.temperature < 0 or not 0 < opts.top_p <= 1:
+        raise ConfigError(f"{where}: temperature must be >= 0 and top_p in (0, 1]")
+    for t in opts.tasks:  # data present? (fail before loading a model)
+        for lang in [opts.source, *(opts.targets if opts.bleu else [])]:
+            path = test_file(t, lang, opts.data_dir)
+            if not path.is_file():
+                raise ConfigError(f"{where}: {path} not found (fetch the test sets with `mlft multisense fetch`, "
+                                  "or set data_dir)")
+    return opts
+
+
+def make_chat_fn(model, tokenizer, opts: MultisenseOptions) -> pipeline.ChatFn:
+    """Chat generation with the paper's system message and decoding, through the HF backend."""
+    from mlft.generation.backends import Request
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.decoding import Decoding
+
+    backend = HFBackend(model, tokenizer, batch_size=opts.batch_size)
+
+    def chat_fn(ids: list[str], texts: list[str], max_new_tokens: int) -> list[str | None]:
+        decoding = Decoding(max_new_tokens=max_new_tokens, temperature=opts.temperature, top_p=opts.top_p,
+                            seed=opts.seed)
+        results = backend.generate([Request(i, messages=chat(t)) for i, t in zip(ids, texts)], decoding)
+        return [None if r.error else r.completion for r in results]
+
+    return chat_fn
+
+
+def run(opts: MultisenseOptions, *, model, tokenizer, out_dir: Path, progress: bool = True,
+        chat_fn: pipeline.ChatFn | None = None) -> list[dict]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    chat_fn = chat_fn or make_chat_fn(model, tokenizer, opts)
+    model_name = getattr(getattr(model, "config", None), "_name_or_path", None) or "model"
+    settings = {"model": str(model_name), "system": SYSTEM_MESSAGE, "temperature": opts.temperature,
+                "top_p": opts.top_p, "seed": opts.seed, "max_new_tokens": opts.max_new_tokens,
+                "translation_max_new_tokens": opts.translation_max_new_tokens}
+    cache = pipeline.GenerationCache(out_dir / "generations.jsonl", settings)
+    plan = pipeline.Plan(opts.tasks, opts.source, opts.targets, opts.conditions, opts.sample, opts.seed,
+                         opts.max_new_tokens, opts.translation_max_new_tokens, opts.data_dir, opts.bleu)
+    rows: list[dict] = []
+    items: list[dict] = []
+    for task in opts.tasks:
+        rows += pipeline.run_task(task, plan, chat_fn, cache, chunk=4 * opts.batch_size, progress=progress,
+                                  items_out=items)
+    rows += pipeline.average_rows(rows)
+    with open(out_dir / "items.jsonl", "w", encoding="utf-8") as fh:
+        for rec in items:
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    (out_dir / "options.json").write_text(json.dumps(asdict(opts), indent=2), encoding="utf-8")
+    pipeline.write_report(rows, out_dir / "multisense.md")
+    return rows

@@ -1,0 +1,36 @@
+"""Polyglot suite: validation up front, rows, and a tiny real CKA run through run_suite."""
+
+import pytest
+
+from mlft.errors import ConfigError
+from mlft.evals.polyglot import suite
+from mlft.generation.suites import load_suite
+
+
+def test_validation_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"options.languages\[1\]: unknown Polyglot-or-Not language 'xx'"):
+        suite.validate({"languages": ["de", "xx"]}, "p.yaml: options")
+    with pytest.raises(ConfigError, match="options.sample: must be >= 1"):
+        suite.validate({"sample": 0}, "p.yaml: options")
+    with pytest.raises(ConfigError, match=r"no Polyglot-or-Not data for de"):
+        suite.validate({"languages": ["de"], "data_dir": str(tmp_path)}, "p.yaml: options")
+    with pytest.raises(ConfigError, match=r"polyglot_quick.yaml: options: unknown key 'samples'"):
+        load_suite("polyglot_quick", ["options.samples=3"])
+
+
+@pytest.mark.slow
+def test_run_suite_rows(embedded_model, shared, tmp_path):
+    from mlft.evaluate import run_suite
+
+    model, tok = embedded_model
+    s = load_suite("polyglot_quick", ["options.languages=[en, fr]", "options.sample=12",
+                                      f"options.data_dir={shared / 'polyglot'}", "options.bootstrap=500"])
+    result = run_suite(s, model=model, tokenizer=tok, out_dir=tmp_path, progress=False)
+    val = {(r["task"], r["language"], r["metric"]): r["value"] for r in result.rows}
+    assert val["cka", "en", "n_facts"] == 12
+    assert val["cka", "avg", "accuracy"] == pytest.approx((val["cka", "en", "accuracy"] + val["cka", "fr", "accuracy"]) / 2)
+    assert all(set(r) == {"suite", "variant", "task", "language", "metric", "value"} for r in result.rows)
+    rel = [r for r in result.rows if r["task"].startswith("relation:") and r["language"] == "en"]
+    assert rel and all(0 <= r["value"] <= 1 for r in rel)
+    lines = (tmp_path / "facts.jsonl").read_text().splitlines()
+    assert len(lines) == 24
