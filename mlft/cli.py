@@ -20,6 +20,8 @@ COMMANDS = [
     "tables",
     "generate",
     "eval",
+    "train",
+    "evaluate_run",
 ]
 
 

@@ -1,0 +1,52 @@
+"""`mlft evaluate-run RUN_DIR`: (re)evaluate the checkpoints of an existing run directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mlft.errors import ConfigError
+from mlft.training.evaluation import checkpoint_step, evaluate_step
+from mlft.training.recipe import load_recipe
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("evaluate-run", help="(re)evaluate the checkpoints of a training run",
+                       description="Evaluate every checkpoint of RUN_DIR (and the step-0 base model) with the "
+                                   "run's evaluation block; passes already in curves.jsonl are skipped. "
+                                   "Overrides change the evaluation, e.g. evaluation.quantized=[w8,w4].")
+    p.add_argument("run_dir", help="a run directory written by `mlft train`")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="recipe overrides (evaluation.*)")
+    p.add_argument("--step", type=int, help="evaluate only this step (with --model: that model as this step)")
+    p.add_argument("--model", help="model/checkpoint to evaluate as --step (used by the training callback)")
+    p.add_argument("--not-end", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def _targets(run_dir: Path, recipe) -> list[tuple[int, str]]:
+    out = [(0, recipe.model)] if recipe.evaluation.at_start else []
+    ckpts = [(checkpoint_step(p), str(p)) for p in (run_dir / "checkpoints").glob("checkpoint-*")]
+    return out + sorted((s, p) for s, p in ckpts if s is not None)
+
+
+def run(args) -> int:
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "recipe.yaml").is_file():
+        raise ConfigError(f"{run_dir}: not a run directory (no recipe.yaml)")
+    recipe = load_recipe(run_dir / "recipe.yaml", args.overrides)
+    if args.model is not None:
+        if args.step is None:
+            raise ConfigError("--model needs --step")
+        targets = [(args.step, args.model)]
+    else:
+        targets = [t for t in _targets(run_dir, recipe) if args.step is None or t[0] == args.step]
+        if not targets:
+            raise ConfigError(f"{run_dir}: nothing to evaluate (no checkpoint"
+                              f"{'' if args.step is None else f' for step {args.step}'})")
+    last = max(s for s, _ in targets)
+    for step, ref in targets:
+        is_end = step == 0 or (step == last and not args.not_end)
+        evaluate_step(run_dir, recipe.evaluation, step, model_ref=ref, is_end=is_end,
+                      progress=not args.no_progress, mode="separate-process")
+    return 0

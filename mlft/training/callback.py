@@ -1,0 +1,108 @@
+"""The per-checkpoint eval callback: LCB (or any suite) at train start and after every checkpoint save.
+
+- Rank 0 evaluates; the other ranks wait at a barrier (so nobody deadlocks on a collective).
+- In-process: the live model generates in eval mode (KV cache on), then train mode is restored.
+- Sharded weights (DeepSpeed ZeRO-3, FSDP): in-process generation would need every rank, so rank 0 evaluates
+  the *saved* checkpoint in a separate `mlft evaluate-run` process instead.
+- Quantized variants always load the saved checkpoint separately.
+- Passes already in curves.jsonl are skipped, so resuming never duplicates curve points.
+- A failing evaluation is reported and recorded, never allowed to kill or hang training.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from mlft.training import curves
+from mlft.training.evaluation import evaluate_step, headline
+from mlft.training.recipe import Recipe
+
+# Variables that would make a child process think it is one rank of the training job.
+_DIST_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
+             "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "CROSS_RANK", "CROSS_SIZE")
+
+
+def child_env() -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in _DIST_ENV and not k.startswith(("ACCELERATE_", "TORCHELASTIC_"))}
+    env["MLFT_LAUNCHED"] = "1"
+    return env
+
+
+class EvalCallback(TrainerCallback):
+    def __init__(self, recipe: Recipe, run_dir: Path, tokenizer, in_process: bool, progress: bool = True):
+        self.recipe = recipe
+        self.ev = recipe.evaluation
+        self.run_dir = Path(run_dir)
+        self.tokenizer = tokenizer
+        self.in_process = in_process
+        self.progress = progress
+        self.trainer = None  # set by the trainer setup, to log headline numbers through report_to
+        self.seconds = 0.0
+
+    # -- events --------------------------------------------------------------------------------------
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.ev.enabled and self.ev.at_start and state.global_step == 0:
+            self._evaluate(args, state, model, model_ref=self.recipe.model)
+
+    def on_save(self, args, state, control, model=None, **kwargs):
+        if self.ev.enabled:
+            ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            self._evaluate(args, state, model, model_ref=str(ckpt))
+
+    # -- work ----------------------------------------------------------------------------------------
+    def _evaluate(self, args, state, model, model_ref: str) -> None:
+        step = state.global_step
+        is_end = step == 0 or step >= state.max_steps
+        t0 = time.time()
+        if state.is_world_process_zero:
+            try:
+                if self.in_process:
+                    rows = evaluate_step(self.run_dir, self.ev, step, model=model, tokenizer=self.tokenizer,
+                                         model_ref=model_ref, is_end=is_end, progress=self.progress)
+                else:
+                    rows = self._evaluate_in_child(step, model_ref, is_end)
+                self._log(rows, step)
+            except Exception as exc:  # noqa: BLE001 — evaluation must never kill training
+                traceback.print_exc()
+                print(f"[mlft eval] step {step}: evaluation failed ({type(exc).__name__}: {exc}); "
+                      "training continues; rerun `mlft evaluate-run` on the run directory later", file=sys.stderr)
+                curves.append_pass(self.run_dir, step, "model", [], time.time() - t0, "failed", error=str(exc))
+        self.seconds += time.time() - t0
+        _barrier()
+
+    def _evaluate_in_child(self, step: int, model_ref: str, is_end: bool) -> list[dict]:
+        before = len(curves.read_curves(self.run_dir))
+        cmd = [sys.executable, "-m", "mlft", "evaluate-run", str(self.run_dir), "--step", str(step),
+               "--model", model_ref]
+        if not is_end:
+            cmd.append("--not-end")
+        if not self.progress:
+            cmd.append("--no-progress")
+        print(f"[mlft eval] step {step}: weights are sharded; evaluating {model_ref} in a separate process",
+              flush=True)
+        proc = subprocess.run(cmd, env=child_env(), timeout=self.ev.timeout_s)
+        if proc.returncode != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` exited with {proc.returncode}")
+        return curves.read_curves(self.run_dir)[before:]
+
+    def _log(self, rows: list[dict], step: int) -> None:
+        if not (self.ev.log_to_trainer and self.trainer is not None and rows):
+            return
+        logs = {f"lcb/{k}": v for k, v in headline(rows).items()}
+        if logs:
+            self.trainer.log(logs)
+
+
+def _barrier() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()

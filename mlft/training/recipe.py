@@ -1,0 +1,262 @@
+"""Training recipes: one flat YAML per experiment (alignment-handbook style), validated before any load.
+
+A recipe names the model, the data mix, the trainer (`sft` | `dpo`), any field of the installed trl
+SFTConfig/DPOConfig under `training_args:`, LoRA options, the accelerate config to launch with, and the
+evaluation block run by the per-checkpoint callback. `include:` pulls in a base recipe; `key=value`
+overrides on the command line win over the YAML, which wins over the defaults below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from mlft.config import _coerce, apply_overrides, did_you_mean, from_dict, load_yaml
+from mlft.errors import ConfigError
+from mlft.paths import project_root
+
+TRAINERS = ("sft", "dpo")
+QUANT_VARIANTS = ("w8", "w4", "w8a8")
+# training_args keys that mlft sets itself (from the recipe), so a recipe may not set them.
+MANAGED_ARGS = {"output_dir": "set `run_dir:` instead (checkpoints go to run_dir/checkpoints)"}
+
+
+@dataclass
+class LoraOptions:
+    enabled: bool = field(default=False, metadata={"help": "Train a LoRA adapter (peft) instead of all weights."})
+    r: int = field(default=16, metadata={"help": "LoRA rank."})
+    alpha: int = field(default=32, metadata={"help": "LoRA alpha (scaling = alpha / r)."})
+    dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch."})
+    target_modules: list[str] | str = field(
+        default="all-linear", metadata={"help": "Modules to adapt: a list of names or 'all-linear'."})
+
+    def to_peft(self):
+        from peft import LoraConfig
+
+        return LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
+                          target_modules=self.target_modules, task_type="CAUSAL_LM")
+
+
+@dataclass
+class PromptVariant:
+    """One extra evaluation variant of the live checkpoint, e.g. a few-shot prompting baseline."""
+
+    variant: str = field(metadata={"help": "Name of the variant in curves.jsonl (e.g. '1-shot')."})
+    suite: str = field(metadata={"help": "Suite name (file stem in eval/) or path to a suite YAML."})
+    overrides: list[str] = field(default_factory=list, metadata={"help": "key=value overrides for the suite."})
+
+
+@dataclass
+class EvaluationOptions:
+    enabled: bool = field(default=True, metadata={"help": "Run the eval callback at all."})
+    suite: str = field(default="lcb_quick", metadata={
+        "help": "Eval suite run at train start and after every checkpoint (name in eval/ or a path)."})
+    suite_overrides: list[str] = field(default_factory=list, metadata={
+        "help": "key=value overrides applied to the suite (validated by the suite loader)."})
+    at_start: bool = field(default=True, metadata={"help": "Evaluate the starting model (step 0 baseline)."})
+    every_steps: int | None = field(default=None, metadata={
+        "help": "Evaluate every N steps: sets save_strategy=steps and save_steps=N (evaluation follows checkpoints)."})
+    fewshot: bool = field(default=False, metadata={"help": "Also run the few-shot prompting variants below."})
+    fewshot_variants: list[PromptVariant] = field(default_factory=list, metadata={
+        "help": "Few-shot baselines: [{variant, suite, overrides}], run when `fewshot: true`."})
+    quantized: list[Literal["w8", "w4", "w8a8"]] = field(default_factory=list, metadata={
+        "help": "Quantized variants of each saved checkpoint: w8/w4 (bitsandbytes), w8a8 (torchao int8 dynamic)."})
+    quantized_at: Literal["all", "ends"] = field(default="ends", metadata={
+        "help": "Which steps get the quantized variants: 'ends' (the step-0 baseline and the last step) or 'all'."})
+    in_process: Literal["auto", "always", "never"] = field(default="auto", metadata={
+        "help": "Generate with the live model on rank 0 ('auto': yes unless ZeRO-3/FSDP shards the weights; "
+                "then the saved checkpoint is evaluated in a separate process)."})
+    log_to_trainer: bool = field(default=True, metadata={
+        "help": "Log headline LPR/WPR/LCPR through the trainer's report_to (TensorBoard, W&B...)."})
+    timeout_s: int = field(default=3600, metadata={"help": "Limit for one separate-process evaluation."})
+
+
+@dataclass
+class Recipe:
+    model: str = field(metadata={
+        "help": "Model to train: 'smollm2-135m-instruct' (embedded), a local folder (full model or LoRA "
+                "adapter, e.g. the SFT run's final/), or a hub id like HuggingFaceTB/SmolLM2-1.7B."})
+    mix: str = field(metadata={"help": "Data mix YAML (data_mixes/*.yaml), relative to cwd or the project."})
+    trainer: Literal["sft", "dpo"] = field(default="sft", metadata={"help": "trl trainer: sft | dpo."})
+    mix_overrides: list[str] = field(default_factory=list, metadata={"help": "key=value overrides for the mix."})
+    run_dir: str | None = field(default=None, metadata={
+        "help": "Run directory (recipe copy, mix stats, checkpoints/, curves.jsonl, complete). "
+                "Default: runs/<recipe file stem>."})
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(default="auto", metadata={
+        "help": "Weights dtype when loading the model."})
+    chat_template: str = field(default="auto", metadata={
+        "help": "Training chat template: 'auto' (the model's if it has {% generation %} markers, else trl's "
+                "patched one, else mlft's ChatML template) or a .jinja path."})
+    accelerate_config: str | None = field(default=None, metadata={
+        "help": "configs/accelerate/*.yaml to launch with: `mlft train` re-launches itself through "
+                "`accelerate launch --config_file` when not already launched."})
+    training_args: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Any field of the installed trl SFTConfig / DPOConfig (checked by name and type)."})
+    lora: LoraOptions = field(default_factory=LoraOptions, metadata={"help": "LoRA (peft) options."})
+    evaluation: EvaluationOptions = field(default_factory=EvaluationOptions, metadata={
+        "help": "Per-checkpoint evaluation (the eval callback)."})
+    # filled by load_recipe (not YAML keys)
+    source: str = field(default="", init=False, metadata={"help": "The recipe file it was loaded from."})
+
+    def config_class(self):
+        return trl_config_class(self.trainer)
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        data.pop("source")
+        return data
+
+
+def trl_config_class(trainer: str):
+    from trl import DPOConfig, SFTConfig
+
+    return {"sft": SFTConfig, "dpo": DPOConfig}[trainer]
+
+
+def resolve_path(path: str) -> Path:
+    """A path as written in a recipe: relative to the current directory, else to the project root."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    alt = project_root() / p
+    return alt if alt.exists() else p
+
+
+def _check_arg_type(value: Any, tp: Any, where: str) -> Any:
+    """Type-check one trl config value; enums accept their string values."""
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        valid = [m.value for m in tp]
+        if value in valid or isinstance(value, tp):
+            return value
+        raise ConfigError(f"{where}: {value!r} is not one of {valid}{did_you_mean(str(value), map(str, valid))}")
+    args = typing.get_args(tp)
+    if args and any(isinstance(a, type) and issubclass(a, Enum) for a in args):
+        for a in args:
+            try:
+                return _check_arg_type(value, a, where)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{where}: {value!r} has the wrong type (expected {tp})")
+    return _coerce(value, tp, where)
+
+
+def validate_training_args(args: dict, trainer: str, where: str) -> dict:
+    """Check names against the installed trl config dataclass (with did-you-mean) and types against its hints."""
+    cls = trl_config_class(trainer)
+    fields = {f.name for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for key, value in args.items():
+        if key in MANAGED_ARGS:
+            raise ConfigError(f"{where}.{key}: managed by mlft: {MANAGED_ARGS[key]}")
+        if key not in fields:
+            other = "dpo" if trainer == "sft" else "sft"
+            hint = did_you_mean(key, fields)
+            if not hint and key in {f.name for f in dataclasses.fields(trl_config_class(other))}:
+                hint = f" (it is a {trl_config_class(other).__name__} field, but trainer is {trainer!r})"
+            raise ConfigError(f"{where}: unknown {cls.__name__} field {key!r}{hint}")
+        out[key] = _check_arg_type(value, hints[key], f"{where}.{key}")
+    return out
+
+
+def _validate_model(model: str, where: str) -> None:
+    from mlft.generation.models import EMBEDDED
+
+    if model in EMBEDDED:
+        return
+    path = Path(model).expanduser()
+    if path.exists():
+        if not ((path / "config.json").is_file() or (path / "adapter_config.json").is_file()):
+            raise ConfigError(f"{where}: {model!r} is a folder without config.json or adapter_config.json")
+        return
+    if model.count("/") == 1 and not model.startswith((".", "/", "~")):
+        return  # a hub id: checked when loaded
+    raise ConfigError(f"{where}: model {model!r} not found: not an embedded model ({', '.join(EMBEDDED)}), "
+                      "an existing folder, or a hub id like org/name (train the recipe that produces it first)")
+
+
+def _validate_linked(recipe: Recipe, src: str) -> None:
+    """Load the mix and suites (config files only: no data, no model) so their errors surface now."""
+    from mlft.data.mix import load_mix
+
+    mix_path = resolve_path(recipe.mix)
+    if not mix_path.is_file():
+        raise ConfigError(f"{src}: mix: file not found: {recipe.mix}")
+    recipe.mix = str(mix_path)
+    try:
+        load_mix(str(mix_path), list(recipe.mix_overrides))
+    except ConfigError as exc:
+        raise ConfigError(f"{src}: mix: {exc}") from None
+    ev = recipe.evaluation
+    if not ev.enabled:
+        return
+    from mlft.generation.suites import load_suite
+
+    suites = [("evaluation.suite", ev.suite, ev.suite_overrides)]
+    if ev.fewshot:
+        if not ev.fewshot_variants:
+            raise ConfigError(f"{src}: evaluation.fewshot is true but evaluation.fewshot_variants is empty")
+        suites += [(f"evaluation.fewshot_variants[{i}]", v.suite, v.overrides)
+                   for i, v in enumerate(ev.fewshot_variants)]
+    for key, name, overrides in suites:
+        try:
+            load_suite(name, list(overrides))
+        except ConfigError as exc:
+            raise ConfigError(f"{src}: {key}: {exc}") from None
+
+
+def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Recipe:
+    recipe.training_args = validate_training_args(recipe.training_args, recipe.trainer, f"{src}: training_args")
+    _validate_model(recipe.model, f"{src}: model")
+    if recipe.chat_template != "auto":
+        path = resolve_path(recipe.chat_template)
+        if not path.is_file():
+            raise ConfigError(f"{src}: chat_template: file not found: {recipe.chat_template}")
+        recipe.chat_template = str(path)
+    if recipe.accelerate_config is not None:
+        path = resolve_path(recipe.accelerate_config)
+        if not path.is_file():
+            raise ConfigError(f"{src}: accelerate_config: file not found: {recipe.accelerate_config}")
+        recipe.accelerate_config = str(path)
+    ev = recipe.evaluation
+    if ev.every_steps is not None:
+        if ev.every_steps < 1:
+            raise ConfigError(f"{src}: evaluation.every_steps: must be >= 1, got {ev.every_steps}")
+        if "save_steps" in recipe.training_args and recipe.training_args["save_steps"] != ev.every_steps:
+            raise ConfigError(f"{src}: evaluation.every_steps={ev.every_steps} conflicts with "
+                              f"training_args.save_steps={recipe.training_args['save_steps']} (set one)")
+        recipe.training_args["save_strategy"] = "steps"
+        recipe.training_args["save_steps"] = ev.every_steps
+    if len(set(ev.quantized)) != len(ev.quantized):
+        raise ConfigError(f"{src}: evaluation.quantized: duplicate variants {ev.quantized}")
+    names = [v.variant for v in ev.fewshot_variants]
+    if len(set(names)) != len(names) or {"model", *QUANT_VARIANTS} & set(names):
+        raise ConfigError(f"{src}: evaluation.fewshot_variants: variant names must be unique and not "
+                          f"'model'/{'/'.join(QUANT_VARIANTS)}: {names}")
+    if recipe.lora.r < 1:
+        raise ConfigError(f"{src}: lora.r: must be >= 1, got {recipe.lora.r}")
+    if check_linked:
+        _validate_linked(recipe, src)
+    return recipe
+
+
+def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_linked: bool = True) -> Recipe:
+    """Read, merge (`include:`), override and validate a recipe — before any model or dataset is loaded."""
+    src = str(path)
+    data = load_yaml(path)
+    data = apply_overrides(data, list(overrides))
+    recipe = from_dict(Recipe, data, src)
+    recipe.source = src
+    if recipe.run_dir is None:
+        recipe.run_dir = str(Path("runs") / Path(src).stem)
+    return validate_recipe(recipe, src, check_linked)
+
+
+def dump_recipe(recipe: Recipe, path: Path) -> None:
+    path.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False, allow_unicode=True), encoding="utf-8")

@@ -1,0 +1,155 @@
+"""Run a recipe: build the mix, set up trl's SFTTrainer/DPOTrainer (full or LoRA), train, resume.
+
+Run directory layout (`recipe.run_dir`):
+    recipe.yaml          the resolved recipe (after include + overrides)
+    mix/                 the exact mixed dataset and its per-source/per-language counts (from build_mix)
+    checkpoints/         trainer checkpoints (checkpoint-N/), resumed from automatically
+    evals/step-N/VARIANT completions and scores of each eval pass
+    curves.jsonl         one row per (step, variant, suite, task, language, metric)
+    eval_passes.jsonl    wall time of each eval pass
+    final/               the final model (or LoRA adapter) and tokenizer
+    complete             JSON marker written last: steps, wall times
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import yaml
+
+from mlft.errors import ConfigError
+from mlft.training.recipe import Recipe, dump_recipe
+
+COMPLETE = "complete"
+
+
+def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
+    """A run directory belongs to one recipe: resuming with a different one would mix two experiments."""
+    saved = run_dir / "recipe.yaml"
+    if not saved.is_file():
+        return
+    old = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
+    new = recipe.to_dict()
+    ignored = {"evaluation"}  # re-evaluating differently is fine; training differently is not
+    diff = sorted(k for k in set(old) | set(new) if k not in ignored and old.get(k) != new.get(k))
+    if diff:
+        raise ConfigError(f"{recipe.source}: run_dir {run_dir} holds a run of a different recipe "
+                          f"(differs in: {', '.join(diff)}); choose another run_dir or delete it")
+
+
+def _trainer_config(recipe: Recipe, run_dir: Path):
+    args = dict(recipe.training_args)
+    args["output_dir"] = str(run_dir / "checkpoints")
+    if recipe.dtype != "auto" or "model_init_kwargs" not in args:
+        kwargs = dict(args.get("model_init_kwargs") or {})
+        kwargs.setdefault("dtype", recipe.dtype)
+        args["model_init_kwargs"] = kwargs
+    try:
+        return recipe.config_class()(**args)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{recipe.source}: training_args: {exc}") from None
+
+
+def _load_dataset(recipe: Recipe, run_dir: Path, state):
+    from mlft.data.mix import build_mix, load_mix
+
+    mix = load_mix(recipe.mix, list(recipe.mix_overrides))
+    # rank 0 writes the mix (and its stats) into the run directory; the others rebuild it in scratch folders
+    with state.main_process_first():
+        out = run_dir if state.is_main_process else run_dir / "tmp" / f"rank{state.process_index}"
+        dataset = build_mix(mix, out, recipe.trainer)
+    keep = ["messages"] if recipe.trainer == "sft" else ["prompt", "chosen", "rejected"]
+    return dataset.remove_columns([c for c in dataset.column_names if c not in keep])
+
+
+def _model_and_tokenizer(recipe: Recipe, config):
+    """A path string lets trl load the model itself (model_init_kwargs, ZeRO-3 init); a LoRA adapter (e.g. the
+    SFT run's final/ as the base of DPO) is merged into its base first."""
+    from transformers import AutoTokenizer
+
+    from mlft.generation.models import load, resolve
+
+    mref = resolve(recipe.model)
+    if mref.kind == "adapter":
+        model, tok = load(mref, dtype=recipe.dtype)
+    else:
+        model = mref.path
+        tok = AutoTokenizer.from_pretrained(mref.path)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    if recipe.chat_template != "auto":
+        tok.chat_template = Path(recipe.chat_template).read_text(encoding="utf-8")
+    elif recipe.trainer == "sft" and getattr(config, "assistant_only_loss", False):
+        from mlft.training.chat_template import training_chat_template
+
+        template = training_chat_template(tok)
+        if template is not None:
+            tok.chat_template = template
+    return model, tok
+
+
+def _weights_sharded(trainer) -> bool:
+    if getattr(trainer, "is_fsdp_enabled", False):
+        return True
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    return plugin is not None and plugin.zero_stage == 3
+
+
+def train(recipe: Recipe, progress: bool = True) -> Path:
+    """Train `recipe` (resuming from its last checkpoint); return the run directory."""
+    from accelerate import PartialState
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from mlft.training.callback import EvalCallback
+
+    t0 = time.time()
+    run_dir = Path(recipe.run_dir)
+    config = _trainer_config(recipe, run_dir)  # validates values too (before any load)
+    state = PartialState()
+    if (run_dir / COMPLETE).is_file():
+        _check_same_recipe(run_dir, recipe)
+        if state.is_main_process:
+            print(f"mlft train: {run_dir} is already complete (delete {run_dir / COMPLETE} to train again)")
+        return run_dir
+    if state.is_main_process:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _check_same_recipe(run_dir, recipe)
+        dump_recipe(recipe, run_dir / "recipe.yaml")
+    state.wait_for_everyone()
+
+    dataset = _load_dataset(recipe, run_dir, state)
+    model, tok = _model_and_tokenizer(recipe, config)
+    peft_config = recipe.lora.to_peft() if recipe.lora.enabled else None
+    from trl import DPOTrainer, SFTTrainer
+
+    trainer_cls = SFTTrainer if recipe.trainer == "sft" else DPOTrainer
+    trainer = trainer_cls(model=model, args=config, train_dataset=dataset, processing_class=tok,
+                          peft_config=peft_config)
+    ev = recipe.evaluation
+    in_process = ev.in_process == "always" or (ev.in_process == "auto" and not _weights_sharded(trainer))
+    callback = EvalCallback(recipe, run_dir, tok, in_process=in_process, progress=progress)
+    callback.trainer = trainer
+    trainer.add_callback(callback)
+
+    ckpt_dir = Path(config.output_dir)
+    last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
+    if last and state.is_main_process:
+        print(f"mlft train: resuming from {last}")
+    result = trainer.train(resume_from_checkpoint=last)
+    trainer.save_model(str(run_dir / "final"))
+    if state.is_main_process:
+        tok.save_pretrained(str(run_dir / "final"))
+        shutil.rmtree(run_dir / "tmp", ignore_errors=True)
+        marker = {"global_step": trainer.state.global_step, "train_runtime_s": result.metrics.get("train_runtime"),
+                  "train_loss": result.metrics.get("train_loss"), "wall_s": round(time.time() - t0, 2),
+                  "eval_s": round(callback.seconds, 2), "world_size": state.num_processes,
+                  "eval_in_process": in_process, "resumed_from": last, "pid": os.getpid()}
+        (run_dir / COMPLETE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        print(f"mlft train: done: {run_dir} (step {marker['global_step']}, {marker['wall_s']:.0f} s, "
+              f"of which eval {marker['eval_s']:.0f} s)")
+    state.wait_for_everyone()
+    return run_dir
