@@ -16,12 +16,15 @@ from mlft.errors import MlftError
 # Order = order in `mlft --help`.
 COMMANDS = [
     "lcb",
+    "mix",
     "score",
     "tables",
     "generate",
     "eval",
     "train",
     "evaluate_run",
+    "multisense",
+    "polyglot",
 ]
 
 

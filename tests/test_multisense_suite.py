@@ -97,10 +97,10 @@ def test_validation_errors(shared, tmp_path):
 @pytest.mark.slow
 def test_real_model_two_items(embedded_model, shared, tmp_path):
     model, tok = embedded_model
-    opts = _opts(shared, sample=2, targets=["de"], conditions=["T", "X"], max_new_tokens=8,
-                 translation_max_new_tokens=16, bleu=False)
+    opts = _opts(shared, sample=1, targets=["de"], conditions=["T"], max_new_tokens=4,
+                 translation_max_new_tokens=8, bleu=False)
     rows = suite.run(opts, model=model, tokenizer=tok, out_dir=tmp_path, progress=False)
     val = {(r["variant"], r["language"], r["metric"]): r["value"] for r in rows}
-    assert 0 <= val["T_src", "en", "accuracy"] <= 1 and 0 <= val["X", "de", "consistency"] <= 1
+    assert val["T_src", "en", "accuracy"] in (0.0, 1.0) and val["T", "de", "consistency"] in (0.0, 1.0)
     recs = [json.loads(x) for x in (tmp_path / "generations.jsonl").read_text().splitlines()]
-    assert len(recs) == 2 + 4 + 3 + 2 * 2 and all(isinstance(r["reply"], str) for r in recs)
+    assert len(recs) == 1 + 2 + 3 + 1 and all(isinstance(r["reply"], str) for r in recs)

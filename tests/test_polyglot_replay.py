@@ -132,3 +132,11 @@ def test_missing_files_and_unknown_language(tmp_path):
     pq.write_table(pa.table({"dataset_id": ["a"], "stem": ["S1"]}), tmp_path / "de.parquet")
     with pytest.raises(DataError, match="missing column.*true"):
         load_facts("de", tmp_path)
+
+
+def test_fetch_table_matches_the_shared_files(shared):
+    from mlft.evals.polyglot.fetch import FILES, md5_of, url_of
+
+    for lang, (_, md5) in FILES.items():
+        assert md5_of(shared / "polyglot" / f"{lang}.parquet") == md5, lang
+    assert "/40d7db0" in url_of("en") and url_of("de").endswith("translated_versions/de-fact-completion-4-7-23.parquet")
