@@ -156,3 +156,16 @@ def test_decontamination_uses_lcb_data_named_in_the_mix(tmp_path, shared):
                    [lcb_override(shared)])
     ds = build_mix(mix, tmp_path / "run", progress=False)
     assert len(ds) == 30
+
+
+def test_cli_builds_and_reports_errors(tmp_path, shared, capsys, monkeypatch):
+    from mlft.cli import main
+
+    path = write_mix(tmp_path, {**_seed_mix(total=28), "decontaminate": {"enabled": True}})
+    monkeypatch.setenv("MLFT_LCB_DATA", str(shared / "lcb"))
+    assert main(["mix", str(path), "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "sft mix of 28 rows" in out and "decontamination: 0 of" in out
+    assert len(read_jsonl(tmp_path / "run" / "mix" / "train.jsonl")) == 28
+    assert main(["mix", str(path), "totl=3"]) == 2
+    assert "mlft mix: error: " in capsys.readouterr().err
