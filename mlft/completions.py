@@ -18,6 +18,7 @@ Two formats are read:
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from dataclasses import dataclass, field
@@ -82,7 +83,8 @@ def _read_text(path: Path) -> str:
 
 def _iter_csv(path: Path, text: str) -> Iterator[Completion]:
     csv.field_size_limit(1 << 30)
-    reader = csv.DictReader(text.splitlines(keepends=True))
+    # universal newlines, like the official script's open(): only \n, \r\n and \r end lines
+    reader = csv.DictReader(io.StringIO(text, newline=None))
     header = reader.fieldnames or []
     missing = [c for c in REQUIRED if c not in header]
     if missing:

@@ -100,3 +100,14 @@ def test_tables_rebuild_paper_layout(capsys, shared, tmp_path):
     assert row.split("|")[2].strip() == "97.9"
     assert (tmp_path / "table4_wpr_cros.tex").read_text().startswith(r"\begin{table}")
     assert (tmp_path / "tableA1_line_acc_mono.csv").exists()
+
+
+def test_csv_keeps_unicode_line_separators_inside_fields(tmp_path):
+    from mlft.completions import read_completions
+
+    f = tmp_path / "u.csv"
+    f.write_text("id,model,completion,task,source,language\r\n"
+                 "0,m,one\u2028two\x85three,monolingual,okapi,fr\r\n1,m,\"a\r\nb\",monolingual,okapi,fr\r\n",
+                 encoding="utf-8")
+    rows = read_completions(f)
+    assert [r.completion for r in rows] == ["one\u2028two\x85three", "a\nb"]
