@@ -64,6 +64,7 @@ def test_pipeline_metrics_and_resume(shared, tmp_path):
     assert val["X", "de", "consistency"] == pytest.approx(n_yes / 6)
     assert val["X", "de", "consistency_valid"] == 1.0
     assert val["X", "avg", "consistency"] == pytest.approx(n_yes / 6)
+    assert all(set(r) == {"variant", "task", "language", "metric", "value"} for r in rows)
     assert ("translation", "zh", "bleu") in val
     instr = next(r for r in items if r.get("direction") == "en_to_de")["translated_instruction"]
     assert instr["prefix"].startswith("Do the following") and not instr["prefix"].startswith('"')

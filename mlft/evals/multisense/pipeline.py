@@ -92,7 +92,8 @@ def _answers(cache: GenerationCache, chat_fn: ChatFn, plan: Plan, chunk: int, pr
 
 def run_task(task: str, plan: Plan, chat_fn: ChatFn, cache: GenerationCache, chunk: int, progress: bool,
              items_out: list[dict] | None = None) -> list[dict]:
-    """All conditions of one task; returns metric rows {variant, task, language, metric, value, source_language}
+    """All conditions of one task; returns metric rows {variant (T_src, T, I, X, translation), task, language
+    (the target language; the source language for T_src), metric, value}
     and appends per-item predictions and replies (and each translated instruction) to `items_out`."""
     src = plan.source
     spec = prompts.TASKS[task]
@@ -102,8 +103,7 @@ def run_task(task: str, plan: Plan, chat_fn: ChatFn, cache: GenerationCache, chu
     rows: list[dict] = []
 
     def row(variant, lang, metric, value):
-        rows.append({"variant": variant, "task": task, "language": lang, "metric": metric, "value": value,
-                     "source_language": src})
+        rows.append({"variant": variant, "task": task, "language": lang, "metric": metric, "value": value})
 
     base_ins = spec.instructions[src]
     base_prompts = {f"{task}/{src}/T_src/{it.idx}": prompts.build_prompt(base_ins, it.sentences) for it in chosen}
@@ -161,9 +161,9 @@ def average_rows(rows: list[dict]) -> list[dict]:
     groups: dict[tuple, list[float]] = {}
     for r in rows:
         if r["variant"] in CONDITIONS and r["value"] == r["value"]:  # skip NaN
-            groups.setdefault((r["variant"], r["task"], r["metric"], r["source_language"]), []).append(r["value"])
-    return [{"variant": v, "task": t, "language": "avg", "metric": m, "value": sum(vals) / len(vals),
-             "source_language": s} for (v, t, m, s), vals in groups.items()]
+            groups.setdefault((r["variant"], r["task"], r["metric"]), []).append(r["value"])
+    return [{"variant": v, "task": t, "language": "avg", "metric": m, "value": sum(vals) / len(vals)}
+            for (v, t, m), vals in groups.items()]
 
 
 def write_report(rows: list[dict], path: Path) -> str:
