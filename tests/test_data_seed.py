@@ -31,7 +31,7 @@ def _label(lid, text):
 
 def test_seed_size_and_shape():
     items = parallel_items()
-    assert len(items) >= 19
+    assert len(items) >= 40
     assert len({it["key"] for it in items}) == len(items)
     for it in items:
         assert set(it["langs"]) == set(LANGUAGES)
