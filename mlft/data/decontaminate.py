@@ -1,9 +1,11 @@
 """Hold out the LCB test prompts: drop training rows whose prompt matches one.
 
 Two checks on the user turns of each row, after normalisation (NFKC, case-folded, punctuation dropped):
-  exact   the whole turn equals an LCB prompt (or the LCB prompt is the whole turn);
+  exact   the whole turn equals an LCB prompt;
   ngram   the turn shares a run of `n` units with an LCB prompt (units: words; single characters for
           Chinese/Japanese ideographs and kana), which catches near-copies and prompts embedded in longer text.
+Rows are inspected lazily (in each cell's seeded order, until the cell is full), so the report counts the
+rows actually looked at; LCB prompts shorter than `n` units are caught by the exact check only.
 """
 
 from __future__ import annotations

@@ -107,7 +107,8 @@ def _default_languages(src: SourceConfig) -> list[str | None]:
 
 
 def load_mix(path: str | Path, overrides=()) -> MixConfig:
-    """Read, override (`sources.0.share=0.5` is not supported; use `total=`, `seed=`...) and validate a mix."""
+    """Read (with `include:`), apply `key=value` overrides (`total=500`, `seed=1`, `decontaminate.enabled=false`;
+    `sources` is a list, so change a source in the file) and validate a mix, before any data is loaded."""
     path = Path(path)
     data = apply_overrides(load_yaml(path), list(overrides))
     data["path"] = str(path)
