@@ -129,20 +129,15 @@ def resolve_path(path: str) -> Path:
 
 
 def _check_arg_type(value: Any, tp: Any, where: str) -> Any:
-    """Type-check one trl config value; enums accept their string values."""
+    """Type-check one trl config value; enum-typed fields accept only their members' string values."""
     if isinstance(tp, type) and issubclass(tp, Enum):
         valid = [m.value for m in tp]
         if value in valid or isinstance(value, tp):
             return value
         raise ConfigError(f"{where}: {value!r} is not one of {valid}{did_you_mean(str(value), map(str, valid))}")
-    args = typing.get_args(tp)
-    if args and any(isinstance(a, type) and issubclass(a, Enum) for a in args):
-        for a in args:
-            try:
-                return _check_arg_type(value, a, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where}: {value!r} has the wrong type (expected {tp})")
+    enums = [a for a in typing.get_args(tp) if isinstance(a, type) and issubclass(a, Enum)]
+    if enums and isinstance(value, str):  # `SchedulerType | str`: the str must name a member
+        return _check_arg_type(value, enums[0], where)
     return _coerce(value, tp, where)
 
 
@@ -190,9 +185,11 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
         raise ConfigError(f"{src}: mix: file not found: {recipe.mix}")
     recipe.mix = str(mix_path)
     try:
-        load_mix(str(mix_path), list(recipe.mix_overrides))
+        mix = load_mix(str(mix_path), list(recipe.mix_overrides))
     except ConfigError as exc:
         raise ConfigError(f"{src}: mix: {exc}") from None
+    if mix.kind != recipe.trainer:
+        raise ConfigError(f"{src}: mix: {recipe.mix} is a {mix.kind!r} mix but trainer is {recipe.trainer!r}")
     ev = recipe.evaluation
     if not ev.enabled:
         return

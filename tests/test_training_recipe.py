@@ -1,0 +1,145 @@
+"""Recipe validation: every shipped recipe against the installed trl, and one clear error per bad-input kind."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from mlft.cli import main
+from mlft.errors import ConfigError
+from mlft.training.recipe import Recipe, load_recipe
+from tests.training_helpers import REPO
+
+RECIPES = sorted(p for p in (REPO / "recipes").rglob("*.yaml") if not p.name.startswith("_"))
+
+
+@pytest.fixture(autouse=True)
+def _offline_lcb(shared, monkeypatch):
+    monkeypatch.setenv("MLFT_LCB_DATA", str(shared / "lcb"))
+    monkeypatch.chdir(REPO)
+
+
+def test_every_field_has_help():
+    for cls in (Recipe, *(f.type for f in dataclasses.fields(Recipe) if dataclasses.is_dataclass(f.type))):
+        for f in dataclasses.fields(cls):
+            assert f.metadata.get("help"), f"{cls.__name__}.{f.name} has no help"
+
+
+def test_all_shipped_recipes_validate_against_installed_trl():
+    from trl import DPOConfig, SFTConfig
+
+    assert len(RECIPES) == 8
+    for path in RECIPES:
+        # DPO recipes start from their SFT run's output, which does not exist before training
+        overrides = ["model=smollm2-135m-instruct"] if "dpo" in path.stem else []
+        recipe = load_recipe(path, overrides)
+        assert recipe.trainer in path.stem
+        cls = SFTConfig if recipe.trainer == "sft" else DPOConfig
+        fields = {f.name for f in dataclasses.fields(cls)}
+        assert set(recipe.training_args) <= fields
+        assert Path(recipe.mix).is_file()
+        if "cpu" in path.parts:
+            args = recipe.training_args
+            assert args["bf16"] is False and args["gradient_checkpointing"] is False and args["use_cpu"] is True
+            assert recipe.lora.enabled and recipe.model == "smollm2-135m-instruct"
+
+
+def test_dpo_recipe_needs_the_sft_output_first(tmp_path):
+    with pytest.raises(ConfigError, match=r"english_dpo.yaml: model: model 'runs/english_sft/final' not found"):
+        load_recipe(REPO / "recipes/english_dpo.yaml", ["run_dir=" + str(tmp_path)])
+
+
+def test_cli_overrides_beat_yaml_beat_defaults():
+    r = load_recipe(REPO / "recipes/cpu/english_sft.yaml", ["training_args.learning_rate=1e-3", "lora.r=4"])
+    assert r.training_args["learning_rate"] == 1e-3      # CLI
+    assert r.training_args["max_steps"] == 40            # YAML (from the included _base.yaml)
+    assert r.lora.r == 4 and r.lora.alpha == 32          # CLI, YAML
+    assert r.evaluation.fewshot is False                 # default
+
+
+def _write(tmp_path, text: str, name="r.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+BASE = f"include: {REPO / 'recipes/cpu/english_sft.yaml'}\n"
+
+
+@pytest.mark.parametrize("body, message", [
+    ("lern_rate: 1\n", r"r.yaml: unknown key 'lern_rate'"),
+    ("evaluation: {suit: lcb_tiny}\n", r"r.yaml.evaluation: unknown key 'suit' \(did you mean 'suite'\?\)"),
+    ("training_args: {learning_rat: 0.1}\n",
+     r"r.yaml: training_args: unknown SFTConfig field 'learning_rat' \(did you mean 'learning_rate'\?\)"),
+    ("training_args: {beta: 0.1}\n", r"'beta' \(it is a DPOConfig field, but trainer is 'sft'\)"),
+    ("training_args: {output_dir: x}\n", r"training_args.output_dir: managed by mlft"),
+    ("training_args: {learning_rate: fast}\n", r"training_args.learning_rate: expected float, got str 'fast'"),
+    ("training_args: {max_steps: 2.5}\n", r"training_args.max_steps: expected int"),
+    ("training_args: {lr_scheduler_type: cosin}\n", r"lr_scheduler_type: 'cosin' .*did you mean 'cosine'"),
+    ("lora: {r: many}\n", r"r.yaml.lora.r: expected int"),
+    ("trainer: ppo\n", r"r.yaml.trainer: 'ppo' is not one of \['sft', 'dpo'\]"),
+    ("evaluation: {quantized: [w3]}\n", r"evaluation.quantized\[0\]: 'w3' is not one of"),
+    ("mix: data_mixes/nope.yaml\n", r"r.yaml: mix: file not found: data_mixes/nope.yaml"),
+    ("accelerate_config: configs/accelerate/nope.yaml\n", r"accelerate_config: file not found"),
+    ("chat_template: nope.jinja\n", r"chat_template: file not found: nope.jinja"),
+    ("model: ./no/such/folder\n", r"r.yaml: model: model './no/such/folder' not found"),
+    ("mix: data_mixes/cpu/english_dpo.yaml\n", r"is a 'dpo' mix but trainer is 'sft'"),
+    ("evaluation: {suite: lcb_nope}\n", r"r.yaml: evaluation.suite: unknown eval suite 'lcb_nope'"),
+    ("evaluation: {suite_overrides: ['languages=[de, xx]']}\n", r"r.yaml: evaluation.suite: .*unknown language 'xx'"),
+    ("evaluation: {fewshot: true}\n", r"evaluation.fewshot is true but evaluation.fewshot_variants is empty"),
+])
+def test_bad_input_is_named_before_any_load(tmp_path, monkeypatch, body, message):
+    import datasets
+    import transformers
+
+    def forbidden(*a, **k):
+        raise AssertionError("a model or dataset was loaded during validation")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", forbidden)
+    monkeypatch.setattr(datasets, "load_dataset", forbidden)
+    path = _write(tmp_path, BASE + body)
+    t0 = time.time()
+    with pytest.raises(ConfigError, match=message):
+        load_recipe(path)
+    assert time.time() - t0 < 20  # config checks only
+
+
+def test_unknown_language_in_the_mix(tmp_path):
+    mix = _write(tmp_path, f"include: {REPO / 'data_mixes/base.yaml'}\nkind: sft\ntotal: 10\nsources:\n"
+                 "  - {name: s, type: seed, path: parallel, share: 1.0, languages: [de, klingon]}\n", "mix.yaml")
+    with pytest.raises(ConfigError, match=r"r.yaml: mix: .*mix.yaml.*unknown language 'klingon'"):
+        load_recipe(_write(tmp_path, BASE + f"mix: {mix}\n"))
+
+
+def test_cli_reports_error_and_exit_code(tmp_path, capsys):
+    path = _write(tmp_path, BASE + "training_args: {per_device_train_batch_sise: 2}\n")
+    assert main(["train", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mlft train: error: ")
+    assert "per_device_train_batch_sise" in err and "did you mean 'per_device_train_batch_size'" in err
+    assert "Traceback" not in err
+
+
+def test_cli_check_accepts_override_of_a_shipped_recipe(capsys):
+    assert main(["train", "recipes/cpu/multilingual_sft.yaml", "lora.r=8", "--check"]) == 0
+    assert "recipes/cpu/multilingual_sft.yaml: OK (sft" in capsys.readouterr().out
+
+
+def test_training_chat_template_is_a_twin_with_assistant_masks(embedded_model):
+    from trl.chat_template_utils import has_generation_markers, is_chat_template_stop_token_trained
+
+    from mlft.training.chat_template import renders_same, training_chat_template
+
+    _, tok = embedded_model
+    assert not has_generation_markers(tok.chat_template)  # why mlft needs its own twin
+    template = training_chat_template(tok)
+    assert has_generation_markers(template) and renders_same(tok, template)
+    assert is_chat_template_stop_token_trained(tok, chat_template=template)
+    msgs = [{"role": "user", "content": "Wie geht's?"}, {"role": "assistant", "content": "Gut, danke."}]
+    out = tok.apply_chat_template(msgs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True,
+                                  chat_template=template)
+    trained = [i for i, m in zip(out["input_ids"], out["assistant_masks"]) if m]
+    assert tok.decode(trained) == "Gut, danke.<|im_end|>"

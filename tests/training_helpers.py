@@ -1,0 +1,41 @@
+"""Shared bits of the training tests: tiny recipe overrides and a subprocess runner with a timeout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Two optimizer steps, a checkpoint after each, the tiny suite: a whole run is a few model passes.
+TINY = ["training_args.max_steps=2", "training_args.save_steps=1", "training_args.logging_steps=1",
+        "training_args.per_device_train_batch_size=2", "training_args.max_length=128",
+        "evaluation.suite=lcb_tiny", "mix_overrides=[total=16]"]
+
+
+def env(shared: Path) -> dict:
+    out = dict(os.environ)
+    out.update(OMP_NUM_THREADS="1", MLFT_LCB_DATA=str(shared / "lcb"), PYTHONUNBUFFERED="1",
+               TOKENIZERS_PARALLELISM="false")
+    out.pop("MLFT_LAUNCHED", None)
+    return out
+
+
+def run(cmd: list[str], shared: Path, timeout: int) -> subprocess.CompletedProcess:
+    """Run a command from the repo root; a hang fails the test at `timeout` seconds instead of blocking CI."""
+    try:
+        return subprocess.run(cmd, cwd=REPO, env=env(shared), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"")[-3000:] if isinstance(exc.stdout, bytes) else (exc.stdout or "")[-3000:]
+        raise AssertionError(f"{' '.join(cmd)} hung for {timeout} s; output tail:\n{out}") from None
+
+
+def accelerate(config: str, recipe: str, *overrides: str) -> list[str]:
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", config,
+            "-m", "mlft", "train", recipe, *overrides, "--no-progress"]
+
+
+def mlft(*args: str) -> list[str]:
+    return [sys.executable, "-m", "mlft", *args]
