@@ -101,8 +101,9 @@ _QUOTE_PAIRS = (('"', '"'), ("'", "'"), ("“", "”"), ("‘", "’"), ("«", "
 
 
 def strip_quotes(text: str) -> str:
-    """Remove whitespace and up to two layers of matching surrounding quotes from a translation reply."""
-    text = text.strip()
+    """The translation in a reply: its first non-empty line (small models append explanations), without
+    surrounding whitespace and up to two layers of matching surrounding quotes."""
+    text = next((line for line in text.strip().splitlines() if line.strip()), "").strip()
     for _ in range(2):
         for left, right in _QUOTE_PAIRS:
             if len(text) >= 2 and text.startswith(left) and text.endswith(right):
