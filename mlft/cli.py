@@ -23,6 +23,9 @@ COMMANDS = [
     "eval",
     "train",
     "evaluate_run",
+    "curves",
+    "table",
+    "demo",
     "multisense",
     "polyglot",
 ]

@@ -1,0 +1,28 @@
+"""`mlft curves RUN_DIR...`: LPR/WPR/LCPR against step for several runs and variants (PNG + table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlft.reports.curves import curve_table, load_runs, plot_curves
+from mlft.reports.format import FORMATS
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("curves", help="plot LPR/WPR/LCPR per checkpoint of training runs",
+                       description="Read each run directory's curves.jsonl (written by the eval callback) and "
+                                   "plot the language-averaged LPR, WPR and LCPR against training step, one "
+                                   "line per run and variant; print the numbers as a table.")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png of the first run)")
+    p.add_argument("--variant", action="append", help="only these variants (repeatable): model, w8, 1-shot...")
+    p.add_argument("--format", choices=FORMATS, default="table", help="table format")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    runs = load_runs(args.run_dirs)
+    print(curve_table(runs, args.variant, args.format))
+    out = plot_curves(runs, args.out or Path(args.run_dirs[0]) / "curves.png", args.variant)
+    print(f"wrote {out}")
+    return 0

@@ -1,0 +1,121 @@
+"""Curve files, `mlft curves` and `mlft table` on synthetic run directories (no model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlft.cli import main
+from mlft.errors import ConfigError
+from mlft.training import curves
+from mlft.training.evaluation import EvalPass, evaluate_step, passes_for
+from mlft.training.recipe import EvaluationOptions, PromptVariant
+
+
+def _rows(step, variant, lpr_mono, lpr_cross, suite_variant="default"):
+    out = []
+    for task, lpr in (("monolingual", lpr_mono), ("crosslingual", lpr_cross)):
+        for lang, v in (("avg", lpr), ("ja", lpr / 2), ("de", 1.0)):
+            out.append({"step": step, "variant": variant, "suite": "lcb_demo", "suite_variant": suite_variant,
+                        "task": task, "language": lang, "metric": "lpr", "value": v})
+        out.append({"step": step, "variant": variant, "suite": "lcb_demo", "suite_variant": suite_variant,
+                    "task": task, "language": "avg", "metric": "wpr", "value": 0.9})
+        out.append({"step": step, "variant": variant, "suite": "lcb_demo", "suite_variant": suite_variant,
+                    "task": task, "language": "avg", "metric": "lcpr", "value": 0.8})
+    return out
+
+
+@pytest.fixture()
+def two_runs(tmp_path):
+    eng, mul = tmp_path / "english_sft", tmp_path / "multilingual_sft"
+    for d, final in ((eng, 0.40), (mul, 0.70)):
+        d.mkdir()
+        curves.append_pass(d, 0, "model", _rows(0, "model", 0.9, 0.5), 1.0, "in-process")
+        curves.append_pass(d, 20, "model", _rows(20, "model", 0.9, final), 1.0, "in-process")
+    curves.append_pass(mul, 20, "w8", _rows(20, "w8", 0.8, 0.6), 1.0, "in-process")
+    curves.append_pass(eng, 0, "1-shot", _rows(0, "1-shot", 0.95, 0.55), 1.0, "in-process")
+    return eng, mul
+
+
+def test_curve_file_skips_torn_tail_and_knows_done_passes(tmp_path):
+    curves.append_pass(tmp_path, 0, "model", _rows(0, "model", 1, 1), 2.0, "in-process")
+    with open(tmp_path / curves.CURVES, "a") as fh:
+        fh.write('{"step": 5, "variant": "mod')  # a crash mid-write
+    assert curves.done(tmp_path) == {(0, "model")}
+    curves.append_pass(tmp_path, 5, "model", _rows(5, "model", 1, 1), 2.0, "in-process")
+    assert len(curves.read_curves(tmp_path)) == 2 * len(_rows(0, "model", 1, 1))
+    assert [p["step"] for p in curves.read_passes(tmp_path)] == [0, 5]
+
+
+def test_evaluate_step_runs_only_missing_passes(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run_pass(p, run_dir, step, **kw):  # stand-in for generation + scoring
+        calls.append((step, p.variant, kw.get("model_ref")))
+        return _rows(step, p.variant, 0.5, 0.5)
+
+    monkeypatch.setattr("mlft.training.evaluation.run_pass", fake_run_pass)
+    ev = EvaluationOptions(suite="lcb_tiny", fewshot=True, quantized=["w8", "w4"],
+                           fewshot_variants=[PromptVariant("1-shot", "lcb_tiny", ["prompting.shots=1"])])
+    assert [p.variant for p in passes_for(ev)] == ["model", "1-shot", "w8", "w4"]
+    assert passes_for(ev)[2] == EvalPass("w8", "lcb_tiny", (), quantized="w8")
+    evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=False)
+    assert calls == [(10, "model", "ckpt-10"), (10, "1-shot", "ckpt-10")]  # quantized only at the ends
+    evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=True)
+    assert calls[2:] == [(10, "w8", "ckpt-10"), (10, "w4", "ckpt-10")]
+    evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=True)
+    assert len(calls) == 4  # resume: nothing twice
+    keys = [(r["step"], r["variant"], r["task"], r["language"], r["metric"]) for r in curves.read_curves(tmp_path)]
+    assert len(keys) == len(set(keys)) == 4 * 10
+
+
+def test_mlft_curves_plots_and_prints(two_runs, tmp_path, capsys):
+    eng, mul = two_runs
+    png = tmp_path / "c.png"
+    assert main(["curves", str(eng), str(mul), "--out", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+    line = next(x for x in out.splitlines() if x.startswith("multilingual_sft") and " w8 " in x)
+    assert line.split()[2:5] == ["20", "80.0", "90.0"]  # step, mono LPR, mono WPR (%)
+    assert any(x.startswith("english_sft") and "1-shot" in x for x in out.splitlines())
+
+
+def test_mlft_table_layout_per_language_and_quantization(two_runs, tmp_path, capsys):
+    eng, mul = two_runs
+    spec = tmp_path / "t.yaml"
+    spec.write_text(f"""
+rows:
+  - {{label: base, run: {eng}, step: 0}}
+  - {{label: +1-shot, run: {eng}, step: 0, variant: 1-shot}}
+  - {{label: +English SFT, run: {eng}}}
+  - {{label: +Multilingual SFT, run: multilingual_sft, step: last}}
+quantization:
+  - {{label: +Multilingual SFT, run: {mul}, variants: [model, w8]}}
+per_language: [{{task: crosslingual, metric: lpr}}]
+""")
+    assert main(["table", str(spec), "--format", "markdown", "--out", str(tmp_path / "t.md")]) == 0
+    out = capsys.readouterr().out
+    assert "| +English SFT | 90.0 | 90.0 | 40.0 | 90.0 | 80.0 |" in out
+    assert "| +Multilingual SFT | 90.0 | 90.0 | 70.0 | 90.0 | 80.0 |" in out
+    assert "| +1-shot | 95.0 | 90.0 | 55.0 | 90.0 | 80.0 |" in out
+    assert "| | de | ja | avg |" in out.replace("|  |", "| |")
+    assert "| +Multilingual SFT | 100.0 | 35.0 | 70.0 |" in out  # ja = 0.70 / 2
+    assert "| +Multilingual SFT | w8 | 80.0 | 90.0 | 60.0 | 90.0 |" in out
+    assert (tmp_path / "t.md").read_text() in out
+
+
+def test_table_spec_errors_name_the_row(two_runs, tmp_path):
+    from mlft.reports.mitigation import load_spec
+
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("rows:\n  - {label: base, run: nowhere}\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: row 0 \('base'\): run: not found: nowhere"):
+        load_spec(spec)
+    spec.write_text("rows:\n  - {label: base, runn: x}\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'runn' \(did you mean 'run'\?\)"):
+        load_spec(spec)
+    eng, _ = two_runs
+    spec.write_text(f"rows:\n  - {{label: x, run: {eng}, variant: w4}}\n")
+    assert main(["table", str(spec)]) == 2
