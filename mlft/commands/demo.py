@@ -29,6 +29,7 @@ def add_parser(sub) -> None:
     p.add_argument("--sft-steps", type=int, default=40, help="SFT optimizer steps per run (checkpoint every half)")
     p.add_argument("--dpo-steps", type=int, default=16, help="DPO steps per run (0: no DPO)")
     p.add_argument("--suite", default="lcb_demo", help="eval suite of the callback")
+    p.add_argument("--max-new-tokens", type=int, help="override the suite's max_new_tokens (faster passes)")
     p.add_argument("--quantized", default="w8,w4,w8a8", help="quantized variants of the multilingual run ('' = none)")
     p.add_argument("--no-fewshot", action="store_true", help="skip the few-shot prompting baselines")
     p.set_defaults(func=run)
@@ -101,8 +102,9 @@ def run(args) -> int:
     out = Path(args.out)
     quantized = [q for q in args.quantized.split(",") if q]
     half = max(1, args.sft_steps // 2)
-    common = [f"training_args.max_steps={args.sft_steps}", f"training_args.save_steps={half}",
-              f"evaluation.suite={args.suite}"]
+    suite_overrides = [f"decoding.max_new_tokens={args.max_new_tokens}"] if args.max_new_tokens else []
+    ev_args = [f"evaluation.suite={args.suite}", f"evaluation.suite_overrides={suite_overrides}"]
+    common = [f"training_args.max_steps={args.sft_steps}", f"training_args.save_steps={half}", *ev_args]
     runs = {"english_sft": out / "english_sft", "multilingual_sft": out / "multilingual_sft"}
     _train("recipes/cpu/english_sft.yaml", [*common, f"run_dir={runs['english_sft']}"])
     _share_baseline(runs["english_sft"], runs["multilingual_sft"])
@@ -110,8 +112,8 @@ def run(args) -> int:
            [*common, f"run_dir={runs['multilingual_sft']}", f"evaluation.quantized=[{','.join(quantized)}]"])
     if not args.no_fewshot:
         print("\n=== few-shot prompting baselines of the base model (step 0)", flush=True)
-        ev = EvaluationOptions(suite=args.suite, fewshot=True, fewshot_variants=[
-            PromptVariant(f["variant"], args.suite, f["overrides"]) for f in FEWSHOT])
+        ev = EvaluationOptions(suite=args.suite, suite_overrides=suite_overrides, fewshot=True, fewshot_variants=[
+            PromptVariant(f["variant"], args.suite, [*suite_overrides, *f["overrides"]]) for f in FEWSHOT])
         evaluate_step(runs["english_sft"], ev, 0, model_ref="smollm2-135m-instruct", progress=False)
     if args.dpo_steps > 0:
         for kind in ("english", "multilingual"):
@@ -119,7 +121,7 @@ def run(args) -> int:
             _train(f"recipes/cpu/{kind}_dpo.yaml",
                    [f"model={runs[f'{kind}_sft'] / 'final'}", f"run_dir={runs[f'{kind}_dpo']}",
                     f"training_args.max_steps={args.dpo_steps}", f"training_args.save_steps={args.dpo_steps}",
-                    f"evaluation.suite={args.suite}", "evaluation.at_start=false"])
+                    *ev_args, "evaluation.at_start=false"])
 
     print("\n=== curves", flush=True)
     loaded = load_runs(list(runs.values()))
