@@ -4,10 +4,10 @@ import json
 
 import pytest
 import torch
-from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from mlft.errors import ConfigError, DataError
-from mlft.generation.backends.hf import batch_seed, entropy, nucleus_size
+from mlft.generation.backends.hf import NucleusWarper, batch_seed, entropy, nucleus_size
 from mlft.generation.confusion import analyze, confusion_point
 from mlft.generation.decoding import Decoding
 from mlft.generation.prompting import Prompting, build_input, cut_answer, demonstrations, qa_prompt
@@ -17,10 +17,9 @@ from mlft.generation.suites import available_suites, load_suite
 def test_decoding_defaults_are_the_papers_and_top_p_is_real():
     d = Decoding()
     assert (d.max_new_tokens, d.temperature, d.top_p, d.num_beams) == (100, 0.3, 0.75, 1)
-    kw = d.hf_kwargs()
-    assert kw["do_sample"] and kw["top_p"] == 0.75 and kw["top_k"] == 0 and "min_p" not in kw
-    greedy = Decoding(temperature=0).hf_kwargs()
-    assert greedy["do_sample"] is False and greedy["top_k"] is None
+    kw = d.hf_kwargs()  # warping is NucleusWarper's job: transformers' own stay neutral
+    assert kw["do_sample"] and (kw["temperature"], kw["top_p"], kw["top_k"]) == (1.0, 1.0, 0) and "min_p" not in kw
+    assert Decoding(temperature=0).hf_kwargs()["do_sample"] is False
     with pytest.raises(ConfigError, match="top_p"):
         Decoding(top_p=0)
 
@@ -36,6 +35,22 @@ def test_nucleus_size_matches_transformers_top_p(p, t):
     for row, k in zip(probs, nucleus_size(logits, t, p, None).tolist()):
         assert row[:k].sum() >= p - 1e-6 and (k == 1 or row[:k - 1].sum() < p)
     assert nucleus_size(logits, t, p, 2).max() <= 2
+
+
+@pytest.mark.parametrize("t,p,k,probe", [(0.3, 0.75, None, 64), (1.0, 0.9, None, 2), (0.7, 0.5, 20, 4),
+                                         (2.0, 0.95, None, 64), (0.5, 1.0, 5, 64)])
+def test_nucleus_warper_keeps_exactly_what_transformers_keeps(t, p, k, probe):
+    torch.manual_seed(1)
+    logits = torch.randn(8, 500) * 2
+    logits[0] = torch.linspace(0, 0.5, 500)  # a flat row: the nucleus is wider than any probe
+    ref = TemperatureLogitsWarper(t)(None, logits.clone())
+    if k:
+        ref = TopKLogitsWarper(k)(None, ref)
+    if p < 1:
+        ref = TopPLogitsWarper(p)(None, ref)
+    ours = NucleusWarper(t, p, k, probe=probe)(None, logits.clone())
+    assert torch.equal(torch.isfinite(ours), torch.isfinite(ref))
+    assert torch.allclose(ours[torch.isfinite(ours)], ref[torch.isfinite(ref)])
 
 
 def test_entropy_of_uniform_and_peaked():
@@ -75,7 +90,7 @@ def test_suites_load_and_reject_bad_input():
     assert runs["T=0 (greedy)"].temperature == 0 and runs["p=0.1"].top_p == 0.1 and runs["p=0.1"].temperature == 0.3
     assert [d.num_beams for _, d, _ in load_suite("beam_sweep").runs()] == [1, 2, 3, 5, 10]
     shots = [(p.mode, p.shots) for _, _, p in load_suite("fewshot").runs()]
-    assert shots == [("chat", 0), ("qa", 0), ("qa", 1), ("qa", 5)]
+    assert shots == [("chat", 0), ("qa", 0), ("qa", 1), ("qa", 5), ("chat", 1), ("chat", 5)]
     assert load_suite("lcb_quick").per_group == 2
     for override, message in [
         ("languages=[de,klingon]", "languages\\[1\\]: unknown language 'klingon'"),
@@ -106,3 +121,13 @@ def test_confusion_point_script_and_line_switch():
     row = analyze([rec])[-1]
     assert row["group"] == "all" and row["confusion_points"] == 1
     assert (row["entropy_at"], row["entropy_other"], row["nucleus_at"], row["nucleus_other"]) == (5.0, 1.5, 4, 1)
+
+
+def test_upstream_few_shot_module_is_read_without_executing_it():
+    from mlft.generation.prompting import _from_upstream
+
+    text = ('"""doc"""\nimport os\nfew_shot_examples_monolingual = {"de": [{"role": "User", "message": "a"}, '
+            '{"role": "Chatbot", "message": "b"}]}\nfew_shot_examples_crosslingual = {}\nos.remove("x")\n')
+    data = _from_upstream(text)
+    assert data == {"monolingual": {"de": [{"role": "User", "message": "a"}, {"role": "Chatbot", "message": "b"}]},
+                    "crosslingual": {}}

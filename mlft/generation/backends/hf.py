@@ -1,5 +1,7 @@
 """The transformers backend: batched generation with left padding, batches of similar prompt length,
 chat template (optional system prompt) or raw text, EOS stop, seeded sampling, greedy and beam search.
+Sampling uses NucleusWarper (real top-p) in place of transformers' warpers: the same token sets, but it
+does not sort the 49k-token vocabulary of every row at every step (20% of CPU time at batch 16).
 
 With `token_stats=True` it also records, per generated token, the Shannon entropy (nats) of the model's
 next-token distribution (temperature 1) and the nucleus size: how many tokens the sampling distribution
@@ -31,6 +33,36 @@ def nucleus_size(logits: torch.Tensor, temperature: float, top_p: float, top_k: 
 def entropy(logits: torch.Tensor) -> torch.Tensor:
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(dim=-1)
+
+
+class NucleusWarper(LogitsProcessor):
+    """Temperature, then top-k, then top-p (the smallest set of tokens with cumulative probability >= p), as
+    transformers' warpers do, but looking only at the `probe` most likely tokens when the nucleus lies
+    within them (almost always at LCB settings) instead of sorting the whole vocabulary at every step."""
+
+    def __init__(self, temperature: float, top_p: float, top_k: int | None = None, probe: int = 64):
+        self.temperature, self.top_p, self.top_k, self.probe = temperature, top_p, top_k, probe
+
+    def __call__(self, input_ids, scores):
+        scores = scores.float() / self.temperature
+        vocab = scores.shape[-1]
+        k = min(self.top_k or vocab, vocab)
+        if k < vocab:
+            scores = scores.masked_fill(scores < scores.topk(k).values[..., -1:], float("-inf"))
+        if self.top_p >= 1.0:
+            return scores
+        log_norm = torch.logsumexp(scores, dim=-1, keepdim=True)
+        probe = min(self.probe, k)
+        while True:
+            values, index = scores.topk(probe)
+            probs = torch.exp(values - log_norm)
+            if probe == k or bool((probs.sum(-1) >= self.top_p).all()):
+                break
+            probe = k  # some row's nucleus is wider than the probe: look at all candidates
+        size = ((probs.cumsum(-1) - probs) < self.top_p).sum(-1, keepdim=True)
+        keep_sorted = torch.arange(probe, device=scores.device) < size
+        keep = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, index, keep_sorted)
+        return scores.masked_fill(~keep, float("-inf"))
 
 
 class _TokenStatsRecorder(LogitsProcessor):
@@ -66,7 +98,6 @@ class HFBackend:
         eos = model.generation_config.eos_token_id
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
         self.eos_ids = sorted({e for e in [*eos, tokenizer.eos_token_id] if e is not None})
-        self._lengths: dict[str, int] = {}
 
     def encode(self, req: Request) -> list[int]:
         tok = self.tokenizer
@@ -78,9 +109,7 @@ class HFBackend:
         return tok(req.text, add_special_tokens=True)["input_ids"]
 
     def prompt_length(self, req: Request) -> int:
-        if req.id not in self._lengths:
-            self._lengths[req.id] = len(self.encode(req))
-        return self._lengths[req.id]
+        return len(self.encode(req))
 
     def check(self, decoding: Decoding) -> None:
         if self.token_stats and decoding.num_beams > 1:
@@ -104,13 +133,16 @@ class HFBackend:
         input_ids = torch.tensor([[self.pad_id] * (width - len(e)) + e for e in encoded], device=device)
         mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=device)
         recorder = _TokenStatsRecorder(decoding) if self.token_stats else None
+        processors = [recorder] if recorder else []  # the recorder sees the model's own logits
+        if decoding.sampling:
+            processors.append(NucleusWarper(decoding.temperature, decoding.top_p, decoding.top_k))
         started = time.perf_counter()
         devices = [device] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), torch.inference_mode():
             torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                logits_processor=LogitsProcessorList([recorder]) if recorder else None, **decoding.hf_kwargs())
+                logits_processor=LogitsProcessorList(processors), **decoding.hf_kwargs())
         seconds = (time.perf_counter() - started) / len(requests)
         generated = out[:, width:].tolist()
         results = []
