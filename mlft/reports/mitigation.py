@@ -105,7 +105,7 @@ def select(r: RowSpec, variant: str | None = None) -> dict[tuple[str, str, str],
 
 
 def table11(spec: TableSpec, fmt: str = "table") -> str:
-    header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR"]
+    header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)"]
     body = []
     for r in spec.rows:
         v = select(r)
