@@ -43,16 +43,21 @@ def _check_run(run_dir: Path, steps: list[int], variants=("model",)) -> dict:
     return marker
 
 
-@pytest.mark.parametrize("config, expect_mode", [
-    ("configs/accelerate/cpu_ddp.yaml", "in-process"),
-    ("configs/accelerate/cpu_zero2.yaml", "in-process"),
-    ("configs/accelerate/cpu_zero3.yaml", "separate-process"),
+@pytest.mark.parametrize("config, expect_mode, via_recipe", [
+    ("configs/accelerate/cpu_ddp.yaml", "in-process", False),
+    ("configs/accelerate/cpu_zero2.yaml", "in-process", True),
+    ("configs/accelerate/cpu_zero3.yaml", "separate-process", False),
 ])
-def test_two_process_launch_with_eval_callback(shared, tmp_path, config, expect_mode):
+def test_two_process_launch_with_eval_callback(shared, tmp_path, config, expect_mode, via_recipe):
     run_dir = tmp_path / "run"
-    proc = run(accelerate(config, SFT, *TINY, f"run_dir={run_dir}", "evaluation.at_start=false",
-                          "training_args.save_steps=2"), shared, timeout=420)
+    overrides = [*TINY, f"run_dir={run_dir}", "evaluation.at_start=false", "training_args.save_steps=2"]
+    if via_recipe:  # `mlft train` re-launches itself with the recipe's accelerate_config
+        cmd = mlft("train", SFT, *overrides, f"accelerate_config={config}", "--no-progress")
+    else:  # the documented `accelerate launch --config_file ... -m mlft train ...`
+        cmd = accelerate(config, SFT, *overrides)
+    proc = run(cmd, shared, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ("mlft train: launching:" in proc.stdout) == via_recipe
     marker = _check_run(run_dir, steps=[2])
     assert marker["world_size"] == 2 and marker["global_step"] == 2
     assert {p["mode"] for p in curves.read_passes(run_dir)} == {expect_mode}
