@@ -89,11 +89,12 @@ def batch_seed(seed: int, first_id: str) -> int:
 class HFBackend:
     name = "hf"
 
-    def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False):
+    def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
+                 max_batch_tokens: int = 8192):
         if batch_size < 1:
             raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
-        self.token_stats = token_stats
+        self.token_stats, self.max_batch_tokens = token_stats, max_batch_tokens
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = model.generation_config.eos_token_id
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
@@ -118,14 +119,24 @@ class HFBackend:
     def generate(self, requests: list[Request], decoding: Decoding) -> list[Result]:
         self.check(decoding)
         encoded = [self.encode(r) for r in requests]
-        order = sorted(range(len(requests)), key=lambda i: len(encoded[i]))
         results: list[Result | None] = [None] * len(requests)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
+        for idx in self._batches(encoded):
             for i, res in zip(idx, self._generate_batch([requests[i] for i in idx], [encoded[i] for i in idx],
                                                         decoding)):
                 results[i] = res
         return results
+
+    def _batches(self, encoded: list[list[int]]) -> list[list[int]]:
+        """Indices sorted by prompt length, cut at batch_size rows or max_batch_tokens padded prompt tokens
+        (so a few 4k-token prompts do not pad a whole batch to 4k)."""
+        batches: list[list[int]] = []
+        for i in sorted(range(len(encoded)), key=lambda i: len(encoded[i])):
+            cur = batches[-1] if batches else None
+            if cur is None or len(cur) >= self.batch_size or (len(cur) + 1) * len(encoded[i]) > self.max_batch_tokens:
+                batches.append([i])
+            else:
+                cur.append(i)
+        return batches
 
     def _generate_batch(self, requests: list[Request], encoded: list[list[int]], decoding: Decoding):
         device = next(self.model.parameters()).device
