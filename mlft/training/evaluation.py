@@ -117,5 +117,6 @@ def headline(rows: list[dict]) -> dict[str, float]:
 
 
 def headline_text(rows: list[dict]) -> str:
-    h = headline(rows)
-    return ", ".join(f"{k.split('/', 1)[1]}={v:.3f}" for k, v in sorted(h.items())) or f"{len(rows)} rows"
+    parts = sorted(f"{r['task']}/{r['metric']}={r['value']:.3f}" for r in rows
+                   if r["language"] == "avg" and r["metric"] in HEADLINE and r["value"] is not None)
+    return ", ".join(parts) or f"{len(rows)} rows"
