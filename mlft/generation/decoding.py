@@ -47,8 +47,9 @@ class Decoding:
         (which may set top_k=50, a temperature...) never leaks in. Temperature, top-k and top-p are left
         neutral here: the hf backend applies them with its NucleusWarper (exact, and without sorting the
         whole vocabulary at every step)."""
-        kw = {"max_new_tokens": self.max_new_tokens, "num_beams": self.num_beams, "do_sample": self.sampling,
-              "temperature": 1.0, "top_p": 1.0, "top_k": 0}
+        kw = {"max_new_tokens": self.max_new_tokens, "num_beams": self.num_beams, "do_sample": self.sampling}
+        if self.sampling:
+            kw.update(temperature=1.0, top_p=1.0, top_k=0)
         if self.num_beams > 1:
             kw.update(early_stopping=True, num_return_sequences=1)
         return kw
