@@ -65,7 +65,8 @@ def make_backend(name: str, suite: EvalSuite, model=None, tokenizer=None, model_
     from mlft.generation.models import load, resolve
 
     if model is None:
-        model, tokenizer = load(resolve(model_ref), dtype=options.pop("dtype", "auto"), device=options.pop("device", None))
+        model, tokenizer = load(resolve(model_ref), dtype=options.pop("dtype", "auto"),
+                                device=options.pop("device", None))
     if tokenizer is None:
         raise ConfigError("run_suite: a live model needs its tokenizer")
     return HFBackend(model, tokenizer, batch_size=suite.batch_size, token_stats=suite.token_stats)
