@@ -21,3 +21,5 @@ test: install
 
 bench: install
 	$(PY) benchmarks/score_speed.py
+	OMP_NUM_THREADS=2 $(PY) benchmarks/generate_speed.py
+	$(PY) benchmarks/callback_share.py runs/demo

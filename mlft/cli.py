@@ -18,7 +18,7 @@ COMMANDS = [
     "lcb",
     "mix",
     "score",
-    "tables",
+    "paper_tables",
     "generate",
     "eval",
     "train",

@@ -1,4 +1,4 @@
-"""`mlft lcb`, `mlft score`, `mlft tables` from the command line, including bad input."""
+"""`mlft lcb`, `mlft score`, `mlft paper-tables` from the command line, including bad input."""
 
 import json
 
@@ -18,7 +18,7 @@ def run(capsys, *argv):
 def test_every_subcommand_has_help(capsys):
     parser = make_parser()
     names = parser._subparsers._group_actions[0].choices
-    assert {"lcb", "score", "tables"} <= set(names)
+    assert {"lcb", "score", "paper-tables", "table"} <= set(names)
     for name in names:
         with pytest.raises(SystemExit) as exc:
             main([name, "--help"])
@@ -90,7 +90,7 @@ def test_score_non_utf8(capsys, tmp_path):
 
 
 def test_tables_rebuild_paper_layout(capsys, shared, tmp_path):
-    code, out, _ = run(capsys, "tables", str(shared / "lcb" / "outputs" / "gpt-4-turbo.csv"),
+    code, out, _ = run(capsys, "paper-tables", str(shared / "lcb" / "outputs" / "gpt-4-turbo.csv"),
                        str(shared / "lcb" / "outputs" / "command-r.csv"), "--out", str(tmp_path))
     assert code == 0
     assert "Table 3 (Monolingual)" in out and "Table A5 (Cross-lingual)" in out

@@ -14,7 +14,7 @@ def add_parser(sub) -> None:
                                    "+English SFT, ...; mono/cross LPR and WPR), its per-language detail "
                                    "(A18/A19) and the quantization table (A12) from run directories, as a small "
                                    "YAML spec says (see mlft/reports/mitigation.py). Not to be confused with "
-                                   "`mlft tables` (the paper's tables from scored completions).")
+                                   "`mlft paper-tables` (the paper's tables from scored completions).")
     p.add_argument("spec", help="table spec YAML")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--out", help="also write the tables to this file")

@@ -1,4 +1,4 @@
-"""`mlft tables`: rebuild the paper's result tables from released (or your own) completions."""
+"""`mlft paper-tables`: rebuild the paper's result tables from released (or your own) completions."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ EXT = {"markdown": "md", "csv": "csv", "latex": "tex"}
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("tables", help="rebuild the paper's tables (3, 4/A3, A5, 5/A7, A1/A2) from completions",
+    p = sub.add_parser("paper-tables", help="rebuild the paper's tables (3, 4/A3, A5, 5/A7, A1/A2) from completions",
                        description="Score several models' completions and print/write the paper's tables.")
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="completions files (default: the released outputs in $MLFT_LCB_DATA/outputs or "
