@@ -85,6 +85,14 @@ def did_you_mean(name: str, choices) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def check_choice(value: str, choices, what: str, where: str) -> str:
+    """Return `value` if it is one of `choices`, else a ConfigError with a "did you mean" and the valid list."""
+    if value not in choices:
+        raise ConfigError(f"{where}: unknown {what} {value!r}{did_you_mean(str(value), choices)}; "
+                          f"valid: {', '.join(sorted(choices))}")
+    return value
+
+
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from mlft.errors import ConfigError
 
 # ISO 639-1 code -> English name (as used in the cross-lingual "Reply in X." instructions).
 LANGUAGES: dict[str, str] = {
@@ -29,9 +28,9 @@ SCRIPT_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
 
 def check_language(code: str, where: str = "language") -> str:
     """Return `code` if it is an LCB language, else raise a ConfigError listing the valid ones."""
-    if code not in LANGUAGES:
-        raise ConfigError(f"{where}: unknown language {code!r}; valid: {', '.join(sorted(LANGUAGES))}")
-    return code
+    from mlft.config import check_choice
+
+    return check_choice(code, LANGUAGES, "language", where)
 
 
 def language_name(code: str) -> str:

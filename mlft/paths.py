@@ -30,3 +30,18 @@ def shared_dir() -> Path | None:
         if c.is_dir():
             return c
     return None
+
+
+def data_dir(name: str, env_var: str, explicit: str | Path | None = None, has_data=None) -> Path:
+    """Folder of an evaluation's data: `explicit`, else `$env_var`, else the cache folder `name` (after a
+    fetch), else `../shared/name` when the cache holds no data yet (`has_data(folder)` decides)."""
+    if explicit:
+        return Path(explicit)
+    if os.environ.get(env_var):
+        return Path(os.environ[env_var])
+    cached = cache_dir() / name
+    shared = shared_dir()
+    has_data = has_data or (lambda folder: folder.is_dir() and any(folder.iterdir()))
+    if not has_data(cached) and shared is not None and (shared / name).is_dir():
+        return shared / name
+    return cached

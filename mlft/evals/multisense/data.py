@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlft.config import did_you_mean
-from mlft.errors import ConfigError, DataError
+from mlft import paths
+from mlft.config import check_choice
+from mlft.errors import DataError
 from mlft.evals.multisense.prompts import LANGUAGES, TASKS
-from mlft.paths import cache_dir, shared_dir
 
 ENV_VAR = "MLFT_MULTISENSE_DATA"
 
@@ -30,32 +29,15 @@ class Item:
 
 
 def check_task(task: str, where: str = "task") -> str:
-    if task not in TASKS:
-        raise ConfigError(f"{where}: unknown multisense task {task!r}{did_you_mean(task, TASKS)}; "
-                          f"valid: {', '.join(TASKS)}")
-    return task
-
+    return check_choice(task, TASKS, "multisense task", where)
 
 def check_language(lang: str, where: str = "language") -> str:
-    if lang not in LANGUAGES:
-        raise ConfigError(f"{where}: unknown multisense language {lang!r}{did_you_mean(lang, LANGUAGES)}; "
-                          f"valid: {', '.join(LANGUAGES)}")
-    return lang
-
+    return check_choice(lang, LANGUAGES, "multisense language", where)
 
 def data_dir(explicit: str | Path | None = None) -> Path:
     """Where the TSVs are: `explicit`, else `$MLFT_MULTISENSE_DATA`, else the cache (after `fetch`), else
     `../shared/multisense` beside the checkout."""
-    if explicit:
-        return Path(explicit)
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR])
-    cached = cache_dir() / "multisense"
-    shared = shared_dir()
-    if not any((cached / t).is_dir() for t in TASKS) and shared is not None and (shared / "multisense").is_dir():
-        return shared / "multisense"
-    return cached
-
+    return paths.data_dir("multisense", ENV_VAR, explicit, lambda d: any((d / t).is_dir() for t in TASKS))
 
 def test_file(task: str, lang: str, folder: str | Path | None = None) -> Path:
     return data_dir(folder) / check_task(task) / f"test-{check_language(lang)}.tsv"

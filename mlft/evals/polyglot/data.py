@@ -7,14 +7,13 @@ also " <br> "-separated: variant 0 goes with `true`, variant k with the k-th fal
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlft.config import did_you_mean
-from mlft.errors import ConfigError, DataError
-from mlft.paths import cache_dir, shared_dir
+from mlft import paths
+from mlft.config import check_choice
+from mlft.errors import DataError
 
 LANGUAGES = ("bg", "ca", "cs", "da", "de", "en", "es", "fr", "hr", "hu",
              "it", "nl", "pl", "pt", "ro", "ru", "sl", "sr", "sv", "uk")
@@ -34,24 +33,11 @@ class Fact:
 
 
 def check_language(lang: str, where: str = "language") -> str:
-    if lang not in LANGUAGES:
-        raise ConfigError(f"{where}: unknown Polyglot-or-Not language {lang!r}{did_you_mean(lang, LANGUAGES)}; "
-                          f"valid: {', '.join(LANGUAGES)}")
-    return lang
-
+    return check_choice(lang, LANGUAGES, "Polyglot-or-Not language", where)
 
 def data_dir(explicit: str | Path | None = None) -> Path:
     """`explicit`, else `$MLFT_POLYGLOT_DATA`, else the cache (after `fetch`), else `../shared/polyglot`."""
-    if explicit:
-        return Path(explicit)
-    if os.environ.get(ENV_VAR):
-        return Path(os.environ[ENV_VAR])
-    cached = cache_dir() / "polyglot"
-    shared = shared_dir()
-    if not any(cached.glob("*.parquet")) and shared is not None and (shared / "polyglot").is_dir():
-        return shared / "polyglot"
-    return cached
-
+    return paths.data_dir("polyglot", ENV_VAR, explicit, lambda d: any(d.glob("*.parquet")))
 
 def parse_row(row: dict, where: str) -> Fact:
     """One parquet row -> Fact; DataError naming `where` (file and row) when the row is malformed."""
