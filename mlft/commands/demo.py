@@ -26,8 +26,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("demo", help="the main job: English vs multilingual SFT/DPO on CPU, curves + table",
                        description=__doc__)
     p.add_argument("--out", default="runs/demo", help="folder for the runs, curves.png and mitigation.md")
-    p.add_argument("--sft-steps", type=int, default=40, help="SFT optimizer steps per run (checkpoint every half)")
-    p.add_argument("--dpo-steps", type=int, default=16, help="DPO steps per run (0: no DPO)")
+    p.add_argument("--sft-steps", type=int, default=32, help="SFT optimizer steps per run (checkpoint every half)")
+    p.add_argument("--dpo-steps", type=int, default=12, help="DPO steps per run (0: no DPO)")
     p.add_argument("--suite", default="lcb_demo", help="eval suite of the callback")
     p.add_argument("--max-new-tokens", type=int, help="override the suite's max_new_tokens (faster passes)")
     p.add_argument("--quantized", default="w8,w4,w8a8", help="quantized variants of the multilingual run ('' = none)")
