@@ -45,7 +45,8 @@ def file_digest(path: Path, algo: str = "sha256") -> str:
     return h.hexdigest()
 
 
-def _download(remote: RemoteFile, dest: Path) -> Path:
+def download(remote: RemoteFile, dest: Path, offline_hint: str | None = None) -> Path:
+    """Download `remote` to `dest` through a temporary file; checksum-checked, atomic."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp:
         try:
@@ -54,8 +55,8 @@ def _download(remote: RemoteFile, dest: Path) -> Path:
         except OSError as exc:
             os.unlink(tmp.name)
             raise DataError(
-                f"could not download {remote.name} from {remote.url} ({exc}); offline, import a local copy "
-                f"with --from PATH or set {ENV_VAR}=PATH"
+                f"could not download {remote.name} from {remote.url} ({exc}); "
+                + (offline_hint or f"offline, import a local copy with --from PATH or set {ENV_VAR}=PATH")
             ) from None
     got = file_digest(Path(tmp.name), remote.algo)
     if got != remote.digest:
@@ -90,4 +91,4 @@ def locate(remote: RemoteFile, explicit: str | Path | None = None, verify: bool 
     cached = cache_dir() / "lcb" / remote.name
     if cached.is_file() and file_digest(cached, remote.algo) == remote.digest:
         return cached
-    return _download(remote, cached)
+    return download(remote, cached)

@@ -6,15 +6,10 @@ Source: https://github.com/daniel-furman/Polyglot-or-Not — translated files at
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import tempfile
-import urllib.request
 from pathlib import Path
 
-from mlft.errors import DataError
 from mlft.evals.polyglot.data import LANGUAGES
+from mlft.lcb.fetch import RemoteFile, download, file_digest
 from mlft.paths import cache_dir
 
 _RAW = "https://raw.githubusercontent.com/daniel-furman/Polyglot-or-Not"
@@ -44,11 +39,7 @@ def url_of(lang: str) -> str:
 
 
 def md5_of(path: Path) -> str:
-    h = hashlib.md5()  # noqa: S324 (a checksum published with the data, not security)
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_digest(path, "md5")
 
 
 def fetch(languages=LANGUAGES, dest: Path | None = None, progress: bool = True) -> list[Path]:
@@ -58,24 +49,10 @@ def fetch(languages=LANGUAGES, dest: Path | None = None, progress: bool = True) 
     out = []
     for lang in languages:
         path = dest / f"{lang}.parquet"
-        want = FILES[lang][1]
-        if path.is_file() and md5_of(path) == want:
-            out.append(path)
-            continue
-        with tempfile.NamedTemporaryFile(dir=dest, delete=False) as tmp:
-            try:
-                with urllib.request.urlopen(url_of(lang), timeout=60) as resp:  # noqa: S310 (fixed https URL)
-                    shutil.copyfileobj(resp, tmp)
-            except OSError as exc:
-                os.unlink(tmp.name)
-                raise DataError(f"could not download {url_of(lang)} ({exc}); offline, copy the parquet files into "
-                                f"a folder and set MLFT_POLYGLOT_DATA") from None
-        got = md5_of(Path(tmp.name))
-        if got != want:
-            os.unlink(tmp.name)
-            raise DataError(f"{url_of(lang)}: checksum mismatch (md5 {got}, expected {want})")
-        os.replace(tmp.name, path)
+        remote = RemoteFile(path.name, url_of(lang), FILES[lang][1], algo="md5")
+        if not (path.is_file() and md5_of(path) == remote.digest):
+            download(remote, path, "offline, copy the parquet files into a folder and set MLFT_POLYGLOT_DATA")
+            if progress:
+                print(f"wrote {path}")
         out.append(path)
-        if progress:
-            print(f"wrote {path}")
     return out
