@@ -20,16 +20,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from mlft.errors import DataError
+from mlft.constants import TASKS
 from mlft.languages import LANGUAGES
 
 REQUIRED = ("task", "source", "language", "completion")
-TASK_NAMES = ("monolingual", "crosslingual")
 
 
 @dataclass
@@ -54,8 +53,8 @@ def _check(rec: dict, where: str, default_model: str) -> Completion:
     if rec["language"] not in LANGUAGES:
         raise DataError(f"{where}: unknown language code {rec['language']!r}; "
                         f"valid: {', '.join(sorted(LANGUAGES))}")
-    if rec["task"] not in TASK_NAMES:
-        raise DataError(f"{where}: unknown task {rec['task']!r}; valid: {', '.join(TASK_NAMES)}")
+    if rec["task"] not in TASKS:
+        raise DataError(f"{where}: unknown task {rec['task']!r}; valid: {', '.join(TASKS)}")
     completion = rec["completion"]
     if completion is None:
         completion = ""
@@ -119,60 +118,6 @@ def read_completions(path: str | Path) -> list[Completion]:
     if not rows:
         raise DataError(f"{path}: no completions in file")
     return rows
-
-
-def read_records(path: str | Path) -> list[dict]:
-    """Raw JSONL records (for resume); a torn last line (crash mid-write) is ignored."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    out = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            if n == len(lines):
-                break  # interrupted write: regenerated on resume
-            raise DataError(f"{path}: line {n}: invalid JSON") from None
-    return out
-
-
-class JsonlWriter:
-    """Appends one record per line and flushes + fsyncs it, so a crash never loses finished records."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._repair_tail()
-        self._fh = open(self.path, "a", encoding="utf-8")
-
-    def _repair_tail(self) -> None:
-        """Drop a torn last line left by a crash, so appends start on a fresh line."""
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            return
-        data = self.path.read_bytes()
-        if data.endswith(b"\n"):
-            return
-        cut = data.rfind(b"\n") + 1
-        with open(self.path, "r+b") as fh:
-            fh.truncate(cut)
-
-    def write(self, record: dict) -> None:
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-
-    def close(self) -> None:
-        self._fh.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def write_official_csv(records: list[dict], path: str | Path) -> None:

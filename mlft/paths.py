@@ -17,8 +17,49 @@ def cache_dir() -> Path:
 
 
 def project_root() -> Path:
-    """The checkout holding recipes/, eval/, data_mixes/ (mlft/ sits inside it)."""
+    """The folder holding the `mlft` package: the checkout (with recipes/, eval/, ...) or site-packages."""
     return Path(__file__).resolve().parent.parent
+
+
+SHIPPED = ("eval", "recipes", "data_mixes", "configs")  # top-level folders that are also inside the wheel
+
+
+def shipped_root() -> Path:
+    """Where the shipped suites, recipes, mixes and configs are: `mlft/shipped/` inside an installed wheel,
+    else the checkout's top level (an editable install, or running from the source tree)."""
+    packaged = Path(__file__).resolve().parent / "shipped"
+    return packaged if packaged.is_dir() else project_root()
+
+
+def resource_dirs(folder: str) -> list[Path]:
+    """Existing `folder`s in lookup order: the current directory, then the shipped copy."""
+    out = []
+    for root in (Path.cwd(), shipped_root()):
+        cand = root / folder
+        if cand.is_dir() and all(cand.resolve() != o.resolve() for o in out):
+            out.append(cand)
+    return out
+
+
+def find_resource(folder: str, name: str) -> Path | None:
+    """`folder/name` under the current directory, else in the shipped copy; None if neither has it."""
+    for d in resource_dirs(folder):
+        if (d / name).is_file():
+            return d / name
+    return None
+
+
+def resolve_path(path: str | Path) -> Path:
+    """A path as written in a recipe or mix (e.g. `data_mixes/cpu/english_sft.yaml`): absolute, else relative
+    to the current directory, else to the shipped copy of mlft's files, else to the mlft source tree (for
+    `mlft/...` paths such as the training chat template). Returns the first that exists (else `path`)."""
+    p = Path(path).expanduser()
+    if p.is_absolute() or p.exists():
+        return p
+    for root in (shipped_root(), project_root()):
+        if (root / p).exists():
+            return root / p
+    return p
 
 
 def shared_dir() -> Path | None:

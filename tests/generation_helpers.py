@@ -21,10 +21,14 @@ def prompts(texts: list[str], language: str = "de") -> list[Prompt]:
 class FaultServer:
     """Chat/completions endpoint on 127.0.0.1 replying `echo: <prompt>`, with faults chosen by the prompt:
     'timeout' sleeps past the client timeout once, 'rate' gets one 429, 'server' two 500s, 'malformed' a
-    broken JSON body and 'shape' a JSON body without choices (both until `fixed`), 'bad' a 400."""
+    broken JSON body and 'shape' a JSON body without choices (both until `fixed`), 'bad' a 400; transient
+    transport faults on the first attempt: 'cutoff' (a 200 whose body stops mid-way, the connection closed),
+    'reset' (the connection reset mid-body), 'nochoices' (a 200 with an empty `choices` list).
+    `die_after=N`: after N good replies the server closes its port (a server that dies mid-run)."""
 
-    def __init__(self, slow: float = 1.5, delay: float = 0.05):
-        self.slow, self.delay, self.fixed = slow, delay, False
+    def __init__(self, slow: float = 1.5, delay: float = 0.05, die_after: int | None = None, port: int = 0):
+        self.slow, self.delay, self.fixed, self.die_after = slow, delay, False, die_after
+        self.good = 0
         self.attempts: Counter = Counter()
         self.in_flight = self.max_in_flight = 0
         self.lock = threading.Lock()
@@ -82,13 +86,39 @@ class FaultServer:
                     return self._send(200, b'{"object": "nothing"}')
                 elif "bad" in text and not server.fixed:
                     return self._send(400, b'{"error": "context too long"}')
+                elif "cutoff" in text and n == 1:
+                    return self._partial(close=True)
+                elif "reset" in text and n == 1:
+                    return self._partial(close=False)
+                elif "nochoices" in text and n == 1:
+                    return self._send(200, b'{"choices": [], "object": "chat.completion"}')
                 choice = ({"message": {"role": "assistant", "content": f"echo: {text}"}} if "messages" in body
                           else {"text": f"echo: {text}"})
                 reply = {"choices": [{**choice, "finish_reason": "stop"}],
                          "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 2}}
                 self._send(200, json.dumps(reply).encode())
+                with server.lock:
+                    server.good += 1
+                    if server.die_after is not None and server.good == server.die_after:
+                        threading.Thread(target=server.stop, daemon=True).start()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            def _partial(self, close: bool):
+                """Headers announcing a long body, half of it, then a clean close or a TCP reset."""
+                import socket
+                import struct
+
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "400")
+                self.end_headers()
+                self.wfile.write(b'{"choices": [{"message": {"role": "assistant", "content": "echo')
+                self.wfile.flush()
+                if not close:
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.close_connection = True
+                self.connection.close()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -97,6 +127,12 @@ class FaultServer:
         self.thread.start()
         return self
 
+    def stop(self):
+        """Stop serving and close the listening socket: new connections are refused."""
+        if not getattr(self, "_stopped", False):
+            self._stopped = True
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
     def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.stop()

@@ -7,13 +7,13 @@ import pytest
 from generation_helpers import prompts
 
 from mlft.completions import read_completions
-from mlft.evaluate import run_suite
+from mlft.evals.runner import run_suite
+from mlft.evals.suite import load_suite
 from mlft.generation.backends import Request
 from mlft.generation.backends.hf import HFBackend
 from mlft.generation.decoding import Decoding
 from mlft.generation.prompting import Prompting
 from mlft.generation.runner import generate_completions
-from mlft.generation.suites import load_suite
 
 pytestmark = pytest.mark.slow
 TEXTS = ["Schreibe einen Satz über Katzen.", "Was ist die Hauptstadt von Frankreich?", "Nenne drei Farben.",
@@ -31,11 +31,14 @@ class _Crash:
         self.inner, self.calls = inner, 0
         self.name, self.batch_size, self.prompt_length = inner.name, inner.batch_size, inner.prompt_length
 
-    def generate(self, requests, decoding):
+    def check(self, decoding, interventions=()):
+        self.inner.check(decoding, interventions)
+
+    def generate(self, requests, decoding, interventions=()):
         self.calls += 1
         if self.calls == 2:
             raise KeyboardInterrupt
-        return self.inner.generate(requests, decoding)
+        return self.inner.generate(requests, decoding, interventions)
 
 
 def test_resume_equals_uninterrupted_sampling(embedded_model, tmp_path):
@@ -66,15 +69,16 @@ def test_greedy_deterministic_beams_and_token_stats(embedded_model):
     model, tok = embedded_model
     reqs = [Request(str(i), messages=[{"role": "user", "content": t}]) for i, t in enumerate(TEXTS[:4])]
     greedy = Decoding(max_new_tokens=10, temperature=0)
-    a = HFBackend(model, tok, batch_size=4).generate(reqs, greedy)
-    b = HFBackend(model, tok, batch_size=4).generate(reqs, greedy)
+    a = list(HFBackend(model, tok, batch_size=4).generate(reqs, greedy))
+    b = list(HFBackend(model, tok, batch_size=4).generate(reqs, greedy))
     assert [r.completion for r in a] == [r.completion for r in b] and all(r.completion for r in a)
-    assert [r.id for r in a] == ["0", "1", "2", "3"]  # input order kept despite length sorting
-    beams = HFBackend(model, tok, batch_size=2).generate(reqs, Decoding(max_new_tokens=10, temperature=0, num_beams=3))
+    assert sorted(r.id for r in a) == ["0", "1", "2", "3"]  # one result per request
+    beams = list(HFBackend(model, tok, batch_size=2).generate(reqs, Decoding(max_new_tokens=10, temperature=0,
+                                                                                num_beams=3)))
     assert all(r.completion and r.completion_tokens <= 10 for r in beams)
-    raw = HFBackend(model, tok, batch_size=2).generate([Request("q", text="Q: What is 2+2?\nA:")], greedy)
+    raw = list(HFBackend(model, tok, batch_size=2).generate([Request("q", text="Q: What is 2+2?\nA:")], greedy))
     assert raw[0].completion and raw[0].prompt_tokens == len(tok("Q: What is 2+2?\nA:")["input_ids"])
-    stats = HFBackend(model, tok, batch_size=4, token_stats=True).generate(reqs, Decoding(max_new_tokens=10))
+    stats = list(HFBackend(model, tok, batch_size=4, token_stats=True).generate(reqs, Decoding(max_new_tokens=10)))
     for r in stats:
         s = r.extra["token_stats"]
         assert len(s["pieces"]) == len(s["entropy"]) == len(s["nucleus"]) == r.completion_tokens

@@ -89,3 +89,86 @@ def test_wrong_key_and_unreachable_fail_before_generation(tmp_path, monkeypatch)
     with pytest.raises(ConfigError, match="beam"):
         OpenAIBackend("m", api_key="k").check(Decoding(num_beams=2))
     assert API_KEY not in repr(_backend("http://x"))
+
+
+TRANSPORT = ["alpha", "cutoff one", "reset two", "nochoices three", "timeout four", "rate five", "server six",
+             "cutoff seven", "reset eight", "plain nine"]
+
+
+def _cli(url, out, *extra):
+    from mlft.cli import main
+
+    return main(["generate", "--backend", "openai", "--model", "served", "--base-url", url, "--api-key", API_KEY,
+                 "--out", str(out), "--language", "de", "--per-group", "1", "--no-progress", "--timeout", "0.5",
+                 "--backoff", "0.01", *extra])
+
+
+def test_transport_faults_end_with_one_record_each_and_no_traceback(tmp_path, capsys, monkeypatch):
+    """Bodies cut off, connections reset mid-body, 200 without choices: retried; every prompt ends with exactly
+    one record holding its own reply within at most 3 runs of the same command; no traceback."""
+    out = tmp_path / "c.jsonl"
+    ps = prompts(TRANSPORT)
+    monkeypatch.setattr("mlft.evals.lcb.select_prompts", lambda o: ps)
+    with FaultServer() as server:
+        codes = []
+        for _ in range(3):
+            codes.append(_cli(server.url, out, "--max-retries", "1", "--concurrency", "4"))
+            if codes[-1] == 0:
+                break
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert codes[-1] == 0 and len(codes) <= 3
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sorted(r["id"] for r in lines) == sorted(p.id for p in ps)  # exactly one record per prompt
+    assert all(r["completion"] == f"echo: {r['prompt']}" and not r["error"] for r in lines)
+    assert server.attempts["cutoff one"] == 2 and server.attempts["nochoices three"] == 2
+
+
+def test_results_are_written_as_they_finish(tmp_path):
+    """A crash mid-run loses at most the requests in flight: finished ones are already on disk."""
+    ps = prompts([f"prompt {i}" for i in range(12)])
+    out = tmp_path / "c.jsonl"
+    with FaultServer(delay=0.02) as server:
+        backend = _backend(server.url, concurrency=2)
+        seen = []
+        original = backend.generate
+
+        def crash_after_five(requests, decoding, interventions=()):
+            for res in original(requests, decoding, interventions):
+                seen.append(res.id)
+                if len(seen) == 5:
+                    raise KeyboardInterrupt
+                yield res
+
+        backend.generate = crash_after_five
+        with pytest.raises(KeyboardInterrupt):
+            generate_completions(ps, backend, Decoding(), Prompting(), out, "m", progress=False)
+    assert len(out.read_text().splitlines()) == 4  # the five finished minus the one being written
+
+
+def test_server_that_dies_mid_run_ends_the_run_with_one_message(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "c.jsonl"
+    ps = prompts([f"question {i}" for i in range(30)])
+    monkeypatch.setattr("mlft.evals.lcb.select_prompts", lambda o: ps)
+    server = FaultServer(die_after=8, delay=0.01).__enter__()
+    port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+    code = _cli(server.url, out, "--concurrency", "2", "--max-retries", "3")
+    err = capsys.readouterr().err
+    server.stop()
+    assert code == 2 and "Traceback" not in err
+    assert err.count("stopped accepting connections") == 1 and "rerun the same command" in err
+    kept = [json.loads(x) for x in out.read_text().splitlines()]
+    assert 8 <= len(kept) <= 9 and all(not r["error"] for r in kept)  # finished records kept, no error records
+    with FaultServer(port=port) as again:  # back on the same address: the rerun only asks for the rest
+        assert _cli(again.url, out, "--concurrency", "2") == 0
+        assert sum(again.attempts.values()) == 30 - len(kept)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sorted(r["id"] for r in lines) == sorted(p.id for p in ps)
+
+
+def test_unseeded_decoding_sends_no_seed_and_top_k_goes_in_the_body(tmp_path):
+    with FaultServer() as server:
+        generate_completions(prompts(["one"]), _backend(server.url), Decoding(seed=None, top_k=5), Prompting(),
+                             tmp_path / "c.jsonl", "m", progress=False)
+        body = server.bodies[0]
+    assert "seed" not in body and body["top_k"] == 5

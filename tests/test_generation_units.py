@@ -7,11 +7,13 @@ import torch
 from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from mlft.errors import ConfigError, DataError
-from mlft.generation.backends.hf import NucleusWarper, batch_seed, entropy, nucleus_size
-from mlft.generation.confusion import analyze, confusion_point
+from mlft.evals.lcb import runs
+from mlft.evals.suite import available_suites, load_suite
+from mlft.generation.backends.hf import batch_seed
+from mlft.generation.processors import NucleusWarper, entropy, nucleus_size
+from mlft.lcb.confusion import analyze, confusion_point
 from mlft.generation.decoding import Decoding
 from mlft.generation.prompting import Prompting, build_input, cut_answer, demonstrations, qa_prompt
-from mlft.generation.suites import available_suites, load_suite
 
 
 def test_decoding_defaults_are_the_papers_and_top_p_is_real():
@@ -86,18 +88,20 @@ def test_few_shot_from_shared_file(shared):
 def test_suites_load_and_reject_bad_input():
     assert {"lcb_full", "lcb_quick", "lcb_tiny", "decoding_sweep", "beam_sweep", "fewshot"} <= set(available_suites())
     sweep = load_suite("decoding_sweep")
-    runs = {name: d for name, d, _ in sweep.runs()}
-    assert runs["T=0 (greedy)"].temperature == 0 and runs["p=0.1"].top_p == 0.1 and runs["p=0.1"].temperature == 0.3
-    assert [d.num_beams for _, d, _ in load_suite("beam_sweep").runs()] == [1, 2, 3, 5, 10]
-    shots = [(p.mode, p.shots) for _, _, p in load_suite("fewshot").runs()]
+    by_name = {r.name: r.decoding for r in runs(sweep.options)}
+    assert by_name["T=0 (greedy)"].temperature == 0 and by_name["p=0.1"].top_p == 0.1
+    assert by_name["p=0.1"].temperature == 0.3
+    assert [r.decoding.num_beams for r in runs(load_suite("beam_sweep").options)] == [1, 2, 3, 5, 10]
+    shots = [(r.prompting.mode, r.prompting.shots) for r in runs(load_suite("fewshot").options)]
     assert shots == [("chat", 0), ("qa", 0), ("qa", 1), ("qa", 5), ("chat", 1), ("chat", 5)]
-    assert load_suite("lcb_quick").per_group == 2
+    assert load_suite("lcb_quick").options.per_group == 2
     for override, message in [
         ("languages=[de,klingon]", "languages\\[1\\]: unknown language 'klingon'"),
         ("decodng.top_p=0.5", "unknown key 'decodng' \\(did you mean 'decoding'\\?\\)"),
         ("decoding.temperature=-1", "lcb_tiny.yaml: decoding.temperature"),
         ("tasks=[monolingal]", "did you mean 'monolingual'"),
-        ("kind=lcbb", "not one of"),
+        ("kind=lcbb", "unknown eval kind 'lcbb' \\(did you mean 'lcb'"),
+        ("interventions=[{name: ban_tokenz}]", "interventions\\[0\\].name: unknown intervention 'ban_tokenz'"),
     ]:
         with pytest.raises(ConfigError, match=message):
             load_suite("lcb_tiny", [override])

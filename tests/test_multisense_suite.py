@@ -5,8 +5,8 @@ import json
 import pytest
 
 from mlft.errors import ConfigError
-from mlft.evals.multisense import suite
-from mlft.generation.suites import load_suite
+from mlft.evals.multisense import kind
+from mlft.evals.suite import load_suite
 
 
 class ScriptedChat:
@@ -37,19 +37,19 @@ class ScriptedChat:
 
 
 def _opts(shared, **kw):
-    return suite.validate({"tasks": ["pawsx"], "sample": 6, "targets": ["de", "zh"],
-                           "data_dir": str(shared / "multisense"), **kw}, "test: options")
+    return kind.parse_options({"tasks": ["pawsx"], "sample": 6, "targets": ["de", "zh"],
+                               "data_dir": str(shared / "multisense"), **kw}, "test: options")
 
 
 def test_pipeline_metrics_and_resume(shared, tmp_path):
     opts = _opts(shared)
     chat = ScriptedChat(fail_after=20)
     with pytest.raises(KeyboardInterrupt):
-        suite.run(opts, model=None, tokenizer=None, out_dir=tmp_path, progress=False, chat_fn=chat)
+        kind.evaluate(opts, chat_fn=chat, model_name='m', out_dir=tmp_path, progress=False)
     kept = len((tmp_path / "generations.jsonl").read_text().splitlines())
     assert kept > 0  # finished chunks survive the interruption
     chat = ScriptedChat()
-    rows = suite.run(opts, model=None, tokenizer=None, out_dir=tmp_path, progress=False, chat_fn=chat)
+    rows = kind.evaluate(opts, chat_fn=chat, model_name='m', out_dir=tmp_path, progress=False)
     # 6 items: T_src 6 + per target (12 sentence translations + 3 instruction pieces + 3 x 6 answers) = 72
     assert chat.calls == 72 - kept
     val = {(r["variant"], r["language"], r["metric"]): r["value"] for r in rows}
@@ -73,26 +73,25 @@ def test_pipeline_metrics_and_resume(shared, tmp_path):
     assert "multisense.md" in {p.name for p in tmp_path.iterdir()}
     # a complete rerun makes no model calls
     chat = ScriptedChat()
-    assert suite.run(opts, model=None, tokenizer=None, out_dir=tmp_path, progress=False, chat_fn=chat) == rows
+    assert kind.evaluate(opts, chat_fn=chat, model_name='m', out_dir=tmp_path, progress=False) == rows
     assert chat.calls == 0
     with pytest.raises(ConfigError, match="made with other settings"):
-        suite.run(_opts(shared, temperature=0.7), model=None, tokenizer=None, out_dir=tmp_path, progress=False,
-                  chat_fn=chat)
+        kind.evaluate(_opts(shared, temperature=0.7), chat_fn=chat, model_name="m", out_dir=tmp_path, progress=False)
 
 
 def test_validation_errors(shared, tmp_path):
     with pytest.raises(ConfigError, match=r"options.tasks\[0\]: unknown multisense task 'xnlii'.*'xnli'"):
-        suite.validate({"tasks": ["xnlii"]}, "s.yaml: options")
+        kind.parse_options({"tasks": ["xnlii"]}, "s.yaml: options")
     with pytest.raises(ConfigError, match=r"options.targets\[0\]: unknown multisense language 'fr'"):
-        suite.validate({"targets": ["fr"]}, "s.yaml: options")
+        kind.parse_options({"targets": ["fr"]}, "s.yaml: options")
     with pytest.raises(ConfigError, match=r"unknown key 'sampel' \(did you mean 'sample'"):
-        suite.validate({"sampel": 3}, "s.yaml: options")
+        kind.parse_options({"sampel": 3}, "s.yaml: options")
     with pytest.raises(ConfigError, match="'en' is the source language"):
-        suite.validate({"targets": ["en"]}, "s.yaml: options")
+        kind.parse_options({"targets": ["en"]}, "s.yaml: options")
     with pytest.raises(ConfigError, match=r"test-en.tsv not found"):
-        suite.validate({"data_dir": str(tmp_path)}, "s.yaml: options")
-    with pytest.raises(ConfigError, match="multisense.yaml: options.conditions"):
-        load_suite("multisense", ["options.conditions=[T, Y]"])
+        kind.parse_options({"data_dir": str(tmp_path)}, "s.yaml: options")
+    with pytest.raises(ConfigError, match="multisense.yaml.conditions"):
+        load_suite("multisense", ["conditions=[T, Y]"])
 
 
 @pytest.mark.slow
@@ -100,7 +99,11 @@ def test_real_model_two_items(embedded_model, shared, tmp_path):
     model, tok = embedded_model
     opts = _opts(shared, sample=1, targets=["de"], conditions=["T"], max_new_tokens=4,
                  translation_max_new_tokens=8, bleu=False)
-    rows = suite.run(opts, model=model, tokenizer=tok, out_dir=tmp_path, progress=False)
+    from mlft.evals.runner import EvalContext
+
+    ctx = EvalContext(tmp_path, model=model, tokenizer=tok, progress=False)
+    rows = kind.evaluate(opts, chat_fn=kind.make_chat_fn(ctx.backend(batch_size=4), opts), model_name="m",
+                         out_dir=tmp_path, progress=False)
     val = {(r["variant"], r["language"], r["metric"]): r["value"] for r in rows}
     assert val["T_src", "en", "accuracy"] in (0.0, 1.0) and val["T", "de", "consistency"] in (0.0, 1.0)
     recs = [json.loads(x) for x in (tmp_path / "generations.jsonl").read_text().splitlines()]

@@ -3,28 +3,28 @@
 import pytest
 
 from mlft.errors import ConfigError
-from mlft.evals.polyglot import suite
-from mlft.generation.suites import load_suite
+from mlft.evals.polyglot import kind
+from mlft.evals.suite import load_suite
 
 
 def test_validation_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"options.languages\[1\]: unknown Polyglot-or-Not language 'xx'"):
-        suite.validate({"languages": ["de", "xx"]}, "p.yaml: options")
+        kind.parse_options({"languages": ["de", "xx"]}, "p.yaml: options")
     with pytest.raises(ConfigError, match="options.sample: must be >= 1"):
-        suite.validate({"sample": 0}, "p.yaml: options")
+        kind.parse_options({"sample": 0}, "p.yaml: options")
     with pytest.raises(ConfigError, match=r"no Polyglot-or-Not data for de"):
-        suite.validate({"languages": ["de"], "data_dir": str(tmp_path)}, "p.yaml: options")
-    with pytest.raises(ConfigError, match=r"polyglot_quick.yaml: options: unknown key 'samples'"):
-        load_suite("polyglot_quick", ["options.samples=3"])
+        kind.parse_options({"languages": ["de"], "data_dir": str(tmp_path)}, "p.yaml: options")
+    with pytest.raises(ConfigError, match=r"polyglot_quick.yaml: unknown key 'samples' \(did you mean 'sample'"):
+        load_suite("polyglot_quick", ["samples=3"])
 
 
 @pytest.mark.slow
 def test_run_suite_rows(embedded_model, shared, tmp_path):
-    from mlft.evaluate import run_suite
+    from mlft.evals.runner import run_suite
 
     model, tok = embedded_model
-    s = load_suite("polyglot_quick", ["options.languages=[en, fr]", "options.sample=12",
-                                      f"options.data_dir={shared / 'polyglot'}", "options.bootstrap=500"])
+    s = load_suite("polyglot_quick", ["languages=[en, fr]", "sample=12", f"data_dir={shared / 'polyglot'}",
+                                      "bootstrap=500"])
     result = run_suite(s, model=model, tokenizer=tok, out_dir=tmp_path, progress=False)
     val = {(r["task"], r["language"], r["metric"]): r["value"] for r in result.rows}
     assert val["cka", "en", "n_facts"] == 12

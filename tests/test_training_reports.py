@@ -10,7 +10,7 @@ import pytest
 from mlft.cli import main
 from mlft.errors import ConfigError
 from mlft.training import curves
-from mlft.training.evaluation import EvalPass, evaluate_step, passes_for
+from mlft.training.passes import EvalPass, evaluate_step, passes_for
 from mlft.training.recipe import EvaluationOptions, PromptVariant
 
 
@@ -56,11 +56,12 @@ def test_evaluate_step_runs_only_missing_passes(tmp_path, monkeypatch):
         calls.append((step, p.variant, kw.get("model_ref")))
         return _rows(step, p.variant, 0.5, 0.5)
 
-    monkeypatch.setattr("mlft.training.evaluation.run_pass", fake_run_pass)
+    monkeypatch.setattr("mlft.training.passes.run_pass", fake_run_pass)
     ev = EvaluationOptions(suite="lcb_tiny", fewshot=True, quantized=["w8", "w4"],
                            fewshot_variants=[PromptVariant("1-shot", "lcb_tiny", ["prompting.shots=1"])])
     assert [p.variant for p in passes_for(ev)] == ["model", "1-shot", "w8", "w4"]
-    assert passes_for(ev)[2] == EvalPass("w8", "lcb_tiny", (), quantized="w8")
+    assert passes_for(ev)[2] == EvalPass("w8", "lcb_tiny", (), ({"name": "quantize", "scheme": "w8"},),
+                                         at_ends_only=True)
     evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=False)
     assert calls == [(10, "model", "ckpt-10"), (10, "1-shot", "ckpt-10")]  # quantized only at the ends
     evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=True)

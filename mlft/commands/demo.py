@@ -91,7 +91,7 @@ def run(args) -> int:
     from mlft.reports.curves import curve_table, load_runs, plot_curves
     from mlft.reports.mitigation import build, load_spec
     from mlft.training import curves
-    from mlft.training.evaluation import evaluate_step
+    from mlft.training.passes import evaluate_step
     from mlft.training.recipe import EvaluationOptions, PromptVariant
 
     t0 = time.time()

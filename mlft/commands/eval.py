@@ -1,13 +1,14 @@
-"""`mlft eval SUITE`: generate + score + report for an eval suite (eval/*.yaml or a path)."""
+"""`mlft eval SUITE`: run an eval suite (generate + score + report, or another kind) with any backend it allows."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.commands.generate import add_backend_args, backend_options
-from mlft.evaluate import run_suite
+from mlft.commands.generate import add_model_args
+from mlft.evals.runner import run_suite
+from mlft.evals.suite import available_suites, load_suite
+from mlft.generation.backends import check_backend, options_from_args
 from mlft.generation.models import DEFAULT_MODEL
-from mlft.generation.suites import available_suites, load_suite
 
 
 def add_parser(sub) -> None:
@@ -19,19 +20,20 @@ def add_parser(sub) -> None:
                    "decoding.max_new_tokens=20 languages=[de,zh]")
     p.add_argument("--out", default=None, help="output folder (default runs/eval/<suite>/<model>)")
     p.add_argument("--format", default="markdown", choices=["markdown", "csv"], help="printed table format")
-    add_backend_args(p)
+    add_model_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    check_backend(args.backend, "--backend")
     suite = load_suite(args.suite, args.overrides)
     model = args.model or (DEFAULT_MODEL if args.backend == "hf" else None)
     out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
     result = run_suite(suite, model_ref=model, backend=args.backend, out_dir=out, progress=not args.no_progress,
-                       backend_options=backend_options(args))
+                       backend_options=options_from_args(args.backend, args))
     if args.format == "csv":
         for f in result.files:
-            if f.suffix == ".csv":
+            if f.suffix == ".csv" and f.name.startswith("table_"):
                 print(f"# {f.name}\n{f.read_text(encoding='utf-8')}")
     else:
         print(result.report)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from mlft.errors import ConfigError
-from mlft.training.evaluation import checkpoint_step, evaluate_step
+from mlft.training.passes import checkpoint_step, evaluate_step
 from mlft.training.recipe import load_recipe
 
 

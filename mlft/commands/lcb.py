@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mlft.lcb.data import TASKS, load_prompts, summarize
+from mlft.constants import TASKS
+from mlft.lcb.data import load_prompts, summarize
 from mlft.lcb.fetch import ENV_VAR
 
 

@@ -17,7 +17,7 @@ from mlft.data.normalize import FORMATS, KIND_FORMATS
 from mlft.data.seed import SEED_SETS
 from mlft.errors import ConfigError
 from mlft.languages import check_language
-from mlft.lcb.data import TASKS
+from mlft.constants import TASKS
 
 SHARE_TOLERANCE = 1e-6
 LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}

@@ -21,7 +21,9 @@ class Decoding:
                                                         "(paper: 0.75); 1.0 = off"})
     top_k: int | None = field(default=None, metadata={"help": "keep only the k most likely tokens; null = off"})
     num_beams: int = field(default=1, metadata={"help": "beam size; > 1 = beam search (with T=0: no sampling)"})
-    seed: int = field(default=0, metadata={"help": "sampling seed (each batch is seeded from it and its first id)"})
+    seed: int | None = field(default=0, metadata={
+        "help": "sampling seed (hf: each batch is seeded from it and its first id); null = unseeded (the openai "
+                "backend then sends no seed: some vLLM servers crash on seeded requests with chunked prefill)"})
 
     def __post_init__(self):
         if self.max_new_tokens < 1:

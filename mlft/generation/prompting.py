@@ -12,18 +12,17 @@ from __future__ import annotations
 import ast
 import json
 import os
-import urllib.request
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 from mlft.errors import ConfigError, DataError
-from mlft.lcb.fetch import ENV_VAR, REPO_RAW
+from mlft.io.download import download
+from mlft.lcb.fetch import ENV_VAR, FEW_SHOT
 from mlft.paths import cache_dir, shared_dir
 
 FEW_SHOT_FILE = "few_shot_examples.json"
-FEW_SHOT_UPSTREAM = f"{REPO_RAW}/few_shot_prompting.py"  # dict literals, converted to JSON on download
 QA_STOP = "\nQ:"
 
 
@@ -81,22 +80,17 @@ def _from_upstream(text: str) -> dict:
     return out
 
 
-def _download() -> Path:
-    dest = cache_dir() / "lcb" / FEW_SHOT_FILE
-    try:
-        with urllib.request.urlopen(FEW_SHOT_UPSTREAM, timeout=60) as resp:  # noqa: S310 (fixed https URL)
-            text = resp.read().decode("utf-8")
-        data = _from_upstream(text)
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise DataError(f"could not get the few-shot examples from {FEW_SHOT_UPSTREAM} ({exc}); offline, pass "
-                        f"prompting.examples=PATH or put {FEW_SHOT_FILE} in ${ENV_VAR}") from None
+def _to_json(raw: bytes) -> bytes:
+    data = _from_upstream(raw.decode("utf-8"))
     if set(data) != {"monolingual", "crosslingual"}:
-        raise DataError(f"{FEW_SHOT_UPSTREAM}: unexpected content (found {sorted(data)})")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"source": FEW_SHOT_UPSTREAM, **data}, ensure_ascii=False, indent=1))
-    os.replace(tmp, dest)
-    return dest
+        raise ValueError(f"found {sorted(data)}, expected monolingual and crosslingual examples")
+    return json.dumps({"source": FEW_SHOT.url, **data}, ensure_ascii=False, indent=1).encode("utf-8")
+
+
+def _download() -> Path:
+    """The official few_shot_prompting.py (checksum-checked), stored as JSON in the cache."""
+    return download(FEW_SHOT, cache_dir() / "lcb" / FEW_SHOT_FILE, convert=_to_json,
+                    offline_hint=f"offline, pass prompting.examples=PATH or put {FEW_SHOT_FILE} in ${ENV_VAR}")
 
 
 def locate_examples(explicit: str | None = None) -> Path:

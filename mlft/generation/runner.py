@@ -1,50 +1,49 @@
-"""Generate LCB completions into mlft's JSONL format, incrementally and resumably.
+"""Generate completions into mlft's JSONL format, incrementally and resumably.
 
-Prompts are ordered by prompt length and cut into fixed chunks over the *whole* prompt list; each finished
-chunk is appended (fsync'd) to the file. Re-running the same command skips the ids already there, so an
-interrupted run resumes with exactly the chunks (and sampling seeds) the uninterrupted run would have used.
-Records that failed (`error` set) are dropped from the file on resume and generated again.
+Prompts are ordered by prompt length and cut into fixed chunks over the *whole* prompt list; each result is
+appended (fsynced) to the file as soon as the backend yields it. Re-running the same command skips the ids
+already there, so an interrupted run resumes with exactly the chunks (and sampling seeds) the uninterrupted
+run would have used. Records that failed (`error` set) are dropped from the file on resume and generated
+again. The file is locked for the whole run: a second writer is refused at once (mlft.io.locks).
+
+What makes two completions files comparable — model, backend, decoding, prompting, interventions — is written
+into every record and checked on resume (`settings_of`).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from pathlib import Path
+from typing import Sequence
 
 from tqdm.auto import tqdm
 
-from mlft.completions import JsonlWriter, read_records
 from mlft.errors import ConfigError
 from mlft.generation.backends import Request, Result
 from mlft.generation.decoding import Decoding
+from mlft.generation.interventions import describe_all, split
 from mlft.generation.prompting import Prompting, build_input, cut_answer
+from mlft.io.jsonl import JsonlAppender, read_jsonl, write_jsonl
+from mlft.io.locks import OutputLock
 from mlft.lcb.data import Prompt
 
 
-def settings_of(model_name: str, backend_name: str, decoding: Decoding, prompting: Prompting) -> dict:
+def settings_of(model_name: str, backend_name: str, decoding: Decoding, prompting: Prompting,
+                interventions: Sequence = ()) -> dict:
     """What makes two completions files comparable (recorded in every record, checked on resume)."""
     prompting_d = {k: v for k, v in asdict(prompting).items() if k != "examples"}
-    return {"model": model_name, "backend": backend_name, "decoding": decoding.to_dict(), "prompting": prompting_d}
+    return {"model": model_name, "backend": backend_name, "decoding": decoding.to_dict(), "prompting": prompting_d,
+            "interventions": describe_all(interventions)}
 
 
 def _check_resumable(path: Path, records: list[dict], settings: dict) -> None:
     for rec in records:
-        old = {k: rec.get(k) for k in settings}
+        old = {k: rec.get(k, [] if k == "interventions" else None) for k in settings}
         if old != settings:
             diff = [k for k in settings if old[k] != settings[k]]
             raise ConfigError(f"{path}: holds completions made with other settings ({', '.join(diff)}: "
                               f"{[old[k] for k in diff]} vs now {[settings[k] for k in diff]}); "
                               "use another output path, or delete the file to start over")
-
-
-def _compact(path: Path, keep: list[dict]) -> None:
-    """Rewrite the file without failed or duplicate records (atomically)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with JsonlWriter(tmp) as w:
-        for rec in keep:
-            w.write(rec)
-    os.replace(tmp, path)
 
 
 def _record(p: Prompt, req: Request, res: Result, settings: dict, prompting: Prompting) -> dict:
@@ -63,40 +62,48 @@ def _record(p: Prompt, req: Request, res: Result, settings: dict, prompting: Pro
 
 def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, prompting: Prompting,
                          out_path: str | Path, model_name: str, progress: bool = True,
-                         desc: str = "generate") -> list[dict]:
+                         desc: str = "generate", interventions: Sequence = ()) -> list[dict]:
     """Generate what `out_path` lacks; return the finished records in the order of `prompts`."""
     out_path = Path(out_path)
-    settings = settings_of(model_name, backend.name, decoding, prompting)
-    existing = read_records(out_path)
-    _check_resumable(out_path, existing, settings)
-    done: dict[str, dict] = {}
-    for rec in existing:
-        if not rec.get("error"):
-            done.setdefault(rec["id"], rec)
-    if len(done) != len(existing):
-        _compact(out_path, list(done.values()))
+    settings = settings_of(model_name, backend.name, decoding, prompting, interventions)
     by_id = {p.id: p for p in prompts}
     # Build every request first: a missing few-shot language fails here, before any generation.
-    requests = [Request(p.id, **build_input(prompting, p.prompt, p.task, p.language)) for p in by_id.values()]
-    if hasattr(backend, "check"):
-        backend.check(decoding)
-    requests.sort(key=backend.prompt_length)
-    size = backend.batch_size
-    chunks = [requests[i:i + size] for i in range(0, len(requests), size)]
-    todo = [[r for r in chunk if r.id not in done] for chunk in chunks]
-    todo = [c for c in todo if c]
-    bar = tqdm(total=sum(map(len, todo)), desc=desc, unit="prompt", disable=not progress)
-    with JsonlWriter(out_path) as writer:
-        for chunk in todo:
-            for req, res in zip(chunk, backend.generate(chunk, decoding)):
-                rec = _record(by_id[req.id], req, res, settings, prompting)
-                writer.write(rec)
-                if not rec["error"]:
-                    done[req.id] = rec
-            bar.update(len(chunk))
-    bar.close()
+    requests = [Request(p.id, language=p.language, **build_input(prompting, p.prompt, p.task, p.language))
+                for p in by_id.values()]
+    # Model transforms (e.g. quantize) are already applied to `backend`'s model by the caller; strategies wrap
+    # the backend's generate; the rest (logits processors, hooks) go to every generate call.
+    _, per_call = split(interventions)
+    strategies = [iv for iv in per_call if "strategy" in iv.needs]
+    per_call = [iv for iv in per_call if "strategy" not in iv.needs]
+    backend.check(decoding, per_call)
+    generate = backend.generate
+    for iv in strategies:
+        generate = iv.wrap(generate, backend)
+    with OutputLock(out_path):
+        existing = read_jsonl(out_path)
+        _check_resumable(out_path, existing, settings)
+        done: dict[str, dict] = {}
+        for rec in existing:
+            if not rec.get("error"):
+                done.setdefault(rec["id"], rec)
+        if len(done) != len(existing):  # drop failed and duplicate records (they are generated again)
+            write_jsonl(out_path, list(done.values()))
+        requests.sort(key=backend.prompt_length)
+        size = backend.batch_size
+        chunks = [requests[i:i + size] for i in range(0, len(requests), size)]
+        todo = [c for c in ([r for r in chunk if r.id not in done] for chunk in chunks) if c]
+        with JsonlAppender(out_path) as writer, \
+                tqdm(total=sum(map(len, todo)), desc=desc, unit="prompt", disable=not progress) as bar:
+            by_req = {r.id: r for r in requests}
+            for chunk in todo:
+                for res in generate(chunk, decoding, per_call):
+                    rec = _record(by_id[res.id], by_req[res.id], res, settings, prompting)
+                    writer.write(rec)
+                    if not rec["error"]:
+                        done[res.id] = rec
+                    bar.update(1)
     return [done[p.id] for p in by_id.values() if p.id in done]
 
 
 def failed_count(path: str | Path) -> int:
-    return sum(1 for r in read_records(path) if r.get("error"))
+    return sum(1 for r in read_jsonl(path) if r.get("error"))

@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mlft.errors import ConfigError, DataError
+from mlft.constants import TASKS
 from mlft.languages import LANGUAGES
 from mlft.lcb.fetch import TEST_SETS, locate
 
-TASKS = ("monolingual", "crosslingual")
 # folder name in the archive -> the `source` value its rows (and the released outputs) carry
 SOURCES: dict[str, dict[str, str]] = {
     "monolingual": {"aya": "aya_human_annotated", "dolly": "dolly_human_edited",

@@ -6,27 +6,17 @@ Lookup order for each file: an explicit path (`--from`), the environment variabl
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import tempfile
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from mlft.errors import DataError
+from mlft.io.download import RemoteFile, download, file_digest
 from mlft.paths import cache_dir
 
+__all__ = ["RemoteFile", "download", "file_digest", "locate", "REPO_RAW", "TEST_SETS", "WORDS", "FEW_SHOT",
+           "ENV_VAR"]
+
 REPO_RAW = "https://raw.githubusercontent.com/for-ai/language-confusion/0cfdbb4a64502648938c456b2fa9689968f22298"
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    name: str
-    url: str
-    digest: str
-    algo: str = "sha256"
-
 
 TEST_SETS = RemoteFile("test_sets.zip", f"{REPO_RAW}/test_sets.zip",
                        "3425337489fa65ff15d977e981e9748c86ce8e88ef0f4457ecdb4a65d8702712")
@@ -34,36 +24,11 @@ TEST_SETS = RemoteFile("test_sets.zip", f"{REPO_RAW}/test_sets.zip",
 WORDS = RemoteFile("words", "https://gist.githubusercontent.com/wchargin/8927565/raw/"
                    "d9783627c731268fb2935a731a618aa8e95cf465/words",
                    "1ec8230beef2a7c955742b089fc3cea2833866cf5482bf018d7c4124eef104bd")
+# The paper's few-shot demonstrations: dict literals in the official few_shot_prompting.py (read as data).
+FEW_SHOT = RemoteFile("few_shot_prompting.py", f"{REPO_RAW}/few_shot_prompting.py",
+                      "993439da40fa468887b6fe95bcab1cefc8aec3538ba990629f032648c65b44d7")
 ENV_VAR = "MLFT_LCB_DATA"
-
-
-def file_digest(path: Path, algo: str = "sha256") -> str:
-    h = hashlib.new(algo)
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def download(remote: RemoteFile, dest: Path, offline_hint: str | None = None) -> Path:
-    """Download `remote` to `dest` through a temporary file; checksum-checked, atomic."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=dest.parent, delete=False) as tmp:
-        try:
-            with urllib.request.urlopen(remote.url, timeout=60) as resp:  # noqa: S310 (fixed https URL)
-                shutil.copyfileobj(resp, tmp)
-        except OSError as exc:
-            os.unlink(tmp.name)
-            raise DataError(
-                f"could not download {remote.name} from {remote.url} ({exc}); "
-                + (offline_hint or f"offline, import a local copy with --from PATH or set {ENV_VAR}=PATH")
-            ) from None
-    got = file_digest(Path(tmp.name), remote.algo)
-    if got != remote.digest:
-        os.unlink(tmp.name)
-        raise DataError(f"{remote.url}: checksum mismatch ({remote.algo} {got}, expected {remote.digest})")
-    os.replace(tmp.name, dest)
-    return dest
+OFFLINE_HINT = f"offline, import a local copy with --from PATH or set {ENV_VAR}=PATH"
 
 
 def _verified(path: Path, remote: RemoteFile, verify: bool) -> Path:
@@ -91,4 +56,4 @@ def locate(remote: RemoteFile, explicit: str | Path | None = None, verify: bool 
     cached = cache_dir() / "lcb" / remote.name
     if cached.is_file() and file_digest(cached, remote.algo) == remote.digest:
         return cached
-    return download(remote, cached)
+    return download(remote, cached, OFFLINE_HINT)

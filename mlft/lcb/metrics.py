@@ -19,11 +19,10 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlft.constants import LID_THRESHOLD, MIN_TOKENS
 from mlft.languages import NON_LATIN, SCRIPT_RANGES
 from mlft.lcb.tokenize import tokenize
 
-MIN_TOKENS = 5
-LID_THRESHOLD = 0.3
 WORD_CHECKS = ("dictionary", "latin", "latin+dictionary")
 _PUNCT = str.maketrans("", "", string.punctuation)
 

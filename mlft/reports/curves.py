@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlft.constants import METRICS, TASKS
 from mlft.errors import DataError
 from mlft.reports.format import cell, render
 from mlft.training.curves import read_curves
 
-METRICS = ("lpr", "wpr", "lcpr")
-TASKS = ("monolingual", "crosslingual")
 
 
 def load_runs(run_dirs: list[str | Path]) -> dict[str, list[dict]]:

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Literal
 
 from mlft.config import from_dict, load_yaml
+from mlft.constants import TASKS
 from mlft.errors import ConfigError, DataError
 from mlft.languages import LANGUAGES
 from mlft.reports.format import cell, render
 from mlft.training.curves import read_curves
 
-TASKS = ("monolingual", "crosslingual")
 
 
 @dataclass

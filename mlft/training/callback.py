@@ -21,7 +21,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from mlft.training import curves
-from mlft.training.evaluation import evaluate_step, headline
+from mlft.training.passes import evaluate_step, headline
 from mlft.training.recipe import Recipe
 
 # Variables that would make a child process think it is one rank of the training job.

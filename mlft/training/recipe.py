@@ -19,7 +19,7 @@ import yaml
 
 from mlft.config import _coerce, apply_overrides, did_you_mean, from_dict, load_yaml
 from mlft.errors import ConfigError
-from mlft.paths import project_root
+from mlft.paths import resolve_path
 
 TRAINERS = ("sft", "dpo")
 QUANT_VARIANTS = ("w8", "w4", "w8a8")
@@ -44,12 +44,18 @@ class LoraOptions:
 
 
 @dataclass
-class PromptVariant:
-    """One extra evaluation variant of the live checkpoint, e.g. a few-shot prompting baseline."""
+class PassVariant:
+    """One extra evaluation pass of each checkpoint: a few-shot prompting baseline, an intervention..."""
 
-    variant: str = field(metadata={"help": "Name of the variant in curves.jsonl (e.g. '1-shot')."})
-    suite: str = field(metadata={"help": "Suite name (file stem in eval/) or path to a suite YAML."})
+    variant: str = field(metadata={"help": "Name of the variant in curves.jsonl (e.g. '1-shot', '+script gate')."})
+    suite: str | None = field(default=None, metadata={
+        "help": "Suite name or path; null = the evaluation suite (with its suite_overrides)."})
     overrides: list[str] = field(default_factory=list, metadata={"help": "key=value overrides for the suite."})
+    interventions: list[dict] = field(default_factory=list, metadata={
+        "help": "Inference-time interventions [{name: ..., <options>}] added to the suite's."})
+
+
+PromptVariant = PassVariant  # the name before interventions existed
 
 
 @dataclass
@@ -62,11 +68,14 @@ class EvaluationOptions:
     at_start: bool = field(default=True, metadata={"help": "Evaluate the starting model (step 0 baseline)."})
     every_steps: int | None = field(default=None, metadata={
         "help": "Evaluate every N steps: sets save_strategy=steps and save_steps=N (evaluation follows checkpoints)."})
+    variants: list[PassVariant] = field(default_factory=list, metadata={
+        "help": "Extra passes at every evaluation: [{variant, suite, overrides, interventions}]."})
     fewshot: bool = field(default=False, metadata={"help": "Also run the few-shot prompting variants below."})
-    fewshot_variants: list[PromptVariant] = field(default_factory=list, metadata={
+    fewshot_variants: list[PassVariant] = field(default_factory=list, metadata={
         "help": "Few-shot baselines: [{variant, suite, overrides}], run when `fewshot: true`."})
     quantized: list[Literal["w8", "w4", "w8a8"]] = field(default_factory=list, metadata={
-        "help": "Quantized variants of each saved checkpoint: w8/w4 (bitsandbytes), w8a8 (torchao int8 dynamic)."})
+        "help": "Quantized variants of each saved checkpoint (the `quantize` intervention): w8/w4 (bitsandbytes), "
+                "w8a8 (torchao int8 dynamic)."})
     quantized_at: Literal["all", "ends"] = field(default="ends", metadata={
         "help": "Which steps get the quantized variants: 'ends' (the step-0 baseline and the last step) or 'all'."})
     in_process: Literal["auto", "always", "never"] = field(default="auto", metadata={
@@ -117,15 +126,6 @@ def trl_config_class(trainer: str):
     from trl import DPOConfig, SFTConfig
 
     return {"sft": SFTConfig, "dpo": DPOConfig}[trainer]
-
-
-def resolve_path(path: str) -> Path:
-    """A path as written in a recipe: relative to the current directory, else to the project root."""
-    p = Path(path).expanduser()
-    if p.is_absolute() or p.exists():
-        return p
-    alt = project_root() / p
-    return alt if alt.exists() else p
 
 
 def _check_arg_type(value: Any, tp: Any, where: str) -> Any:
@@ -193,17 +193,14 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
     ev = recipe.evaluation
     if not ev.enabled:
         return
-    from mlft.generation.suites import load_suite
+    from mlft.training.passes import load_pass_suite, passes_for
 
-    suites = [("evaluation.suite", ev.suite, ev.suite_overrides)]
-    if ev.fewshot:
-        if not ev.fewshot_variants:
-            raise ConfigError(f"{src}: evaluation.fewshot is true but evaluation.fewshot_variants is empty")
-        suites += [(f"evaluation.fewshot_variants[{i}]", v.suite, v.overrides)
-                   for i, v in enumerate(ev.fewshot_variants)]
-    for key, name, overrides in suites:
+    if ev.fewshot and not ev.fewshot_variants:
+        raise ConfigError(f"{src}: evaluation.fewshot is true but evaluation.fewshot_variants is empty")
+    for p in passes_for(ev):
+        key = "evaluation.suite" if p.variant == "model" else f"evaluation pass {p.variant!r}"
         try:
-            load_suite(name, list(overrides))
+            load_pass_suite(p)
         except ConfigError as exc:
             raise ConfigError(f"{src}: {key}: {exc}") from None
 
@@ -232,9 +229,9 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
         recipe.training_args["save_steps"] = ev.every_steps
     if len(set(ev.quantized)) != len(ev.quantized):
         raise ConfigError(f"{src}: evaluation.quantized: duplicate variants {ev.quantized}")
-    names = [v.variant for v in ev.fewshot_variants]
+    names = [v.variant for v in [*ev.variants, *ev.fewshot_variants]]
     if len(set(names)) != len(names) or {"model", *QUANT_VARIANTS} & set(names):
-        raise ConfigError(f"{src}: evaluation.fewshot_variants: variant names must be unique and not "
+        raise ConfigError(f"{src}: evaluation.variants / fewshot_variants: variant names must be unique and not "
                           f"'model'/{'/'.join(QUANT_VARIANTS)}: {names}")
     if recipe.lora.r < 1:
         raise ConfigError(f"{src}: lora.r: must be >= 1, got {recipe.lora.r}")
@@ -245,6 +242,7 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_linked: bool = True) -> Recipe:
     """Read, merge (`include:`), override and validate a recipe — before any model or dataset is loaded."""
+    path = resolve_path(path)
     src = str(path)
     data = load_yaml(path)
     data = apply_overrides(data, list(overrides))

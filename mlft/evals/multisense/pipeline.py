@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from mlft.completions import JsonlWriter, read_records
+from mlft.io.jsonl import JsonlAppender, read_jsonl
 from mlft.errors import ConfigError
 from mlft.evals.multisense import metrics, prompts
 from mlft.evals.multisense.data import Item, load_items
@@ -50,7 +50,7 @@ class GenerationCache:
     def __init__(self, path: Path, settings: dict):
         self.path = path
         self.replies: dict[str, str] = {}
-        for rec in read_records(path):
+        for rec in read_jsonl(path):
             if rec.get("settings") != settings:
                 raise ConfigError(f"{path}: made with other settings ({rec.get('settings')}, now {settings}); "
                                   "use another out_dir or delete the file")
@@ -62,7 +62,7 @@ class GenerationCache:
         missing = [i for i in requests if i not in self.replies]
         if missing:
             bar = tqdm(total=len(missing), desc=desc, unit="call", disable=not progress, leave=False)
-            with JsonlWriter(self.path) as out:
+            with JsonlAppender(self.path) as out:
                 for start in range(0, len(missing), chunk):
                     ids = missing[start:start + chunk]
                     replies = chat_fn(ids, [requests[i] for i in ids], max_new_tokens)

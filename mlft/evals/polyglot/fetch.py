@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlft.evals.polyglot.data import LANGUAGES
-from mlft.lcb.fetch import RemoteFile, download, file_digest
+from mlft.io.download import RemoteFile, download, file_digest
 from mlft.paths import cache_dir
 
 _RAW = "https://raw.githubusercontent.com/daniel-furman/Polyglot-or-Not"

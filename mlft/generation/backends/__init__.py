@@ -1,18 +1,41 @@
-"""Generation backends behind one interface: `backend.generate(requests, decoding) -> results` (same order).
+"""Generation backends: one protocol, a registry by name, and an options dataclass per backend.
 
-A Request carries chat `messages` or a raw `text` prompt. A Result carries the completion or an `error`
-(the runner records it and retries it on resume). Backends raise BackendError only for problems the user
-must fix before anything can work (bad key, unreachable server).
+    cls = backend_class("openai")                        # the class; cls.Options is its options dataclass
+    backend = create_backend("hf", {"dtype": "float32"}, model_ref="smollm2-135m-instruct", batch_size=16)
+    for result in backend.generate(requests, decoding, interventions):   # yielded as each request finishes
+        ...
+
+A Request carries chat `messages` or a raw `text` prompt, plus the language the reply should be in (the
+interventions use it). A Result carries the completion or an `error` (the runner records it, and retries it
+on resume). Backends raise BackendError only for problems the user must fix before anything can work (bad
+key, unreachable or vanished server); everything else ends as a per-request error.
+
+The CLI flags of `mlft generate` / `mlft eval` are generated from each backend's `Options` dataclass
+(`add_backend_flags`), so a new backend option is one field with a `help` text.
+
+To add a backend: a module with a class that has `name`, `Options` (a dataclass), `capabilities` (which
+intervention hooks it can apply: "processors", "hooks", "transform", "strategy"), a classmethod
+`create(options, *, model_ref, model, tokenizer, batch_size, token_stats)`, and the `Backend` methods below;
+then one line in `REGISTRY`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import typing
 from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Protocol, Sequence, runtime_checkable
 
-from mlft.config import did_you_mean
+from mlft.config import check_choice, from_dict
 from mlft.errors import ConfigError
 
-BACKENDS = ("hf", "openai")
+# name -> "module:Class" (imported on first use: the hf backend pulls in torch)
+REGISTRY: dict[str, str] = {
+    "hf": "mlft.generation.backends.hf:HFBackend",
+    "openai": "mlft.generation.backends.openai:OpenAIBackend",
+}
+BACKENDS = tuple(REGISTRY)
 
 
 @dataclass
@@ -20,6 +43,7 @@ class Request:
     id: str
     messages: list[dict] | None = None
     text: str | None = None
+    language: str | None = None  # the language the reply should be in (for interventions)
 
     def __post_init__(self):
         if (self.messages is None) == (self.text is None):
@@ -38,8 +62,111 @@ class Result:
     extra: dict = field(default_factory=dict)  # e.g. token_stats for confusion-point analysis
 
 
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+    batch_size: int  # requests the runner hands over per call (hf: one seeded batch)
+
+    def prompt_length(self, request: Request) -> int:
+        """A cheap length used to order requests (similar lengths batch together)."""
+
+    def check(self, decoding, interventions: Sequence = ()) -> None:
+        """Raise ConfigError before any generation if this backend cannot honour the settings."""
+
+    def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
+        """One Result per request, yielded as each finishes (any order)."""
+
+    def close(self) -> None:
+        """Free connections / memory."""
+
+
 def check_backend(name: str, where: str = "backend") -> str:
-    if name not in BACKENDS:
-        raise ConfigError(f"{where}: unknown backend {name!r}{did_you_mean(name, BACKENDS)}; "
-                          f"valid: {', '.join(BACKENDS)}")
-    return name
+    return check_choice(name, REGISTRY, "backend", where)
+
+
+def backend_class(name: str, where: str = "backend") -> type:
+    module, cls = REGISTRY[check_backend(name, where)].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def backend_options(name: str, options: dict | Any | None, where: str = "backend options"):
+    """The backend's Options instance from a dict (validated: unknown keys get a 'did you mean')."""
+    cls = backend_class(name)
+    if isinstance(options, cls.Options):
+        return options
+    return from_dict(cls.Options, dict(options or {}), where)
+
+
+def create_backend(name: str, options: dict | Any | None = None, *, model_ref: str | None = None, model=None,
+                   tokenizer=None, batch_size: int = 16, token_stats: bool = False):
+    """Build a backend (the cheap checks first; e.g. the openai backend asks the server before returning)."""
+    cls = backend_class(name)
+    opts = backend_options(name, options, f"{name} backend options")
+    return cls.create(opts, model_ref=model_ref, model=model, tokenizer=tokenizer, batch_size=batch_size,
+                      token_stats=token_stats)
+
+
+def check_interventions(name: str, interventions: Sequence, where: str) -> None:
+    """Refuse, before any generation, interventions this backend cannot apply."""
+    caps = backend_class(name).capabilities
+    for iv in interventions:
+        missing = sorted(set(iv.needs) - set(caps))
+        if missing:
+            raise ConfigError(f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
+                              f"which the {name} backend cannot apply; use a backend that runs the model "
+                              f"locally (hf), or drop the intervention")
+
+
+# --- CLI flags generated from the options dataclasses ---------------------------------------------------
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _arg_type(tp):
+    origin = typing.get_origin(tp)
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if origin is Literal:
+        return {"type": str, "choices": list(typing.get_args(tp))}
+    if args and origin is not None:  # X | None
+        return _arg_type(args[0])
+    if tp is bool:
+        return {"action": "store_true"}
+    if tp in (int, float, str):
+        return {"type": tp}
+    return {"type": str}
+
+
+def add_backend_flags(parser) -> None:
+    """One flag per field of every backend's Options (shared when two backends have a field of that name)."""
+    seen: dict[str, list[str]] = {}
+    specs: dict[str, tuple] = {}
+    for name in REGISTRY:
+        cls = backend_class(name)
+        hints = typing.get_type_hints(cls.Options)
+        for f in dataclasses.fields(cls.Options):
+            seen.setdefault(f.name, []).append(name)
+            specs.setdefault(f.name, (hints[f.name], f))
+    group = parser.add_argument_group("backend options (generated from each backend's options)")
+    for fname, (tp, f) in specs.items():
+        default = f.default if f.default is not dataclasses.MISSING else None
+        kw = _arg_type(tp)
+        shown = "" if kw.get("action") or default in (None, "") else f"; default {default}"
+        help_text = f"{', '.join(seen[fname])}: {f.metadata.get('help', '')}{shown}"
+        group.add_argument(_flag(fname), dest=f"backend__{fname}", default=None, help=help_text, **kw)
+
+
+def options_from_args(name: str, args) -> dict:
+    """The options the user set on the command line for backend `name`; a flag of another backend is refused."""
+    own = {f.name for f in dataclasses.fields(backend_class(name).Options)}
+    out = {}
+    for key, value in vars(args).items():
+        if not key.startswith("backend__") or value in (None, False):
+            continue
+        fname = key[len("backend__"):]
+        if fname not in own:
+            owners = [b for b in REGISTRY if fname in {f.name for f in dataclasses.fields(backend_class(b).Options)}]
+            raise ConfigError(f"{_flag(fname)} is an option of the {'/'.join(owners)} backend, not {name} "
+                              f"(--backend {name})")
+        out[fname] = value
+    return out

@@ -1,104 +1,73 @@
-"""The transformers backend: batched generation with left padding, batches of similar prompt length,
-chat template (optional system prompt) or raw text, EOS stop, seeded sampling, greedy and beam search.
-Sampling uses NucleusWarper (real top-p) in place of transformers' warpers: the same token sets, but it
-does not sort the 49k-token vocabulary of every row at every step (20% of CPU time at batch 16).
+"""The transformers backend: batched generation with left padding, batches of similar prompt length (capped in
+padded tokens), chat template or raw text, EOS stop, seeded sampling, greedy and beam search, and every kind
+of intervention (logits processors per batch, forward hooks around generation, model transforms).
 
-With `token_stats=True` it also records, per generated token, the Shannon entropy (nats) of the model's
-next-token distribution (temperature 1) and the nucleus size: how many tokens the sampling distribution
-(the decoding's temperature, top-k, top-p) keeps at that step. Used by the confusion-point analysis.
+Processors run in this order: the token-statistics recorder (it must see the model's own logits), the
+interventions' processors (in the order listed), then the decoding's NucleusWarper (temperature, top-k,
+top-p). A batch's sampling seed depends only on the decoding seed and the batch's first request, so a resumed
+run re-draws exactly what the uninterrupted run would have drawn.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
-
-import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from dataclasses import dataclass, field
+from typing import Iterator, Literal, Sequence
 
 from mlft.errors import ConfigError, ModelError
 from mlft.generation.backends import Request, Result
-from mlft.generation.decoding import Decoding
 
 
-def nucleus_size(logits: torch.Tensor, temperature: float, top_p: float, top_k: int | None) -> torch.Tensor:
-    """Per row: size of the smallest set of most likely tokens whose probability sums to >= top_p."""
-    probs = torch.softmax(logits.float() / (temperature if temperature > 0 else 1.0), dim=-1)
-    sorted_probs = probs.sort(dim=-1, descending=True).values
-    before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the tokens ranked above each one
-    size = (before < top_p).sum(dim=-1)
-    return size.clamp(max=top_k) if top_k else size
-
-
-def entropy(logits: torch.Tensor) -> torch.Tensor:
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return -(logp.exp() * logp.nan_to_num(neginf=0.0)).sum(dim=-1)
-
-
-class NucleusWarper(LogitsProcessor):
-    """Temperature, then top-k, then top-p (the smallest set of tokens with cumulative probability >= p), as
-    transformers' warpers do, but looking only at the `probe` most likely tokens when the nucleus lies
-    within them (almost always at LCB settings) instead of sorting the whole vocabulary at every step."""
-
-    def __init__(self, temperature: float, top_p: float, top_k: int | None = None, probe: int = 64):
-        self.temperature, self.top_p, self.top_k, self.probe = temperature, top_p, top_k, probe
-
-    def __call__(self, input_ids, scores):
-        scores = scores.float() / self.temperature
-        vocab = scores.shape[-1]
-        k = min(self.top_k or vocab, vocab)
-        if k < vocab:
-            scores = scores.masked_fill(scores < scores.topk(k).values[..., -1:], float("-inf"))
-        if self.top_p >= 1.0:
-            return scores
-        log_norm = torch.logsumexp(scores, dim=-1, keepdim=True)
-        probe = min(self.probe, k)
-        while True:
-            values, index = scores.topk(probe)
-            probs = torch.exp(values - log_norm)
-            if probe == k or bool((probs.sum(-1) >= self.top_p).all()):
-                break
-            probe = k  # some row's nucleus is wider than the probe: look at all candidates
-        size = ((probs.cumsum(-1) - probs) < self.top_p).sum(-1, keepdim=True)
-        keep_sorted = torch.arange(probe, device=scores.device) < size
-        keep = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, index, keep_sorted)
-        return scores.masked_fill(~keep, float("-inf"))
-
-
-class _TokenStatsRecorder(LogitsProcessor):
-    """Sees the logits before transformers' temperature/top-k/top-p warpers (custom processors run first)."""
-
-    def __init__(self, decoding: Decoding):
-        self.decoding = decoding
-        self.entropy: list[torch.Tensor] = []
-        self.nucleus: list[torch.Tensor] = []
-
-    def __call__(self, input_ids, scores):
-        d = self.decoding
-        self.entropy.append(entropy(scores).cpu())
-        self.nucleus.append(nucleus_size(scores, d.temperature, d.top_p if d.sampling else 1.0, d.top_k).cpu())
-        return scores
+@dataclass
+class HFOptions:
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(default="auto", metadata={
+        "help": "weights dtype when loading the model"})
+    device: str | None = field(default=None, metadata={"help": "torch device (cpu, cuda, cuda:1...)"})
+    max_batch_tokens: int = field(default=8192, metadata={
+        "help": "cap on padded prompt tokens per batch (a few long prompts do not pad a whole batch)"})
+    trust_remote_code: bool = field(default=False, metadata={"help": "run the model repository's own code"})
 
 
 def batch_seed(seed: int, first_id: str) -> int:
-    """Seed of a batch: depends only on the decoding seed and the batch's first request (so a resumed run
-    re-draws exactly what the uninterrupted run would have drawn)."""
+    """Seed of a batch: depends only on the decoding seed and the batch's first request."""
     return int.from_bytes(hashlib.sha256(f"{seed}/{first_id}".encode()).digest()[:4], "little")
 
 
 class HFBackend:
     name = "hf"
+    Options = HFOptions
+    capabilities = frozenset({"processors", "hooks", "transform", "strategy"})
 
     def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
-                 max_batch_tokens: int = 8192):
+                 max_batch_tokens: int = 8192, model_ref: str | None = None):
         if batch_size < 1:
             raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
-        self.token_stats, self.max_batch_tokens = token_stats, max_batch_tokens
+        self.token_stats, self.max_batch_tokens, self.model_ref = token_stats, max_batch_tokens, model_ref
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = model.generation_config.eos_token_id
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
         self.eos_ids = sorted({e for e in [*eos, tokenizer.eos_token_id] if e is not None})
+
+    @classmethod
+    def create(cls, options: HFOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16,
+               token_stats=False) -> "HFBackend":
+        if model is None:
+            from mlft.generation.models import load
+
+            model, tokenizer = load(model_ref, dtype=options.dtype, device=options.device,
+                                    trust_remote_code=options.trust_remote_code)
+        elif tokenizer is None:
+            raise ConfigError("hf backend: a live model needs its tokenizer")
+        return cls(model, tokenizer, batch_size, token_stats, options.max_batch_tokens, model_ref)
+
+    def transformed(self, transforms: Sequence) -> "HFBackend":
+        """A backend over the model changed by `transforms` (e.g. quantized), same settings."""
+        model, tok = self.model, self.tokenizer
+        for iv in transforms:
+            model, tok = iv.transform(model, tok, self.model_ref)
+        return type(self)(model, tok, self.batch_size, self.token_stats, self.max_batch_tokens, self.model_ref)
 
     def encode(self, req: Request) -> list[int]:
         tok = self.tokenizer
@@ -112,23 +81,25 @@ class HFBackend:
     def prompt_length(self, req: Request) -> int:
         return len(self.encode(req))
 
-    def check(self, decoding: Decoding) -> None:
+    def check(self, decoding, interventions: Sequence = ()) -> None:
         if self.token_stats and decoding.num_beams > 1:
             raise ConfigError("token statistics (confusion analysis) need num_beams=1")
+        if any("transform" in iv.needs for iv in interventions):
+            raise ConfigError("hf backend: model transforms are applied by building a transformed backend "
+                              "(HFBackend.transformed), not per generate call")
 
-    def generate(self, requests: list[Request], decoding: Decoding) -> list[Result]:
-        self.check(decoding)
+    def close(self) -> None:
+        pass
+
+    def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
+        self.check(decoding, interventions)
         encoded = [self.encode(r) for r in requests]
-        results: list[Result | None] = [None] * len(requests)
         for idx in self._batches(encoded):
-            for i, res in zip(idx, self._generate_batch([requests[i] for i in idx], [encoded[i] for i in idx],
-                                                        decoding)):
-                results[i] = res
-        return results
+            yield from self._generate_batch([requests[i] for i in idx], [encoded[i] for i in idx], decoding,
+                                            interventions)
 
     def _batches(self, encoded: list[list[int]]) -> list[list[int]]:
-        """Indices sorted by prompt length, cut at batch_size rows or max_batch_tokens padded prompt tokens
-        (so a few 4k-token prompts do not pad a whole batch to 4k)."""
+        """Indices sorted by prompt length, cut at batch_size rows or max_batch_tokens padded prompt tokens."""
         batches: list[list[int]] = []
         for i in sorted(range(len(encoded)), key=lambda i: len(encoded[i])):
             cur = batches[-1] if batches else None
@@ -138,25 +109,39 @@ class HFBackend:
                 cur.append(i)
         return batches
 
-    def _generate_batch(self, requests: list[Request], encoded: list[list[int]], decoding: Decoding):
+    def _generate_batch(self, requests: list[Request], encoded: list[list[int]], decoding, interventions):
+        import contextlib
+
+        import torch
+        from transformers import LogitsProcessorList
+
+        from mlft.generation.processors import NucleusWarper, TokenStatsRecorder
+
         device = next(self.model.parameters()).device
         width = max(len(e) for e in encoded)
         input_ids = torch.tensor([[self.pad_id] * (width - len(e)) + e for e in encoded], device=device)
         mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=device)
-        recorder = _TokenStatsRecorder(decoding) if self.token_stats else None
-        processors = [recorder] if recorder else []  # the recorder sees the model's own logits
+        languages = [r.language for r in requests]
+        recorder = TokenStatsRecorder(decoding) if self.token_stats else None
+        processors = [recorder] if recorder else []
+        for iv in interventions:
+            processors += iv.logits_processors(self.tokenizer, languages)
         if decoding.sampling:
             processors.append(NucleusWarper(decoding.temperature, decoding.top_p, decoding.top_k))
         started = time.perf_counter()
         devices = [device] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), torch.inference_mode():
-            torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.random.fork_rng(devices=devices))
+            stack.enter_context(torch.inference_mode())
+            for iv in interventions:
+                stack.enter_context(iv.hooks(self.model, languages))
+            if decoding.seed is not None:
+                torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
                 logits_processor=LogitsProcessorList(processors), **decoding.hf_kwargs())
         seconds = (time.perf_counter() - started) / len(requests)
         generated = out[:, width:].tolist()
-        results = []
         for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):
             n = next((k + 1 for k, t in enumerate(ids) if t in self.eos_ids), None)
             finish = "stop" if n is not None else "length"
@@ -165,10 +150,9 @@ class HFBackend:
             res = Result(req.id, text, finish, len(enc), len(ids), seconds)
             if recorder is not None:
                 res.extra["token_stats"] = self._stats(ids, recorder, row)
-            results.append(res)
-        return results
+            yield res
 
-    def _stats(self, ids: list[int], recorder: _TokenStatsRecorder, row: int) -> dict:
+    def _stats(self, ids: list[int], recorder, row: int) -> dict:
         pieces, prev = [], ""  # a token ending inside a multi-byte character gets "", the next one the char
         for k in range(len(ids)):
             text = self.tokenizer.decode(ids[:k + 1], skip_special_tokens=True).rstrip("\ufffd")

@@ -1,145 +1,265 @@
-"""Any OpenAI-compatible endpoint (hosted APIs, `vllm serve`, llama.cpp server): chat messages go to
-`/chat/completions`, raw text (Q/A template) to `/completions`.
+"""Any OpenAI-compatible endpoint (hosted APIs, `vllm serve`, llama.cpp server), through the `openai` client:
+chat messages go to `/chat/completions`, raw text (the Q/A template) to `/completions`.
 
-Bounded concurrency (a thread pool), a per-request timeout, retries with exponential backoff on timeouts,
-connection resets, 429 and 5xx; other 4xx and malformed bodies give a recorded per-prompt error, and
-401/403/404 stop the run (the key, URL or model name must be fixed). The API key comes from the option or
-an environment variable and is only ever placed in the Authorization header: never in records or messages.
+- Pooled connections (one client, thread-safe), a per-request timeout, bounded concurrency (a thread pool).
+- Retries with full-jitter exponential backoff, honouring `Retry-After` / `retry-after-ms`, on every transport
+  fault: timeouts, refused or reset connections, bodies cut off mid-way, 408/409/429/5xx, and 200 answers
+  whose body is not JSON or has no `choices` (mlft retries itself: the client's own retries are off, so every
+  fault is counted and reported per prompt).
+- Results are yielded as each request finishes, so the runner writes them at once: a crash loses at most the
+  requests in flight.
+- A request that still fails becomes a per-prompt error record (retried by the next run); nothing escapes as a
+  traceback. 401/403/404 end the run with one message (the key, URL or model name must be fixed), and so
+  does a server that stopped accepting connections (finished completions are kept; rerun to resume).
+- The API key comes from the option or an environment variable and is only ever placed in the client's
+  Authorization header: never in records, reprs or messages.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
+import random
+import threading
 import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
 
 from mlft.errors import BackendError, ConfigError
 from mlft.generation.backends import Request, Result
-from mlft.generation.decoding import Decoding
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 FATAL_STATUS = {401: "the API key was rejected", 403: "access forbidden", 404: "not found (check base URL / model)"}
+RETRY_STATUS = {408, 409, 429}
 
 
-class _Retryable(Exception):
-    pass
+@dataclass
+class OpenAIOptions:
+    base_url: str | None = field(default=None, metadata={
+        "help": "endpoint, e.g. http://host:8000/v1 (default $OPENAI_BASE_URL, else api.openai.com)"})
+    api_key: str | None = field(default=None, metadata={"help": "API key (default: the --api-key-env variable)"})
+    api_key_env: str = field(default=DEFAULT_KEY_ENV, metadata={"help": "environment variable holding the key"})
+    concurrency: int = field(default=8, metadata={"help": "requests in flight at most"})
+    timeout: float = field(default=60.0, metadata={"help": "seconds per request attempt"})
+    max_retries: int = field(default=5, metadata={"help": "retries per request on transport faults/429/5xx"})
+    backoff: float = field(default=1.0, metadata={
+        "help": "base of the exponential backoff in seconds (full jitter: a wait is uniform in [0, base*2^k])"})
+    max_backoff: float = field(default=60.0, metadata={"help": "longest wait between two attempts (seconds)"})
+
+
+class _Retry(Exception):
+    """A transient fault: try again (message, Retry-After seconds or None)."""
+
+
+class _ServerGone(Exception):
+    """Connections are refused: the server is down."""
 
 
 class OpenAIBackend:
     name = "openai"
+    Options = OpenAIOptions
+    capabilities = frozenset({"strategy"})
 
-    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
-                 api_key_env: str = DEFAULT_KEY_ENV, concurrency: int = 8, timeout: float = 60.0,
-                 max_retries: int = 5, backoff: float = 1.0, batch_size: int | None = None):
+    def __init__(self, model: str, options: OpenAIOptions | None = None, batch_size: int | None = None, **kw):
+        o = options or OpenAIOptions(**kw)
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
-        self._key = api_key or os.environ.get(api_key_env)
-        if not self._key:
-            raise ConfigError(f"openai backend: no API key: pass --api-key or set ${api_key_env} "
+        self.base_url = (o.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        key = o.api_key or os.environ.get(o.api_key_env)
+        if not key:
+            raise ConfigError(f"openai backend: no API key: pass --api-key or set ${o.api_key_env} "
                               "(a local server without auth accepts any value, e.g. EMPTY)")
-        if concurrency < 1 or timeout <= 0 or max_retries < 0:
-            raise ConfigError("openai backend: concurrency >= 1, timeout > 0 and max_retries >= 0 required")
-        self.concurrency, self.timeout, self.max_retries, self.backoff = concurrency, timeout, max_retries, backoff
-        self.batch_size = batch_size or 4 * concurrency
+        if o.concurrency < 1 or o.timeout <= 0 or o.max_retries < 0 or o.backoff < 0:
+            raise ConfigError("openai backend: concurrency >= 1, timeout > 0, max_retries >= 0 and backoff >= 0")
+        self.options = o
+        self.batch_size = batch_size or 4 * o.concurrency
+        import openai
+
+        self._openai = openai
+        self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=o.timeout, max_retries=0)
+        self._abort = threading.Event()
+
+    @classmethod
+    def create(cls, options: OpenAIOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16,
+               token_stats=False) -> "OpenAIBackend":
+        if model is not None:
+            raise ConfigError("openai backend: it generates on a server; a live model cannot be used (use hf)")
+        if not model_ref:
+            raise ConfigError("openai backend: --model names the served model; none given")
+        if token_stats:
+            raise ConfigError("openai backend: token statistics (token_stats) need the model's logits; use hf")
+        backend = cls(model_ref, options)
+        backend.preflight()
+        return backend
 
     def __repr__(self):  # never show the key
         return f"OpenAIBackend(model={self.model!r}, base_url={self.base_url!r})"
 
+    def close(self) -> None:
+        self._client.close()
+
     def prompt_length(self, req: Request) -> int:
         return len(req.text) if req.text is not None else sum(len(m["content"]) for m in req.messages)
 
-    def check(self, decoding: Decoding) -> None:
+    def check(self, decoding, interventions: Sequence = ()) -> None:
         if decoding.num_beams > 1:
             raise ConfigError("openai backend: beam search (num_beams > 1) is not offered by the API; use hf")
+        for iv in interventions:
+            if set(iv.needs) - self.capabilities:
+                raise ConfigError(f"openai backend: intervention {iv.name!r} needs the model's internals; use hf")
 
     def preflight(self) -> None:
         """Fail before any generation if the server is unreachable or rejects the key."""
-        req = urllib.request.Request(f"{self.base_url}/models", headers=self._headers())
+        oa = self._openai
         try:
-            with urllib.request.urlopen(req, timeout=min(self.timeout, 15)):  # noqa: S310 (user-given URL)
-                return
-        except urllib.error.HTTPError as exc:
-            if exc.code in (401, 403):
-                raise BackendError(f"{self.base_url}: {FATAL_STATUS[exc.code]} (HTTP {exc.code})") from None
-            return  # some servers have no /models; real requests will tell
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise BackendError(f"cannot reach {self.base_url} ({reason})") from None
+            self._client.with_options(timeout=min(self.options.timeout, 15)).models.list()
+        except (oa.AuthenticationError, oa.PermissionDeniedError) as exc:
+            raise BackendError(f"{self.base_url}: {FATAL_STATUS[exc.status_code]} (HTTP {exc.status_code})") from None
+        except oa.APIConnectionError as exc:
+            raise BackendError(f"cannot reach {self.base_url} ({_reason(exc)})") from None
+        except (oa.APIStatusError, ValueError, TypeError):
+            return  # some servers have no /models (or an odd one); real requests will tell
 
-    def _headers(self) -> dict:
-        return {"Authorization": f"Bearer {self._key}", "Content-Type": "application/json"}
-
-    def _payload(self, req: Request, d: Decoding) -> tuple[str, dict]:
+    # -- one request ------------------------------------------------------------------------------------
+    def _payload(self, req: Request, d) -> dict:
         body = {"model": self.model, "max_tokens": d.max_new_tokens, "temperature": d.temperature,
-                "top_p": d.top_p if d.sampling else 1.0, "seed": d.seed, "n": 1}
+                "top_p": d.top_p if d.sampling else 1.0, "n": 1}
+        if d.seed is not None:
+            body["seed"] = d.seed
         if d.top_k and d.sampling:
-            body["top_k"] = d.top_k  # vLLM / llama.cpp extension
+            body["extra_body"] = {"top_k": d.top_k}  # vLLM / llama.cpp extension
         if req.messages is not None:
-            return "/chat/completions", {**body, "messages": req.messages}
-        return "/completions", {**body, "prompt": req.text}
+            body["messages"] = req.messages
+        else:
+            body["prompt"] = req.text
+        return body
 
-    def _post(self, route: str, body: dict) -> dict:
-        data = json.dumps(body).encode()
-        http = urllib.request.Request(f"{self.base_url}{route}", data=data, headers=self._headers(), method="POST")
-        try:
-            with urllib.request.urlopen(http, timeout=self.timeout) as resp:  # noqa: S310
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:300].decode("utf-8", "replace")
-            if exc.code in FATAL_STATUS:
-                raise BackendError(f"{self.base_url}{route}: {FATAL_STATUS[exc.code]} (HTTP {exc.code}: {detail})")
-            if exc.code == 429 or exc.code >= 500:
-                raise _Retryable(f"HTTP {exc.code}", exc.headers.get("Retry-After")) from None
-            raise ValueError(f"HTTP {exc.code}: {detail}") from None
-        except (socket.timeout, TimeoutError) as exc:
-            raise _Retryable(f"timeout after {self.timeout}s ({exc})", None) from None
-        except (urllib.error.URLError, ConnectionError, OSError) as exc:
-            raise _Retryable(f"connection error ({getattr(exc, 'reason', exc)})", None) from None
-        try:
-            return json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ValueError(f"malformed response body: {raw[:200]!r}") from None
-
-    def _one(self, req: Request, d: Decoding) -> Result:
-        route, body = self._payload(req, d)
+    def _attempt(self, req: Request, body: dict) -> Result:
+        oa = self._openai
+        api = self._client.chat.completions if req.messages is not None else self._client.completions
         started = time.perf_counter()
-        for attempt in range(self.max_retries + 1):
-            try:
-                reply = self._post(route, body)
-                return self._parse(req, reply, time.perf_counter() - started)
-            except _Retryable as exc:
-                message, retry_after = exc.args
-                if attempt == self.max_retries:
-                    return Result(req.id, error=f"gave up after {attempt + 1} attempts: {message}",
-                                  seconds=time.perf_counter() - started)
-                wait = self.backoff * 2 ** attempt
-                if retry_after:
-                    try:
-                        wait = max(wait, min(float(retry_after), 60.0))
-                    except ValueError:
-                        pass
-                time.sleep(wait)
-            except ValueError as exc:
-                return Result(req.id, error=str(exc), seconds=time.perf_counter() - started)
-
-    @staticmethod
-    def _parse(req: Request, reply: dict, seconds: float) -> Result:
         try:
+            raw = api.with_raw_response.create(**body)
+            text = raw.http_response.text
+        except oa.APITimeoutError:
+            raise _Retry(f"timeout after {self.options.timeout:g}s", None) from None
+        except oa.APIConnectionError as exc:
+            if _refused(exc):
+                raise _ServerGone(_reason(exc)) from None
+            raise _Retry(f"connection error ({_reason(exc)})", None) from None
+        except oa.APIStatusError as exc:
+            code = exc.status_code
+            detail = _detail(exc)
+            if code in FATAL_STATUS:
+                raise BackendError(f"{self.base_url}: {FATAL_STATUS[code]} (HTTP {code}: {detail})") from None
+            if code in RETRY_STATUS or code >= 500:
+                raise _Retry(f"HTTP {code}", _retry_after(exc.response)) from None
+            return Result(req.id, error=f"HTTP {code}: {detail}", seconds=time.perf_counter() - started)
+        try:
+            reply = json.loads(text)
             choice = reply["choices"][0]
-            text = choice["message"]["content"] if req.messages is not None else choice["text"]
-            if not isinstance(text, str):
+            completion = choice["message"]["content"] if req.messages is not None else choice["text"]
+            if not isinstance(completion, str):
                 raise TypeError("completion is not text")
+        except json.JSONDecodeError:
+            raise _Retry(f"malformed response body: {text[:120]!r}", None) from None
         except (KeyError, IndexError, TypeError) as exc:
-            raise ValueError(f"malformed response: no choices[0] completion ({exc})") from None
+            raise _Retry(f"malformed response: no choices[0] completion ({type(exc).__name__}: {exc})", None) from None
         usage = reply.get("usage") or {}
-        return Result(req.id, text, choice.get("finish_reason"), usage.get("prompt_tokens"),
-                      usage.get("completion_tokens"), seconds)
+        return Result(req.id, completion, choice.get("finish_reason"), usage.get("prompt_tokens"),
+                      usage.get("completion_tokens"), time.perf_counter() - started)
 
-    def generate(self, requests: list[Request], decoding: Decoding) -> list[Result]:
-        self.check(decoding)
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(lambda r: self._one(r, decoding), requests))
+    def _one(self, req: Request, decoding) -> Result:
+        body = self._payload(req, decoding)
+        started = time.perf_counter()
+        o = self.options
+        refused = 0
+        for attempt in range(o.max_retries + 1):
+            if self._abort.is_set():
+                return Result(req.id, error="not sent: the run was stopped", seconds=0.0)
+            try:
+                res = self._attempt(req, body)
+                res.seconds = time.perf_counter() - started
+                return res
+            except _ServerGone as exc:
+                refused += 1
+                message, retry_after = f"connection refused ({exc})", None
+            except _Retry as exc:
+                message, retry_after = exc.args
+            except BackendError:
+                raise
+            except Exception as exc:  # noqa: BLE001 — never a traceback: a per-prompt error record instead
+                return Result(req.id, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started)
+            if attempt == o.max_retries:
+                if refused == attempt + 1:
+                    raise _ServerGone(message)
+                return Result(req.id, error=f"gave up after {attempt + 1} attempts: {message}",
+                              seconds=time.perf_counter() - started)
+            wait_s = random.uniform(0, min(o.max_backoff, o.backoff * 2 ** attempt))
+            if retry_after is not None:
+                wait_s = max(wait_s, min(retry_after, o.max_backoff))
+            self._abort.wait(wait_s)
+        raise AssertionError("unreachable")
+
+    # -- many requests ----------------------------------------------------------------------------------
+    def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
+        self.check(decoding, interventions)
+        self._abort.clear()
+        pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="mlft-openai")
+        pending = {pool.submit(self._one, r, decoding) for r in requests}
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    try:
+                        yield fut.result()
+                    except _ServerGone as exc:
+                        raise BackendError(f"{self.base_url} stopped accepting connections ({exc}); the completions "
+                                           "finished so far are saved: rerun the same command to resume once the "
+                                           "server is back") from None
+        finally:
+            self._abort.set()  # waiting retries return at once; unsent requests are not sent
+            for fut in pending:
+                fut.cancel()
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _reason(exc: Exception) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return f"{type(cause).__name__}: {cause}" if cause else str(exc)
+
+
+def _refused(exc: Exception) -> bool:
+    """True when no connection could be made at all (nothing listens there any more)."""
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError) or type(cause).__name__ == "ConnectError":
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _detail(exc) -> str:
+    try:
+        return exc.response.text[:300]
+    except Exception:  # noqa: BLE001
+        return str(exc)[:300]
+
+
+def _retry_after(response) -> float | None:
+    """Seconds from `retry-after-ms` or `Retry-After` (seconds or an HTTP date); None if absent/unreadable."""
+    headers = getattr(response, "headers", None) or {}
+    try:
+        if headers.get("retry-after-ms"):
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            from email.utils import parsedate_to_datetime
+
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None

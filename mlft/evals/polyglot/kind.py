@@ -1,8 +1,11 @@
-"""`kind: polyglot` eval suites: Polyglot-or-Not CKA per language, the 20-language mean, per-relation accuracy.
+"""The `polyglot` eval kind: Polyglot-or-Not CKA per language, the 20-language mean, per-relation accuracy.
 
-    options:
-      languages: null        # null = all 20
-      sample: 200            # facts per language (seeded); null = all 303k
+    kind: polyglot
+    languages: null        # null = all 20
+    sample: 200            # facts per language (seeded); null = all 303k
+
+CKA compares the log-probabilities a local model gives true and false completions, so this kind needs the
+model's weights: it runs on the hf backend only.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from pathlib import Path
 
 from mlft.config import from_dict
 from mlft.errors import ConfigError
+from mlft.evals.registry import EvalKind, KindOutput
 from mlft.evals.polyglot import metrics
 from mlft.evals.polyglot.cka import score_facts
 from mlft.evals.polyglot.data import LANGUAGES, check_language, data_dir, load_facts
@@ -36,8 +40,14 @@ class PolyglotOptions:
         return list(self.languages or LANGUAGES)
 
 
-def validate(options: dict, where: str) -> PolyglotOptions:
+def parse_options(options: dict, where: str) -> PolyglotOptions:
+    """Options from a mapping, validated (for programmatic use; suites go through the suite loader)."""
     opts = from_dict(PolyglotOptions, options or {}, where)
+    validate(opts, where)
+    return opts
+
+
+def validate(opts: PolyglotOptions, where: str) -> None:
     for i, lang in enumerate(opts.languages or []):
         check_language(lang, f"{where}.languages[{i}]")
     if opts.languages is not None and not opts.languages:
@@ -53,7 +63,7 @@ def validate(options: dict, where: str) -> PolyglotOptions:
     return opts
 
 
-def run(opts: PolyglotOptions, *, model, tokenizer, out_dir: Path, progress: bool = True) -> list[dict]:
+def evaluate(opts: PolyglotOptions, *, model, tokenizer, out_dir: Path, progress: bool = True) -> list[dict]:
     """Metric rows: per language accuracy (+ ci95, n), 'avg' = unweighted mean over the languages, and
     per-relation accuracy (task 'relation:<P-id>'). Per-fact scores go to out_dir/facts.jsonl."""
     out_dir = Path(out_dir)
@@ -86,6 +96,18 @@ def run(opts: PolyglotOptions, *, model, tokenizer, out_dir: Path, progress: boo
     (out_dir / "options.json").write_text(json.dumps(asdict(opts), indent=2), encoding="utf-8")
     (out_dir / "polyglot.md").write_text(report(rows, time.perf_counter() - started), encoding="utf-8")
     return rows
+
+
+def run(suite, ctx) -> KindOutput:
+    model, tokenizer = ctx.local_model()
+    rows = evaluate(suite.options, model=model, tokenizer=tokenizer, out_dir=ctx.out_dir, progress=ctx.progress)
+    rows = [{"variant": "default", **r} for r in rows]
+    out = ctx.out_dir
+    return KindOutput(rows, (out / "polyglot.md").read_text(encoding="utf-8"), files=[out / "facts.jsonl"])
+
+
+KIND = EvalKind("polyglot", PolyglotOptions, validate, run, backends=("hf",),
+                description="Polyglot-or-Not scores the log-probabilities of a local model's completions")
 
 
 def _row(lang: str, metric: str, value: float, task: str = "cka") -> dict:

@@ -1,10 +1,12 @@
-"""`kind: multisense` eval suites: options, validation (before any model is loaded) and the run.
+"""The `multisense` eval kind: options, validation (before any model is loaded) and the run.
 
-    options:
-      tasks: [pawsx, xnli]
-      source: en
-      targets: [de, zh]
-      sample: 100            # items per task (seeded; the same rows in every language); null = all
+    kind: multisense
+    tasks: [pawsx, xnli]
+    source: en
+    targets: [de, zh]
+    sample: 100            # items per task (seeded; the same rows in every language); null = all
+
+The model is asked through any chat-capable generation backend (hf, or a served model via openai).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from mlft.config import from_dict
 from mlft.errors import ConfigError
+from mlft.evals.registry import EvalKind, KindOutput
 from mlft.evals.multisense import pipeline
 from mlft.evals.multisense.data import check_language, check_task, test_file
 from mlft.evals.multisense.prompts import SYSTEM_MESSAGE, chat
@@ -42,8 +45,14 @@ class MultisenseOptions:
         "help": "folder with {task}/test-{lang}.tsv (null: $MLFT_MULTISENSE_DATA, the cache, ../shared)"})
 
 
-def validate(options: dict, where: str) -> MultisenseOptions:
+def parse_options(options: dict, where: str) -> MultisenseOptions:
+    """Options from a mapping, validated (for programmatic use; suites go through the suite loader)."""
     opts = from_dict(MultisenseOptions, options or {}, where)
+    validate(opts, where)
+    return opts
+
+
+def validate(opts: MultisenseOptions, where: str) -> None:
     if not opts.tasks:
         raise ConfigError(f"{where}.tasks: give at least one task")
     for i, t in enumerate(opts.tasks):
@@ -69,32 +78,28 @@ def validate(options: dict, where: str) -> MultisenseOptions:
             if not path.is_file():
                 raise ConfigError(f"{where}: {path} not found (fetch the test sets with `mlft multisense fetch`, "
                                   "or set data_dir)")
-    return opts
 
 
-def make_chat_fn(model, tokenizer, opts: MultisenseOptions) -> pipeline.ChatFn:
-    """Chat generation with the paper's system message and decoding, through the HF backend."""
+def make_chat_fn(backend, opts: MultisenseOptions) -> pipeline.ChatFn:
+    """Chat generation with the paper's system message and decoding, through any generation backend."""
     from mlft.generation.backends import Request
-    from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
-
-    backend = HFBackend(model, tokenizer, batch_size=opts.batch_size)
 
     def chat_fn(ids: list[str], texts: list[str], max_new_tokens: int) -> list[str | None]:
         decoding = Decoding(max_new_tokens=max_new_tokens, temperature=opts.temperature, top_p=opts.top_p,
                             seed=opts.seed)
-        results = backend.generate([Request(i, messages=chat(t)) for i, t in zip(ids, texts)], decoding)
-        return [None if r.error else r.completion for r in results]
+        results = {r.id: r for r in backend.generate([Request(i, messages=chat(t)) for i, t in zip(ids, texts)],
+                                                     decoding)}
+        return [None if results[i].error else results[i].completion for i in ids]
 
     return chat_fn
 
 
-def run(opts: MultisenseOptions, *, model, tokenizer, out_dir: Path, progress: bool = True,
-        chat_fn: pipeline.ChatFn | None = None) -> list[dict]:
+def evaluate(opts: MultisenseOptions, *, chat_fn: pipeline.ChatFn, model_name: str, out_dir: Path,
+             progress: bool = True) -> list[dict]:
+    """The whole multisense evaluation with `chat_fn`; rows {variant, task, language, metric, value}."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    chat_fn = chat_fn or make_chat_fn(model, tokenizer, opts)
-    model_name = getattr(getattr(model, "config", None), "_name_or_path", None) or "model"
     settings = {"model": str(model_name), "system": SYSTEM_MESSAGE, "temperature": opts.temperature,
                 "top_p": opts.top_p, "seed": opts.seed, "max_new_tokens": opts.max_new_tokens,
                 "translation_max_new_tokens": opts.translation_max_new_tokens}
@@ -113,3 +118,16 @@ def run(opts: MultisenseOptions, *, model, tokenizer, out_dir: Path, progress: b
     (out_dir / "options.json").write_text(json.dumps(asdict(opts), indent=2), encoding="utf-8")
     pipeline.write_report(rows, out_dir / "multisense.md")
     return rows
+
+
+def run(suite, ctx) -> KindOutput:
+    opts: MultisenseOptions = suite.options
+    chat_fn = make_chat_fn(ctx.backend(batch_size=opts.batch_size), opts)
+    rows = evaluate(opts, chat_fn=chat_fn, model_name=ctx.model_name, out_dir=ctx.out_dir, progress=ctx.progress)
+    out = ctx.out_dir
+    return KindOutput(rows, (out / "multisense.md").read_text(encoding="utf-8"),
+                      files=[out / "generations.jsonl", out / "items.jsonl", out / "multisense.md"])
+
+
+KIND = EvalKind("multisense", MultisenseOptions, validate, run, backends=("hf", "openai"),
+                description="multisense self-consistency: the model translates the task itself, then answers")

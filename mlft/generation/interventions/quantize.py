@@ -1,20 +1,49 @@
-"""Quantized variants of a saved checkpoint, loaded separately from the live training model.
+"""The `quantize` intervention: generate with a quantized copy of the model (paper Table A12).
 
 w8 / w4: bitsandbytes LLM.int8() and NF4 weight quantization (both run on CPU too).
-w8a8: torchao int8 dynamic activations + int8 weights on every Linear layer except `lm_head` (tied to the
-embeddings in small models: quantizing it ruins the output distribution).
-A LoRA adapter checkpoint is merged into its base first (into a temporary folder).
+w8a8:    torchao int8 dynamic activations + int8 weights on every Linear layer except `lm_head` (tied to the
+         embeddings in small models: quantizing it ruins the output distribution).
+
+The quantized model is loaded from the saved weights (`model_ref`: a checkpoint or model folder; a LoRA
+adapter is merged into its base first, into a temporary folder). With only a live model at hand, its
+weights are saved to a temporary folder first.
 """
 
 from __future__ import annotations
 
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from mlft.errors import ModelError
+from mlft.generation.interventions import Intervention, register
 
-VARIANTS = ("w8", "w4", "w8a8")
+SCHEMES = ("w8", "w4", "w8a8")
+
+
+@dataclass
+class QuantizeOptions:
+    scheme: Literal["w8", "w4", "w8a8"] = field(default="w8", metadata={
+        "help": "w8 / w4: bitsandbytes int8 / NF4 weights; w8a8: torchao int8 weights and activations"})
+
+
+@register
+class Quantize(Intervention):
+    name = "quantize"
+    Options = QuantizeOptions
+    needs = frozenset({"transform"})
+    description = "generate with a quantized copy of the model"
+    from_saved_weights = True
+
+    def transform(self, model, tokenizer, model_ref: str | None):
+        if model_ref is not None:
+            return load_quantized(model_ref, self.options.scheme)
+        with tempfile.TemporaryDirectory(prefix="mlft-live-") as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            return load_quantized(tmp, self.options.scheme)
 
 
 @contextmanager
@@ -34,21 +63,21 @@ def _full_weights(ref: str):
         yield tmp
 
 
-def load_quantized(ref: str, variant: str):
-    """(model, tokenizer) of checkpoint `ref` quantized as `variant`, in eval mode."""
+def load_quantized(ref: str | Path, scheme: str):
+    """(model, tokenizer) of checkpoint `ref` quantized as `scheme`, in eval mode."""
     import warnings
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
     warnings.filterwarnings("ignore", message=".*MatMul8bitLt.*")  # once per generated token otherwise
-    if variant not in VARIANTS:
-        raise ModelError(f"unknown quantized variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    if scheme not in SCHEMES:
+        raise ModelError(f"unknown quantization scheme {scheme!r}; valid: {', '.join(SCHEMES)}")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    with _full_weights(ref) as path:
+    with _full_weights(str(ref)) as path:
         tok = AutoTokenizer.from_pretrained(path)
-        if variant in ("w8", "w4"):
-            qconf = (BitsAndBytesConfig(load_in_8bit=True) if variant == "w8" else
+        if scheme in ("w8", "w4"):
+            qconf = (BitsAndBytesConfig(load_in_8bit=True) if scheme == "w8" else
                      BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                                         bnb_4bit_compute_dtype=torch.bfloat16 if device == "cuda" else torch.float32))
             model = AutoModelForCausalLM.from_pretrained(path, quantization_config=qconf, device_map=device)

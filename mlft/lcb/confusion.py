@@ -15,11 +15,11 @@ import re
 from collections import defaultdict
 from itertools import accumulate
 
+from mlft.constants import LID_THRESHOLD
 from mlft.languages import NON_LATIN
 from mlft.reports.format import render
 
 LATIN_LETTER = re.compile(r"[A-Za-z\u00C0-\u024F]")
-LID_THRESHOLD = 0.3
 
 
 def _line_switch(text: str, language: str, lid) -> int | None:

@@ -1,0 +1,179 @@
+"""The `lcb` eval kind: generate completions for LCB prompts (resumably), score LPR / WPR / LCPR, report.
+
+Suite keys (top level of an `eval/*.yaml` with `kind: lcb`, the default): which prompts (tasks, sources,
+languages, per_group sample), how to generate (decoding, prompting, interventions, batch_size), and
+`variants`: rows of a sweep, each overriding decoding / prompting keys or replacing the interventions.
+
+Per variant the run folder gets `<variant>/completions.jsonl` (+ `completions.csv`, the official format);
+`token_stats: true` adds `confusion.md` (paper Table 7). Rows: {variant, task, language, metric, value}.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlft.completions import Completion, write_official_csv
+from mlft.config import check_choice, from_dict
+from mlft.constants import TASKS
+from mlft.errors import ConfigError
+from mlft.evals.registry import EvalKind, KindOutput
+from mlft.generation.decoding import Decoding
+from mlft.generation.interventions import build_interventions
+from mlft.generation.prompting import Prompting
+from mlft.languages import check_language
+from mlft.lcb.data import SOURCES, load_prompts, stratified_sample
+
+
+@dataclass
+class Variant:
+    name: str = field(metadata={"help": "row label in the report (e.g. 'T=0.3', '5-shot', '+script gate')"})
+    decoding: dict = field(default_factory=dict, metadata={"help": "decoding keys overriding the suite's"})
+    prompting: dict = field(default_factory=dict, metadata={"help": "prompting keys overriding the suite's"})
+    interventions: list[dict] | None = field(default=None, metadata={
+        "help": "interventions of this row (replacing the suite's list); null = the suite's"})
+
+
+@dataclass
+class LcbOptions:
+    tasks: list[str] = field(default_factory=lambda: list(TASKS), metadata={"help": "LCB tasks"})
+    sources: list[str] | None = field(default=None, metadata={"help": "LCB sources (null = all)"})
+    languages: list[str] | None = field(default=None, metadata={"help": "language codes (null = all 15)"})
+    per_group: int | None = field(default=None, metadata={
+        "help": "seeded stratified sample: at most this many prompts per (task, source, language); null = all"})
+    seed: int = field(default=0, metadata={"help": "seed of the stratified sample"})
+    data: str | None = field(default=None, metadata={
+        "help": "LCB test_sets.zip or folder (null: $MLFT_LCB_DATA, the cache, else download)"})
+    decoding: Decoding = field(default_factory=Decoding, metadata={"help": "decoding settings (paper defaults)"})
+    prompting: Prompting = field(default_factory=Prompting, metadata={"help": "chat / qa / raw, few-shot"})
+    interventions: list[dict] = field(default_factory=list, metadata={
+        "help": "inference-time interventions [{name: ..., <options>}] (see mlft/generation/interventions)"})
+    variants: list[Variant] = field(default_factory=list, metadata={
+        "help": "sweep rows: each overrides decoding/prompting keys or the interventions; empty = one run"})
+    batch_size: int = field(default=16, metadata={"help": "prompts per generate call (hf) / chunk (openai)"})
+    token_stats: bool = field(default=False, metadata={
+        "help": "record per-token entropy and nucleus size (hf) and report confusion points (paper Table 7)"})
+
+
+@dataclass(frozen=True)
+class Run:
+    """One variant, resolved: what generate_completions needs."""
+    name: str
+    decoding: Decoding
+    prompting: Prompting
+    interventions: tuple[Any, ...]
+
+
+def runs(o: LcbOptions, where: str = "suite") -> list[Run]:
+    """One Run per variant; one 'default' run when there are no variants."""
+    if not o.variants:
+        return [Run("default", o.decoding, o.prompting, tuple(build_interventions(o.interventions,
+                                                                                 f"{where}: interventions")))]
+    out = []
+    for i, v in enumerate(o.variants):
+        w = f"{where}: variants[{i}]"
+        dec = from_dict(Decoding, {**dataclasses.asdict(o.decoding), **v.decoding}, f"{w}.decoding")
+        pro = from_dict(Prompting, {**dataclasses.asdict(o.prompting), **v.prompting}, f"{w}.prompting")
+        ivs = build_interventions(o.interventions if v.interventions is None else v.interventions,
+                                  f"{w}.interventions")
+        out.append(Run(v.name, dec, pro, tuple(ivs)))
+    return out
+
+
+def validate(o: LcbOptions, where: str) -> None:
+    for i, t in enumerate(o.tasks):
+        check_choice(t, TASKS, "task", f"{where}: tasks[{i}]")
+    for i, lang in enumerate(o.languages or []):
+        check_language(lang, f"{where}: languages[{i}]")
+    valid_sources = {s for t in o.tasks for pair in SOURCES[t].items() for s in pair}
+    for i, s in enumerate(o.sources or []):
+        check_choice(s, valid_sources, "source", f"{where}: sources[{i}]")
+    if o.per_group is not None and o.per_group < 1:
+        raise ConfigError(f"{where}: per_group: must be >= 1 or null, got {o.per_group}")
+    if o.batch_size < 1:
+        raise ConfigError(f"{where}: batch_size: must be >= 1, got {o.batch_size}")
+    resolved = runs(o, where)  # validates every variant's decoding / prompting / interventions
+    names = [r.name for r in resolved]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: variants: names must be unique, got {names}")
+    if o.token_stats and any(r.decoding.num_beams > 1 for r in resolved):
+        raise ConfigError(f"{where}: token_stats needs num_beams=1 in every variant")
+
+
+def select_prompts(o: LcbOptions):
+    prompts = load_prompts(o.tasks, o.sources, o.languages, path=o.data)
+    if o.per_group:
+        prompts = stratified_sample(prompts, o.per_group, o.seed)
+    return prompts
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", name).strip("_") or "default"
+
+
+def metric_rows(report, variants: list[str]) -> list[dict]:
+    rows = []
+    for variant in variants:
+        for task, model in report.groups():
+            if model != variant:
+                continue
+            for metric, value in report.headline(task, model).items():
+                if value is not None:
+                    rows.append({"variant": variant, "task": task, "language": "avg", "metric": metric,
+                                 "value": value})
+            for lang, ms in sorted(report.by_language(task, model).items()):
+                for metric, value in ms.items():
+                    if value is not None:
+                        rows.append({"variant": variant, "task": task, "language": lang, "metric": metric,
+                                     "value": value})
+    return rows
+
+
+def run(suite, ctx) -> KindOutput:
+    from mlft.evals.runner import progress_desc
+    from mlft.generation.runner import generate_completions
+    from mlft.lcb.scoring import score_completions
+    from mlft.reports.sweeps import plot_sweep, sweep_tables
+
+    o: LcbOptions = suite.options
+    where = suite.source_file or suite.name
+    resolved = runs(o, where)
+    for r in resolved:
+        ctx.check_interventions(r.interventions, f"{where}: variant {r.name!r}")
+    prompts = select_prompts(o)
+    completions, all_records, files = [], [], []
+    for r in resolved:
+        backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
+        vdir = ctx.out_dir / slug(r.name)
+        records = generate_completions(prompts, backend, r.decoding, r.prompting, vdir / "completions.jsonl",
+                                       ctx.model_name, ctx.progress, desc=progress_desc(suite.name, r.name),
+                                       interventions=r.interventions)
+        write_official_csv(records, vdir / "completions.csv")
+        files += [vdir / "completions.jsonl", vdir / "completions.csv"]
+        all_records += records
+        completions += [Completion(x["id"], r.name, x["task"], x["source"], x["language"], x["completion"])
+                        for x in records]
+    if not completions:
+        raise ConfigError(f"{where}: no completions to score (every prompt failed; see the JSONL files)")
+    report = score_completions(completions)
+    rows = metric_rows(report, [r.name for r in resolved])
+    tables = sweep_tables(rows)
+    text = "\n".join(t for _, t in tables)
+    if o.token_stats:
+        from mlft.lcb.confusion import analyze, confusion_table
+        from mlft.lcb.langid import LanguageIdentifier
+
+        table = confusion_table(analyze(all_records, LanguageIdentifier.from_spec(None)),
+                                title="Confusion points (paper Table 7 layout)")
+        (ctx.out_dir / "confusion.md").write_text(table, encoding="utf-8")
+        files.append(ctx.out_dir / "confusion.md")
+        text += "\n" + table
+    if len(resolved) > 1:
+        files.append(plot_sweep(rows, ctx.out_dir / "sweep.png", suite.name))
+    return KindOutput(rows, text, sweep_tables(rows, "csv"), files)
+
+
+KIND = EvalKind("lcb", LcbOptions, validate, run, backends=("hf", "openai"),
+                description="generate LCB completions, score LPR / WPR / LCPR")

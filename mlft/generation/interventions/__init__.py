@@ -1,0 +1,126 @@
+"""Inference-time interventions: named, validated, recorded changes to how a model generates.
+
+A suite (or a suite variant, or a training-callback pass) lists them:
+
+    interventions:
+      - {name: ban_tokens, strings: ["Sure"]}
+      - {name: quantize, scheme: w8}
+
+Each is a subclass of `Intervention` registered by name, with an `Options` dataclass (validated before any
+model loads) and any of four hooks — `needs` says which, so a backend that cannot apply one refuses it up
+front (`backends.check_interventions`):
+
+  "processors"  logits_processors(tokenizer, languages) -> [callable(input_ids, scores) -> scores]
+                built per batch; `languages[i]` is row i's target language (e.g. a script gate)
+  "hooks"       hooks(model, languages) -> context manager entered around generation (forward hooks, steering)
+  "transform"   transform(model, tokenizer, model_ref) -> (model, tokenizer): a changed model (quantization);
+                with `from_saved_weights`, model may be None and the weights are read from model_ref
+  "strategy"    wrap(generate, backend) -> generate: loop-level control (e.g. line-by-line resampling); the
+                only kind a remote (openai) backend can apply
+
+`describe()` (name + options) goes into every completion record and into the resume guard, so a run never
+resumes from completions made under a different intervention.
+
+To add one: a module here with `@register class MyIntervention(Intervention)`, imported at the bottom of
+this file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterator, Sequence
+
+from mlft.config import check_choice, from_dict
+from mlft.errors import ConfigError
+
+HOOK_KINDS = ("processors", "hooks", "transform", "strategy")
+
+
+@dataclass
+class NoOptions:
+    pass
+
+
+class Intervention:
+    name: ClassVar[str] = ""
+    Options: ClassVar[type] = NoOptions
+    needs: ClassVar[frozenset[str]] = frozenset()
+    description: ClassVar[str] = ""
+    from_saved_weights: ClassVar[bool] = False  # a transform that loads the weights from model_ref itself
+
+    def __init__(self, options):
+        self.options = options
+
+    def validate(self, where: str) -> None:
+        """Semantic checks of the options (no model loads); raise ConfigError naming `where`."""
+
+    def describe(self) -> dict:
+        return {"name": self.name, **dataclasses.asdict(self.options)}
+
+    # -- hooks (override the ones listed in `needs`) ------------------------------------------------
+    def logits_processors(self, tokenizer, languages: Sequence[str | None]) -> list[Callable]:
+        return []
+
+    def hooks(self, model, languages: Sequence[str | None]):
+        return contextlib.nullcontext()
+
+    def transform(self, model, tokenizer, model_ref: str | None):
+        return model, tokenizer
+
+    def wrap(self, generate: Callable[..., Iterator], backend) -> Callable[..., Iterator]:
+        return generate
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.describe()})"
+
+
+REGISTRY: dict[str, type[Intervention]] = {}
+
+
+def register(cls: type[Intervention]) -> type[Intervention]:
+    if not cls.name or cls.name in REGISTRY:
+        raise ValueError(f"intervention {cls.__name__}: name {cls.name!r} is empty or taken")
+    unknown = set(cls.needs) - set(HOOK_KINDS)
+    if unknown:
+        raise ValueError(f"intervention {cls.name}: unknown hook kinds {unknown}")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def build_interventions(specs: Sequence[dict | Any] | None, where: str) -> list[Intervention]:
+    """Validate `[{name: ..., <options>}]` into Intervention objects (ConfigError naming `where[i]`)."""
+    out = []
+    for i, spec in enumerate(specs or []):
+        w = f"{where}[{i}]"
+        if isinstance(spec, Intervention):
+            out.append(spec)
+            continue
+        if not isinstance(spec, dict) or "name" not in spec:
+            raise ConfigError(f"{w}: expected a mapping with a `name` (one of {', '.join(sorted(REGISTRY))}), "
+                              f"got {spec!r}")
+        name = check_choice(spec["name"], REGISTRY, "intervention", f"{w}.name")
+        cls = REGISTRY[name]
+        opts = from_dict(cls.Options, {k: v for k, v in spec.items() if k != "name"}, w)
+        iv = cls(opts)
+        iv.validate(w)
+        out.append(iv)
+    names = [iv.name for iv in out]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: each intervention may appear once, got {names}")
+    return out
+
+
+def describe_all(interventions: Sequence[Intervention]) -> list[dict]:
+    return [iv.describe() for iv in interventions]
+
+
+def split(interventions: Sequence[Intervention]) -> tuple[list[Intervention], list[Intervention]]:
+    """(model transforms, everything else): transforms build a separate model, the rest act per generation."""
+    transforms = [iv for iv in interventions if "transform" in iv.needs]
+    return transforms, [iv for iv in interventions if "transform" not in iv.needs]
+
+
+# built-ins (each module registers its classes)
+from mlft.generation.interventions import builtin, quantize  # noqa: E402,F401

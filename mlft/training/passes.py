@@ -1,0 +1,149 @@
+"""The training callback's *passes*: evaluate one training step's model with the recipe's evaluation block and
+record curve rows.
+
+A pass = (variant name, suite, overrides, interventions): the plain model ("model"), a few-shot prompting
+baseline, an intervention variant (e.g. "+script gate"), or a quantized variant ("w8": the `quantize`
+intervention). Used in-process by the eval callback (the live model) and by `mlft evaluate-run` (a saved
+checkpoint, or the recipe's base model for step 0). Each (step, variant) pass is recorded once: the curve
+file's lock is held from the "already done?" check to the append.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlft.constants import METRICS
+from mlft.training import curves
+from mlft.training.recipe import EvaluationOptions
+
+
+@dataclass(frozen=True)
+class EvalPass:
+    variant: str                          # "model", a few-shot / intervention variant name, or w8 / w4 / w8a8
+    suite: str
+    overrides: tuple[str, ...]
+    interventions: tuple = ()             # intervention specs ({name, <options>}) added to the suite's
+    at_ends_only: bool = False            # quantized variants: only at step 0 and the last step by default
+
+    @property
+    def needs_saved_weights(self) -> bool:
+        return any(i.get("name") == "quantize" for i in self.interventions)
+
+
+def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
+    out = [EvalPass("model", ev.suite, tuple(ev.suite_overrides))]
+    variants = list(ev.variants) + (list(ev.fewshot_variants) if ev.fewshot else [])
+    for v in variants:
+        overrides = tuple(v.overrides) if v.suite else tuple(ev.suite_overrides) + tuple(v.overrides)
+        out.append(EvalPass(v.variant, v.suite or ev.suite, overrides, tuple(v.interventions)))
+    out += [EvalPass(q, ev.suite, tuple(ev.suite_overrides), ({"name": "quantize", "scheme": q},),
+                     at_ends_only=ev.quantized_at == "ends") for q in ev.quantized]
+    return out
+
+
+def checkpoint_step(path: str | Path) -> int | None:
+    m = re.fullmatch(r"checkpoint-(\d+)", Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+@contextmanager
+def eval_mode(model):
+    """Generate in eval mode with the KV cache on; restore train mode and the cache setting afterwards
+    (gradient checkpointing turns the cache off, and generating in train mode with it yields garbage)."""
+    was_training = model.training
+    configs = [c for c in (getattr(model, "config", None), getattr(model, "generation_config", None)) if c]
+    saved = [getattr(c, "use_cache", None) for c in configs]
+    model.eval()
+    for c in configs:
+        c.use_cache = True
+    try:
+        yield model
+    finally:
+        for c, v in zip(configs, saved):
+            c.use_cache = v
+        if was_training:
+            model.train()
+
+
+def load_pass_suite(p: EvalPass):
+    """The pass's suite with its overrides; the pass's interventions are appended to the suite's own."""
+    from mlft.evals.suite import load_suite
+
+    suite = load_suite(p.suite, list(p.overrides))
+    if p.interventions:
+        opts = suite.options
+        if not hasattr(opts, "interventions"):
+            from mlft.errors import ConfigError
+
+            raise ConfigError(f"evaluation pass {p.variant!r}: suite {p.suite!r} ({suite.kind}) takes no interventions")
+        opts.interventions = [*opts.interventions, *p.interventions]
+        for v in getattr(opts, "variants", []):
+            if v.interventions is not None:
+                v.interventions = [*v.interventions, *p.interventions]
+        from mlft.evals.registry import get_kind
+
+        get_kind(suite.kind).validate(opts, f"evaluation pass {p.variant!r}")
+    return suite
+
+
+def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=None, model_ref: str | None = None,
+             progress: bool = True) -> list[dict]:
+    """Run one pass and return its curve rows (not yet recorded)."""
+    from mlft.evals.runner import run_suite
+
+    suite = load_pass_suite(p)
+    out_dir = run_dir / "evals" / f"step-{step:06d}" / p.variant
+    if model is not None and not p.needs_saved_weights:
+        with eval_mode(model):
+            result = run_suite(suite, model=model, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
+                               progress=progress)
+    else:
+        result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress)
+    return [{"step": step, "variant": p.variant, "suite": r.get("suite", p.suite),
+             "suite_variant": r.get("variant"), "task": r["task"], "language": r["language"],
+             "metric": r["metric"], "value": r["value"], "model": model_ref} for r in result.rows]
+
+
+def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None, tokenizer=None,
+                  model_ref: str | None = None, is_end: bool = True, progress: bool = True,
+                  mode: str = "in-process") -> list[dict]:
+    """Run every pass of `ev` not yet recorded for `step`; record and return the new rows.
+
+    `model`/`tokenizer`: the live model; `model_ref`: the saved checkpoint or base model (passes that need saved
+    weights — quantized variants — always load it; the others load it when no live model is given).
+    `is_end`: the step-0 baseline or the last step (quantized variants run there unless quantized_at=all)."""
+    new_rows = []
+    for p in passes_for(ev):
+        if p.at_ends_only and not is_end:
+            continue
+        if model_ref is None and (p.needs_saved_weights or model is None):
+            continue
+        with curves.curves_lock(run_dir):
+            if (step, p.variant) in curves.done(run_dir):
+                continue
+            t0 = time.time()
+            rows = run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
+                            progress=progress)
+            curves.append_pass(run_dir, step, p.variant, rows, time.time() - t0, mode)
+        print(f"[mlft eval] step {step} {p.variant}: {headline_text(rows)} ({time.time() - t0:.1f} s)", flush=True)
+        new_rows += rows
+    return new_rows
+
+
+def headline(rows: list[dict]) -> dict[str, float]:
+    """{"variant/task/metric": value} for the language-averaged LPR/WPR/LCPR rows."""
+    out = {}
+    for r in rows:
+        if r["language"] == "avg" and r["metric"] in METRICS and r["value"] is not None:
+            out[f"{r['variant']}/{r['task']}/{r['metric']}"] = float(r["value"])
+    return out
+
+
+def headline_text(rows: list[dict]) -> str:
+    parts = sorted(f"{r['task']}/{r['metric']}={r['value']:.3f}" for r in rows
+                   if r["language"] == "avg" and r["metric"] in METRICS and r["value"] is not None)
+    return ", ".join(parts) or f"{len(rows)} rows"
