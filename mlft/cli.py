@@ -11,6 +11,7 @@ import importlib
 import sys
 
 from mlft import __version__
+from mlft.console import setup as setup_console
 from mlft.errors import MlftError
 
 # Order = order in `mlft --help`.
@@ -28,6 +29,7 @@ COMMANDS = [
     "demo",
     "multisense",
     "polyglot",
+    "env",
 ]
 
 
@@ -44,6 +46,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    setup_console()
     parser = make_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -90,6 +90,9 @@ def load(ref: str | ModelRef | None, dtype: str = "auto", device: str | None = N
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from mlft.console import quiet_transformers
+
+    quiet_transformers()
     mref = ref if isinstance(ref, ModelRef) else resolve(ref)
     torch_dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
                    "float16": torch.float16}.get(dtype)
