@@ -198,11 +198,12 @@ def _resolve(path: str) -> Path:
 
 def read_accelerate_config(path: str | Path):
     """Load an accelerate config with accelerate's own loader (its schema), errors as ConfigError."""
+    import yaml
     from accelerate.commands.config.config_args import ClusterConfig, load_config_from_file
 
     try:
         config = load_config_from_file(str(path))
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as exc:
         raise ConfigError(f"accelerate config {path}: {exc}") from None
     if not isinstance(config, ClusterConfig):
         raise ConfigError(f"accelerate config {path}: compute_environment must be LOCAL_MACHINE")
