@@ -12,10 +12,10 @@ A reply is degenerate (`degeneracy_reason` says which rule fired, first match wi
 3. `repeated-chars`: tandem repeats of a character unit (period <= 24 characters, >= 3 consecutive copies,
    >= 6 characters long) cover >= 50 % of the whitespace-collapsed text (`itititit`, `1. 1. 1.`, `哈哈哈哈`,
    a U+FFFD run, a short line looped);
-4. `repeated-tokens`: tandem repeats of a token n-gram (n <= 64 tokens, >= 3 consecutive copies) cover
-   >= 50 % of the tokens (a word or a sentence looped, punctuation varying). Tokens: lowercased words after
-   punctuation and symbols become spaces; every Han / kana character is a token (CJK has no spaces and its
-   characters carry words, so "the same word repeated" is the same character run);
+4. `repeated-tokens`: tandem repeats of a token n-gram (n <= 64 tokens, >= 3 consecutive copies, >= 4
+   tokens long) cover >= 50 % of the tokens (a word or a sentence looped, punctuation varying). Tokens:
+   lowercased words once punctuation and symbols become spaces; every Han / kana character is a token (CJK
+   has no spaces and its characters carry words, so "the same word repeated" is the same character run);
 5. `repeated-lines`: lines that occur >= 3 times, or a block of lines repeated back to back, hold >= 50 % of
    the characters of the lines with a letter or digit (a paragraph looped twice within 100 tokens).
 Tuned on the paper's 65,816 released completions: the base models (command-r-base, command-r-plus-base)
@@ -95,7 +95,7 @@ def degeneracy_reason(text: str) -> str | None:
     if tandem_cover(chars, 24, 3, 6).mean() >= SHARE:
         return "repeated-chars"
     seq = _ids(tokens)
-    if 3 * len(set(tokens)) <= 2 * len(tokens) and tandem_cover(seq, 64, 3, 3).mean() >= SHARE:
+    if 3 * len(set(tokens)) <= 2 * len(tokens) and tandem_cover(seq, 64, 3, 4).mean() >= SHARE:
         return "repeated-tokens"  # (a tandem covering half the tokens needs half of them to be repeats)
     lines = [s for s in (_WS.sub(" ", x).strip() for x in clean.split("\n")) if s]
     if len(lines) >= 2:
@@ -169,7 +169,7 @@ def guard_flags(run: Sequence[Outcome], base: Sequence[Outcome] | None = None, *
         return flags
     for task in sorted({o.task for o in run} & {o.task for o in base}):
         ra, rb = [o for o in base if o.task == task], [o for o in run if o.task == task]
-        paired = sorted(o.id for o in ra) == sorted(o.id for o in rb)
+        paired = sorted((o.source, o.language, o.id) for o in ra) == sorted((o.source, o.language, o.id) for o in rb)
         langs = sorted({o.language for o in ra} & {o.language for o in rb})
         tests = []
         for lang in [None, *langs]:

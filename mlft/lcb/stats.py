@@ -362,25 +362,25 @@ def _select(outcomes: Sequence[Outcome], task: str | None, source: str | None, l
 
 
 def _pairs(a: list[Outcome], b: list[Outcome]) -> list[tuple[Outcome, Outcome]]:
+    """Match replies on (source, language, id): official CSV ids restart at 0 in every (source, language)
+    file, mlft's JSONL ids are unique anyway."""
     def index(outs, name):
-        ids: dict[str, Outcome] = {}
+        ids: dict[tuple[str, str, str], Outcome] = {}
         for o in outs:
-            if o.id in ids:
-                raise DataError(f"run {name}: id {o.id!r} appears more than once")
-            ids[o.id] = o
+            key = (o.source, o.language, o.id)
+            if key in ids:
+                raise DataError(f"run {name}: id {o.id!r} appears more than once in {o.source}/{o.language}")
+            ids[key] = o
         return ids
 
     ia, ib = index(a, "A"), index(b, "B")
     only_a, only_b = sorted(set(ia) - set(ib)), sorted(set(ib) - set(ia))
     if only_a or only_b:
-        parts = [f"{len(ids)} id(s) only in {name} (e.g. {', '.join(map(repr, ids[:5]))})"
-                 for name, ids in (("A", only_a), ("B", only_b)) if ids]
+        parts = [f"{len(keys)} id(s) only in {name} (e.g. "
+                 f"{', '.join(f'{i!r} ({s}/{lang})' for s, lang, i in keys[:5])})"
+                 for name, keys in (("A", only_a), ("B", only_b)) if keys]
         raise DataError("paired test needs the same prompts in both runs: " + "; ".join(parts))
-    pairs = [(ia[k], ib[k]) for k in ia]
-    for x, y in pairs:
-        if (x.source, x.language) != (y.source, y.language):
-            raise DataError(f"id {x.id!r} is {x.source}/{x.language} in A but {y.source}/{y.language} in B")
-    return pairs
+    return [(ia[k], ib[k]) for k in ia]
 
 
 def _defined(metric: str, outs: list[Outcome]) -> None:
@@ -400,7 +400,7 @@ def paired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr",
                 language: str | None = None, source: str | None = None, method: str = "bootstrap",
                 n: int = 10000, seed: int = 0, confidence: float = 0.95) -> PairedResult:
     """B - A for `metric` at the official row (task, source or "all", language or "all"), over the same
-    prompts (matched by id; a DataError names missing ids). See the module docstring for both methods."""
+    prompts (matched on source, language and id; a DataError names missing ones). Methods: module docstring."""
     _check_metric(metric, method)
     _check_confidence(confidence, n)
     task, sa = _select(a, task, source, language, "A")
