@@ -18,15 +18,19 @@ A reply is degenerate (`degeneracy_reason` says which rule fired, first match wi
    has no spaces and its characters carry words, so "the same word repeated" is the same character run);
 5. `repeated-lines`: lines that occur >= 3 times, or a block of lines repeated back to back, hold >= 50 % of
    the characters of the lines with a letter or digit (a paragraph looped twice within 100 tokens).
-Tuned on the paper's 65,816 released completions: the base models (command-r-base, command-r-plus-base)
-get ~25 % flagged (prompt echoes, loops), llama-3-instruct 1.8 % (its stripped non-Latin output), and
-gpt-4-turbo, gpt-3.5-turbo and command-r(+) none; a poem's refrain (lines repeated twice, not back to back),
-a title repeated in the first sentence, tables, lists and code are not flagged (tests/test_lcb_guard.py).
+Tuned on the paper's 65,816 released completions (~1 ms a reply): the base models command-r-base and
+command-r-plus-base get 26 % and 24 % flagged (prompt echoes, loops), llama-3-instruct 1.8 % (its stripped
+non-Latin output: 23 % of cross-lingual ko), llama-2-instruct and mistral-8x7b 0.1 % (U+FFFD runs, empty
+replies), gpt-4-turbo, gpt-3.5-turbo, command-r, command-r-plus and mistral-large none. Not flagged: a poem's
+refrain (lines repeated, not back to back), a title repeated in the first sentence, tables, lists, code,
+short answers ("No, no, no.", "42") -- see tests/test_lcb_guard.py.
 
 `guard_flags` flags a (task, language) row whose coverage is lower, or degeneracy higher, than a base run's
 beyond chance (paired bootstrap when both runs hold the same ids for the task, else independent resamples;
-Holm over the task's rows x 2 measures), and, optionally, a row whose interval lies wholly beyond an
-absolute limit (min_coverage, max_degeneracy).
+Holm over the task's rows x 2 measures), and a row whose whole interval lies beyond an absolute limit
+(defaults: coverage below 80 %, degeneracy above 5 %; None turns a limit off). On the paper's outputs the
+limits fire only for the base models and llama-3-instruct's cross-lingual ko/ja/zh (no strong model's
+language row has coverage under 90 %).
 """
 
 from __future__ import annotations

@@ -16,27 +16,32 @@ Intervals (`intervals`, `interval_rows`):
   as multinomial category counts: the same distribution as index resampling, O(categories) per resample.
   Each stratum of n_s replies is resampled with n_s - 1 draws (McCarthy & Snowden 1985): the bootstrap
   variance of a stratum mean is then s^2 / n_s instead of (n_s - 1) / n_s * s^2 / n_s, which matters for
-  strata of ~10 prompts (paired nulls: 6.8 % false positives with n_s draws, 5.3 % with n_s - 1).
+  strata of ~10 prompts (400 paired nulls, 150 prompts in 15 strata: 6.8 % false positives at the 5 % level
+  with n_s draws, 5.3 % with n_s - 1).
 - a single (source, language) group's LPR / WPR / coverage / degeneracy (`group_method="wilson"`, default):
   Wilson score interval on the group's own denominator. Groups are small (~100 replies) and often at 100 %
   LPR, where a percentile bootstrap collapses to [1, 1]; Wilson keeps a sensible width and near-nominal coverage
   (an empty denominator gives [0, 1]). WPR's denominator (counted, line-clean replies) is taken as fixed.
   Known limit: strata at 0 % or 100 % add no bootstrap variance, so aggregates over many such strata run
-  slightly narrow (see the coverage numbers in tests/test_lcb_stats.py).
+  slightly narrow. Measured over 1,000 simulated datasets (15 strata x 50 replies): 94.1 % coverage for
+  (all, all) LPR, 94.6 % for (all, lang), 95.3 % for a group's Wilson interval (tests/test_lcb_stats.py).
 
-Paired comparisons of two runs B and A over the same prompts (matched by id):
+Paired comparisons of two runs B and A over the same prompts (matched on source, language and id):
 - `method="bootstrap"`: resample prompt ids within strata, recompute both aggregates on the same resample;
   diff = B - A, percentile CI, two-sided p = 2 * min(P*(d <= 0), P*(d >= 0)) with the (1 + k) / (1 + n)
-  correction (the p-value that agrees with the CI: p < 1 - confidence iff 0 lies outside it).
+  correction (the p-value that agrees with the CI, up to resampling granularity: p < 1 - confidence
+  when 0 lies outside it).
 - `method="mcnemar"`: exact McNemar test on per-reply pass/fail (binomial test of the discordant pairs).
   Pairs are kept when the reply enters the metric's denominator in *both* runs: LPR needs counted in both,
   WPR counted and line-clean in both (non-Latin languages only), coverage and degeneracy keep every pair;
   the others are reported in `n_dropped` / `dropped`. diff is the pooled paired difference of pass rates over
   kept pairs (not the official unweighted aggregate: use the bootstrap for that); its CI is exact conditional
   on the number of discordant pairs (Clopper-Pearson on the share won by B).
+  Over 1,000 seeded nulls (150 prompts) the bootstrap rejects 5.6 % at the 5 % level, McNemar 3.3 %
+  (exact tests are conservative); a planted 20 pp LPR drop is found 97 % of the time.
 - `holm` / `paired_tests_by_language`: Holm's step-down adjustment for a family of per-language tests (valid
-  under any dependence, uniformly more powerful than Bonferroni): with 15 languages at 5 % each, about one
-  language in two comparisons of equal runs would otherwise show a "significant" change.
+  under any dependence, uniformly more powerful than Bonferroni): with 15 languages tested at 5 % each, more
+  than half of all comparisons of two equal runs would otherwise show some "significant" language.
 """
 
 from __future__ import annotations
