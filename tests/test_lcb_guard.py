@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mlft.completions import read_completions
+from mlft.errors import ConfigError
 from mlft.lcb.guard import degeneracy_reason, guard_flags, guard_rows, is_degenerate, tandem_cover
 
 NORMAL = {
@@ -152,6 +153,8 @@ def test_guard_flags_degenerate_file_that_lpr_scores_100(degenerate_file):
     # different prompts: unpaired comparison
     unpaired = guard_flags(run, base[:60], n=2000, min_coverage=None, max_degeneracy=None)
     assert unpaired and not any(f.paired for f in unpaired)
+    with pytest.raises(ConfigError, match="cannot show significance over 12 Holm-adjusted tests; use n >= 480"):
+        guard_flags(run, base, n=200)
 
 
 def test_guard_quiet_on_a_good_run(degenerate_file):

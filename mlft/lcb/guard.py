@@ -36,6 +36,7 @@ language row has coverage under 90 %).
 from __future__ import annotations
 
 import functools
+import math
 import re
 import unicodedata
 from collections import Counter
@@ -44,6 +45,7 @@ from typing import Sequence
 
 import numpy as np
 
+from mlft.errors import ConfigError
 from mlft.lcb.stats import Outcome, holm, intervals, paired_test, unpaired_test
 
 SHARE = 0.5  # a rule fires when its repeats cover at least this share of the text
@@ -175,6 +177,10 @@ def guard_flags(run: Sequence[Outcome], base: Sequence[Outcome] | None = None, *
         ra, rb = [o for o in base if o.task == task], [o for o in run if o.task == task]
         paired = sorted((o.source, o.language, o.id) for o in ra) == sorted((o.source, o.language, o.id) for o in rb)
         langs = sorted({o.language for o in ra} & {o.language for o in rb})
+        family = 2 * (1 + len(langs))
+        if family * 2 / (n + 1) >= alpha:  # the smallest bootstrap p, Holm-adjusted, could never pass
+            raise ConfigError(f"{n} resamples cannot show significance over {family} Holm-adjusted tests; "
+                              f"use n >= {math.ceil(2 * family / alpha)}")
         tests = []
         for lang in [None, *langs]:
             for metric in GUARD_METRICS:
