@@ -1,0 +1,186 @@
+"""The degeneracy detector (15 languages, lists, code, real replies), guard rows and flags on a file of degenerate
+replies that LPR alone scores 100 %, and the fluency proxy on the embedded model."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from mlft.completions import read_completions
+from mlft.errors import ConfigError
+from mlft.lcb.guard import degeneracy_reason, guard_flags, guard_rows, is_degenerate, tandem_cover
+
+NORMAL = {
+    "ar": "الطاقة المتجددة مهمة جدا لمستقبل كوكبنا. فهي تقلل من انبعاثات الكربون وتوفر فرص عمل جديدة في كثير من الدول.",
+    "de": "Erneuerbare Energien sind für die Zukunft unseres Planeten sehr wichtig. Sie senken den CO2-Ausstoß.",
+    "en": "Renewable energy matters for the future of our planet. It cuts carbon emissions and creates new jobs.",
+    "es": "La energía renovable es muy importante para el futuro del planeta. Reduce las emisiones de carbono.",
+    "fr": "Les énergies renouvelables sont essentielles pour l'avenir de notre planète. Elles réduisent les émissions.",
+    "hi": "नवीकरणीय ऊर्जा हमारे ग्रह के भविष्य के लिए बहुत महत्वपूर्ण है। यह कार्बन उत्सर्जन को कम करती है।",
+    "id": "Energi terbarukan sangat penting bagi masa depan planet kita. Energi ini mengurangi emisi karbon.",
+    "it": "Le energie rinnovabili sono molto importanti per il futuro del nostro pianeta. Riducono le emissioni.",
+    "ja": "再生可能エネルギーは地球の未来にとってとても重要です。炭素の排出を減らし、多くの国で新しい雇用を生み出します。",
+    "ko": "재생 에너지는 우리 지구의 미래에 매우 중요합니다. 탄소 배출을 줄이고 많은 나라에서 새로운 일자리를 만듭니다.",
+    "pt": "A energia renovável é muito importante para o futuro do nosso planeta. Ela reduz as emissões de carbono.",
+    "ru": "Возобновляемая энергия очень важна для будущего нашей планеты. Она сокращает выбросы углерода.",
+    "tr": "Yenilenebilir enerji gezegenimizin geleceği için çok önemlidir. Karbon salımını azaltır.",
+    "vi": "Năng lượng tái tạo rất quan trọng đối với tương lai của hành tinh chúng ta. Nó giảm khí thải carbon.",
+    "zh": "可再生能源对我们星球的未来非常重要。它可以减少碳排放，并在许多国家创造新的就业机会。哈哈，这是真的。",
+}
+OTHER_NORMAL = [
+    "Here are five ideas:\n1. Plant a tree\n2. Cycle to work\n3. Eat less meat\n4. Turn off the lights\n5. Reuse bags",
+    "- Yes\n- No\n- Maybe\n- Later",
+    "```python\ndef add(a, b):\n    return a + b\n\nfor i in range(10):\n    print(add(i, i))\n```",
+    "x = 0\ny = 0\nz = 0\nprint(x + y + z)",
+    "| Name | Age |\n|------|-----|\n| Ana  | 31  |\n| Ben  | 27  |",
+    "================\nSummary\n================\nThe meeting moved to Tuesday because the room was booked.",
+    "Yes.", "42", "OK", "No, no, no.", "1,000,000", "ありがとうございます。とても嬉しいです。またよろしくお願いします。",
+    "Very, very, very good question! Let me explain how photosynthesis works and why it matters.",
+    "Шаг 1: откройте файл.\nШаг 2: сохраните файл.\nШаг 3: закройте файл.",
+    # a refrain (lines repeated, not back to back), a title repeated in the text, a table repeating a cell
+    "고양이가 쥐를 쫓아\n개가 짖어 울어\n쥐가 피해 도망가\n개가 쫓아가며 짖어\n고양이가 쥐를 잡아\n개가 짖어 울어\n"
+    "쥐가 피해 도망가\n개가 쫓아가며 짖어\n고",
+    "स्वस्थ खान-पान का महत्व\n\nस्वस्थ खान-पान का महत्व आजकल किसी को भी नहीं छूकता है। एक स्वस्थ आहार हमारे शरीर क",
+    '展览标题\t主题\t策展人\n"中国明清绘画"\t中国明清绘画\t李明\n"古埃及文明"\t古埃及文明\t王小红\n"古希腊雕塑"\t古希腊雕塑\t张伟',
+]
+DEGENERATE = {
+    "": "empty", "  \n\t ": "empty", '""""""': "no-words", ", . , . , . , . , .": "no-words",
+    "```\n\n```\n\n```": "no-words", "itititititititit": "repeated-chars", "ababababab": "repeated-chars",
+    "!!!!!!!!!!!!!!!!!!!!! ok": "repeated-chars", "哈哈哈哈哈哈哈哈哈哈": "repeated-chars",
+    "1. 1. 1. 1. 1. 1. 1. 1.": "repeated-chars", "\ufffd" * 40: "no-words",
+    "Here is a story in Korean:\n\n" + "\ufffd" * 80: "repeated-chars",
+    "the the the the the the the the": "repeated-chars", "AI\n\n\n\nAI\n\n\n\nAI\n\n\n\nAI\n\n\n\nAI": "repeated-chars",
+    "校园贷有什么坏处？\n" * 6: "repeated-chars",
+    "The cat sat. The cat sat! The cat sat? The cat sat, the cat": "repeated-tokens",
+    ("我们应该保护环境，因为环境很重要。" + "我们应该保护环境，因为环境很重要！") * 2: "repeated-tokens",
+    "क्या होता है जब माँ का घर नहीं आता? " * 4: "repeated-tokens",
+    "Gini index wa kakutoku no kakute no sai o kakute iru kakutoku no kakute no sai o kakute iru kakutoku no kakute "
+    "no sai o kakute iru kakutoku no": "repeated-tokens",
+    "I'm not sure what the answer is, but I think the question is about your favorite sport and hobby.\n"
+    "I'm not sure what the answer is, but I think the question is about your favorite sport and hobby.\nI'm":
+        "repeated-lines",
+    "Write a letter to the editor of your local newspaper about recycling.\nWrite a letter to your local government.\n"
+    "Write a letter to the editor of your local newspaper about recycling.\nWrite a letter to your local government.":
+        "repeated-lines",
+    "Organic food\n1.\nOrganic food\n2.\nOrganic food\n3.\nOrganic food": "repeated-lines",
+}
+
+
+def test_tandem_cover():
+    seq = np.array([5, 1, 2, 1, 2, 1, 2, 9])
+    assert tandem_cover(seq, 4, 3, 6).tolist() == [False] + [True] * 6 + [False]
+    assert not tandem_cover(seq, 4, 4, 6).any()  # only 3 copies of (1, 2)
+    assert not tandem_cover(np.array([1, 2, 3]), 4, 3, 2).any()
+
+
+def test_degenerate_replies_are_flagged():
+    for text, reason in DEGENERATE.items():
+        assert degeneracy_reason(text) == reason, text
+
+
+def test_normal_replies_are_not_flagged():
+    for lang, text in NORMAL.items():
+        assert degeneracy_reason(text) is None, lang
+    for text in OTHER_NORMAL:
+        assert degeneracy_reason(text) is None, text
+
+
+def test_real_replies(shared):
+    """The first 8 replies per (task, language) of three strong models: none flagged (none of their 19,758
+    replies is); a base model that echoes and loops: >= 15 % of its first 600 (26 % of all)."""
+    out = shared / "lcb" / "outputs"
+    for model in ("gpt-4-turbo", "command-r-plus", "mistral-large"):
+        seen: dict = {}
+        for c in read_completions(out / f"{model}.csv"):
+            key = (c.task, c.language)
+            if seen.get(key, 0) < 8:
+                seen[key] = seen.get(key, 0) + 1
+                assert not is_degenerate(c.completion), (model, c.id, c.completion)
+        assert len(seen) == 29  # crosslingual has no English target
+    base = read_completions(out / "command-r-base.csv")[:600]
+    assert sum(is_degenerate(c.completion) for c in base) >= 90
+
+
+@pytest.fixture(scope="module")
+def degenerate_file(shared, tmp_path_factory):
+    """A base run (real gpt-4-turbo replies) and a run of degenerate replies for the same 90 prompts, both
+    scored by the real scorer (bundled fastText model)."""
+    from mlft.lcb.metrics import ScoreOptions
+    from mlft.lcb.scoring import analyze_all, load_resources, score_completions
+    from mlft.lcb.stats import outcomes_from
+
+    # none has a line of >= 5 tokens in any of the five languages (jieba would count "ok ok ok", with its spaces)
+    junk = ["", "itititititititit", '""""""', "哈哈哈哈", "lalalalalala", "\n\n", "..........", "ababababab"]
+    base, seen = [], {}
+    for c in read_completions(shared / "lcb" / "outputs" / "gpt-4-turbo.csv"):
+        if c.task == "monolingual" and c.language in ("ar", "en", "fr", "ja", "zh") and seen.get(c.language, 0) < 18:
+            seen[c.language] = seen.get(c.language, 0) + 1
+            base.append(c)
+    path = tmp_path_factory.mktemp("guard") / "degenerate.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        for i, c in enumerate(base):
+            fh.write(json.dumps({"id": c.id, "task": c.task, "source": c.source, "language": c.language,
+                                 "model": "junk", "completion": junk[i % len(junk)]}, ensure_ascii=False) + "\n")
+    run = read_completions(path)
+    lid, words = load_resources("ftz", shared / "lcb" / "words")
+    scored = {}
+    for name, comps in (("base", base), ("run", run)):
+        results = analyze_all([(c.completion, c.language) for c in comps], lid, words, ScoreOptions(), workers=1)
+        scored[name] = (outcomes_from(comps, results),
+                        score_completions(comps, lid=lid, words=shared / "lcb" / "words", workers=1))
+    return scored
+
+
+def test_guard_flags_degenerate_file_that_lpr_scores_100(degenerate_file):
+    run, report = degenerate_file["run"]
+    base, base_report = degenerate_file["base"]
+    assert all(r["lpr"] == 1.0 for r in report.rows)  # LPR alone: a perfect score
+    assert report.headline("monolingual", "junk")["lpr"] == 1.0
+    assert base_report.headline("monolingual", "gpt-4-turbo")["lpr"] < 1.0
+    rows = {r["language"]: r for r in guard_rows(run, n=2000)}
+    assert rows["all"]["coverage"] == 0.0 and rows["all"]["degeneracy"] == 1.0 and rows["all"]["n"] == 90
+    assert rows["all"]["lpr"] == 1.0
+    flags = guard_flags(run, base, n=2000)
+    paired = {(f.language, f.metric) for f in flags if f.paired}
+    assert {("all", "coverage"), ("all", "degeneracy")} <= paired
+    assert {lang for lang, m in paired if m == "coverage"} == {"all", "ar", "en", "fr", "ja", "zh"}
+    top = next(f for f in flags if f.paired and f.language == "all" and f.metric == "coverage")
+    assert top.diff < -0.9 and top.ci_high < 0 and top.p_adjusted < 0.05 and "vs base" in top.reason
+    # no base: absolute limits still flag it
+    alone = {(f.language, f.metric) for f in guard_flags(run, n=2000)}
+    assert {("all", "coverage"), ("all", "degeneracy")} <= alone
+    # different prompts: unpaired comparison
+    unpaired = guard_flags(run, base[:60], n=2000, min_coverage=None, max_degeneracy=None)
+    assert unpaired and not any(f.paired for f in unpaired)
+    with pytest.raises(ConfigError, match="cannot show significance over 12 Holm-adjusted tests; use n >= 480"):
+        guard_flags(run, base, n=200)
+
+
+def test_guard_quiet_on_a_good_run(degenerate_file):
+    base, _ = degenerate_file["base"]
+    assert guard_flags(base, base, n=2000) == []
+    rows = guard_rows(base, n=2000)
+    assert all(r["coverage_ci_low"] <= r["coverage"] <= r["coverage_ci_high"] for r in rows)
+    assert {r["language"] for r in rows} == {"all", "ar", "en", "fr", "ja", "zh"}
+
+
+def test_fluency_proxy(embedded_model):
+    from mlft.lcb.fluency import reply_nll
+
+    model, tok = embedded_model
+    msgs = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
+    good = "The capital of France is Paris, which is also its largest city."
+    words = good.split()
+    random.Random(0).shuffle(words)
+    prompts = [msgs, msgs, msgs, "Question: What is the capital of France?\nAnswer:", msgs, None, msgs, msgs]
+    replies = [good, "itititititititit", " ".join(words), " The capital of France is Paris.", "",
+               "Hello world, this is a test.", "   ", "Paris."]
+    one = [reply_nll(model, tok, [p], [r])[0] for p, r in zip(prompts, replies)]
+    assert one[4] is None and one[6] is None
+    assert one[0] < 2.0 and one[1] > one[0] + 3 and one[2] > one[0] + 3
+    for side in ("right", "left"):
+        batched = reply_nll(model, tok, prompts, replies, batch_size=3, padding_side=side)
+        assert [b is None for b in batched] == [o is None for o in one]
+        assert np.allclose([b for b in batched if b is not None], [o for o in one if o is not None], atol=1e-4)
+    assert not model.training
