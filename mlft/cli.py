@@ -48,7 +48,13 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     setup_console()
     parser = make_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # key=value overrides after an option (`mlft eval S --out d per_group=1`): argparse leaves them
+        if isinstance(getattr(args, "overrides", None), list) and all("=" in e and not e.startswith("-")
+                                                                        for e in extra):
+            args.overrides = [*args.overrides, *extra]
+        else:
+            parser.parse_args(argv)  # the usual error message and exit code
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from mlft.errors import DataError
+from mlft.errors import ConfigError, DataError
 from mlft.constants import TASKS
-from mlft.languages import LANGUAGES
+from mlft.languages import LANGUAGES, check_scorable
 
 REQUIRED = ("task", "source", "language", "completion")
 
@@ -51,8 +51,10 @@ def _check(rec: dict, where: str, default_model: str) -> Completion:
         if key not in rec:
             raise DataError(f"{where}: missing field {key!r}")
     if rec["language"] not in LANGUAGES:
-        raise DataError(f"{where}: unknown language code {rec['language']!r}; "
-                        f"valid: {', '.join(sorted(LANGUAGES))}")
+        try:
+            check_scorable(str(rec["language"]), f"{where}: field 'language'")
+        except ConfigError as exc:
+            raise DataError(str(exc)) from None
     if rec["task"] not in TASKS:
         raise DataError(f"{where}: unknown task {rec['task']!r}; valid: {', '.join(TASKS)}")
     completion = rec["completion"]

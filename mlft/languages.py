@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mlft.errors import ConfigError
+
 
 # ISO 639-1 code -> English name (as used in the cross-lingual "Reply in X." instructions).
 LANGUAGES: dict[str, str] = {
@@ -35,3 +37,22 @@ def check_language(code: str, where: str = "language") -> str:
 
 def language_name(code: str) -> str:
     return LANGUAGES[check_language(code)]
+
+
+def lid_labels() -> frozenset[str]:
+    """Every language the configured fastText LID model can name (176 for lid.176): scorable languages."""
+    from mlft.lcb.langid import LanguageIdentifier
+
+    return LanguageIdentifier.cached(None).labels
+
+
+def check_scorable(code: str, where: str = "language") -> str:
+    """`code` if LCB scores it: one of the 15 LCB languages, or any other language the LID model knows (scored
+    by the official rules: LPR by line-level LID; WPR stays defined for the six non-Latin LCB languages only)."""
+    if code in LANGUAGES or code in lid_labels():
+        return code
+    from mlft.config import did_you_mean
+
+    raise ConfigError(f"{where}: language {code!r} is unknown to the language-ID model "
+                      f"({len(lid_labels())} languages){did_you_mean(str(code), lid_labels())}; use its ISO 639 code "
+                      "as fastText names it (e.g. bg, cs, fi, sw)")

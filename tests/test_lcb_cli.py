@@ -69,7 +69,7 @@ def test_score_formats(capsys, tmp_path):
 @pytest.mark.parametrize("name,content,expect", [
     ("nocol.csv", "id,model,text,task,source,language\n0,m,hi,monolingual,okapi,fr\n", "missing column(s) 'completion'"),
     ("lang.csv", "id,model,completion,task,source,language\n0,m,hi,monolingual,okapi,fr\n1,m,hi,monolingual,okapi,xx\n",
-     "row 2 (line 3): unknown language code 'xx'"),
+     "row 2 (line 3): field 'language': language 'xx' is unknown to the language-ID model"),
     ("empty.csv", "", "file is empty"),
     ("bad.jsonl", '{"id": 1, "task": "monolingual", "source": "s", "language": "fr", "completion": "x"}\n{oops\n',
      "line 2: invalid JSON"),

@@ -19,6 +19,8 @@ def add_parser(sub) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="suite overrides, e.g. per_group=1 "
                    "decoding.max_new_tokens=20 languages=[de,zh]")
     p.add_argument("--out", default=None, help="output folder (default runs/eval/<suite>/<model>)")
+    p.add_argument("--prompts", metavar="FILE", help="lcb suites: your own prompt file instead of LCB (same as "
+                   "the override prompts=FILE)")
     p.add_argument("--format", default="markdown", choices=["markdown", "csv"], help="printed table format")
     add_model_args(p)
     p.set_defaults(func=run)
@@ -26,7 +28,8 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     check_backend(args.backend, "--backend")
-    suite = load_suite(args.suite, args.overrides)
+    overrides = [*args.overrides, *([f"prompts={args.prompts}"] if args.prompts else [])]
+    suite = load_suite(args.suite, overrides)
     model = args.model or (DEFAULT_MODEL if args.backend == "hf" else None)
     out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
     result = run_suite(suite, model_ref=model, backend=args.backend, out_dir=out, progress=not args.no_progress,

@@ -51,6 +51,8 @@ def add_parser(sub) -> None:
     p.add_argument("--per-group", type=int, help="seeded sample of at most N prompts per task/source/language")
     p.add_argument("--seed", type=int, default=0, help="sample seed")
     p.add_argument("--data", help="LCB test_sets.zip or folder (default: $MLFT_LCB_DATA / cache / download)")
+    p.add_argument("--prompts", metavar="FILE", help="your own prompts instead of LCB: JSONL or CSV with id, prompt, "
+                   "language[, task, source]; any language the LID model knows")
     p.add_argument("--max-new-tokens", type=int, default=100)
     p.add_argument("--temperature", type=float, default=0.3, help="0 = greedy")
     p.add_argument("--top-p", type=float, default=0.75, help="nucleus: smallest set with cumulative prob >= p")
@@ -82,7 +84,8 @@ def run(args) -> int:
     check_backend(args.backend, "--backend")
     opts = from_dict(lcb.LcbOptions, {
         "tasks": args.task or list(TASKS), "sources": args.source, "languages": args.language,
-        "per_group": args.per_group, "seed": args.seed, "data": args.data, "batch_size": args.batch_size,
+        "per_group": args.per_group, "seed": args.seed, "data": args.data, "prompts": args.prompts,
+        "batch_size": args.batch_size,
         "token_stats": args.token_stats, "interventions": parse_interventions(args.intervention),
         "decoding": {"max_new_tokens": args.max_new_tokens, "temperature": args.temperature, "top_p": args.top_p,
                      "top_k": args.top_k, "num_beams": args.num_beams, "seed": _seed(args.decoding_seed)},

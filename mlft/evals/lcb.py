@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mlft.completions import Completion, write_official_csv
@@ -23,8 +24,8 @@ from mlft.evals.registry import EvalKind, KindOutput
 from mlft.generation.decoding import Decoding
 from mlft.generation.interventions import build_interventions
 from mlft.generation.prompting import Prompting
-from mlft.languages import check_language
-from mlft.lcb.data import SOURCES, load_prompts, stratified_sample
+from mlft.languages import check_language, check_scorable
+from mlft.lcb.data import SOURCES, load_prompt_file, load_prompts, stratified_sample
 
 
 @dataclass
@@ -46,6 +47,9 @@ class LcbOptions:
     seed: int = field(default=0, metadata={"help": "seed of the stratified sample"})
     data: str | None = field(default=None, metadata={
         "help": "LCB test_sets.zip or folder (null: $MLFT_LCB_DATA, the cache, else download)"})
+    prompts: str | None = field(default=None, metadata={
+        "help": "a prompt file of your own instead of LCB (JSONL/CSV: id, prompt, language[, task, source]); "
+                "tasks / sources / languages / per_group still filter it"})
     decoding: Decoding = field(default_factory=Decoding, metadata={"help": "decoding settings (paper defaults)"})
     prompting: Prompting = field(default_factory=Prompting, metadata={"help": "chat / qa / raw, few-shot"})
     interventions: list[dict] = field(default_factory=list, metadata={
@@ -86,10 +90,14 @@ def validate(o: LcbOptions, where: str) -> None:
     for i, t in enumerate(o.tasks):
         check_choice(t, TASKS, "task", f"{where}: tasks[{i}]")
     for i, lang in enumerate(o.languages or []):
-        check_language(lang, f"{where}: languages[{i}]")
-    valid_sources = {s for t in o.tasks for pair in SOURCES[t].items() for s in pair}
-    for i, s in enumerate(o.sources or []):
-        check_choice(s, valid_sources, "source", f"{where}: sources[{i}]")
+        (check_scorable if o.prompts else check_language)(lang, f"{where}: languages[{i}]")
+    if o.prompts is not None:
+        if not Path(o.prompts).is_file():
+            raise ConfigError(f"{where}: prompts: file not found: {o.prompts}")
+    else:
+        valid_sources = {s for t in o.tasks for pair in SOURCES[t].items() for s in pair}
+        for i, s in enumerate(o.sources or []):
+            check_choice(s, valid_sources, "source", f"{where}: sources[{i}]")
     if o.per_group is not None and o.per_group < 1:
         raise ConfigError(f"{where}: per_group: must be >= 1 or null, got {o.per_group}")
     if o.batch_size < 1:
@@ -103,7 +111,14 @@ def validate(o: LcbOptions, where: str) -> None:
 
 
 def select_prompts(o: LcbOptions):
-    prompts = load_prompts(o.tasks, o.sources, o.languages, path=o.data)
+    if o.prompts is not None:
+        prompts = [p for p in load_prompt_file(o.prompts) if p.task in o.tasks
+                   and (not o.sources or p.source in o.sources) and (not o.languages or p.language in o.languages)]
+        if not prompts:
+            raise ConfigError(f"{o.prompts}: no prompts left after the suite's filters (tasks {o.tasks}, sources "
+                              f"{o.sources}, languages {o.languages}); override them, e.g. sources=null languages=null")
+    else:
+        prompts = load_prompts(o.tasks, o.sources, o.languages, path=o.data)
     if o.per_group:
         prompts = stratified_sample(prompts, o.per_group, o.seed)
     return prompts

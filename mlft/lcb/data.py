@@ -125,6 +125,70 @@ def load_prompts(
     return prompts
 
 
+PROMPT_FIELDS = ("id", "prompt", "language")
+
+
+def load_prompt_file(path: str | Path) -> list[Prompt]:
+    """A prompt set of your own: JSONL or CSV with `id, prompt, language` and optional `task` (default
+    monolingual), `source` (default: the file's stem), `location`, `phrasing`. Any language the LID model knows
+    can be scored. Every bad row is named (file, line/row, field)."""
+    import json
+
+    from mlft.languages import check_scorable
+
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: prompt file not found")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc})") from None
+    rows: list[tuple[str, dict]] = []
+    if path.suffix.lower() in (".jsonl", ".json") or text.lstrip().startswith("{"):
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}: line {n}: invalid JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise DataError(f"{path}: line {n}: expected a JSON object")
+            rows.append((f"line {n}", rec))
+    else:
+        reader = csv.DictReader(io.StringIO(text, newline=None))
+        missing = [c for c in PROMPT_FIELDS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DataError(f"{path}: missing column(s) {', '.join(missing)} (header: "
+                            f"{', '.join(reader.fieldnames or [])}); expected id, prompt, language[, task, source]")
+        rows = [(f"row {reader.line_num - 1}", dict(r)) for r in reader]
+    prompts, seen = [], {}
+    for where, rec in rows:
+        w = f"{path}: {where}"
+        for key in PROMPT_FIELDS:
+            if rec.get(key) in (None, ""):
+                raise DataError(f"{w}: missing field {key!r}")
+        if not isinstance(rec["prompt"], str) or not rec["prompt"].strip():
+            raise DataError(f"{w}: field 'prompt' must be non-empty text")
+        task = rec.get("task") or "monolingual"
+        if task not in TASKS:
+            raise DataError(f"{w}: field 'task': unknown task {task!r}; valid: {', '.join(TASKS)}")
+        try:
+            language = check_scorable(str(rec["language"]), f"{w}: field 'language'")
+        except ConfigError as exc:
+            raise DataError(str(exc)) from None
+        pid = str(rec["id"])
+        if pid in seen:
+            raise DataError(f"{w}: duplicate id {pid!r} (first at {seen[pid]})")
+        seen[pid] = where
+        prompts.append(Prompt(id=pid, task=task, source=str(rec.get("source") or path.stem), language=language,
+                              prompt=rec["prompt"], location=rec.get("location") or None,
+                              phrasing=rec.get("phrasing") or None))
+    if not prompts:
+        raise DataError(f"{path}: no prompts in file")
+    return prompts
+
+
 def stratified_sample(prompts: list[Prompt], per_group: int, seed: int = 0) -> list[Prompt]:
     """A seeded sample of at most `per_group` prompts per (task, source, language), order kept."""
     groups: dict[tuple, list[Prompt]] = defaultdict(list)

