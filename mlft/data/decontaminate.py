@@ -91,6 +91,7 @@ class DecontaminationReport:
     dropped: Counter = field(default_factory=Counter)    # (source, language, reason) -> rows dropped
     phrasing: Counter = field(default_factory=Counter)   # (source, language) -> rows with an LCB template
     templates: Counter = field(default_factory=Counter)  # LCB template -> rows
+    phrasing_kept: int = 0                               # rows with an LCB template that stayed in the mix
     examples: list[dict] = field(default_factory=list)
     phrasing_examples: list[dict] = field(default_factory=list)
 
@@ -111,6 +112,7 @@ class DecontaminationReport:
         if template and self.phrasing_action == "drop":
             self.dropped[(source, language, "phrasing")] += 1
             return True
+        self.phrasing_kept += bool(template)
         return False
 
     def total_dropped(self, reason: str | None = None) -> int:
@@ -129,6 +131,7 @@ class DecontaminationReport:
                 "dropped": {"exact": self.total_dropped("exact"), "ngram": self.total_dropped("ngram"),
                             "phrasing": self.total_dropped("phrasing"), "total": self.total_dropped()},
                 "phrasing_overlap": {"action": self.phrasing_action, "rows": sum(self.phrasing.values()),
+                                     "kept": self.phrasing_kept,
                                      "by_template": {t: self.templates[t] for t in LCB_TEMPLATES},
                                      "examples": self.phrasing_examples},
                 "by_source": by_source, "examples": self.examples}

@@ -177,7 +177,7 @@ def check_disjoint(phrasings: dict[str, tuple[str, ...]] = PHRASINGS, names: dic
         for phrasing in group:
             if "{language}" not in phrasing:
                 raise ConfigError(f"{__name__}.PHRASINGS[{lang!r}]: {phrasing!r} has no {{language}} slot")
-            for name in set(names[lang].values()) | set(LANGUAGES.values()):
+            for name in dict.fromkeys([*names[lang].values(), *LANGUAGES.values()]):  # own names first
                 hit = index.find(phrasing.format(language=name))
                 if hit:
                     raise ConfigError(
