@@ -93,7 +93,8 @@ def test_an_overlapping_phrasing_fails_at_import():
     from mlft.data import phrasings
 
     source = Path(phrasings.__file__).read_text(encoding="utf-8")
-    edited = source.replace('"en": ("{language} only, please.",', '"en": ("Write in {language}.", "{language} only, please.",')
+    first = '"en": ("{language} only, please.",'
+    edited = source.replace(first, first.replace("(", '("Write in {language}.", '))
     assert edited != source
     with pytest.raises(ConfigError, match=r"'Write in \{language\}\.' .* 'write in \{language_requested\}'"):
         exec(compile(edited, phrasings.__file__, "exec"), {"__name__": "mlft.data.phrasings_edited"})
@@ -179,7 +180,8 @@ def test_heldout_prompt_file(tmp_path, shared, lid):
     n = len(heldout_items())
     assert len(rows) == n * 15 + n * 14 and len({r["id"] for r in rows}) == len(rows)
     prompts = [Prompt(**r) for r in rows]  # the fields of an LCB prompt, so evaluation code can read them
-    assert {p.task for p in prompts} == {"monolingual", "crosslingual"} and {p.source for p in prompts} == {"mlft_heldout"}
+    assert {p.task for p in prompts} == {"monolingual", "crosslingual"}
+    assert {p.source for p in prompts} == {"mlft_heldout"}
     index = PhrasingIndex()
     lcb = LcbIndex(load_prompts(path=shared / "lcb" / "test_sets.zip"), 13)
     combos = Counter()
