@@ -58,8 +58,8 @@ def test_injected_lcb_prompts_are_dropped_and_counted(tmp_path, shared, lcb):
     report = json.loads((tmp_path / "run" / "mix" / "decontamination.json").read_text())
     assert report["lcb_prompts"] == len(lcb) == 6586
     assert report["inspected"] == len(rows)
-    assert report["dropped"] == {"exact": 2, "ngram": 2, "total": 4}
-    assert report["by_source"]["local"]["zh"] == {"inspected": 3, "exact": 0, "ngram": 1}
+    assert report["dropped"] == {"exact": 2, "ngram": 2, "phrasing": 0, "total": 4}
+    assert report["by_source"]["local"]["zh"] == {"inspected": 3, "exact": 0, "ngram": 1, "phrasing": 0}
     hits = {e["id"]: (e["reason"], e["lcb_id"]) for e in report["examples"]}
     assert hits["local:6"] == ("exact", "monolingual/aya_human_annotated/en/9")
     assert hits["local:8"] == ("ngram", "monolingual/aya_human_annotated/en/9")

@@ -6,6 +6,11 @@ Two checks on the user turns of each row, after normalisation (NFKC, case-folded
           Chinese/Japanese ideographs and kana), which catches near-copies and prompts embedded in longer text.
 Rows are inspected lazily (in each cell's seeded order, until the cell is full), so the report counts the
 rows actually looked at; LCB prompts shorter than `n` units are caught by the exact check only.
+
+Phrasing overlap: user turns containing one of LCB's eight cross-lingual request templates filled with an
+English language name ("respond in Korean", and the bare "in Korean") are counted per source, language and
+template (mlft.data.phrasings); `decontaminate.phrasings: drop` also drops them. mlft's cross-lingual
+training rows never contain one, so their count is 0; natural data (UltraChat...) may.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from dataclasses import dataclass, field
 
 from mlft.data.mix_config import DecontaminationConfig
 from mlft.data.normalize import prompt_turns
-from mlft.data.text import normalize_text, units
+from mlft.data.phrasings import LCB_TEMPLATES, PhrasingIndex
+from mlft.data.text import units
 from mlft.errors import ConfigError, MlftError
 from mlft.lcb.data import load_prompts
 
@@ -29,9 +35,11 @@ def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
 class LcbIndex:
     """Normalised LCB prompts and their n-grams, each mapped to one LCB prompt id (for the report)."""
 
-    def __init__(self, prompts, n: int):
+    def __init__(self, prompts, n: int, drop_phrasings: bool = False):
         self.n = n
         self.size = len(prompts)
+        self.phrasings = PhrasingIndex()
+        self.drop_phrasings = drop_phrasings
         self.exact: dict[str, str] = {}
         self.grams: dict[tuple[str, ...], str] = {}
         for p in prompts:
@@ -53,6 +61,10 @@ class LcbIndex:
                     return "ngram", self.grams[g]
         return None
 
+    def phrasing(self, example: dict) -> str | None:
+        """The LCB request template in a user turn of `example`, else None."""
+        return self.phrasings.match(example)
+
 
 def build_index(cfg: DecontaminationConfig, where: str) -> LcbIndex | None:
     """The index of the configured LCB prompts, or None when decontamination is off."""
@@ -64,7 +76,7 @@ def build_index(cfg: DecontaminationConfig, where: str) -> LcbIndex | None:
         raise type(exc)(f"{where}.decontaminate.lcb_path: {exc}") from None
     if not prompts:
         raise ConfigError(f"{where}.decontaminate: no LCB prompts found for tasks {cfg.tasks}")
-    return LcbIndex(prompts, cfg.ngram)
+    return LcbIndex(prompts, cfg.ngram, drop_phrasings=cfg.phrasings == "drop")
 
 
 @dataclass
@@ -74,16 +86,34 @@ class DecontaminationReport:
     enabled: bool
     ngram: int
     lcb_prompts: int = 0
+    phrasing_action: str = "report"
     inspected: Counter = field(default_factory=Counter)  # (source, language) -> rows looked at
     dropped: Counter = field(default_factory=Counter)    # (source, language, reason) -> rows dropped
+    phrasing: Counter = field(default_factory=Counter)   # (source, language) -> rows with an LCB template
+    templates: Counter = field(default_factory=Counter)  # LCB template -> rows
+    phrasing_kept: int = 0                               # rows with an LCB template that stayed in the mix
     examples: list[dict] = field(default_factory=list)
+    phrasing_examples: list[dict] = field(default_factory=list)
 
-    def record(self, source: str, language: str, row_id: str, hit: tuple[str, str] | None) -> None:
+    def record(self, source: str, language: str, row_id: str, hit: tuple[str, str] | None,
+               template: str | None = None) -> bool:
+        """Count one inspected row; True when it is dropped."""
         self.inspected[(source, language)] += 1
+        if template:
+            self.phrasing[(source, language)] += 1
+            self.templates[template] += 1
+            if len(self.phrasing_examples) < MAX_EXAMPLES:
+                self.phrasing_examples.append({"id": row_id, "template": template})
         if hit:
             self.dropped[(source, language, hit[0])] += 1
             if len(self.examples) < MAX_EXAMPLES:
                 self.examples.append({"id": row_id, "reason": hit[0], "lcb_id": hit[1]})
+            return True
+        if template and self.phrasing_action == "drop":
+            self.dropped[(source, language, "phrasing")] += 1
+            return True
+        self.phrasing_kept += bool(template)
+        return False
 
     def total_dropped(self, reason: str | None = None) -> int:
         return sum(n for (_, _, r), n in self.dropped.items() if reason in (None, r))
@@ -91,12 +121,17 @@ class DecontaminationReport:
     def to_dict(self) -> dict:
         by_source: dict = {}
         for (src, lang), n in sorted(self.inspected.items()):
-            cell = by_source.setdefault(src, {}).setdefault(lang, {"inspected": n, "exact": 0, "ngram": 0})
-            cell["inspected"] = n
+            by_source.setdefault(src, {})[lang] = {"inspected": n, "exact": 0, "ngram": 0,
+                                                   "phrasing": self.phrasing[(src, lang)]}
         for (src, lang, reason), n in self.dropped.items():
-            by_source[src][lang][reason] = n
+            if reason != "phrasing":
+                by_source[src][lang][reason] = n
         return {"enabled": self.enabled, "ngram": self.ngram, "lcb_prompts": self.lcb_prompts,
                 "inspected": sum(self.inspected.values()),
                 "dropped": {"exact": self.total_dropped("exact"), "ngram": self.total_dropped("ngram"),
-                            "total": self.total_dropped()},
+                            "phrasing": self.total_dropped("phrasing"), "total": self.total_dropped()},
+                "phrasing_overlap": {"action": self.phrasing_action, "rows": sum(self.phrasing.values()),
+                                     "kept": self.phrasing_kept,
+                                     "by_template": {t: self.templates[t] for t in LCB_TEMPLATES},
+                                     "examples": self.phrasing_examples},
                 "by_source": by_source, "examples": self.examples}

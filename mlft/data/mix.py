@@ -2,7 +2,8 @@
 
 Order of work in build_mix: load each source -> for every (source, language) cell walk its rows in a seeded
 random order, skipping malformed rows and rows matching an LCB test prompt, until the cell's row count is
-reached (reusing rows only with `allow_replacement`) -> shuffle the whole mix -> write
+reached (reusing rows only with `allow_replacement`; rows with LCB's request phrasings are counted, and
+dropped with `decontaminate.phrasings: drop`) -> shuffle the whole mix -> write
 out_dir/mix/{train.jsonl, stats.json, decontamination.json, mix.yaml}.
 """
 
@@ -33,7 +34,7 @@ def build_mix(mix: MixConfig, out_dir: str | Path, kind: str | None = None, toke
         raise ConfigError(f"{where}.kind: the mix holds {mix.kind} rows but a {kind} run was asked for")
     index = build_index(mix.decontaminate, where)
     report = DecontaminationReport(mix.decontaminate.enabled, mix.decontaminate.ngram,
-                                   index.size if index else 0)
+                                   index.size if index else 0, mix.decontaminate.phrasings)
     counts = mix.counts()
     rows: list[dict] = []
     for i, src in enumerate(mix.sources):
@@ -64,8 +65,8 @@ def _sample_cell(pool: Pool, src: SourceConfig, lang: str | None, n: int, seed: 
             continue
         code = pool.languages[k]
         hit = index.match(example) if index else None
-        report.record(src.name, code, row_id, hit)
-        if hit is None:
+        template = index.phrasing(example) if index else None
+        if not report.record(src.name, code, row_id, hit, template):
             taken.append({**example, "source": src.name, "language": code, "id": row_id})
             if len(taken) == n:
                 return taken
@@ -73,7 +74,7 @@ def _sample_cell(pool: Pool, src: SourceConfig, lang: str | None, n: int, seed: 
     if not taken or not src.allow_replacement:
         dropped = sum(v for (s, lg, _), v in report.dropped.items() if s == src.name and lang in (None, lg))
         raise DataError(f"{where} ({src.name}), {label}: {n} rows needed, only {len(taken)} available "
-                        f"({len(candidates)} rows, {malformed} malformed, {dropped} matching LCB prompts); "
+                        f"({len(candidates)} rows, {malformed} malformed, {dropped} matching LCB prompts/phrasings); "
                         "set `allow_replacement: true` on the source, or lower its share or the mix total")
     rng = random.Random(f"{seed}/{src.name}/{lang}/reuse")
     out = list(taken)

@@ -24,6 +24,24 @@ LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".cs
 
 
 @dataclass
+class ParallelConfig:
+    """A hub dataset with one configuration per language whose rows align by id (mlft/data/parallel.py)."""
+
+    build: Literal["crosslingual", "crosslingual_pairs"] = field(metadata={
+        "help": "crosslingual: SFT rows (instruction in A + a request for X -> the reply in X); "
+                "crosslingual_pairs: DPO pairs (chosen the reply in X, rejected the reply in A)."})
+    subsets: list[str] = field(metadata={
+        "help": "The dataset's configurations to read, one per language; each name is mapped to an LCB code "
+                "(ISO codes and English names are understood; the source's `language_map` first)."})
+    instruction_languages: list[str] = field(default_factory=lambda: ["en"], metadata={
+        "help": "LCB codes of the instruction (and request) language A, chosen per row among these (A != X)."})
+    id_column: str = field(default="id", metadata={"help": "The column that aligns rows across configurations."})
+    skip_language_mentions: bool = field(default=True, metadata={
+        "help": "Skip ids whose English instruction/input names a language or asks for a translation (they "
+                "would contradict the request)."})
+
+
+@dataclass
 class SourceConfig:
     name: str = field(metadata={"help": "Tag written into every row's `source` column (unique in the mix)."})
     type: Literal["hub", "local", "seed"] = field(metadata={
@@ -52,6 +70,9 @@ class SourceConfig:
         "help": "Format role -> column name, e.g. {prompt: inputs, response: targets}."})
     allow_replacement: bool = field(default=False, metadata={
         "help": "Reuse rows when a (source, language) cell needs more rows than it has (otherwise an error)."})
+    parallel: ParallelConfig | None = field(default=None, metadata={
+        "help": "hub: build cross-lingual rows from a parallel dataset (one configuration per language, rows "
+                "aligned by id); `languages` are then the requested reply languages X."})
 
 
 @dataclass
@@ -64,6 +85,10 @@ class DecontaminationConfig:
                 "with an LCB prompt, besides normalised exact matches."})
     tasks: list[str] = field(default_factory=lambda: list(TASKS), metadata={
         "help": "LCB tasks whose prompts are held out."})
+    phrasings: Literal["report", "drop"] = field(default="report", metadata={
+        "help": "Rows whose prompt contains one of LCB's eight cross-lingual request templates with a language "
+                "name ('reply in Korean', bare 'in Korean'...): count them per source and language in "
+                "decontamination.json (report), or also drop them (drop)."})
 
 
 @dataclass
@@ -101,6 +126,10 @@ class MixConfig:
 def _default_languages(src: SourceConfig) -> list[str | None]:
     if src.language:
         return [src.language]
+    if src.parallel:
+        from mlft.data.parallel import subset_languages
+
+        return list(subset_languages(src).values())
     if src.type == "seed":
         return list(SEED_SETS[src.path].languages)
     return [None]
@@ -149,7 +178,11 @@ def _source_share(src: SourceConfig) -> float:
 
 
 def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> None:
-    if src.type == "seed":
+    if src.parallel is not None:
+        from mlft.data.parallel import validate_parallel
+
+        validate_parallel(src, kind, w)
+    elif src.type == "seed":
         if src.path not in SEED_SETS:
             raise ConfigError(f"{w}.path: unknown seed set {src.path!r}{did_you_mean(src.path, SEED_SETS)}; "
                               f"valid: {', '.join(SEED_SETS)}")

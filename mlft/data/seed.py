@@ -3,9 +3,13 @@
 parallel.jsonl   one line per instruction: {"item", "category", "<lang>": [instruction, response], ...}
                  for all 15 LCB languages (the same request and reply in each language)
 english.jsonl    English-only items {"id", "category", "instruction", "response"} (the English counterpart
-                 is these plus the English side of parallel.jsonl)
+                 is these plus the English side of the training part of parallel.jsonl)
+heldout.txt      keys of the parallel items held out of every training set (an evaluation set for
+                 mlft.data.heldout); `training_items()` are the others
 
 SEED_SETS names what a mix can take from them (`type: seed`, `path: <set>`); every row carries an `id`.
+Cross-lingual sets ask for the reply language with mlft's training phrasings (mlft.data.phrasings), never
+with LCB's.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from mlft.data.crosslingual import crosslingual_prompt
+from mlft.data.crosslingual import crosslingual_prompt, pick_instruction_language
 from mlft.data.pairs import crosslingual_pair, english_pairs, targeted_pair
 from mlft.errors import DataError
 from mlft.languages import LANGUAGES
@@ -54,13 +58,38 @@ def parallel_items() -> tuple[dict, ...]:
             raise DataError(f"{SEED_DIR / 'parallel.jsonl'}: item {raw.get('item')!r} lacks {', '.join(missing)}")
         langs = {lang: {"instruction": raw[lang][0], "response": raw[lang][1]} for lang in ALL}
         items.append({"key": raw["item"], "category": raw["category"], "langs": langs})
-    return tuple(items)
+    held = heldout_keys()
+    unknown = sorted(held - {it["key"] for it in items})
+    if unknown:
+        raise DataError(f"{SEED_DIR / 'heldout.txt'}: not parallel items: {', '.join(unknown)}")
+    return tuple({**it, "heldout": it["key"] in held} for it in items)
+
+
+@lru_cache(maxsize=1)
+def heldout_keys() -> frozenset[str]:
+    """Keys of the held-out parallel items (heldout.txt: one per line, `#` comments)."""
+    path = SEED_DIR / "heldout.txt"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the held-out list ({exc}); reinstall mlft") from None
+    return frozenset(line.split("#")[0].strip() for line in lines if line.split("#")[0].strip())
+
+
+def training_items() -> tuple[dict, ...]:
+    """The parallel items every training seed set is built from (the held-out ones excluded)."""
+    return tuple(it for it in parallel_items() if not it["heldout"])
+
+
+def heldout_items() -> tuple[dict, ...]:
+    """The held-out parallel items: never in a training seed set."""
+    return tuple(it for it in parallel_items() if it["heldout"])
 
 
 @lru_cache(maxsize=1)
 def english_items() -> tuple[dict, ...]:
-    """The English counterpart: the English side of the parallel items, then the English-only items."""
-    own = [{"id": it["key"], "category": it["category"], **it["langs"]["en"]} for it in parallel_items()]
+    """The English counterpart: the English side of the training parallel items, then the English-only items."""
+    own = [{"id": it["key"], "category": it["category"], **it["langs"]["en"]} for it in training_items()]
     return tuple(own + _read_jsonl("english.jsonl"))
 
 
@@ -69,24 +98,46 @@ def _chat(instruction: str, response: str) -> dict:
 
 
 def _parallel_rows(lang: str) -> list[dict]:
-    return [{"id": it["key"], **_chat(**it["langs"][lang])} for it in parallel_items()]
+    return [{"id": it["key"], **_chat(**it["langs"][lang])} for it in training_items()]
 
 
 def _english_rows(lang: str) -> list[dict]:
     return [{"id": it["id"], **_chat(it["instruction"], it["response"])} for it in english_items()]
 
 
+def instruction_language(item: dict, target: str) -> str:
+    """The (seeded) non-English instruction language of `item` in the crosslingual_multi sets."""
+    return pick_instruction_language(item["key"], target, NON_ENGLISH)
+
+
+def _crosslingual_row(item: dict, target: str, source: str) -> dict:
+    instruction = item["langs"][source]["instruction"]
+    return {"id": f"{item['key']}:{source}>{target}" if source != "en" else item["key"],
+            **_chat(crosslingual_prompt(instruction, target, item["key"], source), item["langs"][target]["response"])}
+
+
 def _crosslingual_rows(lang: str) -> list[dict]:
-    return [{"id": it["key"], **_chat(crosslingual_prompt(it["langs"]["en"]["instruction"], lang, it["key"]),
-                                      it["langs"][lang]["response"])} for it in parallel_items()]
+    return [_crosslingual_row(it, lang, "en") for it in training_items()]
+
+
+def _crosslingual_multi_rows(lang: str) -> list[dict]:
+    return [_crosslingual_row(it, lang, instruction_language(it, lang)) for it in training_items()]
 
 
 def _targeted_pair_rows(lang: str) -> list[dict]:
-    return [{"id": it["key"], **targeted_pair(it, lang)} for it in parallel_items()]
+    return [{"id": it["key"], **targeted_pair(it, lang)} for it in training_items()]
 
 
 def _crosslingual_pair_rows(lang: str) -> list[dict]:
-    return [{"id": it["key"], **crosslingual_pair(it, lang)} for it in parallel_items()]
+    return [{"id": it["key"], **crosslingual_pair(it, lang)} for it in training_items()]
+
+
+def _crosslingual_multi_pair_rows(lang: str) -> list[dict]:
+    out = []
+    for it in training_items():
+        source = instruction_language(it, lang)
+        out.append({"id": f"{it['key']}:{source}>{lang}", **crosslingual_pair(it, lang, source)})
+    return out
 
 
 def _english_pair_rows(lang: str) -> list[dict]:
@@ -105,11 +156,16 @@ SEED_SETS: dict[str, SeedSet] = {
     "parallel": SeedSet("sft", ALL, _parallel_rows, "instruction and reply in the same language, 15 languages"),
     "english": SeedSet("sft", ("en",), _english_rows, "English-only counterpart (parallel English + extra items)"),
     "crosslingual": SeedSet("sft", NON_ENGLISH, _crosslingual_rows,
-                            "English instruction + 'Reply in X.' -> reply in X"),
+                            "English instruction + a request for X ('Korean only, please.') -> reply in X"),
+    "crosslingual_multi": SeedSet("sft", ALL, _crosslingual_multi_rows,
+                                  "instruction and request in another non-English language A != X -> reply in X"),
     "targeted_pairs": SeedSet("dpo", NON_ENGLISH, _targeted_pair_rows,
                               "prompt in X; chosen reply in X, rejected the same reply in English"),
     "crosslingual_pairs": SeedSet("dpo", NON_ENGLISH, _crosslingual_pair_rows,
-                                  "English prompt + 'Reply in X.'; chosen reply in X, rejected in English"),
+                                  "English prompt + a request for X; chosen reply in X, rejected in English"),
+    "crosslingual_multi_pairs": SeedSet("dpo", ALL, _crosslingual_multi_pair_rows,
+                                        "prompt and request in a non-English language A != X; chosen reply in X, "
+                                        "rejected the same reply in A"),
     "english_pairs": SeedSet("dpo", ("en",), _english_pair_rows,
                              "English prompt; chosen its reply, rejected the reply to another prompt"),
 }

@@ -1,6 +1,7 @@
 """Read one mix source into a Pool: per-row languages plus lazy access to normalised examples.
 
-hub    datasets.load_dataset(path, subset, split=..., revision=...) — the real Hugging Face Hub code
+hub    datasets.load_dataset(path, subset, split=..., revision=...) — the real Hugging Face Hub code; with a
+       `parallel:` block, one configuration per language, turned into cross-lingual rows (mlft/data/parallel.py)
 local  datasets.load_dataset("json" | "parquet" | "csv", data_files=path)
 seed   mlft's own seed sets (mlft/data/seed.py)
 """
@@ -34,6 +35,10 @@ def load_pool(src: SourceConfig, kind: str, wanted: list[str | None], where: str
     """The rows of `src` (only languages in `wanted` for seed sets, whose rows are built in memory)."""
     if src.type == "seed":
         return _seed_pool(src, [lang for lang in wanted if lang is not None])
+    if src.parallel is not None:
+        from mlft.data.parallel import load_parallel_pool
+
+        return load_parallel_pool(src, [lang for lang in wanted if lang is not None], where)
     dataset = _load_dataset(src, where)
     cols = column_map(src.format, src.columns)
     check_columns(list(dataset.column_names), src.format, cols, where)
