@@ -104,7 +104,15 @@ def test_run_suite_generates_scores_and_reports(embedded_model, shared, tmp_path
             langs = [res.value("lpr", task, lang, variant) for lang in ("ar", "de", "zh")]
             assert lpr == pytest.approx(sum(langs) / 3)
             assert res.value("wpr", task, "de", variant) is None  # Latin script: no WPR
-    assert {tuple(sorted(r)) for r in res.rows} == {("language", "metric", "suite", "task", "value", "variant")}
+    assert {tuple(sorted(r)) for r in res.rows} == {("high", "language", "low", "metric", "n", "outcomes", "suite",
+                                                     "task", "value", "variant")}
+    for r in res.rows:  # every metric row has its interval around the official value; the guard sits beside it
+        if r["low"] is not None and r["metric"] != "nll":
+            assert r["low"] - 1e-9 <= r["value"] <= r["high"] + 1e-9 and 0 <= r["low"] <= r["high"] <= 1
+    metrics = {r["metric"] for r in res.rows}
+    assert {"lpr", "wpr", "lcpr", "coverage", "degeneracy", "nll"} <= metrics
+    outcomes = [json.loads(x) for x in (tmp_path / "greedy" / "outcomes.jsonl").read_text().splitlines()]
+    assert len(outcomes) == 6 and all(o["nll"] is None or o["nll"] > 0 for o in outcomes)
     assert "| greedy |" in res.report and "Confusion points" in res.report
     assert (tmp_path / "sweep.png").stat().st_size > 1000
     assert len((tmp_path / "scores.jsonl").read_text().splitlines()) == len(res.rows)

@@ -59,6 +59,12 @@ class LcbOptions:
     batch_size: int = field(default=16, metadata={"help": "prompts per generate call (hf) / chunk (openai)"})
     token_stats: bool = field(default=False, metadata={
         "help": "record per-token entropy and nucleus size (hf) and report confusion points (paper Table 7)"})
+    fluency: str | None = field(default="unmodified", metadata={
+        "help": "fluency proxy (mean token NLL of each reply): 'unmodified' = under the evaluated model without "
+                "its interventions (hf backend only), a model reference = under that fixed model (e.g. the base "
+                "model of a training run), null = off"})
+    confidence: float = field(default=0.95, metadata={"help": "level of the intervals on every metric row"})
+    resamples: int = field(default=2000, metadata={"help": "bootstrap resamples for the intervals (seeded)"})
 
 
 @dataclass(frozen=True)
@@ -108,6 +114,8 @@ def validate(o: LcbOptions, where: str) -> None:
         raise ConfigError(f"{where}: variants: names must be unique, got {names}")
     if o.token_stats and any(r.decoding.num_beams > 1 for r in resolved):
         raise ConfigError(f"{where}: token_stats needs num_beams=1 in every variant")
+    if not 0 < o.confidence < 1 or o.resamples < 100:
+        raise ConfigError(f"{where}: confidence must be in (0, 1) and resamples >= 100")
 
 
 def select_prompts(o: LcbOptions):
@@ -128,28 +136,71 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", name).strip("_") or "default"
 
 
-def metric_rows(report, variants: list[str]) -> list[dict]:
+GUARD = ("coverage", "degeneracy")
+
+
+def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed: int = 0) -> list[dict]:
+    """Long-format rows of one variant: LPR / WPR / LCPR and the guard (coverage, degeneracy, fluency NLL) per
+    task and language ('avg' = the task average), each with its interval (`low`, `high`) and `n` replies.
+    Point values are the official scorer's, bit for bit."""
+    from mlft.lcb.stats import intervals
+
     rows = []
-    for variant in variants:
-        for task, model in report.groups():
-            if model != variant:
-                continue
-            for metric, value in report.headline(task, model).items():
-                if value is not None:
-                    rows.append({"variant": variant, "task": task, "language": "avg", "metric": metric,
-                                 "value": value})
-            for lang, ms in sorted(report.by_language(task, model).items()):
-                for metric, value in ms.items():
-                    if value is not None:
-                        rows.append({"variant": variant, "task": task, "language": lang, "metric": metric,
-                                     "value": value})
+    for (task, source, lang), ms in intervals(outcomes, confidence=confidence, n=resamples, seed=seed).items():
+        if source != "all":
+            continue
+        language = "avg" if lang == "all" else lang
+        for metric in ("lpr", "wpr", "lcpr", *GUARD):
+            if metric in ms:
+                est = ms[metric]
+                rows.append({"variant": variant, "task": task, "language": language, "metric": metric,
+                             "value": est.value, "low": est.low, "high": est.high, "n": est.n})
+    rows += nll_rows(variant, outcomes, confidence)
     return rows
+
+
+def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
+    """Mean reply NLL per task and language (and the task's unweighted language mean) with a normal interval."""
+    import math
+    from statistics import NormalDist, mean, stdev
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    by: dict[tuple[str, str], list[float]] = {}
+    for o in outcomes:
+        if o.nll is not None:
+            by.setdefault((o.task, o.language), []).append(o.nll)
+    rows = []
+    for task in dict.fromkeys(t for t, _ in by):
+        means = []
+        for (t, lang), xs in sorted(by.items()):
+            if t != task:
+                continue
+            m = mean(xs)
+            half = z * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else float("nan")
+            means.append(m)
+            rows.append({"variant": variant, "task": task, "language": lang, "metric": "nll", "value": m,
+                         "low": m - half, "high": m + half, "n": len(xs)})
+        rows.append({"variant": variant, "task": task, "language": "avg", "metric": "nll", "value": mean(means),
+                     "low": None, "high": None, "n": sum(len(xs) for (t, _), xs in by.items() if t == task)})
+    return rows
+
+
+def reply_nlls(ctx, o: LcbOptions, records: list[dict]) -> list[float | None]:
+    """Fluency proxy of each record's reply (None when off or without local weights)."""
+    model, tok = ctx.fluency_model(o.fluency)
+    if model is None:
+        return [None] * len(records)
+    from mlft.lcb.fluency import reply_nll
+
+    prompts = [r.get("messages") if r.get("messages") is not None else r.get("input_text") for r in records]
+    return reply_nll(model, tok, prompts, [r["completion"] for r in records], batch_size=max(8, o.batch_size))
 
 
 def run(suite, ctx) -> KindOutput:
     from mlft.evals.runner import progress_desc
     from mlft.generation.runner import generate_completions
     from mlft.lcb.scoring import score_completions
+    from mlft.lcb.stats import outcomes_from, save_outcomes
     from mlft.reports.sweeps import plot_sweep, sweep_tables
 
     o: LcbOptions = suite.options
@@ -158,22 +209,26 @@ def run(suite, ctx) -> KindOutput:
     for r in resolved:
         ctx.check_interventions(r.interventions, f"{where}: variant {r.name!r}")
     prompts = select_prompts(o)
-    completions, all_records, files = [], [], []
+    rows, all_records, files = [], [], []
     for r in resolved:
         backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
         vdir = ctx.out_dir / slug(r.name)
         records = generate_completions(prompts, backend, r.decoding, r.prompting, vdir / "completions.jsonl",
                                        ctx.model_name, ctx.progress, desc=progress_desc(suite.name, r.name),
                                        interventions=r.interventions)
+        if not records:
+            raise ConfigError(f"{where}: variant {r.name!r}: no completions to score (every prompt failed; see "
+                              f"{vdir / 'completions.jsonl'})")
         write_official_csv(records, vdir / "completions.csv")
-        files += [vdir / "completions.jsonl", vdir / "completions.csv"]
+        completions = [Completion(x["id"], r.name, x["task"], x["source"], x["language"], x["completion"])
+                       for x in records]
+        report = score_completions(completions)
+        outcomes = outcomes_from(completions, report.replies, nll=reply_nlls(ctx, o, records))
+        save_outcomes(vdir / "outcomes.jsonl", outcomes)
+        rows += [{**row, "outcomes": f"{slug(r.name)}/outcomes.jsonl"}
+                 for row in metric_rows(r.name, outcomes, o.confidence, o.resamples)]
+        files += [vdir / "completions.jsonl", vdir / "completions.csv", vdir / "outcomes.jsonl"]
         all_records += records
-        completions += [Completion(x["id"], r.name, x["task"], x["source"], x["language"], x["completion"])
-                        for x in records]
-    if not completions:
-        raise ConfigError(f"{where}: no completions to score (every prompt failed; see the JSONL files)")
-    report = score_completions(completions)
-    rows = metric_rows(report, [r.name for r in resolved])
     tables = sweep_tables(rows)
     text = "\n".join(t for _, t in tables)
     if o.token_stats:

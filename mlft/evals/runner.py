@@ -81,6 +81,20 @@ class EvalContext:
                 tokenizer=tokenizer, batch_size=batch_size, token_stats=token_stats)
         return self._backends[base_key]
 
+    def fluency_model(self, spec: str | None):
+        """The reference model of the fluency proxy: None when off, the evaluated model without interventions
+        ("unmodified", hf only), or a fixed model reference (loaded once per process)."""
+        if spec is None:
+            return None, None
+        if spec == "unmodified":
+            if self.backend_name != "hf":
+                return None, None
+            base = next((b for k, b in self._backends.items() if not k[2]), None)
+            if base is None:
+                base = self.backend()
+            return base.model, base.tokenizer
+        return _reference_model(spec, self.backend_name, self.backend_options)
+
     def local_model(self):
         """(model, tokenizer) of a local model (hf backend only): the live one, or loaded once."""
         if self.backend_name != "hf":
@@ -90,6 +104,21 @@ class EvalContext:
     def close(self) -> None:
         for b in self._backends.values():
             b.close()
+
+
+_REFERENCE: dict = {}
+
+
+def _reference_model(ref: str, backend_name: str, backend_opts):
+    """A fixed reference model (e.g. a training run's base model), cached: one at a time per process."""
+    from mlft.generation.models import load
+
+    opts = backend_options("hf", backend_opts if backend_name == "hf" else None)
+    key = (ref, opts.dtype, opts.device)
+    if key not in _REFERENCE:
+        _REFERENCE.clear()
+        _REFERENCE[key] = load(ref, dtype=opts.dtype, device=opts.device)
+    return _REFERENCE[key]
 
 
 @dataclass

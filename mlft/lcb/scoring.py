@@ -62,6 +62,7 @@ class ScoreReport:
     lid_name: str
     options: str
     details: list[dict] = field(default_factory=list)
+    replies: list = field(default_factory=list)  # ReplyResult per completion, in input order
 
     def _rows(self, task: str, model: str) -> list[dict]:
         return [r for r in self.rows if r["task"] == task and r["model"] == model]
@@ -161,7 +162,7 @@ def score_completions(completions: list[Completion], options: ScoreOptions | Non
                   and x["source"] == "all" and x["language"] != "all"]
             r["lcpr"] = lcpr_of({x["language"]: x for x in tm})
     details = _details(completions, results) if detail else []
-    return ScoreReport(rows, identifier.name, options.describe(), details)
+    return ScoreReport(rows, identifier.name, options.describe(), details, results)
 
 
 def _details(completions: list[Completion], results: list[ReplyResult]) -> list[dict]:

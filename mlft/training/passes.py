@@ -103,9 +103,12 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
                                progress=progress)
     else:
         result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress)
+    rel = out_dir.relative_to(run_dir)
     return [{"step": step, "variant": p.variant, "suite": r.get("suite", p.suite),
              "suite_variant": r.get("variant"), "task": r["task"], "language": r["language"],
-             "metric": r["metric"], "value": r["value"], "model": model_ref} for r in result.rows]
+             "metric": r["metric"], "value": r["value"], "low": r.get("low"), "high": r.get("high"),
+             "n": r.get("n"), "outcomes": str(rel / r["outcomes"]) if r.get("outcomes") else None,
+             "model": model_ref} for r in result.rows]
 
 
 def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None, tokenizer=None,
