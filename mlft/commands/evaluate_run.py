@@ -30,11 +30,21 @@ def _targets(run_dir: Path, recipe) -> list[tuple[int, str]]:
     return out + sorted((s, p) for s, p in ckpts if s is not None)
 
 
-def run(args) -> int:
-    run_dir = Path(args.run_dir)
+def run_recipe(run_dir: Path, overrides: list[str]):
+    """The run's recipe, its `model` (step 0) set to the starting model kept in the run's chain (so a moved run,
+    or one whose parent run is gone or retrained, evaluates the model it actually started from)."""
+    from mlft.training import chain
+
     if not (run_dir / "recipe.yaml").is_file():
         raise ConfigError(f"{run_dir}: not a run directory (no recipe.yaml)")
-    recipe = load_recipe(run_dir / "recipe.yaml", args.overrides)
+    if (run_dir / chain.CHAIN_JSON).is_file():
+        overrides = [f"model={chain.start_ref(run_dir, chain.read(run_dir))}", *overrides]
+    return load_recipe(run_dir / "recipe.yaml", overrides)
+
+
+def run(args) -> int:
+    run_dir = Path(args.run_dir)
+    recipe = run_recipe(run_dir, args.overrides)
     if args.model is not None:
         if args.step is None:
             raise ConfigError("--model needs --step")

