@@ -26,6 +26,7 @@ COMMANDS = [
     "evaluate_run",
     "curves",
     "table",
+    "compare",
     "demo",
     "multisense",
     "polyglot",

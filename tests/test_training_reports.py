@@ -98,7 +98,7 @@ per_language: [{{task: crosslingual, metric: lpr}}]
 """)
     assert main(["table", str(spec), "--format", "markdown", "--out", str(tmp_path / "t.md")]) == 0
     out = capsys.readouterr().out
-    assert "| +English SFT | 90.0 | 90.0 | 40.0 | 90.0 | 80.0 |" in out
+    assert "| +English SFT | 90.0 | 90.0 | 40.0 | 90.0 | 80.0 | – / – | – / – | – / – |" in out
     assert "| +Multilingual SFT | 90.0 | 90.0 | 70.0 | 90.0 | 80.0 |" in out
     assert "| +1-shot | 95.0 | 90.0 | 55.0 | 90.0 | 80.0 |" in out
     assert "| | de | ja | avg |" in out.replace("|  |", "| |")

@@ -1,7 +1,9 @@
-"""The mitigation table (paper Table 11 layout), its per-language detail (A18/A19) and the quantization
-table (A12 layout), filled from run directories' curve rows as a small YAML spec says:
+"""The mitigation table (paper Table 11 layout) with intervals, paired significance against the base row and the
+guard beside every LPR; its per-language detail (A18/A19) and the quantization table (A12 layout); also as PNG.
+Filled from run directories' curve rows (or `mlft eval` scores) as a small YAML spec says:
 
     title: Mitigation on SmolLM2-135M-Instruct (CPU demo)
+    base: base                             # the row every other row is tested against (default: the first)
     rows:                                  # Table 11 rows, any labels, in this order
       - {label: base, run: runs/cpu/english_sft, step: 0}
       - {label: +Q/A template, run: runs/cpu/english_sft, step: 0, variant: Q/A template}
@@ -11,9 +13,12 @@ table (A12 layout), filled from run directories' curve rows as a small YAML spec
       - {label: +Multilingual SFT, run: runs/cpu/multilingual_sft, step: last, variants: [model, w8, w4, w8a8]}
     per_language: {task: crosslingual, metric: lpr}   # A18/A19 detail (or a list of such)
 
-A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at `step` (an int or `last`)
-and `variant` (default `model`), or from `rows_file` (any JSONL of long-format metric rows, e.g. the
-scores.jsonl written by `mlft eval`). Paths are relative to the spec file.
+A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at `step` (an int or `last`) and
+`variant` (default `model`), or from `rows_file` (long-format metric rows, e.g. the scores.jsonl of `mlft eval`).
+Cells read `value ±h`: h is half the width of the row's 95 % interval (stored with the rows). When the rows'
+per-reply outcomes are at hand, each row is tested against the base row over the same prompts (paired
+bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage or
+degeneracy is worse than the base row's beyond its interval (mlft.lcb.guard). Paths are relative to the spec.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ from mlft.config import from_dict, load_yaml
 from mlft.constants import TASKS
 from mlft.errors import ConfigError, DataError
 from mlft.languages import LANGUAGES
-from mlft.reports.format import cell, render
+from mlft.reports.format import render
 from mlft.training.curves import read_curves
 
+SIG = 0.05
 
 
 @dataclass
@@ -55,9 +61,11 @@ class PerLanguage:
 class TableSpec:
     rows: list[RowSpec] = field(metadata={"help": "Table 11 rows in order."})
     title: str = field(default="Language confusion mitigation (paper Table 11 layout)", metadata={"help": "Title."})
+    base: str | None = field(default=None, metadata={"help": "Label of the base row (default: the first row)."})
     quantization: list[RowSpec] = field(default_factory=list, metadata={"help": "A12 quantization rows."})
     per_language: list[PerLanguage] = field(default_factory=lambda: [PerLanguage("monolingual"), PerLanguage()],
                                             metadata={"help": "Per-language detail tables (A18/A19)."})
+    resamples: int = field(default=4000, metadata={"help": "Bootstrap resamples of the paired tests (seeded)."})
 
 
 def load_spec(path: str | Path) -> TableSpec:
@@ -74,7 +82,38 @@ def load_spec(path: str | Path) -> TableSpec:
                 if not full.exists():
                     raise ConfigError(f"{where}: {key}: not found: {value}")
                 setattr(r, key, str(full))
+    if spec.base is not None and spec.base not in [r.label for r in spec.rows]:
+        raise ConfigError(f"{path}: base: no row labelled {spec.base!r}")
+    if spec.resamples < 1000:
+        raise ConfigError(f"{path}: resamples: at least 1000 (p-values down to 0.002), got {spec.resamples}")
     return spec
+
+
+# ---------------------------------------------------------------- one row's numbers
+
+@dataclass
+class Row:
+    label: str
+    values: dict[tuple[str, str, str], dict]   # (task, language, metric) -> the metric row
+    outcomes_path: Path | None
+
+    def value(self, task: str, lang: str, metric: str):
+        return (self.values.get((task, lang, metric)) or {}).get("value")
+
+    def cell(self, task: str, lang: str, metric: str, mark: str = "", percent: bool = True) -> str:
+        row = self.values.get((task, lang, metric))
+        if not row or row.get("value") is None:
+            return "–"
+        scale, digits = (100, 1) if percent else (1, 2)
+        text = f"{scale * row['value']:.{digits}f}"
+        if row.get("low") is not None and row.get("high") is not None:
+            text += f" ±{scale * (row['high'] - row['low']) / 2:.{digits}f}"
+        return text + mark
+
+    def outcomes(self):
+        from mlft.lcb.stats import load_outcomes
+
+        return load_outcomes(self.outcomes_path) if self.outcomes_path and self.outcomes_path.is_file() else None
 
 
 def _source_rows(r: RowSpec) -> list[dict]:
@@ -84,8 +123,8 @@ def _source_rows(r: RowSpec) -> list[dict]:
     return read_curves(r.run)
 
 
-def select(r: RowSpec, variant: str | None = None) -> dict[tuple[str, str, str], float | None]:
-    """(task, language, metric) -> value for one table row."""
+def select(r: RowSpec, variant: str | None = None) -> Row:
+    """One table row: its metric rows by (task, language, metric) and where its per-reply outcomes are."""
     rows = _source_rows(r)
     variant = variant or r.variant
     if r.run:
@@ -101,42 +140,191 @@ def select(r: RowSpec, variant: str | None = None) -> dict[tuple[str, str, str],
         rows = [x for x in rows if x.get(key) == r.suite_variant]
         if not rows:
             raise DataError(f"row {r.label!r}: no rows with suite variant {r.suite_variant!r}")
-    return {(x["task"], x["language"], x["metric"]): x["value"] for x in rows}
+    root = Path(r.run) if r.run else Path(r.rows_file).parent
+    rel = next((x["outcomes"] for x in rows if x.get("outcomes")), None)
+    label = r.label if variant == r.variant else f"{r.label} / {variant}"
+    return Row(label, {(x["task"], x["language"], x["metric"]): x for x in rows}, root / rel if rel else None)
 
 
-def table11(spec: TableSpec, fmt: str = "table") -> str:
-    header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)"]
+# ---------------------------------------------------------------- tests against the base row
+
+def _tests(rows: list[Row], base: Row, columns: list[tuple[str, str]], resamples: int) -> dict:
+    """{(row label, task, metric): Holm-adjusted p} for every row but the base, paired when the prompts match."""
+    from mlft.errors import MlftError
+    from mlft.lcb.stats import holm, paired_test, unpaired_test
+
+    base_out = base.outcomes()
+    if base_out is None:
+        return {}
+    out = {}
+    for task, metric in columns:
+        family = []
+        for row in rows:
+            if row is base or (outs := row.outcomes()) is None or row.value(task, "avg", metric) is None:
+                continue
+            try:
+                res = paired_test(base_out, outs, metric, task=task, n=resamples)
+            except MlftError:  # not the same prompts: an unpaired comparison
+                try:
+                    res = unpaired_test(base_out, outs, metric, task=task, n=resamples)
+                except MlftError:
+                    continue
+            family.append((row.label, res.p_value))
+        for (label, _), q in zip(family, holm([p for _, p in family])):
+            out[(label, task, metric)] = q
+    return out
+
+
+def _guard(rows: list[Row], base: Row, resamples: int) -> dict[str, list[str]]:
+    """{row label: [reasons]} for rows whose coverage or degeneracy is worse than the base row's."""
+    from mlft.lcb.guard import guard_flags
+
+    base_out = base.outcomes()
+    flags = {}
+    for row in rows:
+        if row is base or base_out is None or (outs := row.outcomes()) is None:
+            continue
+        found = [f for f in guard_flags(outs, base_out, n=resamples, min_coverage=None, max_degeneracy=None)
+                 if f.language == "all"]
+        if found:
+            flags[row.label] = [f"{f.task}: {f.reason}" for f in found]
+    return flags
+
+
+# ---------------------------------------------------------------- tables
+
+MAIN = [("monolingual", "lpr"), ("monolingual", "wpr"), ("crosslingual", "lpr"), ("crosslingual", "wpr")]
+GUARD = [("coverage", "Cov"), ("degeneracy", "Degen")]
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    body: list[list[str]]
+    notes: list[str]
+
+    def render(self, fmt: str = "table") -> str:
+        text = render(self.header, self.body, fmt, self.title)
+        if self.notes and fmt in ("table", "markdown"):
+            text += "\n" + "\n".join(("" if fmt == "table" else "- ") + n for n in self.notes) + "\n"
+        return text
+
+
+def _base_row(spec: TableSpec, rows: list[Row]) -> Row:
+    return next(r for r in rows if r.label == (spec.base or spec.rows[0].label))
+
+
+def table11(spec: TableSpec, rows: list[Row] | None = None) -> Table:
+    rows = rows or [select(r) for r in spec.rows]
+    base = _base_row(spec, rows)
+    p = _tests(rows, base, MAIN + [("monolingual", "lcpr"), ("crosslingual", "lcpr")], spec.resamples)
+    flags = _guard(rows, base, spec.resamples)
+    header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)", "Cov mono / cross",
+              "Degen mono / cross", "NLL mono / cross"]
     body = []
-    for r in spec.rows:
-        v = select(r)
-        lcpr = [v.get((t, "avg", "lcpr")) for t in TASKS]
-        lcpr = sum(lcpr) / 2 if None not in lcpr else None
-        body.append([r.label] + [cell(v.get((t, "avg", m))) for t in TASKS for m in ("lpr", "wpr")] + [cell(lcpr)])
-    return render(header, body, fmt, title=spec.title)
+    for row in rows:
+        mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < SIG else ""  # noqa: E731
+        lcpr = [row.value(t, "avg", "lcpr") for t in TASKS]
+        lcpr_text = f"{100 * sum(lcpr) / 2:.1f}" if None not in lcpr else "–"
+        lcpr_text += "*" if any(mark(t, "lcpr") for t in TASKS) else ""
+        guard = [" / ".join(row.cell(t, "avg", m) for t in TASKS) for m, _ in GUARD]
+        nll = " / ".join(row.cell(t, "avg", "nll", percent=False) for t in TASKS)
+        label = row.label + (" ⚠" if row.label in flags else "")
+        body.append([label] + [row.cell(t, "avg", m, mark(t, m)) for t, m in MAIN] + [lcpr_text, *guard, nll])
+    notes = [f"± = half-width of the 95 % interval (stratified bootstrap over replies, official aggregation); "
+             f"* = differs from the '{base.label}' row at p < {SIG}, paired bootstrap over the same prompts "
+             f"({spec.resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
+             "Guard: Cov = share of replies with a line LCB counts (>= 5 tokens); Degen = share of empty or "
+             "repetitive replies; NLL = mean token NLL of the reply under the reference model (lower = more fluent). "
+             "LPR alone rewards degenerate output: read it beside these."]
+    notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
+    return Table(spec.title, header, body, notes)
 
 
-def per_language(spec: TableSpec, detail: PerLanguage, fmt: str = "table") -> str:
-    values = [select(r) for r in spec.rows]
-    langs = [lang for lang in LANGUAGES if any((detail.task, lang, detail.metric) in v for v in values)]
+def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = None) -> Table:
+    from mlft.lcb.stats import paired_tests_by_language
+
+    rows = rows or [select(r) for r in spec.rows]
+    base = _base_row(spec, rows)
+    langs = [lang for lang in LANGUAGES if any((detail.task, lang, detail.metric) in r.values for r in rows)]
+    base_out = base.outcomes()
     header = [""] + langs + ["avg"]
-    body = [[r.label] + [cell(v.get((detail.task, lang, detail.metric))) for lang in [*langs, "avg"]]
-            for r, v in zip(spec.rows, values)]
-    return render(header, body, fmt, title=f"{detail.task} {detail.metric.upper()} per language (A18/A19 layout)")
+    body = []
+    for row in rows:
+        marks = {}
+        outs = row.outcomes()
+        if row is not base and base_out is not None and outs is not None and detail.metric != "lcpr":
+            try:
+                tests = paired_tests_by_language(base_out, outs, detail.metric, task=detail.task,
+                                                 n=spec.resamples)
+                marks = {lang: "*" for lang, res in tests.items() if res.p_adjusted < SIG}
+            except Exception:  # noqa: BLE001 — different prompts: no per-language marks
+                marks = {}
+        body.append([row.label] + [row.cell(detail.task, lang, detail.metric, marks.get(lang, ""))
+                                   for lang in [*langs, "avg"]])
+    return Table(f"{detail.task} {detail.metric.upper()} per language (A18/A19 layout, %)", header, body,
+                 [f"* = differs from '{base.label}' in that language (paired bootstrap, Holm over the languages)."])
 
 
-def quantization_table(spec: TableSpec, fmt: str = "table") -> str:
-    header = ["", "variant", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR"]
+def quantization_table(spec: TableSpec) -> Table:
+    header = ["", "variant", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "Cov mono / cross"]
     body = []
     for r in spec.quantization:
         for variant in r.variants:
-            v = select(r, variant)
-            body.append([r.label, variant] + [cell(v.get((t, "avg", m))) for t in TASKS for m in ("lpr", "wpr")])
-    return render(header, body, fmt, title="Quantization (A12 layout)")
+            row = select(r, variant)
+            body.append([r.label, variant] + [row.cell(t, "avg", m) for t, m in MAIN]
+                        + [" / ".join(row.cell(t, "avg", "coverage") for t in TASKS)])
+    return Table("Quantization (A12 layout, %)", header, body, [])
+
+
+def tables(spec: TableSpec) -> list[Table]:
+    rows = [select(r) for r in spec.rows]
+    out = [table11(spec, rows)]
+    out += [per_language(spec, d, rows) for d in spec.per_language]
+    if spec.quantization:
+        out.append(quantization_table(spec))
+    return out
 
 
 def build(spec: TableSpec, fmt: str = "table") -> str:
-    parts = [table11(spec, fmt)]
-    parts += [per_language(spec, d, fmt) for d in spec.per_language]
-    if spec.quantization:
-        parts.append(quantization_table(spec, fmt))
-    return "\n".join(parts)
+    return "\n".join(t.render(fmt) for t in tables(spec))
+
+
+def plot_table(table: Table, path: str | Path) -> Path:
+    """The table as a PNG (for slides and notes), with its notes below."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n_rows = len(table.body) + 1
+    width = max(8.0, 1.3 * len(table.header) + 0.05 * max(len(r[0]) for r in table.body))
+    fig, ax = plt.subplots(figsize=(width, 0.45 * n_rows + 0.35 * len(table.notes) + 0.9))
+    ax.axis("off")
+    tab = ax.table(cellText=table.body, colLabels=table.header, loc="upper center", cellLoc="center")
+    tab.auto_set_font_size(False)
+    tab.set_fontsize(8.5)
+    tab.auto_set_column_width(list(range(len(table.header))))
+    for (r, c), cell in tab.get_celld().items():
+        if r == 0:
+            cell.set_facecolor("#e8e8f0")
+            cell.set_text_props(weight="bold")
+        if c == 0:
+            cell.set_text_props(ha="left")
+        if "⚠" in cell.get_text().get_text():
+            cell.set_facecolor("#fde2c4")
+    ax.set_title(table.title, fontsize=10, weight="bold")
+    notes = "\n".join(_wrap(n, int(width * 14)) for n in table.notes)
+    fig.text(0.01, 0.01, notes, fontsize=7, va="bottom", ha="left", family="DejaVu Sans")
+    fig.tight_layout(rect=(0, 0.03 + 0.035 * notes.count("\n"), 1, 1))
+    path = Path(path)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width)) or text

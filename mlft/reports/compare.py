@@ -1,0 +1,126 @@
+"""Paired differences between two runs or files, per task and language: `mlft compare A B`.
+
+A and B can be:
+  RUN_DIR[@STEP][:VARIANT]    a `mlft train` run directory (default: last step, variant `model`)
+  EVAL_DIR[:VARIANT]          a `mlft eval` folder (scores.jsonl; default: its only / `default` variant)
+  FILE.jsonl / FILE.csv       per-reply outcomes (outcomes.jsonl), or completions (scored here)
+Per task: the official aggregate and every language, B − A with its 95 % interval and p-value (paired bootstrap
+over the same prompts, or exact McNemar), Holm-adjusted over the task's languages.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mlft.errors import ConfigError, DataError
+from mlft.reports.format import render
+
+
+def _split(spec: str) -> tuple[Path, int | None, str | None]:
+    variant = step = None
+    path = spec
+    if not Path(spec).exists() and ":" in spec:
+        path, variant = spec.rsplit(":", 1)
+    if not Path(path).exists() and "@" in path:
+        path, raw = path.rsplit("@", 1)
+        try:
+            step = int(raw)
+        except ValueError:
+            raise ConfigError(f"{spec}: the step after @ must be an integer, got {raw!r}") from None
+    if not Path(path).exists():
+        raise ConfigError(f"{spec}: no such run directory, eval folder or file")
+    return Path(path), step, variant
+
+
+def load_side(spec: str):
+    """(label, outcomes) of one side of a comparison."""
+    from mlft.lcb.stats import load_outcomes, outcomes_from
+
+    path, step, variant = _split(spec)
+    if path.is_file():
+        head = path.read_text(encoding="utf-8").lstrip()[:2000]
+        if path.suffix == ".jsonl" and head.startswith("{") and '"counted"' in head.splitlines()[0]:
+            return spec, load_outcomes(path)
+        from mlft.completions import read_completions
+        from mlft.lcb.scoring import score_completions
+
+        comps = read_completions(path)
+        models = sorted({c.model for c in comps})
+        if len(models) > 1:
+            comps = [c for c in comps if c.model == (variant or models[0])]
+        return spec, outcomes_from(comps, score_completions(comps).replies)
+    if (path / "curves.jsonl").is_file():
+        from mlft.training.curves import read_curves
+
+        rows = [r for r in read_curves(path) if r["variant"] == (variant or "model") and r.get("outcomes")]
+        if not rows:
+            raise DataError(f"{path}: no curve rows with per-reply outcomes for variant {variant or 'model'!r} "
+                            "(evaluated before outcomes were kept? rerun `mlft evaluate-run`)")
+        step = max(int(r["step"]) for r in rows) if step is None else step
+        rel = next((r["outcomes"] for r in rows if int(r["step"]) == step), None)
+        if rel is None:
+            raise DataError(f"{path}: no evaluation at step {step}")
+        return f"{path.name}@{step}:{variant or 'model'}", load_outcomes(path / rel)
+    if (path / "scores.jsonl").is_file():
+        rels = sorted({json.loads(x).get("outcomes") for x in (path / "scores.jsonl").read_text().splitlines()
+                       if x.strip()} - {None})
+        if variant:
+            rels = [r for r in rels if r.split("/")[0] == variant]
+        elif len(rels) > 1:
+            rels = [r for r in rels if r.split("/")[0] == "default"] or rels
+            if len(rels) > 1:
+                raise ConfigError(f"{spec}: several variants ({', '.join(r.split('/')[0] for r in rels)}); "
+                                  f"name one: {path}:VARIANT")
+        if not rels:
+            raise DataError(f"{spec}: no per-reply outcomes found")
+        return spec, load_outcomes(path / rels[0])
+    raise ConfigError(f"{spec}: not a run directory (curves.jsonl), an eval folder (scores.jsonl) or a file")
+
+
+def intersect(a, b):
+    """Both sides restricted to the prompts they share (matched on task, source, language, id)."""
+    key = lambda o: (o.task, o.source, o.language, o.id)  # noqa: E731
+    shared = {key(o) for o in a} & {key(o) for o in b}
+    ka, kb = [o for o in a if key(o) in shared], [o for o in b if key(o) in shared]
+    return ka, kb, len(a) + len(b) - len(ka) - len(kb)
+
+
+def compare(a, b, metrics=("lpr",), method: str = "bootstrap", n: int = 10000, seed: int = 0) -> list[dict]:
+    """Rows {task, language, metric, a, b, diff, ci_low, ci_high, p, p_holm, n_pairs, n_dropped}."""
+    from mlft.lcb.stats import NON_LATIN, paired_test, paired_tests_by_language
+
+    rows = []
+    for task in sorted({o.task for o in a} & {o.task for o in b}):
+        for metric in metrics:
+            if metric in ("wpr", "lcpr") and not any(o.language in NON_LATIN for o in a if o.task == task):
+                continue
+            if metric == "lcpr" and method == "mcnemar":
+                continue
+            overall = paired_test(a, b, metric, task=task, method=method, n=n, seed=seed)
+            rows.append(_row(task, "avg", overall, overall.p_value))
+            if metric != "lcpr":
+                for lang, res in paired_tests_by_language(a, b, metric, task=task, method=method, n=n,
+                                                          seed=seed).items():
+                    rows.append(_row(task, lang, res, res.p_adjusted))
+    return rows
+
+
+def _row(task, lang, res, p_holm) -> dict:
+    return {"task": task, "language": lang, "metric": res.metric, "a": res.a, "b": res.b, "diff": res.diff,
+            "ci_low": res.ci_low, "ci_high": res.ci_high, "p": res.p_value, "p_holm": p_holm,
+            "n_pairs": res.n_pairs, "n_dropped": res.n_dropped, "method": res.method}
+
+
+def render_compare(rows: list[dict], label_a: str, label_b: str, fmt: str = "table") -> str:
+    header = ["task", "language", "metric", "A %", "B %", "B − A (pp)", "95 % CI", "p", "p (Holm)", "pairs"]
+    body = []
+    for r in rows:
+        sig = "*" if (r["p_holm"] if r["language"] != "avg" else r["p"]) < 0.05 else ""
+        body.append([r["task"], r["language"], r["metric"], f"{100 * r['a']:.1f}", f"{100 * r['b']:.1f}",
+                     f"{100 * r['diff']:+.1f}{sig}", f"[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]",
+                     f"{r['p']:.3g}", "" if r["language"] == "avg" else f"{r['p_holm']:.3g}",
+                     f"{r['n_pairs']}" + (f" (-{r['n_dropped']})" if r["n_dropped"] else "")])
+    method = rows[0]["method"] if rows else "bootstrap"
+    title = f"A = {label_a}\nB = {label_b}\n{method}: B − A over the same prompts; * = p < 0.05 (languages: Holm)"
+    return render(header, body, fmt, title)
