@@ -32,6 +32,8 @@ def load_runs(run_dirs: list[str | Path]) -> dict[str, list[dict]]:
         offset = step_offset(d)
         if offset:
             rows = [{**r, "step": int(r["step"]) + offset} for r in rows]
+            if not any(int(r["step"]) == offset for r in rows):  # start from where the parent ended
+                rows = _parent_rows(d, offset) + rows
         label = d.name if d.name not in out else str(d)
         out[label] = rows
     return out
@@ -69,6 +71,29 @@ def step_offset(run_dir: Path) -> int:
         return _parent_step(model)
     except (OSError, ValueError):
         return 0
+
+
+def _parent_run(run_dir: Path) -> Path | None:
+    chain = Path(run_dir) / "chain.json"
+    model = json.loads(chain.read_text(encoding="utf-8")).get("source") if chain.is_file() else None
+    if model is None and (Path(run_dir) / "recipe.yaml").is_file():
+        model = (yaml.safe_load((Path(run_dir) / "recipe.yaml").read_text(encoding="utf-8")) or {}).get("model")
+    if not model:
+        return None
+    path = Path(model)
+    run = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    return run if (run / "curves.jsonl").is_file() else None
+
+
+def _parent_rows(run_dir: Path, offset: int) -> list[dict]:
+    """The parent run's `model` rows at the step this run continues from (its step 0, not evaluated again)."""
+    parent = _parent_run(run_dir)
+    if parent is None:
+        return []
+    shift = step_offset(parent)
+    rows = [{**r, "step": int(r["step"]) + shift, "inherited": True} for r in read_curves(parent)
+            if r["variant"] == "model"]
+    return [r for r in rows if r["step"] == offset]
 
 
 def _variant(r: dict) -> str:

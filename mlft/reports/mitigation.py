@@ -298,10 +298,13 @@ def plot_table(table: Table, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    n_rows = len(table.body) + 1
     width = max(8.0, 1.3 * len(table.header) + 0.05 * max(len(r[0]) for r in table.body))
-    fig, ax = plt.subplots(figsize=(width, 0.45 * n_rows + 0.35 * len(table.notes) + 0.9))
+    notes = "\n".join(_wrap(n, int(width * 14)) for n in table.notes)
+    table_h, notes_h = 0.32 * (len(table.body) + 1) + 0.5, 0.17 * (notes.count("\n") + 1) + 0.2
+    fig, (ax, note_ax) = plt.subplots(2, 1, figsize=(width, table_h + notes_h),
+                                      gridspec_kw={"height_ratios": [table_h, notes_h]})
     ax.axis("off")
+    note_ax.axis("off")
     tab = ax.table(cellText=table.body, colLabels=table.header, loc="upper center", cellLoc="center")
     tab.auto_set_font_size(False)
     tab.set_fontsize(8.5)
@@ -315,11 +318,9 @@ def plot_table(table: Table, path: str | Path) -> Path:
         if "⚠" in cell.get_text().get_text():
             cell.set_facecolor("#fde2c4")
     ax.set_title(table.title, fontsize=10, weight="bold")
-    notes = "\n".join(_wrap(n, int(width * 14)) for n in table.notes)
-    fig.text(0.01, 0.01, notes, fontsize=7, va="bottom", ha="left", family="DejaVu Sans")
-    fig.tight_layout(rect=(0, 0.03 + 0.035 * notes.count("\n"), 1, 1))
+    note_ax.text(0.0, 1.0, notes, fontsize=7, va="top", ha="left", transform=note_ax.transAxes)
     path = Path(path)
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)
     return path
 
