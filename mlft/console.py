@@ -87,14 +87,14 @@ def quiet_third_party() -> None:
 
 
 def quiet_transformers() -> None:
-    """Drop transformers' per-load "Loading weights" bars (hub download bars stay). Called where mlft loads a
-    model, since importing transformers at start-up would slow every command."""
+    """Drop transformers' per-load "Loading weights" and per-save "Writing model shards" bars (hub download bars
+    stay). Called where mlft loads a model, since importing transformers at start-up would slow every command."""
     if verbose():
         return
     from transformers.utils import logging as hf_logging
 
     def hook(factory, args, kwargs):
-        if kwargs.get("desc") == "Loading weights":
+        if kwargs.get("desc") in ("Loading weights", "Writing model shards"):
             return hf_logging.EmptyTqdm(*args)
         return factory(*args, **kwargs)
 

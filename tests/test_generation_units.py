@@ -20,7 +20,8 @@ def test_decoding_defaults_are_the_papers_and_top_p_is_real():
     d = Decoding()
     assert (d.max_new_tokens, d.temperature, d.top_p, d.num_beams) == (100, 0.3, 0.75, 1)
     kw = d.hf_kwargs()  # warping is NucleusWarper's job: transformers' own stay neutral
-    assert kw["do_sample"] and (kw["temperature"], kw["top_p"], kw["top_k"]) == (1.0, 1.0, 0) and "min_p" not in kw
+    assert not kw["do_sample"] and "top_p" not in kw and "min_p" not in kw  # NucleusSampler draws the token
+    assert Decoding(num_beams=2).hf_kwargs()["do_sample"]  # beam sampling: transformers draws, NucleusWarper warps
     assert Decoding(temperature=0).hf_kwargs()["do_sample"] is False
     with pytest.raises(ConfigError, match="top_p"):
         Decoding(top_p=0)

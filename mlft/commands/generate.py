@@ -97,8 +97,8 @@ def run(args) -> int:
     check_interventions(args.backend, run_.interventions, "--intervention")
     model_ref = args.model or (DEFAULT_MODEL if args.backend == "hf" else None)
     backend_opts = options_from_args(args.backend, args)
-    with OutputLock(args.out):  # a second writer of the same file is refused before anything loads
-        return _generate(args, opts, run_, model_ref, backend_opts)
+    OutputLock(args.out).check()  # a second writer of the same file is refused before anything loads
+    return _generate(args, opts, run_, model_ref, backend_opts)
 
 
 def _generate(args, opts, run_, model_ref, backend_opts) -> int:

@@ -37,11 +37,16 @@ def build_mix(mix: MixConfig, out_dir: str | Path, kind: str | None = None, toke
                                    index.size if index else 0, mix.decontaminate.phrasings)
     counts = mix.counts()
     rows: list[dict] = []
+    bar = _progress(len(counts), progress, "mix")
     for i, src in enumerate(mix.sources):
         cells = [(lang, n) for j, lang, n in counts if j == i]
         pool = load_pool(src, mix.kind, [lang for lang, _ in cells], f"{where}.sources[{i}]")
-        for lang, n in _progress(cells, progress, f"mix: {src.name}"):
+        for lang, n in cells:
             rows += _sample_cell(pool, src, lang, n, mix.seed, index, report, f"{where}.sources[{i}]")
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
     random.Random(f"{mix.seed}/shuffle").shuffle(rows)
     _write(mix, rows, report, Path(out_dir) / "mix", counts, tokenizer)
     import datasets
@@ -85,12 +90,13 @@ def _sample_cell(pool: Pool, src: SourceConfig, lang: str | None, n: int, seed: 
     return out
 
 
-def _progress(items, enabled: bool, desc: str):
-    if not enabled or len(items) < 2:
-        return items
+def _progress(total: int, enabled: bool, desc: str):
+    """One bar for the whole mix (cells of every source), or None."""
+    if not enabled or total < 2:
+        return None
     from tqdm.auto import tqdm
 
-    return tqdm(items, desc=desc, unit="cell", leave=False)
+    return tqdm(total=total, desc=desc, unit="cell", leave=False)
 
 
 def _write(mix: MixConfig, rows: list[dict], report: DecontaminationReport, out: Path, counts, tokenizer) -> None:

@@ -25,7 +25,7 @@ from mlft.generation.decoding import Decoding
 from mlft.generation.interventions import build_interventions
 from mlft.generation.prompting import Prompting
 from mlft.languages import check_language, check_scorable
-from mlft.lcb.data import SOURCES, load_prompt_file, load_prompts, stratified_sample
+from mlft.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
 
 
 @dataclass
@@ -44,7 +44,10 @@ class LcbOptions:
     languages: list[str] | None = field(default=None, metadata={"help": "language codes (null = all 15)"})
     per_group: int | None = field(default=None, metadata={
         "help": "seeded stratified sample: at most this many prompts per (task, source, language); null = all"})
-    seed: int = field(default=0, metadata={"help": "seed of the stratified sample"})
+    per_language: int | None = field(default=None, metadata={
+        "help": "seeded sample of this many prompts per (task, language), spread over the sources that have the "
+                "language (after per_group, if both are set); null = no such cap"})
+    seed: int = field(default=0, metadata={"help": "seed of the samples"})
     data: str | None = field(default=None, metadata={
         "help": "LCB test_sets.zip or folder (null: $MLFT_LCB_DATA, the cache, else download)"})
     prompts: str | None = field(default=None, metadata={
@@ -59,10 +62,11 @@ class LcbOptions:
     batch_size: int = field(default=16, metadata={"help": "prompts per generate call (hf) / chunk (openai)"})
     token_stats: bool = field(default=False, metadata={
         "help": "record per-token entropy and nucleus size (hf) and report confusion points (paper Table 7)"})
-    fluency: str | None = field(default="unmodified", metadata={
-        "help": "fluency proxy (mean token NLL of each reply): 'unmodified' = under the evaluated model without "
-                "its interventions (hf backend only), a model reference = under that fixed model (e.g. the base "
-                "model of a training run), null = off"})
+    fluency: str | None = field(default="generation", metadata={
+        "help": "fluency proxy, the mean token NLL of each reply: 'generation' = the generated tokens under the "
+                "generating model's own logits before any logits processor (free; hf backend), 'unmodified' = "
+                "a second pass under the evaluated model without its interventions (hooks and transforms too), a "
+                "model reference = a second pass under that fixed model (e.g. a training run's base), null = off"})
     confidence: float = field(default=0.95, metadata={"help": "level of the intervals on every metric row"})
     resamples: int = field(default=2000, metadata={"help": "bootstrap resamples for the intervals (seeded)"})
 
@@ -104,8 +108,9 @@ def validate(o: LcbOptions, where: str) -> None:
         valid_sources = {s for t in o.tasks for pair in SOURCES[t].items() for s in pair}
         for i, s in enumerate(o.sources or []):
             check_choice(s, valid_sources, "source", f"{where}: sources[{i}]")
-    if o.per_group is not None and o.per_group < 1:
-        raise ConfigError(f"{where}: per_group: must be >= 1 or null, got {o.per_group}")
+    for key in ("per_group", "per_language"):
+        if getattr(o, key) is not None and getattr(o, key) < 1:
+            raise ConfigError(f"{where}: {key}: must be >= 1 or null, got {getattr(o, key)}")
     if o.batch_size < 1:
         raise ConfigError(f"{where}: batch_size: must be >= 1, got {o.batch_size}")
     resolved = runs(o, where)  # validates every variant's decoding / prompting / interventions
@@ -129,6 +134,8 @@ def select_prompts(o: LcbOptions):
         prompts = load_prompts(o.tasks, o.sources, o.languages, path=o.data)
     if o.per_group:
         prompts = stratified_sample(prompts, o.per_group, o.seed)
+    if o.per_language:
+        prompts = sample_per_language(prompts, o.per_language, o.seed)
     return prompts
 
 
@@ -187,6 +194,8 @@ def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
 
 def reply_nlls(ctx, o: LcbOptions, records: list[dict]) -> list[float | None]:
     """Fluency proxy of each record's reply (None when off or without local weights)."""
+    if o.fluency == "generation":
+        return [r.get("nll") for r in records]
     model, tok = ctx.fluency_model(o.fluency)
     if model is None:
         return [None] * len(records)

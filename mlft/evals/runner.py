@@ -73,8 +73,8 @@ class EvalContext:
             return self._backends[key]
         if base_key not in self._backends:
             model, tokenizer = self.model, self.tokenizer
-            if model is None and self._backends and self.backend_name == "hf":  # reuse a loaded model
-                loaded = next(b for k, b in self._backends.items() if not k[2])
+            loaded = next((b for k, b in self._backends.items() if not k[2]), None)
+            if model is None and loaded is not None and self.backend_name == "hf":  # reuse a loaded model
                 model, tokenizer = loaded.model, loaded.tokenizer
             self._backends[base_key] = create_backend(
                 self.backend_name, self.backend_options, model_ref=self.model_ref, model=model,

@@ -47,10 +47,11 @@ class Decoding:
     def hf_kwargs(self) -> dict:
         """Arguments for transformers' `generate`, every one explicit so the model's own generation_config
         (which may set top_k=50, a temperature...) never leaks in. Temperature, top-k and top-p are left
-        neutral here: the hf backend applies them with its NucleusWarper (exact, and without sorting the
-        whole vocabulary at every step)."""
-        kw = {"max_new_tokens": self.max_new_tokens, "num_beams": self.num_beams, "do_sample": self.sampling}
-        if self.sampling:
+        neutral here: the hf backend applies them itself (NucleusWarper for beam sampling; NucleusSampler, which
+        draws the token itself, otherwise: then `generate` runs greedy over the one finite score)."""
+        sample_in_generate = self.sampling and self.num_beams > 1
+        kw = {"max_new_tokens": self.max_new_tokens, "num_beams": self.num_beams, "do_sample": sample_in_generate}
+        if sample_in_generate:
             kw.update(temperature=1.0, top_p=1.0, top_k=0)
         if self.num_beams > 1:
             kw.update(early_stopping=True, num_return_sequences=1)

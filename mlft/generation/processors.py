@@ -1,11 +1,18 @@
-"""Logits processors of the hf backend: exact nucleus sampling without a full sort, and per-token statistics.
+"""Logits processors of the hf backend: exact nucleus sampling without a full sort, and per-token records.
 
 NucleusWarper applies temperature, top-k and top-p as transformers' warpers do (the same token sets), but it
 does not sort the 49k-token vocabulary of every row at every step (20 % of CPU time at batch 16).
 
-TokenStatsRecorder records, per generated token, the Shannon entropy (nats) of the model's next-token
-distribution (temperature 1) and the nucleus size: how many tokens the sampling distribution (the decoding's
-temperature, top-k, top-p) keeps at that step. Used by the confusion-point analysis.
+NucleusSampler goes one step further: it draws the next token itself, among the nucleus candidates only, and
+returns scores where that token alone is finite, so `generate` runs greedy (argmax) instead of
+`torch.multinomial` over the whole vocabulary (an exponential draw per vocabulary entry per row per step: 36 ms
+a step for 29 rows here). The distribution is the same: temperature, then top-k, then top-p, renormalised.
+
+StepLog sees the model's own logits (it runs first) and records, per generated token, its log-probability
+under them (the fluency proxy of a reply: the mean negative log-likelihood of its tokens under the model before
+any logits processor) and, with `token_stats`, the Shannon entropy (nats, temperature 1) and the nucleus size
+(how many tokens the decoding's temperature / top-k / top-p keep). The last processor (the sampler, or
+GreedyPicker for greedy decoding) tells it which token was chosen.
 """
 
 from __future__ import annotations
@@ -58,16 +65,59 @@ class NucleusWarper(LogitsProcessor):
         return scores.masked_fill(~keep, float("-inf"))
 
 
-class TokenStatsRecorder(LogitsProcessor):
-    """Sees the model's own logits (it runs before any other processor)."""
+class StepLog(LogitsProcessor):
+    """Records per step: the raw log-probability of the chosen token (always), entropy and nucleus size (with
+    `token_stats`). Runs first; the picker at the end of the chain calls `chosen(tokens)`."""
 
-    def __init__(self, decoding):
-        self.decoding = decoding
+    def __init__(self, decoding, token_stats: bool = False):
+        self.decoding, self.token_stats = decoding, token_stats
+        self.logprob: list[torch.Tensor] = []
         self.entropy: list[torch.Tensor] = []
         self.nucleus: list[torch.Tensor] = []
+        self._raw = None
 
     def __call__(self, input_ids, scores):
         d = self.decoding
-        self.entropy.append(entropy(scores).cpu())
-        self.nucleus.append(nucleus_size(scores, d.temperature, d.top_p if d.sampling else 1.0, d.top_k).cpu())
+        self._raw = torch.log_softmax(scores.float(), dim=-1)
+        if self.token_stats:
+            self.entropy.append(entropy(scores).cpu())
+            self.nucleus.append(nucleus_size(scores, d.temperature, d.top_p if d.sampling else 1.0, d.top_k).cpu())
+        return scores
+
+    def chosen(self, tokens: torch.Tensor) -> None:
+        self.logprob.append(self._raw.gather(-1, tokens.view(-1, 1)).squeeze(-1).cpu())
+        self._raw = None
+
+
+class NucleusSampler(NucleusWarper):
+    """Sample the next token among the nucleus (temperature, top-k, top-p) and return scores where only it is
+    finite: `generate` then picks it greedily."""
+
+    def __init__(self, temperature: float, top_p: float, top_k: int | None = None, probe: int = 64,
+                 log: StepLog | None = None):
+        super().__init__(temperature, top_p, top_k, probe)
+        self.log = log
+
+    def __call__(self, input_ids, scores):
+        warped = super().__call__(input_ids, scores)
+        k = min(self.probe, warped.shape[-1])
+        values, index = warped.topk(k)
+        if not bool(torch.isinf(values[:, -1]).all()):  # a row's nucleus is wider than the probe
+            values, index = warped.sort(dim=-1, descending=True)
+        pick = torch.multinomial(torch.softmax(values, dim=-1), 1)
+        tokens = index.gather(-1, pick).squeeze(-1)
+        if self.log is not None:
+            self.log.chosen(tokens)
+        out = torch.full_like(warped, float("-inf"))
+        return out.scatter_(-1, tokens.view(-1, 1), 0.0)
+
+
+class GreedyPicker(LogitsProcessor):
+    """Greedy decoding: tell the step log which token `generate` will pick (the argmax), scores unchanged."""
+
+    def __init__(self, log: StepLog):
+        self.log = log
+
+    def __call__(self, input_ids, scores):
+        self.log.chosen(scores.argmax(dim=-1))
         return scores

@@ -66,6 +66,25 @@ class OutputLock:
             _held[self.lock_file] = [fd, 1]
         return self
 
+    def check(self) -> None:
+        """Refuse at once if another process holds the lock, without creating anything (a pre-flight check
+        before slow work such as loading a model; the lock itself is taken later)."""
+        if fcntl is None or self.lock_file in _held or not self.lock_file.exists():
+            return
+        try:
+            fd = os.open(self.lock_file, os.O_RDWR)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            raise OutputLocked(f"{self.path}: another mlft process (pid {holder}) is writing this file; "
+                               "wait for it to finish, or choose another output") from None
+        finally:
+            os.close(fd)
+
     def release(self) -> None:
         if fcntl is None:
             return

@@ -202,6 +202,31 @@ def stratified_sample(prompts: list[Prompt], per_group: int, seed: int = 0) -> l
     return [p for p in prompts if p.id in keep]
 
 
+def sample_per_language(prompts: list[Prompt], n: int, seed: int = 0) -> list[Prompt]:
+    """A seeded sample of `n` prompts per (task, language), spread as evenly as possible over the sources that
+    have that language (round robin over per-source shuffles), order kept. LCB's languages sit in different
+    sources (hi/ru only in dolly, ja/ko only in native, tr only in aya), so this is how a suite gets the same
+    number of prompts for every language."""
+    by: dict[tuple, dict[str, list[Prompt]]] = defaultdict(lambda: defaultdict(list))
+    for p in prompts:
+        by[(p.task, p.language)][p.source].append(p)
+    keep: set[str] = set()
+    for key in sorted(by):
+        pools = []
+        for source in sorted(by[key]):
+            members = list(by[key][source])
+            random.Random(f"{seed}/{'/'.join(key)}/{source}").shuffle(members)
+            pools.append(members)
+        taken, i = 0, 0
+        while taken < n and any(pools):
+            pool = pools[i % len(pools)]
+            if pool:
+                keep.add(pool.pop(0).id)
+                taken += 1
+            i += 1
+    return [p for p in prompts if p.id in keep]
+
+
 def summarize(prompts: list[Prompt]) -> dict[str, dict[str, int]]:
     """task -> source -> count."""
     out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))

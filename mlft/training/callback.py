@@ -15,15 +15,16 @@ import os
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 from transformers import TrainerCallback
 
+from mlft.console import get_logger
 from mlft.training import curves
 from mlft.training.passes import evaluate_step, headline
 from mlft.training.recipe import Recipe
 
+log = get_logger(__name__)
 # Variables that would make a child process think it is one rank of the training job.
 _DIST_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
              "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "CROSS_RANK", "CROSS_SIZE")
@@ -71,9 +72,8 @@ class EvalCallback(TrainerCallback):
                     rows = self._evaluate_in_child(step, model_ref, is_end)
                 self._log(rows, step)
             except Exception as exc:  # noqa: BLE001 — evaluation must never kill training
-                traceback.print_exc()
-                print(f"[mlft eval] step {step}: evaluation failed ({type(exc).__name__}: {exc}); "
-                      "training continues; rerun `mlft evaluate-run` on the run directory later", file=sys.stderr)
+                log.error("[mlft eval] step %s: evaluation failed (%s: %s); training continues; rerun `mlft "
+                          "evaluate-run` on the run directory later", step, type(exc).__name__, exc, exc_info=True)
                 curves.append_pass(self.run_dir, step, "model", [], time.time() - t0, "failed", error=str(exc))
         self.seconds += time.time() - t0
         _barrier()
@@ -86,8 +86,7 @@ class EvalCallback(TrainerCallback):
             cmd.append("--not-end")
         if not self.progress:
             cmd.append("--no-progress")
-        print(f"[mlft eval] step {step}: weights are sharded; evaluating {model_ref} in a separate process",
-              flush=True)
+        log.info("[mlft eval] step %s: weights are sharded; evaluating %s in a separate process", step, model_ref)
         proc = subprocess.run(cmd, env=child_env(), timeout=self.ev.timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` exited with {proc.returncode}")

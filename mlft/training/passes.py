@@ -16,9 +16,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlft.console import get_logger
 from mlft.constants import METRICS
 from mlft.training import curves
 from mlft.training.recipe import EvaluationOptions
+
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,26 @@ def checkpoint_step(path: str | Path) -> int | None:
 
 
 @contextmanager
-def eval_mode(model):
+def eval_mode(model, merge_lora: bool = True):
     """Generate in eval mode with the KV cache on; restore train mode and the cache setting afterwards
-    (gradient checkpointing turns the cache off, and generating in train mode with it yields garbage)."""
+    (gradient checkpointing turns the cache off, and generating in train mode with it yields garbage).
+
+    With `merge_lora`, a LoRA model is evaluated as a merged copy (plain weights: ~10 % faster generation here,
+    the same model up to float rounding); the live model and its base weights are not touched, so training
+    continues (and resumes) exactly as without evaluation."""
+    if merge_lora and hasattr(model, "merge_and_unload") and getattr(model, "peft_config", None):
+        import copy
+
+        merged = copy.deepcopy(model).merge_and_unload()
+        merged.eval()
+        merged.config.use_cache = True
+        if getattr(merged, "generation_config", None) is not None:
+            merged.generation_config.use_cache = True
+        try:
+            yield merged
+        finally:
+            del merged
+        return
     was_training = model.training
     configs = [c for c in (getattr(model, "config", None), getattr(model, "generation_config", None)) if c]
     saved = [getattr(c, "use_cache", None) for c in configs]
@@ -91,15 +112,15 @@ def load_pass_suite(p: EvalPass):
 
 
 def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=None, model_ref: str | None = None,
-             progress: bool = True) -> list[dict]:
+             progress: bool = True, merge_lora: bool = True) -> list[dict]:
     """Run one pass and return its curve rows (not yet recorded)."""
     from mlft.evals.runner import run_suite
 
     suite = load_pass_suite(p)
     out_dir = run_dir / "evals" / f"step-{step:06d}" / p.variant
     if model is not None and not p.needs_saved_weights:
-        with eval_mode(model):
-            result = run_suite(suite, model=model, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
+        with eval_mode(model, merge_lora) as live:
+            result = run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
                                progress=progress)
     else:
         result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress)
@@ -130,9 +151,9 @@ def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None
                 continue
             t0 = time.time()
             rows = run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
-                            progress=progress)
+                            progress=progress, merge_lora=ev.merge_lora)
             curves.append_pass(run_dir, step, p.variant, rows, time.time() - t0, mode)
-        print(f"[mlft eval] step {step} {p.variant}: {headline_text(rows)} ({time.time() - t0:.1f} s)", flush=True)
+        log.info("[mlft eval] step %s %s: %s (%.1f s)", step, p.variant, headline_text(rows), time.time() - t0)
         new_rows += rows
     return new_rows
 

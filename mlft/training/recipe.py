@@ -81,6 +81,9 @@ class EvaluationOptions:
     in_process: Literal["auto", "always", "never"] = field(default="auto", metadata={
         "help": "Generate with the live model on rank 0 ('auto': yes unless ZeRO-3/FSDP shards the weights; "
                 "then the saved checkpoint is evaluated in a separate process)."})
+    merge_lora: bool = field(default=True, metadata={
+        "help": "Evaluate a LoRA model as a merged copy (faster generation; one extra copy of the weights in "
+                "memory; the live model is untouched)."})
     log_to_trainer: bool = field(default=True, metadata={
         "help": "Log headline LPR/WPR/LCPR through the trainer's report_to (TensorBoard, W&B...)."})
     timeout_s: int = field(default=3600, metadata={"help": "Limit for one separate-process evaluation."})

@@ -23,10 +23,14 @@ from pathlib import Path
 
 import yaml
 
+from mlft.console import get_logger
 from mlft.errors import ConfigError
+from mlft.io.locks import OutputLock
+from mlft.provenance import write_results
 from mlft.training.recipe import Recipe, dump_recipe
 
 COMPLETE = "complete"
+log = get_logger(__name__)
 
 
 def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
@@ -46,6 +50,13 @@ def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
 def _trainer_config(recipe: Recipe, run_dir: Path):
     args = dict(recipe.training_args)
     args["output_dir"] = str(run_dir / "checkpoints")
+    if "activation_checkpointing" not in args:  # transformers 5 renamed it; trl still defaults the old name to on
+        import dataclasses
+
+        cls = recipe.config_class()
+        default = next((f.default for f in dataclasses.fields(cls) if f.name == "gradient_checkpointing"), False)
+        args["activation_checkpointing"] = args.pop("gradient_checkpointing", default)
+        args.pop("gradient_checkpointing_kwargs", None) if "activation_checkpointing_kwargs" in args else None
     if recipe.dtype != "auto" or "model_init_kwargs" not in args:
         kwargs = dict(args.get("model_init_kwargs") or {})
         kwargs.setdefault("dtype", recipe.dtype)
@@ -131,20 +142,35 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
     """Train `recipe` (resuming from its last checkpoint); return the run directory.
     `callbacks`: extra transformers TrainerCallbacks (e.g. to inspect the live model at each save)."""
     from accelerate import PartialState
-    from transformers.trainer_utils import get_last_checkpoint
 
-    from mlft.training import chain
-    from mlft.training.callback import EvalCallback
+    from mlft.console import quiet_transformers
 
     t0 = time.time()
     run_dir = Path(recipe.run_dir)
     config = _trainer_config(recipe, run_dir)  # validates values too (before any load)
     state = PartialState()
+    quiet_transformers()
     if (run_dir / COMPLETE).is_file():
         _check_same_recipe(run_dir, recipe)
         if state.is_main_process:
-            print(f"mlft train: {run_dir} is already complete (delete {run_dir / COMPLETE} to train again)")
+            log.info("mlft train: %s is already complete (delete %s to train again)", run_dir, run_dir / COMPLETE)
         return run_dir
+    lock = OutputLock(run_dir / "checkpoints") if state.is_main_process else None
+    if lock is not None:  # a second `mlft train` on the same run directory is refused at once
+        lock.acquire()
+    try:
+        return _train(recipe, run_dir, config, state, progress, callbacks, t0)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbacks, t0: float) -> Path:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from mlft.training import chain
+    from mlft.training.callback import EvalCallback
+
     if state.is_main_process:
         run_dir.mkdir(parents=True, exist_ok=True)
         _check_same_recipe(run_dir, recipe)
@@ -155,8 +181,12 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
 
     dataset = _load_dataset(recipe, run_dir, state)
     model, ref_model, tok = _model_and_tokenizer(recipe, config, chain.start_ref(run_dir, info))
+    if not isinstance(model, str):  # an already-loaded (merged) model: trl would ignore model_init_kwargs, noisily
+        config.model_init_kwargs = None
     peft_config = recipe.lora.to_peft() if recipe.lora.enabled else None
     from trl import DPOTrainer, SFTTrainer
+
+    from mlft.training.progress import replace_progress
 
     kwargs = {"ref_model": ref_model} if ref_model is not None else {}
     trainer_cls = SFTTrainer if recipe.trainer == "sft" else DPOTrainer
@@ -171,11 +201,12 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
     trainer.add_callback(callback)
     for extra in callbacks:
         trainer.add_callback(extra)
+    replace_progress(trainer, run_dir.name, progress)
 
     ckpt_dir = Path(config.output_dir)
     last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
     if last and state.is_main_process:
-        print(f"mlft train: resuming from {last}")
+        log.info("mlft train: resuming from %s", last)
     result = trainer.train(resume_from_checkpoint=last)
     final_kind = _save_final(trainer, tok, recipe, run_dir, info, state)
     if state.is_main_process:
@@ -184,8 +215,9 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
                   "train_loss": result.metrics.get("train_loss"), "wall_s": round(time.time() - t0, 2),
                   "eval_s": round(callback.seconds, 2), "world_size": state.num_processes,
                   "eval_in_process": in_process, "resumed_from": last, "final": final_kind, "pid": os.getpid()}
+        write_results(run_dir, {"recipe": recipe.to_dict()}, t0, time.time() - t0, {"complete": marker})
         (run_dir / COMPLETE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        print(f"mlft train: done: {run_dir} (step {marker['global_step']}, {marker['wall_s']:.0f} s, "
-              f"of which eval {marker['eval_s']:.0f} s)")
+        log.info("mlft train: done: %s (step %s, %.0f s, of which eval %.0f s)", run_dir, marker["global_step"],
+                 marker["wall_s"], marker["eval_s"])
     state.wait_for_everyone()
     return run_dir

@@ -2,10 +2,16 @@
 padded tokens), chat template or raw text, EOS stop, seeded sampling, greedy and beam search, and every kind
 of intervention (logits processors per batch, forward hooks around generation, model transforms).
 
-Processors run in this order: the token-statistics recorder (it must see the model's own logits), the
-interventions' processors (in the order listed), then the decoding's NucleusWarper (temperature, top-k,
-top-p). A batch's sampling seed depends only on the decoding seed and the batch's first request, so a resumed
-run re-draws exactly what the uninterrupted run would have drawn.
+Processors run in this order: the step log (it must see the model's own logits: each token's log-probability,
+the fluency proxy, and with `token_stats` entropy and nucleus size), the interventions' processors (in the order
+listed), then the decoding's sampler (temperature, top-k, top-p; it draws the token itself, see
+mlft.generation.processors) or, for greedy decoding, the greedy picker. A batch's sampling seed depends only on
+the decoding seed and the batch's first request, so a resumed run re-draws exactly what the uninterrupted run
+would have drawn.
+
+Batches: requests sorted by prompt length, cut at `batch_size` rows or `max_batch_tokens` padded prompt
+tokens, whichever comes first (prefill cost grows with the padded width; decoding is cheaper per token at
+larger batches).
 """
 
 from __future__ import annotations
@@ -24,8 +30,11 @@ class HFOptions:
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(default="auto", metadata={
         "help": "weights dtype when loading the model"})
     device: str | None = field(default=None, metadata={"help": "torch device (cpu, cuda, cuda:1...)"})
-    max_batch_tokens: int = field(default=8192, metadata={
+    max_batch_tokens: int = field(default=6144, metadata={
         "help": "cap on padded prompt tokens per batch (a few long prompts do not pad a whole batch)"})
+    prefix_cache: bool = field(default=True, metadata={
+        "help": "compute the prompts' shared prefix (e.g. the chat template's system prompt) once and reuse its "
+                "KV cache in every batch"})
     trust_remote_code: bool = field(default=False, metadata={"help": "run the model repository's own code"})
 
 
@@ -40,11 +49,13 @@ class HFBackend:
     capabilities = frozenset({"processors", "hooks", "transform", "strategy"})
 
     def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
-                 max_batch_tokens: int = 8192, model_ref: str | None = None):
+                 max_batch_tokens: int = 6144, model_ref: str | None = None, prefix_cache: bool = True):
         if batch_size < 1:
             raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.token_stats, self.max_batch_tokens, self.model_ref = token_stats, max_batch_tokens, model_ref
+        self.prefix_cache = prefix_cache
+        self._prefix: tuple[tuple[int, ...], object] | None = None  # (prefix ids, its KV cache)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = model.generation_config.eos_token_id
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
@@ -60,14 +71,15 @@ class HFBackend:
                                     trust_remote_code=options.trust_remote_code)
         elif tokenizer is None:
             raise ConfigError("hf backend: a live model needs its tokenizer")
-        return cls(model, tokenizer, batch_size, token_stats, options.max_batch_tokens, model_ref)
+        return cls(model, tokenizer, batch_size, token_stats, options.max_batch_tokens, model_ref, options.prefix_cache)
 
     def transformed(self, transforms: Sequence) -> "HFBackend":
         """A backend over the model changed by `transforms` (e.g. quantized), same settings."""
         model, tok = self.model, self.tokenizer
         for iv in transforms:
             model, tok = iv.transform(model, tok, self.model_ref)
-        return type(self)(model, tok, self.batch_size, self.token_stats, self.max_batch_tokens, self.model_ref)
+        return type(self)(model, tok, self.batch_size, self.token_stats, self.max_batch_tokens, self.model_ref,
+                          self.prefix_cache)
 
     def encode(self, req: Request) -> list[int]:
         tok = self.tokenizer
@@ -115,19 +127,25 @@ class HFBackend:
         import torch
         from transformers import LogitsProcessorList
 
-        from mlft.generation.processors import NucleusWarper, TokenStatsRecorder
+        from mlft.generation.processors import GreedyPicker, NucleusSampler, NucleusWarper, StepLog
 
         device = next(self.model.parameters()).device
         width = max(len(e) for e in encoded)
-        input_ids = torch.tensor([[self.pad_id] * (width - len(e)) + e for e in encoded], device=device)
-        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=device)
+        prefix = self._shared_prefix(encoded, decoding, interventions)
+        p = len(prefix)  # rows: shared prefix, padding, each row's own tokens (positions follow the mask)
+        input_ids = torch.tensor([e[:p] + [self.pad_id] * (width - len(e)) + e[p:] for e in encoded], device=device)
+        mask = torch.tensor([[1] * p + [0] * (width - len(e)) + [1] * (len(e) - p) for e in encoded], device=device)
         languages = [r.language for r in requests]
-        recorder = TokenStatsRecorder(decoding) if self.token_stats else None
-        processors = [recorder] if recorder else []
+        beams = decoding.num_beams > 1
+        log = None if beams else StepLog(decoding, self.token_stats)
+        processors = [log] if log else []
         for iv in interventions:
             processors += iv.logits_processors(self.tokenizer, languages)
         if decoding.sampling:
-            processors.append(NucleusWarper(decoding.temperature, decoding.top_p, decoding.top_k))
+            processors.append(NucleusWarper(decoding.temperature, decoding.top_p, decoding.top_k) if beams else
+                              NucleusSampler(decoding.temperature, decoding.top_p, decoding.top_k, log=log))
+        elif log is not None:
+            processors.append(GreedyPicker(log))
         started = time.perf_counter()
         devices = [device] if device.type == "cuda" else []
         with contextlib.ExitStack() as stack:
@@ -137,9 +155,10 @@ class HFBackend:
                 stack.enter_context(iv.hooks(self.model, languages))
             if decoding.seed is not None:
                 torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
+            extra = {"past_key_values": self._prefix_kv(prefix, len(requests))} if p else {}
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                logits_processor=LogitsProcessorList(processors), **decoding.hf_kwargs())
+                logits_processor=LogitsProcessorList(processors), **decoding.hf_kwargs(), **extra)
         seconds = (time.perf_counter() - started) / len(requests)
         generated = out[:, width:].tolist()
         for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):
@@ -148,9 +167,43 @@ class HFBackend:
             ids = ids[:n] if n is not None else ids
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             res = Result(req.id, text, finish, len(enc), len(ids), seconds)
-            if recorder is not None:
-                res.extra["token_stats"] = self._stats(ids, recorder, row)
+            if log is not None:
+                scored = len(ids) - (1 if finish == "stop" else 0)  # the end-of-turn token is not the reply
+                if scored > 0 and text.strip():
+                    res.extra["nll"] = round(-float(sum(log.logprob[k][row] for k in range(scored))) / scored, 5)
+                if self.token_stats:
+                    res.extra["token_stats"] = self._stats(ids, log, row)
             yield res
+
+    MIN_PREFIX = 8
+
+    def _shared_prefix(self, encoded: list[list[int]], decoding, interventions) -> list[int]:
+        """The longest prefix every row shares (at least MIN_PREFIX tokens, each row keeping one token of its
+        own), or [] when prefix caching does not apply (off, beam search, forward-hook interventions)."""
+        if not self.prefix_cache or decoding.num_beams > 1 or any("hooks" in iv.needs for iv in interventions):
+            return []
+        n = min(len(e) for e in encoded) - 1
+        first = encoded[0]
+        for e in encoded[1:]:
+            k = 0
+            while k < n and e[k] == first[k]:
+                k += 1
+            n = k
+        return first[:n] if n >= self.MIN_PREFIX else []
+
+    def _prefix_kv(self, prefix: list[int], rows: int):
+        """A copy of the prefix's KV cache, repeated for `rows` rows (computed once per prefix)."""
+        import copy
+
+        import torch
+
+        key = tuple(prefix)
+        if self._prefix is None or self._prefix[0] != key:
+            ids = torch.tensor([prefix], device=next(self.model.parameters()).device)
+            self._prefix = (key, self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values)
+        cache = copy.deepcopy(self._prefix[1])
+        cache.batch_repeat_interleave(rows)
+        return cache
 
     def _stats(self, ids: list[int], recorder, row: int) -> dict:
         pieces, prev = [], ""  # a token ending inside a multi-byte character gets "", the next one the char

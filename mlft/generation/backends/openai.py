@@ -173,7 +173,7 @@ class OpenAIBackend:
         body = self._payload(req, decoding)
         started = time.perf_counter()
         o = self.options
-        refused = 0
+        refused = False
         for attempt in range(o.max_retries + 1):
             if self._abort.is_set():
                 return Result(req.id, error="not sent: the run was stopped", seconds=0.0)
@@ -182,16 +182,17 @@ class OpenAIBackend:
                 res.seconds = time.perf_counter() - started
                 return res
             except _ServerGone as exc:
-                refused += 1
+                refused = True
                 message, retry_after = f"connection refused ({exc})", None
             except _Retry as exc:
+                refused = False
                 message, retry_after = exc.args
             except BackendError:
                 raise
             except Exception as exc:  # noqa: BLE001 — never a traceback: a per-prompt error record instead
                 return Result(req.id, error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - started)
             if attempt == o.max_retries:
-                if refused == attempt + 1:
+                if refused:  # the last attempt found nothing listening: the server is gone
                     raise _ServerGone(message)
                 return Result(req.id, error=f"gave up after {attempt + 1} attempts: {message}",
                               seconds=time.perf_counter() - started)

@@ -70,6 +70,9 @@ def load_quantized(ref: str | Path, scheme: str):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
+    from mlft.console import quiet_transformers
+
+    quiet_transformers()
     warnings.filterwarnings("ignore", message=".*MatMul8bitLt.*")  # once per generated token otherwise
     if scheme not in SCHEMES:
         raise ModelError(f"unknown quantization scheme {scheme!r}; valid: {', '.join(SCHEMES)}")
