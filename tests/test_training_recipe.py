@@ -43,7 +43,7 @@ def test_all_shipped_recipes_validate_against_installed_trl():
         assert Path(recipe.mix).is_file()
         if "cpu" in path.parts:
             args = recipe.training_args
-            assert args["bf16"] is False and args["gradient_checkpointing"] is False and args["use_cpu"] is True
+            assert args["bf16"] is False and args["activation_checkpointing"] is False and args["use_cpu"] is True
             assert recipe.lora.enabled and recipe.model == "smollm2-135m-instruct"
 
 

@@ -25,9 +25,11 @@ def add_parser(sub) -> None:
     p.add_argument("--format", choices=OUTPUT_FORMATS, default="table",
                    help="table/markdown: paper-style matrices; tsv/csv/json: one row per group and aggregate")
     p.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
-    p.add_argument("--lid", metavar="ftz|bin|PATH", default=None,
+    p.add_argument("--lid", metavar="ftz|bin|PATH|py3langid|langdetect", default=None,
                    help="fastText model: bundled lid.176.ftz (default), 'bin' (lid.176.bin, downloaded into the "
-                        "cache; the paper's model) or a path; also $MLFT_LID_MODEL")
+                        "cache; the paper's model) or a path; also $MLFT_LID_MODEL. NON-OFFICIAL: py3langid or "
+                        "langdetect judge lines with another language-ID model (e.g. to check a gain that a "
+                        "fastText-tuned mitigation might overstate)")
     p.add_argument("--words", metavar="PATH", help="English word list for WPR (default: cache/download, or "
                                                     "$MLFT_LCB_DATA/words)")
     p.add_argument("--details", metavar="FILE.jsonl",

@@ -121,3 +121,16 @@ class GreedyPicker(LogitsProcessor):
     def __call__(self, input_ids, scores):
         self.log.chosen(scores.argmax(dim=-1))
         return scores
+
+
+class NewlineStop:
+    """Stopping criterion: a row is done once it generated a token holding a newline (rows with `active` False
+    are never stopped by it). Returns one flag per row, as transformers' criteria do."""
+
+    def __init__(self, newline_ids, active: list[bool]):
+        self.ids = torch.tensor(sorted(newline_ids), dtype=torch.long)
+        self.active = torch.tensor(active, dtype=torch.bool)
+
+    def __call__(self, input_ids, scores, **kwargs):
+        last = input_ids[:, -1]
+        return torch.isin(last, self.ids.to(last.device)) & self.active.to(last.device)

@@ -88,3 +88,72 @@ class LanguageIdentifier:
     def __setstate__(self, state):
         self.path = state["path"]
         self.__post_init__()
+
+
+OTHER_LIDS = ("py3langid", "langdetect")
+
+
+class OtherIdentifier:
+    """Another language-ID model with the same `predict(line) -> (label, score)` interface, for verifying
+    (interventions) or judging (scoring, NON-OFFICIAL): py3langid (the langid.py model, 97 languages) or
+    langdetect (Google's language-detection port, 55 languages; seeded, so deterministic)."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        if kind == "py3langid":
+            from py3langid.langid import MODEL_FILE
+            from py3langid.langid import LanguageIdentifier as PyLangId
+
+            self._model = PyLangId.from_model_file(MODEL_FILE, norm_probs=True)
+        elif kind == "langdetect":
+            from langdetect import DetectorFactory
+
+            DetectorFactory.seed = 0
+        else:
+            raise ConfigError(f"unknown language-ID model {kind!r}; valid: ftz, bin, a fastText file, "
+                              f"{', '.join(OTHER_LIDS)}")
+        self.name = kind
+        self.path = kind
+
+    def predict(self, line: str) -> tuple[str, float]:
+        if self.kind == "py3langid":
+            label, score = self._model.classify(line)
+            return label, float(score)
+        from langdetect import detect_langs
+        from langdetect.lang_detect_exception import LangDetectException
+
+        try:
+            best = detect_langs(line)[0]
+        except LangDetectException:
+            return "unknown", 0.0
+        return best.lang.split("-")[0], float(best.prob)
+
+    def __getstate__(self):
+        return {"kind": self.kind}
+
+    def __setstate__(self, state):
+        self.__init__(state["kind"])
+
+
+def identifier(spec: str | None):
+    """A language-ID model by spec (cached per process): ftz / bin / a fastText path, py3langid, langdetect."""
+    if spec in OTHER_LIDS:
+        if spec not in _CACHE:
+            _CACHE[spec] = OtherIdentifier(spec)
+        return _CACHE[spec]
+    return LanguageIdentifier.cached(spec)
+
+
+def check_lid_spec(spec: str, where: str) -> None:
+    """Fail before any load when `spec` names no language-ID model (fastText files are checked for existence)."""
+    if spec in OTHER_LIDS:
+        import importlib.util
+
+        module = "py3langid" if spec == "py3langid" else "langdetect"
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(f"{where}: {spec} is not installed (pip install {module})")
+        return
+    try:
+        resolve_lid_path(spec)
+    except (ConfigError, DataError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None

@@ -118,7 +118,12 @@ def analyze_all(items: list[tuple[str, str]], lid: LanguageIdentifier, words: fr
 
 
 def load_resources(lid: str | LanguageIdentifier | None = None, words: str | Path | None = None):
-    identifier = lid if isinstance(lid, LanguageIdentifier) else LanguageIdentifier.from_spec(lid)
+    from mlft.lcb.langid import OTHER_LIDS, OtherIdentifier
+
+    if isinstance(lid, (LanguageIdentifier, OtherIdentifier)):
+        identifier = lid
+    else:
+        identifier = OtherIdentifier(lid) if lid in OTHER_LIDS else LanguageIdentifier.from_spec(lid)
     return identifier, load_english_words(locate(WORDS, words))
 
 
@@ -162,7 +167,11 @@ def score_completions(completions: list[Completion], options: ScoreOptions | Non
                   and x["source"] == "all" and x["language"] != "all"]
             r["lcpr"] = lcpr_of({x["language"]: x for x in tm})
     details = _details(completions, results) if detail else []
-    return ScoreReport(rows, identifier.name, options.describe(), details, results)
+    described = options.describe()
+    if not isinstance(identifier, LanguageIdentifier):  # not a fastText model: not the official scorer
+        described = (described.replace("official LCB scorer behaviour", "NON-OFFICIAL options:").rstrip(":")
+                     + f"{';' if 'options:' in described else ''} language ID by {identifier.name}")
+    return ScoreReport(rows, identifier.name, described, details, results)
 
 
 def _details(completions: list[Completion], results: list[ReplyResult]) -> list[dict]:

@@ -44,6 +44,8 @@ class Request:
     messages: list[dict] | None = None
     text: str | None = None
     language: str | None = None  # the language the reply should be in (for interventions)
+    prefix: str = ""             # reply text so far: generation continues it (line-by-line strategies)
+    stop_at_newline: bool = False  # stop after the first generated newline (the completion keeps it)
 
     def __post_init__(self):
         if (self.messages is None) == (self.text is None):

@@ -87,8 +87,9 @@ class HFBackend:
             if not getattr(tok, "chat_template", None):
                 raise ModelError("this model's tokenizer has no chat template: use prompting mode 'qa' or 'raw'")
             text = tok.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
-            return tok(text, add_special_tokens=False)["input_ids"]
-        return tok(req.text, add_special_tokens=True)["input_ids"]
+            return tok(text + req.prefix, add_special_tokens=False)["input_ids"]
+        ids = tok(req.text, add_special_tokens=True)["input_ids"]
+        return ids + tok(req.prefix, add_special_tokens=False)["input_ids"] if req.prefix else ids
 
     def prompt_length(self, req: Request) -> int:
         return len(self.encode(req))
@@ -125,9 +126,9 @@ class HFBackend:
         import contextlib
 
         import torch
-        from transformers import LogitsProcessorList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
-        from mlft.generation.processors import GreedyPicker, NucleusSampler, NucleusWarper, StepLog
+        from mlft.generation.processors import GreedyPicker, NewlineStop, NucleusSampler, NucleusWarper, StepLog
 
         device = next(self.model.parameters()).device
         width = max(len(e) for e in encoded)
@@ -140,7 +141,7 @@ class HFBackend:
         log = None if beams else StepLog(decoding, self.token_stats)
         processors = [log] if log else []
         for iv in interventions:
-            processors += iv.logits_processors(self.tokenizer, languages)
+            processors += iv.logits_processors(self.tokenizer, languages, self.model)
         if decoding.sampling:
             processors.append(NucleusWarper(decoding.temperature, decoding.top_p, decoding.top_k) if beams else
                               NucleusSampler(decoding.temperature, decoding.top_p, decoding.top_k, log=log))
@@ -156,6 +157,9 @@ class HFBackend:
             if decoding.seed is not None:
                 torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
             extra = {"past_key_values": self._prefix_kv(prefix, len(requests))} if p else {}
+            if any(r.stop_at_newline for r in requests):
+                extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(self._newline_ids(),
+                                                                               [r.stop_at_newline for r in requests])])
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
                 logits_processor=LogitsProcessorList(processors), **decoding.hf_kwargs(), **extra)
@@ -164,6 +168,10 @@ class HFBackend:
         for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):
             n = next((k + 1 for k, t in enumerate(ids) if t in self.eos_ids), None)
             finish = "stop" if n is not None else "length"
+            if req.stop_at_newline and n is None:
+                nl = next((k + 1 for k, t in enumerate(ids) if t in self._newline_ids()), None)
+                if nl is not None:
+                    ids, finish = ids[:nl], "newline"
             ids = ids[:n] if n is not None else ids
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             res = Result(req.id, text, finish, len(enc), len(ids), seconds)
@@ -173,9 +181,23 @@ class HFBackend:
                     res.extra["nll"] = round(-float(sum(log.logprob[k][row] for k in range(scored))) / scored, 5)
                 if self.token_stats:
                     res.extra["token_stats"] = self._stats(ids, log, row)
+            stats = {}
+            for proc in processors:
+                if hasattr(proc, "stats"):
+                    stats.update(proc.stats(row))
+            if stats:
+                res.extra["intervention_stats"] = stats
             yield res
 
     MIN_PREFIX = 8
+
+    def _newline_ids(self) -> frozenset[int]:
+        """Token ids whose text holds a newline (byte-level vocabularies have many)."""
+        if getattr(self, "_nl", None) is None:
+            from mlft.generation.interventions.vocab import vocab_index
+
+            self._nl = frozenset(i for i, t in enumerate(vocab_index(self.tokenizer).texts) if t and "\n" in t)
+        return self._nl
 
     def _shared_prefix(self, encoded: list[list[int]], decoding, interventions) -> list[int]:
         """The longest prefix every row shares (at least MIN_PREFIX tokens, each row keeping one token of its

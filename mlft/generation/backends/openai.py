@@ -126,12 +126,20 @@ class OpenAIBackend:
                 "top_p": d.top_p if d.sampling else 1.0, "n": 1}
         if d.seed is not None:
             body["seed"] = d.seed
+        extra = {}
         if d.top_k and d.sampling:
-            body["extra_body"] = {"top_k": d.top_k}  # vLLM / llama.cpp extension
+            extra["top_k"] = d.top_k  # vLLM / llama.cpp extension
+        if req.stop_at_newline:
+            body["stop"] = ["\n"]
         if req.messages is not None:
             body["messages"] = req.messages
+            if req.prefix:  # continue the reply (vLLM's continue_final_message)
+                body["messages"] = [*req.messages, {"role": "assistant", "content": req.prefix}]
+                extra.update(continue_final_message=True, add_generation_prompt=False)
         else:
-            body["prompt"] = req.text
+            body["prompt"] = req.text + req.prefix
+        if extra:
+            body["extra_body"] = extra
         return body
 
     def _attempt(self, req: Request, body: dict) -> Result:

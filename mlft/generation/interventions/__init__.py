@@ -10,8 +10,9 @@ Each is a subclass of `Intervention` registered by name, with an `Options` datac
 model loads) and any of four hooks — `needs` says which, so a backend that cannot apply one refuses it up
 front (`backends.check_interventions`):
 
-  "processors"  logits_processors(tokenizer, languages) -> [callable(input_ids, scores) -> scores]
-                built per batch; `languages[i]` is row i's target language (e.g. a script gate)
+  "processors"  logits_processors(tokenizer, languages, model) -> [callable(input_ids, scores) -> scores]
+                built per batch; `languages[i]` is row i's target language (e.g. a script gate); a processor
+                may have `stats(row) -> dict` (e.g. how often it intervened), kept in the completion record
   "hooks"       hooks(model, languages) -> context manager entered around generation (forward hooks, steering)
   "transform"   transform(model, tokenizer, model_ref) -> (model, tokenizer): a changed model (quantization);
                 with `from_saved_weights`, model may be None and the weights are read from model_ref
@@ -60,7 +61,7 @@ class Intervention:
         return {"name": self.name, **dataclasses.asdict(self.options)}
 
     # -- hooks (override the ones listed in `needs`) ------------------------------------------------
-    def logits_processors(self, tokenizer, languages: Sequence[str | None]) -> list[Callable]:
+    def logits_processors(self, tokenizer, languages: Sequence[str | None], model=None) -> list[Callable]:
         return []
 
     def hooks(self, model, languages: Sequence[str | None]):
@@ -123,4 +124,4 @@ def split(interventions: Sequence[Intervention]) -> tuple[list[Intervention], li
 
 
 # built-ins (each module registers its classes)
-from mlft.generation.interventions import builtin, quantize  # noqa: E402,F401
+from mlft.generation.interventions import builtin, gate, prior, quantize, resample  # noqa: E402,F401

@@ -52,5 +52,5 @@ class BanTokens(Intervention):
         specials = set(tokenizer.all_special_ids)
         return sorted(i for i in ids if i not in specials and 0 <= i < len(tokenizer))
 
-    def logits_processors(self, tokenizer, languages):
+    def logits_processors(self, tokenizer, languages, model=None):
         return [BanTokensProcessor(self.token_ids(tokenizer))]

@@ -1,0 +1,79 @@
+"""The script gate: the vocabulary classifier on hand-picked tokens of several scripts, a row always keeps an
+allowed continuation (EOS included), and `needed` leaves a row untouched when its top-1 token is allowed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mlft.generation.interventions import build_interventions
+from mlft.generation.interventions.vocab import byte_scripts, vocab_index
+
+
+@pytest.fixture(scope="module")
+def tok():
+    from transformers import AutoTokenizer
+
+    from mlft.generation.models import resolve
+
+    return AutoTokenizer.from_pretrained(resolve(None).path)
+
+
+@pytest.mark.parametrize("text, script", [
+    (" the", "latin"), (" Привет", "cyrillic"), (" مرحبا", "arabic"), (" नमस्ते", "devanagari"),
+    ("こんにちは", "kana"), ("世界", "han"), (" thế giới", "latin"), ("Ça", "latin"),
+])
+def test_tokens_of_a_script_are_classified_as_it(tok, text, script):
+    v = vocab_index(tok)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    placed = [v.scripts[i] for i in ids if v.scripts[i] - {"fragment"}]
+    assert placed and all(s - {"fragment"} == {script} for s in placed), [v.scripts[i] for i in ids]
+
+
+def test_bytes_fragments_digits_and_specials(tok):
+    assert byte_scripts("안".encode()[:1]) == {"fragment"}            # a lead byte alone: not yet placeable
+    assert byte_scripts("안".encode()[:2]) == {"hangul"}              # 0xEC 0x95: Hangul syllables
+    assert byte_scripts("é".encode()[:1]) == {"latin"} and byte_scripts("д".encode()[:1]) == {"cyrillic"}
+    assert byte_scripts("न".encode()[:2]) == {"devanagari"} and byte_scripts("中".encode()[:2]) == {"han"}
+    assert byte_scripts(b"2024, ok?") == {"latin"} and byte_scripts(b" 2024.") == frozenset()
+    v = vocab_index(tok)
+    assert v.scripts[tok.eos_token_id] == {"special"}
+    assert sum(1 for s in v.scripts if s == {"latin"}) > 40_000  # SmolLM2: 96 % Latin-letter tokens
+
+
+def _gate(tok, languages, **options):
+    (iv,) = build_interventions([{"name": "script_gate", **options}], "test")
+    (proc,) = iv.logits_processors(tok, languages)
+    return proc
+
+
+@pytest.mark.parametrize("lang", ["ko", "ja", "zh", "ru", "ar", "hi", "fr"])
+def test_a_row_always_keeps_an_allowed_continuation(tok, lang):
+    proc = _gate(tok, [lang], mode="hard")
+    scores = torch.randn(1, len(tok)) * 5
+    out = proc(None, scores)
+    assert torch.isfinite(out[0, tok.eos_token_id])
+    assert torch.isfinite(out).sum() > 100  # digits, punctuation, whitespace, fragments, specials at least
+    latin = tok(" hello", add_special_tokens=False)["input_ids"][0]
+    assert torch.isfinite(out[0, latin]) == (lang == "fr")
+
+
+def test_needed_only_intervenes_when_top1_is_disallowed_and_an_alternative_is_near(tok):
+    hello = tok(" hello", add_special_tokens=False)["input_ids"][0]
+    korean = next(i for i, s in enumerate(vocab_index(tok).scripts) if s == {"hangul"})
+    base = torch.zeros(3, len(tok))
+    base[0, korean], base[0, hello] = 9.0, 8.0      # row 0: top-1 allowed -> untouched
+    base[1, hello], base[1, korean] = 9.0, 8.0      # row 1: top-1 Latin, Hangul 2nd -> gated
+    world = tok(" world", add_special_tokens=False)["input_ids"][0]
+    base[2] = float("-inf")                         # row 2: no allowed token in the top 2 -> untouched
+    base[2, hello], base[2, world] = 9.0, 8.0
+    proc = _gate(tok, ["ko", "ko", "ko"], mode="needed", top_k=2)
+    out = proc(None, base.clone())
+    assert torch.equal(out[0], base[0]) and torch.equal(out[2], base[2])
+    assert out[1, hello] == float("-inf") and out[1, korean] == 8.0 and out[1].argmax() == korean
+    assert proc.stats(1) == {"script_gate_steps": 1} and proc.stats(0) == {"script_gate_steps": 0}
+    # untouched rows: identical; a Latin target row is never gated by Latin tokens
+    fr = _gate(tok, ["fr"], mode="needed")
+    row = torch.zeros(1, len(tok))
+    row[0, hello] = 5.0
+    assert torch.equal(fr(None, row.clone()), row)
