@@ -27,6 +27,7 @@ COMMANDS = [
     "curves",
     "table",
     "compare",
+    "card",
     "demo",
     "multisense",
     "polyglot",

@@ -21,7 +21,7 @@ from transformers import TrainerCallback
 
 from mlft.console import get_logger
 from mlft.training import curves
-from mlft.training.passes import evaluate_step, headline
+from mlft.training.passes import evaluate_step
 from mlft.training.recipe import Recipe
 
 log = get_logger(__name__)
@@ -93,11 +93,15 @@ class EvalCallback(TrainerCallback):
         return curves.read_curves(self.run_dir)[before:]
 
     def _log(self, rows: list[dict], step: int) -> None:
+        """Per-language numbers, intervals and sample completions to the trainer's trackers (report_to)."""
         if not (self.ev.log_to_trainer and self.trainer is not None and rows):
             return
-        logs = {f"lcb/{k}": v for k, v in headline(rows).items()}
+        from mlft.training.tracking import log_samples, log_scalars, scalars
+
+        logs = scalars(rows)
         if logs:
-            self.trainer.log(logs)
+            log_scalars(self.trainer, logs, step)
+        log_samples(self.trainer, self.run_dir, rows, step)
 
 
 def _barrier() -> None:

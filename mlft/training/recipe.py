@@ -24,7 +24,9 @@ from mlft.paths import resolve_path
 TRAINERS = ("sft", "dpo")
 QUANT_VARIANTS = ("w8", "w4", "w8a8")
 # training_args keys that mlft sets itself (from the recipe), so a recipe may not set them.
-MANAGED_ARGS = {"output_dir": "set `run_dir:` instead (checkpoints go to run_dir/checkpoints)"}
+MANAGED_ARGS = {"output_dir": "set `run_dir:` instead (checkpoints go to run_dir/checkpoints)",
+                "push_to_hub": "set the recipe's top-level `push_to_hub: ORG/NAME` instead (mlft uploads final/ with "
+                               "its model card when the run completes)"}
 
 
 @dataclass
@@ -112,6 +114,9 @@ class Recipe:
     training_args: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "Any field of the installed trl SFTConfig / DPOConfig (checked by name and type)."})
     lora: LoraOptions = field(default_factory=LoraOptions, metadata={"help": "LoRA (peft) options."})
+    push_to_hub: str | None = field(default=None, metadata={
+        "help": "Hub repo id (ORG/NAME): when the run completes, final/ and its model card are uploaded there."})
+    hub_private: bool = field(default=True, metadata={"help": "Create the Hub repo as private."})
     evaluation: EvaluationOptions = field(default_factory=EvaluationOptions, metadata={
         "help": "Per-checkpoint evaluation (the eval callback)."})
     # filled by load_recipe (not YAML keys)
@@ -237,6 +242,8 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     if len(set(names)) != len(names) or {"model", *QUANT_VARIANTS} & set(names):
         raise ConfigError(f"{src}: evaluation.variants / fewshot_variants: variant names must be unique and not "
                           f"'model'/{'/'.join(QUANT_VARIANTS)}: {names}")
+    if recipe.push_to_hub is not None and (recipe.push_to_hub.count("/") != 1 or " " in recipe.push_to_hub):
+        raise ConfigError(f"{src}: push_to_hub: expected a repo id like org/name, got {recipe.push_to_hub!r}")
     if recipe.lora.r < 1:
         raise ConfigError(f"{src}: lora.r: must be >= 1, got {recipe.lora.r}")
     if check_linked:

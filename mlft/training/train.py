@@ -50,6 +50,7 @@ def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
 def _trainer_config(recipe: Recipe, run_dir: Path):
     args = dict(recipe.training_args)
     args["output_dir"] = str(run_dir / "checkpoints")
+    args.setdefault("run_name", Path(recipe.source).stem or run_dir.name)  # what trackers call the run
     if "activation_checkpointing" not in args:  # transformers 5 renamed it; trl still defaults the old name to on
         import dataclasses
 
@@ -217,6 +218,16 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
                   "eval_in_process": in_process, "resumed_from": last, "final": final_kind, "pid": os.getpid()}
         write_results(run_dir, {"recipe": recipe.to_dict()}, t0, time.time() - t0, {"complete": marker})
         (run_dir / COMPLETE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        from mlft.training.card import push, write_card
+
+        try:
+            log.info("mlft train: model card %s", write_card(run_dir))
+        except Exception as exc:  # noqa: BLE001 — the trained model is saved; the card can be rebuilt
+            log.warning("mlft train: could not write the model card (%s: %s); rebuild it with `mlft card %s`",
+                        type(exc).__name__, exc, run_dir)
+        if recipe.push_to_hub:
+            log.info("mlft train: pushed final/ to %s (%s)", recipe.push_to_hub,
+                     push(run_dir, recipe.push_to_hub, recipe.hub_private))
         log.info("mlft train: done: %s (step %s, %.0f s, of which eval %.0f s)", run_dir, marker["global_step"],
                  marker["wall_s"], marker["eval_s"])
     state.wait_for_everyone()
