@@ -50,6 +50,9 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     setup_console()
     parser = make_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0].endswith((".yaml", ".yml")):  # `mlft RECIPE.yaml` = `mlft train RECIPE.yaml`, so that
+        argv.insert(0, "train")                       # `accelerate launch -m mlft RECIPE.yaml` trains
     args, extra = parser.parse_known_args(argv)
     if extra:  # key=value overrides after an option (`mlft eval S --out d per_group=1`): argparse leaves them
         if isinstance(getattr(args, "overrides", None), list) and all("=" in e and not e.startswith("-")

@@ -26,8 +26,10 @@ class FaultServer:
     'reset' (the connection reset mid-body), 'nochoices' (a 200 with an empty `choices` list).
     `die_after=N`: after N good replies the server closes its port (a server that dies mid-run)."""
 
-    def __init__(self, slow: float = 1.5, delay: float = 0.05, die_after: int | None = None, port: int = 0):
+    def __init__(self, slow: float = 1.5, delay: float = 0.05, die_after: int | None = None, port: int = 0,
+                 reply=None):
         self.slow, self.delay, self.fixed, self.die_after = slow, delay, False, die_after
+        self.reply = reply  # optional body -> (text, finish_reason): a scripted model
         self.good = 0
         self.attempts: Counter = Counter()
         self.in_flight = self.max_in_flight = 0
@@ -92,9 +94,10 @@ class FaultServer:
                     return self._partial(close=False)
                 elif "nochoices" in text and n == 1:
                     return self._send(200, b'{"choices": [], "object": "chat.completion"}')
-                choice = ({"message": {"role": "assistant", "content": f"echo: {text}"}} if "messages" in body
-                          else {"text": f"echo: {text}"})
-                reply = {"choices": [{**choice, "finish_reason": "stop"}],
+                content, finish = server.reply(body) if server.reply else (f"echo: {text}", "stop")
+                choice = ({"message": {"role": "assistant", "content": content}} if "messages" in body
+                          else {"text": content})
+                reply = {"choices": [{**choice, "finish_reason": finish}],
                          "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 2}}
                 self._send(200, json.dumps(reply).encode())
                 with server.lock:

@@ -53,8 +53,8 @@ def test_two_process_launch_with_eval_callback(shared, tmp_path, config, expect_
     overrides = [*TINY, f"run_dir={run_dir}", "evaluation.at_start=false", "training_args.save_steps=2"]
     if via_recipe:  # `mlft train` re-launches itself with the recipe's accelerate_config
         cmd = mlft("train", SFT, *overrides, f"accelerate_config={config}", "--no-progress")
-    else:  # the documented `accelerate launch --config_file ... -m mlft train ...`
-        cmd = accelerate(config, SFT, *overrides)
+    else:  # the documented `accelerate launch --config_file ... -m mlft [train] RECIPE ...`
+        cmd = accelerate(config, SFT, *overrides, short="zero3" in config)
     proc = run(cmd, shared, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert ("mlft train: launching:" in proc.stdout) == via_recipe

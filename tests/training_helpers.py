@@ -32,9 +32,10 @@ def run(cmd: list[str], shared: Path, timeout: int) -> subprocess.CompletedProce
         raise AssertionError(f"{' '.join(cmd)} hung for {timeout} s; output tail:\n{out}") from None
 
 
-def accelerate(config: str, recipe: str, *overrides: str) -> list[str]:
+def accelerate(config: str, recipe: str, *overrides: str, short: bool = False) -> list[str]:
+    """`accelerate launch --config_file C -m mlft train RECIPE ...` (short: `... -m mlft RECIPE ...`)."""
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", config,
-            "-m", "mlft", "train", recipe, *overrides, "--no-progress"]
+            "-m", "mlft", *([] if short else ["train"]), recipe, *overrides, "--no-progress"]
 
 
 def mlft(*args: str) -> list[str]:

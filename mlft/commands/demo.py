@@ -1,37 +1,62 @@
 """`mlft demo`: the README's main job, end to end on CPU with the embedded SmolLM2-135M-Instruct.
 
-English-only vs multilingual LoRA SFT (recipes/cpu/), DPO on top of each, the eval callback at every
-checkpoint (eval/lcb_demo.yaml), few-shot prompting baselines and quantized variants, then the LPR/WPR/LCPR
-curves PNG and the mitigation table (Table 11 layout). Rerunning resumes: finished runs and passes are kept.
+One shared step-0 evaluation of the base model (and, with --full, its few-shot, intervention and quantized
+variants), then LoRA runs, each evaluated at its end by the per-checkpoint callback on the powered suite
+(eval/lcb_demo.yaml: 10 prompts per task and language):
+  default   English-only SFT (the paper's negative control), cross-lingual SFT (instructions that ask for a reply
+            in another language, phrasings disjoint from LCB's), cross-lingual preference tuning on top of it,
+            and the inference-time mitigation (script gate + line resampling) on the base model;
+  --full    also the paper's multilingual SFT and preference tuning, English preference tuning, few-shot
+            prompting, the quantized variants, and a mid-run checkpoint for every SFT run.
+Then the curves PNG (95 % bands; DPO continues its SFT run), per-run heatmaps, and the mitigation table (Table 11
+layout with intervals, paired significance against base and the guard) as markdown and PNG. Rerunning resumes:
+finished runs and passes are kept.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
 import yaml
 
+from mlft.console import get_logger
 from mlft.errors import DataError
-from mlft.paths import project_root, shared_dir
+from mlft.paths import shared_dir
 
+log = get_logger(__name__)
+BASE_MODEL = "smollm2-135m-instruct"
 FEWSHOT = [{"variant": "Q/A template", "overrides": ["prompting.mode=qa"]},
            {"variant": "1-shot", "overrides": ["prompting.mode=qa", "prompting.shots=1"]},
            {"variant": "5-shot", "overrides": ["prompting.mode=qa", "prompting.shots=5"]}]
+DECODE_SMARTER = {"variant": "+script gate +line resampling",
+                  "interventions": [{"name": "script_gate", "mode": "soft", "penalty": 3.0},
+                                    {"name": "line_resample"}]}
+# (key, recipe, label in Table 11, parent run or None, in the default demo)
+RUNS = [("english_sft", "recipes/cpu/english_sft.yaml", "+English SFT", None, True),
+        ("english_dpo", "recipes/cpu/english_dpo.yaml", "+English pref. tuning", "english_sft", False),
+        ("multilingual_sft", "recipes/cpu/multilingual_sft.yaml", "+Multilingual SFT", None, False),
+        ("multilingual_dpo", "recipes/cpu/multilingual_dpo.yaml", "+Multilingual pref. tuning", "multilingual_sft",
+         False),
+        ("crosslingual_sft", "recipes/cpu/crosslingual_sft.yaml", "+Cross-lingual SFT", None, True),
+        ("crosslingual_dpo", "recipes/cpu/crosslingual_dpo.yaml", "+Cross-lingual pref. tuning", "crosslingual_sft",
+         True)]
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("demo", help="the main job: English vs multilingual SFT/DPO on CPU, curves + table",
-                       description=__doc__)
+    p = sub.add_parser("demo", help="the main job: SFT / preference tuning vs decoding-time mitigation on CPU, "
+                                    "curves + Table 11 with intervals", description=__doc__)
     p.add_argument("--out", default="runs/demo", help="folder for the runs, curves.png and mitigation.md")
-    p.add_argument("--sft-steps", type=int, default=32, help="SFT optimizer steps per run (checkpoint every half)")
-    p.add_argument("--dpo-steps", type=int, default=12, help="DPO steps per run (0: no DPO)")
+    p.add_argument("--full", action="store_true", help="every row: + multilingual and English preference runs, "
+                   "few-shot, quantized variants, mid-run checkpoints")
+    p.add_argument("--sft-steps", type=int, default=32, help="SFT optimizer steps per run")
+    p.add_argument("--dpo-steps", type=int, default=12, help="preference-tuning steps per run (0: none)")
     p.add_argument("--suite", default="lcb_demo", help="eval suite of the callback")
     p.add_argument("--max-new-tokens", type=int, help="override the suite's max_new_tokens (faster passes)")
-    p.add_argument("--quantized", default="w8,w4,w8a8", help="quantized variants of the multilingual run ('' = none)")
-    p.add_argument("--no-fewshot", action="store_true", help="skip the few-shot prompting baselines")
+    p.add_argument("--no-decoding-row", action="store_true", help="skip the inference-time mitigation row")
     p.set_defaults(func=run)
 
 
@@ -47,52 +72,66 @@ def _train(recipe_path: str, overrides: list[str]) -> Path:
     from mlft.training.recipe import load_recipe
     from mlft.training.train import train
 
-    recipe = load_recipe(project_root() / recipe_path, overrides)
-    print(f"\n=== mlft train {recipe_path} {' '.join(overrides)}", flush=True)
-    return train(recipe, progress=False)
+    recipe = load_recipe(recipe_path, overrides)
+    log.info("\n=== mlft train %s %s", recipe_path, " ".join(overrides))
+    return train(recipe, progress=True)
 
 
-def _share_baseline(src: Path, dst: Path) -> None:
-    """Both SFT runs start from the same model and suite: copy the step-0 pass instead of redoing it."""
+def _baseline(base: Path, ev_overrides: list[str], full: bool, decoding_row: bool) -> None:
+    """Every step-0 pass, once, in its own run folder `base/` (the runs share it instead of redoing it)."""
+    from mlft.training.passes import evaluate_step
+    from mlft.training.recipe import EvaluationOptions, PassVariant
+
+    suite, suite_overrides = ev_overrides
+    variants = [PassVariant(**DECODE_SMARTER)] if decoding_row else []
+    fewshot = [PassVariant(f["variant"], None, f["overrides"]) for f in FEWSHOT] if full else []
+    ev = EvaluationOptions(suite=suite, suite_overrides=suite_overrides, variants=variants, fewshot=full,
+                           fewshot_variants=fewshot, quantized=["w8", "w4", "w8a8"] if full else [])
+    log.info("\n=== step-0 evaluation of the base model (shared by every run)")
+    base.mkdir(parents=True, exist_ok=True)
+    evaluate_step(base, ev, 0, model_ref=BASE_MODEL, progress=True, mode="baseline")
+
+
+def _share_baseline(base: Path, dst: Path) -> None:
+    """Copy the base model's step-0 pass (rows and files) into a run: its curve starts there."""
     from mlft.training import curves
 
     if (0, "model") in curves.done(dst):
         return
-    rows = [r for r in curves.read_curves(src) if r["step"] == 0 and r["variant"] == "model"]
+    rows = [r for r in curves.read_curves(base) if r["step"] == 0 and r["variant"] == "model"]
+    src = base / "evals" / "step-000000" / "model"
+    if src.is_dir():
+        shutil.copytree(src, dst / "evals" / "step-000000" / "model", dirs_exist_ok=True)
     dst.mkdir(parents=True, exist_ok=True)
-    curves.append_pass(dst, 0, "model", rows, 0.0, f"copied from {src}")
+    curves.append_pass(dst, 0, "model", rows, 0.0, f"copied from {base}")
 
 
-def _table_spec(out: Path, runs: dict[str, Path], fewshot: bool, quantized: list[str]) -> Path:
-    eng, mul = str(runs["english_sft"]), str(runs["multilingual_sft"])
-    rows = [{"label": "base", "run": eng, "step": 0}]
-    if fewshot:
-        rows += [{"label": "+Q/A template", "run": eng, "step": 0, "variant": "Q/A template"},
-                 {"label": "+1-shot", "run": eng, "step": 0, "variant": "1-shot"},
-                 {"label": "+5-shot", "run": eng, "step": 0, "variant": "5-shot"}]
-    rows.append({"label": "+English SFT", "run": eng})
-    if "english_dpo" in runs:
-        rows.append({"label": "+English pref. tuning", "run": str(runs["english_dpo"])})
-    rows.append({"label": "+Multilingual SFT", "run": mul})
-    if "multilingual_dpo" in runs:
-        rows.append({"label": "+Multilingual pref. tuning", "run": str(runs["multilingual_dpo"])})
+def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decoding_row: bool) -> Path:
+    from mlft.training import curves
+
+    done = curves.done(base)
+    rows = [{"label": "base", "run": str(base), "step": 0}]
+    if full:
+        rows += [{"label": f"+{f['variant']}" if f["variant"] != "Q/A template" else "+Q/A template",
+                  "run": str(base), "step": 0, "variant": f["variant"]} for f in FEWSHOT]
+    if decoding_row and (0, DECODE_SMARTER["variant"]) in done:
+        rows.append({"label": DECODE_SMARTER["variant"], "run": str(base), "step": 0,
+                     "variant": DECODE_SMARTER["variant"]})
+    rows += [{"label": label, "run": str(runs[key])} for key, _, label, _, _ in RUNS if key in runs]
     spec = {"title": "Language confusion mitigation on SmolLM2-135M-Instruct (CPU demo, Table 11 layout, %)",
-            "rows": rows}
-    if quantized:
-        variants = ["model", *quantized]
-        spec["quantization"] = [{"label": "base", "run": mul, "step": 0, "variants": variants},
-                                {"label": "+Multilingual SFT", "run": mul, "variants": variants}]
+            "base": "base", "rows": rows}
+    if full and "crosslingual_sft" in runs:
+        variants = ["model", "w8", "w4", "w8a8"]
+        spec["quantization"] = [{"label": "base", "run": str(base), "step": 0, "variants": variants}]
     path = out / "table.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path
 
 
 def run(args) -> int:
-    from mlft.reports.curves import curve_table, load_runs, plot_curves
-    from mlft.reports.mitigation import build, load_spec
+    from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap
+    from mlft.reports.mitigation import load_spec, plot_table, tables
     from mlft.training import curves
-    from mlft.training.passes import evaluate_step
-    from mlft.training.recipe import EvaluationOptions, PromptVariant
 
     t0 = time.time()
     _ensure_lcb_data()
@@ -100,42 +139,51 @@ def run(args) -> int:
         raise DataError("the demo evaluates on the LCB test sets: run `mlft lcb --from PATH` or set "
                         "MLFT_LCB_DATA=PATH (offline), or run it where the download works")
     out = Path(args.out)
-    quantized = [q for q in args.quantized.split(",") if q]
-    half = max(1, args.sft_steps // 2)
     suite_overrides = [f"decoding.max_new_tokens={args.max_new_tokens}"] if args.max_new_tokens else []
-    ev_args = [f"evaluation.suite={args.suite}", f"evaluation.suite_overrides={suite_overrides}"]
-    common = [f"training_args.max_steps={args.sft_steps}", f"training_args.save_steps={half}", *ev_args]
-    runs = {"english_sft": out / "english_sft", "multilingual_sft": out / "multilingual_sft"}
-    _train("recipes/cpu/english_sft.yaml", [*common, f"run_dir={runs['english_sft']}"])
-    _share_baseline(runs["english_sft"], runs["multilingual_sft"])
-    _train("recipes/cpu/multilingual_sft.yaml",
-           [*common, f"run_dir={runs['multilingual_sft']}", f"evaluation.quantized=[{','.join(quantized)}]"])
-    if not args.no_fewshot:
-        print("\n=== few-shot prompting baselines of the base model (step 0)", flush=True)
-        ev = EvaluationOptions(suite=args.suite, suite_overrides=suite_overrides, fewshot=True, fewshot_variants=[
-            PromptVariant(f["variant"], args.suite, [*suite_overrides, *f["overrides"]]) for f in FEWSHOT])
-        evaluate_step(runs["english_sft"], ev, 0, model_ref="smollm2-135m-instruct", progress=False)
-    if args.dpo_steps > 0:
-        for kind in ("english", "multilingual"):
-            runs[f"{kind}_dpo"] = out / f"{kind}_dpo"
-            _train(f"recipes/cpu/{kind}_dpo.yaml",
-                   [f"model={runs[f'{kind}_sft'] / 'final'}", f"run_dir={runs[f'{kind}_dpo']}",
-                    f"training_args.max_steps={args.dpo_steps}", f"training_args.save_steps={args.dpo_steps}",
-                    *ev_args, "evaluation.at_start=false"])
+    ev_args = [f"evaluation.suite={args.suite}", f"evaluation.suite_overrides={suite_overrides}",
+               "evaluation.at_start=false"]
+    decoding_row = not args.no_decoding_row
+    base = out / "base"
+    _baseline(base, (args.suite, suite_overrides), args.full, decoding_row)
+    runs: dict[str, Path] = {}
+    for key, recipe, _label, parent, default in RUNS:
+        if not (default or args.full) or (parent is not None and args.dpo_steps <= 0):
+            continue
+        steps = args.dpo_steps if parent else args.sft_steps
+        every = max(1, steps // 2) if args.full and not parent else steps
+        overrides = [f"run_dir={out / key}", f"training_args.max_steps={steps}", f"training_args.save_steps={every}",
+                     *ev_args]
+        if parent:
+            overrides.append(f"model={runs[parent] / 'final'}")
+        else:
+            _share_baseline(base, out / key)
+        runs[key] = _train(recipe, overrides)
 
-    print("\n=== curves", flush=True)
+    log.info("\n=== curves")
     loaded = load_runs(list(runs.values()))
-    print(curve_table(loaded))
+    log.info("%s", curve_table(loaded))
     png = plot_curves(loaded, out / "curves.png")
-    print(f"wrote {png}")
-    print("\n=== mitigation table", flush=True)
-    text = build(load_spec(_table_spec(out, runs, not args.no_fewshot, quantized)))
-    (out / "mitigation.md").write_text(build(load_spec(out / "table.yaml"), "markdown"), encoding="utf-8")
-    print(text)
-    passes = [dict(p, run=name) for name, d in runs.items() for p in curves.read_passes(d)]
-    timing = {"wall_s": round(time.time() - t0, 1), "eval_passes": passes}
+    heatmaps = [plot_heatmap(label, rows, out / f"heatmap_{label}.png") for label, rows in loaded.items()]
+    log.info("wrote %s and %d heatmaps", png, len(heatmaps))
+    log.info("\n=== mitigation table")
+    spec = load_spec(_table_spec(out, runs, base, args.full, decoding_row))
+    built = tables(spec)
+    (out / "mitigation.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
+    table_png = plot_table(built[0], out / "mitigation.png")
+    log.info("%s", "\n".join(t.render("table") for t in built))
+    passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curves.read_passes(d)]
+    in_training = [p for p in passes if p["mode"] in ("in-process", "separate-process")]
+    train_wall = sum(json.loads((d / "complete").read_text())["wall_s"] for d in runs.values())
+    timing = {"wall_s": round(time.time() - t0, 1), "train_wall_s": round(train_wall, 1),
+              "callback_s": round(sum(p["seconds"] for p in in_training), 1),
+              "baseline_s": round(sum(p["seconds"] for p in passes if p["mode"] == "baseline"), 1),
+              "eval_passes": passes}
+    timing["callback_share"] = round(timing["callback_s"] / train_wall, 3) if train_wall else None
     (out / "timings.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
-    print("eval passes (s): " + ", ".join(f"{p['run']}@{p['step']}/{p['variant']}={p['seconds']:.0f}"
-                                         for p in passes if p["seconds"]))
-    print(f"demo wall time: {timing['wall_s']:.0f} s; wrote {out / 'mitigation.md'}, {png}, {out / 'timings.json'}")
+    log.info("eval passes (s): %s", ", ".join(f"{p['run']}@{p['step']}/{p['variant']}={p['seconds']:.0f}"
+                                              for p in passes if p["seconds"]))
+    log.info("demo wall time: %.0f s (training runs %.0f s, of which the eval callback %.0f s = %.0f %%; shared "
+             "step-0 passes %.0f s); wrote %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
+             100 * (timing["callback_share"] or 0), timing["baseline_s"], out / "mitigation.md", table_png, png,
+             out / "timings.json")
     return 0

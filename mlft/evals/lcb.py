@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,13 +219,17 @@ def run(suite, ctx) -> KindOutput:
     for r in resolved:
         ctx.check_interventions(r.interventions, f"{where}: variant {r.name!r}")
     prompts = select_prompts(o)
-    rows, all_records, files = [], [], []
+    rows, all_records, files, seconds = [], [], [], {}
     for r in resolved:
         backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
         vdir = ctx.out_dir / slug(r.name)
+        before = _done(vdir / "completions.jsonl")
+        started = time.perf_counter()
         records = generate_completions(prompts, backend, r.decoding, r.prompting, vdir / "completions.jsonl",
                                        ctx.model_name, ctx.progress, desc=progress_desc(suite.name, r.name),
                                        interventions=r.interventions)
+        if len(records) > before:  # generated now: seconds per prompt (a resumed variant keeps no timing)
+            seconds[r.name] = (time.perf_counter() - started) / (len(records) - before)
         if not records:
             raise ConfigError(f"{where}: variant {r.name!r}: no completions to score (every prompt failed; see "
                               f"{vdir / 'completions.jsonl'})")
@@ -240,6 +245,10 @@ def run(suite, ctx) -> KindOutput:
         all_records += records
     tables = sweep_tables(rows)
     text = "\n".join(t for _, t in tables)
+    if len(resolved) > 1:  # the variants as mitigations: intervals, paired tests against the first, the guard
+        table = variant_table(rows, ctx.out_dir, [r.name for r in resolved], seconds, suite.name)
+        text = table.render("markdown") + "\n" + text
+        tables = [("mitigation", table.render("csv")), *tables]
     if o.token_stats:
         from mlft.lcb.confusion import analyze, confusion_table
         from mlft.lcb.langid import LanguageIdentifier
@@ -251,7 +260,30 @@ def run(suite, ctx) -> KindOutput:
         text += "\n" + table
     if len(resolved) > 1:
         files.append(plot_sweep(rows, ctx.out_dir / "sweep.png", suite.name))
-    return KindOutput(rows, text, sweep_tables(rows, "csv"), files)
+    return KindOutput(rows, text, [t for t in tables if t[0] == "mitigation"] + sweep_tables(rows, "csv"), files)
+
+
+def _done(path) -> int:
+    from mlft.io.jsonl import read_jsonl
+
+    return sum(1 for r in read_jsonl(path) if not r.get("error"))
+
+
+def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[str, float], title: str):
+    """Table 11 layout with one row per variant (the first is the base of the paired tests) and the time per
+    prompt of each variant relative to the first."""
+    from mlft.reports.mitigation import Row, mitigation_table
+
+    table_rows = []
+    for v in variants:
+        mine = [r for r in rows if r["variant"] == v]
+        rel = next((r["outcomes"] for r in mine if r.get("outcomes")), None)
+        table_rows.append(Row(v, {(r["task"], r["language"], r["metric"]): r for r in mine},
+                              out_dir / rel if rel else None))
+    base = seconds.get(variants[0])
+    cost = {v: f"{s:.2f}" + (f" ({s / base:.1f}x)" if base else "") for v, s in seconds.items()}
+    return mitigation_table(table_rows, variants[0], f"{title}: variants as mitigations (Table 11 layout, %)",
+                            extra={"s / prompt (x base)": cost})
 
 
 KIND = EvalKind("lcb", LcbOptions, validate, run, backends=("hf", "openai"),

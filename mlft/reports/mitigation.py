@@ -217,11 +217,19 @@ def _base_row(spec: TableSpec, rows: list[Row]) -> Row:
 
 def table11(spec: TableSpec, rows: list[Row] | None = None) -> Table:
     rows = rows or [select(r) for r in spec.rows]
-    base = _base_row(spec, rows)
-    p = _tests(rows, base, MAIN + [("monolingual", "lcpr"), ("crosslingual", "lcpr")], spec.resamples)
-    flags = _guard(rows, base, spec.resamples)
+    return mitigation_table(rows, _base_row(spec, rows).label, spec.title, spec.resamples)
+
+
+def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: int = 4000,
+                     extra: dict[str, dict[str, str]] | None = None) -> Table:
+    """Table 11 layout over `rows` (one per mitigation), tested against the row labelled `base_label`;
+    `extra` adds columns: {column name: {row label: cell}} (e.g. time per prompt)."""
+    base = next(r for r in rows if r.label == base_label)
+    p = _tests(rows, base, MAIN + [("monolingual", "lcpr"), ("crosslingual", "lcpr")], resamples)
+    flags = _guard(rows, base, resamples)
+    extra = extra or {}
     header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)", "Cov mono / cross",
-              "Degen mono / cross", "NLL mono / cross"]
+              "Degen mono / cross", "NLL mono / cross", *extra]
     body = []
     for row in rows:
         mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < SIG else ""  # noqa: E731
@@ -231,15 +239,16 @@ def table11(spec: TableSpec, rows: list[Row] | None = None) -> Table:
         guard = [" / ".join(row.cell(t, "avg", m) for t in TASKS) for m, _ in GUARD]
         nll = " / ".join(row.cell(t, "avg", "nll", percent=False) for t in TASKS)
         label = row.label + (" ⚠" if row.label in flags else "")
-        body.append([label] + [row.cell(t, "avg", m, mark(t, m)) for t, m in MAIN] + [lcpr_text, *guard, nll])
+        body.append([label] + [row.cell(t, "avg", m, mark(t, m)) for t, m in MAIN] + [lcpr_text, *guard, nll]
+                    + [extra[c].get(row.label, "–") for c in extra])
     notes = [f"± = half-width of the 95 % interval (stratified bootstrap over replies, official aggregation); "
              f"* = differs from the '{base.label}' row at p < {SIG}, paired bootstrap over the same prompts "
-             f"({spec.resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
+             f"({resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
              "Guard: Cov = share of replies with a line LCB counts (>= 5 tokens); Degen = share of empty or "
              "repetitive replies; NLL = mean token NLL of the reply under the reference model (lower = more fluent). "
              "LPR alone rewards degenerate output: read it beside these."]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
-    return Table(spec.title, header, body, notes)
+    return Table(title, header, body, notes)
 
 
 def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = None) -> Table:

@@ -174,7 +174,13 @@ class OpenAIBackend:
         except (KeyError, IndexError, TypeError) as exc:
             raise _Retry(f"malformed response: no choices[0] completion ({type(exc).__name__}: {exc})", None) from None
         usage = reply.get("usage") or {}
-        return Result(req.id, completion, choice.get("finish_reason"), usage.get("prompt_tokens"),
+        finish = choice.get("finish_reason")
+        if req.stop_at_newline and finish == "stop" and completion:
+            # servers strip a stop string; vLLM says which one fired (stop_reason), others cannot tell it from
+            # EOS: take it as the newline (an end of reply then shows as an empty continuation)
+            if choice.get("stop_reason", "\n") == "\n":
+                completion, finish = completion + "\n", "newline"
+        return Result(req.id, completion, finish, usage.get("prompt_tokens"),
                       usage.get("completion_tokens"), time.perf_counter() - started)
 
     def _one(self, req: Request, decoding) -> Result:
