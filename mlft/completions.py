@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 from mlft.errors import ConfigError, DataError
+from mlft.io.jsonl import iter_objects
 from mlft.constants import TASKS
 from mlft.languages import LANGUAGES, check_scorable
 
@@ -97,15 +97,7 @@ def _iter_csv(path: Path, text: str) -> Iterator[Completion]:
 
 
 def _iter_jsonl(path: Path, text: str) -> Iterator[Completion]:
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}: line {n}: invalid JSON ({exc.msg})") from None
-        if not isinstance(rec, dict):
-            raise DataError(f"{path}: line {n}: expected a JSON object")
+    for n, rec in iter_objects(path, text):
         if rec.get("error"):
             continue
         yield _check(rec, f"{path}: line {n}", path.stem)

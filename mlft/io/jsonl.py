@@ -41,6 +41,27 @@ def read_jsonl(path: str | Path) -> list[dict]:
     return out
 
 
+def iter_objects(path: str | Path, text: str | None = None):
+    """(line number, object) for every non-empty line of a JSONL file read strictly: an invalid line or one
+    that is not a JSON object is a DataError naming the file and line (user input: completions, prompts)."""
+    path = Path(path)
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text ({exc})") from None
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}: line {n}: invalid JSON ({exc.msg})") from None
+        if not isinstance(rec, dict):
+            raise DataError(f"{path}: line {n}: expected a JSON object")
+        yield n, rec
+
+
 def _dumps(record: dict) -> str:
     return json.dumps(record, ensure_ascii=False) + "\n"
 

@@ -132,8 +132,6 @@ def load_prompt_file(path: str | Path) -> list[Prompt]:
     """A prompt set of your own: JSONL or CSV with `id, prompt, language` and optional `task` (default
     monolingual), `source` (default: the file's stem), `location`, `phrasing`. Any language the LID model knows
     can be scored. Every bad row is named (file, line/row, field)."""
-    import json
-
     from mlft.languages import check_scorable
 
     path = Path(path)
@@ -145,16 +143,9 @@ def load_prompt_file(path: str | Path) -> list[Prompt]:
         raise DataError(f"{path}: not UTF-8 text ({exc})") from None
     rows: list[tuple[str, dict]] = []
     if path.suffix.lower() in (".jsonl", ".json") or text.lstrip().startswith("{"):
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: line {n}: invalid JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise DataError(f"{path}: line {n}: expected a JSON object")
-            rows.append((f"line {n}", rec))
+        from mlft.io.jsonl import iter_objects
+
+        rows = [(f"line {n}", rec) for n, rec in iter_objects(path, text)]
     else:
         reader = csv.DictReader(io.StringIO(text, newline=None))
         missing = [c for c in PROMPT_FIELDS if c not in (reader.fieldnames or [])]

@@ -128,18 +128,12 @@ def save_outcomes(path: str | Path, outcomes: Iterable[Outcome]) -> None:
 
 
 def load_outcomes(path: str | Path) -> list[Outcome]:
+    from mlft.io.jsonl import iter_objects
+
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
-    out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}: line {n}: invalid JSON ({exc.msg})") from None
-            out.append(Outcome.from_dict(rec, f"{path}: line {n}"))
-    return out
+    return [Outcome.from_dict(rec, f"{path}: line {n}") for n, rec in iter_objects(path)]
 
 
 # ---------------------------------------------------------------- aggregation on count arrays
