@@ -97,3 +97,31 @@ def test_curves_continue_the_parent_run_with_bands(runs, capsys):
     out = capsys.readouterr().out
     assert any(x.split()[:3] == ["dpo", "model", "15"] for x in out.splitlines())  # 10 (sft) + 5
     assert png.stat().st_size > 20_000 and (sft / "heatmap_lpr.png").is_file()
+
+
+def test_fluency_guard_flags_a_row_whose_replies_got_less_fluent():
+    from mlft.reports.mitigation import _fluency_flags
+
+    base = _outcomes(0.5, seed=1)
+    same = [Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate,
+                    nll=1.0 + (hash(o.id) % 7) / 10) for o in base]
+    base = [Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate,
+                    nll=o.nll) for o in same]
+    up9 = [Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate,
+                   nll=o.nll * 1.09) for o in same]
+    up30 = [Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate,
+                    nll=o.nll * 1.3 if o.task == "crosslingual" else o.nll) for o in same]
+    assert _fluency_flags(up9, base, 500) == []  # within the +10 % limit
+    flags = _fluency_flags(up30, base, 500)
+    assert len(flags) == 1 and flags[0].startswith("crosslingual: fluency NLL") and "+30.0%" in flags[0]
+
+
+def test_a_resumed_variant_keeps_its_time_per_prompt(tmp_path):
+    from mlft.evals.lcb import _timing
+
+    assert _timing(tmp_path, 5.0, 0) is None  # nothing generated, nothing timed
+    assert _timing(tmp_path, 10.0, 4) == 2.5  # first session: 4 prompts in 10 s
+    assert _timing(tmp_path, 0.01, 0) == 2.5  # resumed with everything cached: the stored cost
+    assert _timing(tmp_path, 2.0, 2) == 2.0  # a second session added 2 prompts in 2 s: 12 s / 6
+    (tmp_path / "timing.json").write_text("{not json")
+    assert _timing(tmp_path, 3.0, 1) == 3.0  # unreadable: counted again from this session

@@ -11,6 +11,7 @@ Per variant the run folder gets `<variant>/completions.jsonl` (+ `completions.cs
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -228,8 +229,9 @@ def run(suite, ctx) -> KindOutput:
         records = generate_completions(prompts, backend, r.decoding, r.prompting, vdir / "completions.jsonl",
                                        ctx.model_name, ctx.progress, desc=progress_desc(suite.name, r.name),
                                        interventions=r.interventions)
-        if len(records) > before:  # generated now: seconds per prompt (a resumed variant keeps no timing)
-            seconds[r.name] = (time.perf_counter() - started) / (len(records) - before)
+        spent = _timing(vdir, time.perf_counter() - started, len(records) - before)
+        if spent:
+            seconds[r.name] = spent
         if not records:
             raise ConfigError(f"{where}: variant {r.name!r}: no completions to score (every prompt failed; see "
                               f"{vdir / 'completions.jsonl'})")
@@ -261,6 +263,21 @@ def run(suite, ctx) -> KindOutput:
     if len(resolved) > 1:
         files.append(plot_sweep(rows, ctx.out_dir / "sweep.png", suite.name))
     return KindOutput(rows, text, [t for t in tables if t[0] == "mitigation"] + sweep_tables(rows, "csv"), files)
+
+
+def _timing(vdir, seconds: float, generated: int) -> float | None:
+    """Seconds per generated prompt of a variant, summed over the sessions that generated it (kept in
+    timing.json beside its completions, so a resumed variant keeps its cost); None when none was timed."""
+    path = vdir / "timing.json"
+    try:
+        spent = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        total, count = float(spent.get("seconds", 0.0)), int(spent.get("prompts", 0))
+    except (ValueError, TypeError, AttributeError):
+        total, count = 0.0, 0  # unreadable: start again (only the cost column depends on it)
+    if generated > 0:
+        total, count = total + seconds, count + generated
+        path.write_text(json.dumps({"seconds": round(total, 3), "prompts": count}) + "\n", encoding="utf-8")
+    return total / count if count else None
 
 
 def _done(path) -> int:

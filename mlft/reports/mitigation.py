@@ -18,7 +18,8 @@ A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at 
 Cells read `value ±h`: h is half the width of the row's 95 % interval (stored with the rows). When the rows'
 per-reply outcomes are at hand, each row is tested against the base row over the same prompts (paired
 bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage or
-degeneracy is worse than the base row's beyond its interval (mlft.lcb.guard). Paths are relative to the spec.
+degeneracy is worse than the base row's beyond its interval (mlft.lcb.guard), or whose mean reply NLL (fluency)
+is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
 """
 
 from __future__ import annotations
@@ -175,8 +176,12 @@ def _tests(rows: list[Row], base: Row, columns: list[tuple[str, str]], resamples
     return out
 
 
+MAX_NLL_INCREASE = 0.10  # the fluency guard: a row's mean reply NLL may exceed the base row's by 10 % at most
+
+
 def _guard(rows: list[Row], base: Row, resamples: int) -> dict[str, list[str]]:
-    """{row label: [reasons]} for rows whose coverage or degeneracy is worse than the base row's."""
+    """{row label: [reasons]} for rows whose coverage or degeneracy is worse than the base row's beyond chance,
+    or whose mean reply NLL (fluency) is more than MAX_NLL_INCREASE above the base row's on the same prompts."""
     from mlft.lcb.guard import guard_flags
 
     base_out = base.outcomes()
@@ -184,11 +189,37 @@ def _guard(rows: list[Row], base: Row, resamples: int) -> dict[str, list[str]]:
     for row in rows:
         if row is base or base_out is None or (outs := row.outcomes()) is None:
             continue
-        found = [f for f in guard_flags(outs, base_out, n=resamples, min_coverage=None, max_degeneracy=None)
+        found = [f"{f.task}: {f.reason}"
+                 for f in guard_flags(outs, base_out, n=resamples, min_coverage=None, max_degeneracy=None)
                  if f.language == "all"]
+        found += _fluency_flags(outs, base_out, resamples)
         if found:
-            flags[row.label] = [f"{f.task}: {f.reason}" for f in found]
+            flags[row.label] = found
     return flags
+
+
+def _fluency_flags(run, base, resamples: int, seed: int = 0) -> list[str]:
+    """Per task: the ratio of mean reply NLLs (run / base) over the prompts both scored, flagged above
+    1 + MAX_NLL_INCREASE, with a 95 % paired-bootstrap interval of the ratio."""
+    import numpy as np
+
+    out = []
+    for task in TASKS:
+        a = {(o.source, o.language, o.id): o.nll for o in base if o.task == task and o.nll is not None}
+        b = {(o.source, o.language, o.id): o.nll for o in run if o.task == task and o.nll is not None}
+        keys = sorted(a.keys() & b.keys())
+        if len(keys) < 2:
+            continue
+        xa, xb = np.array([a[k] for k in keys]), np.array([b[k] for k in keys])
+        if xa.mean() <= 0 or xb.mean() / xa.mean() - 1 <= MAX_NLL_INCREASE:
+            continue
+        idx = np.random.default_rng(seed).integers(0, len(keys), (resamples, len(keys)))
+        ratios = xb[idx].mean(1) / np.maximum(xa[idx].mean(1), 1e-12)
+        lo, hi = np.quantile(ratios, [0.025, 0.975])
+        out.append(f"{task}: fluency NLL {xb.mean():.2f} vs base {xa.mean():.2f}: "
+                   f"{xb.mean() / xa.mean() - 1:+.1%} [{lo - 1:+.1%}, {hi - 1:+.1%}] (limit +{MAX_NLL_INCREASE:.0%}, "
+                   f"{len(keys)} paired replies)")
+    return out
 
 
 # ---------------------------------------------------------------- tables
@@ -246,7 +277,8 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
              f"({resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
              "Guard: Cov = share of replies with a line LCB counts (>= 5 tokens); Degen = share of empty or "
              "repetitive replies; NLL = mean token NLL of the reply under the reference model (lower = more fluent). "
-             "LPR alone rewards degenerate output: read it beside these."]
+             "LPR alone rewards degenerate output: read it beside these. ⚠ = coverage or degeneracy worse than "
+             f"the base row's beyond chance, or NLL more than {MAX_NLL_INCREASE:.0%} above it."]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
     return Table(title, header, body, notes)
 
