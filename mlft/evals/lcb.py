@@ -204,7 +204,10 @@ def reply_nlls(ctx, o: LcbOptions, records: list[dict]) -> list[float | None]:
     from mlft.lcb.fluency import reply_nll
 
     prompts = [r.get("messages") if r.get("messages") is not None else r.get("input_text") for r in records]
-    return reply_nll(model, tok, prompts, [r["completion"] for r in records], batch_size=max(8, o.batch_size))
+    # left padding: the replies end together, so only the last max-reply-length logits are computed (right padding
+    # kept logits from the shortest prompt on: ~15 GB of logits for 256 rows of a 49k vocabulary)
+    return reply_nll(model, tok, prompts, [r["completion"] for r in records], batch_size=min(32, max(8, o.batch_size)),
+                     padding_side="left")
 
 
 def run(suite, ctx) -> KindOutput:
