@@ -8,7 +8,6 @@ Row i of every language is item i (PAWS-X and XNLI are parallel), so items pair 
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,17 +83,12 @@ def read_run(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: run file not found")
+    from mlft.io.jsonl import iter_objects
+
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}, line {line_no}: invalid JSON ({exc.msg})") from None
-            for key in ("idx", "label", "pred"):
-                if not isinstance(row.get(key), int):
-                    raise DataError(f"{path}, line {line_no}: field {key!r} missing or not an integer")
-            rows.append(row)
+    for line_no, row in iter_objects(path):  # invalid JSON / not an object: DataError naming the line
+        for key in ("idx", "label", "pred"):
+            if not isinstance(row.get(key), int):
+                raise DataError(f"{path}, line {line_no}: field {key!r} missing or not an integer")
+        rows.append(row)
     return rows
