@@ -88,14 +88,16 @@ def test_no_gpu_means_cpu_evaluation(monkeypatch, tmp_path):
 
 
 def test_process_group_timeout_exceeds_the_evaluation(tmp_path):
-    """Finding 2: the group's timeout is the recipe's ddp_timeout raised above evaluation.timeout_s."""
+    """Finding 2: the group's timeout is the recipe's ddp_timeout raised above evaluation.timeout_s (and the trl
+    config agrees, so the GPU/DeepSpeed paths of transformers, which pass ddp_timeout on, get it too)."""
     recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.ddp_timeout=5", "evaluation.timeout_s=60"])
-    config = tr._trainer_config(recipe, tmp_path)
-    assert tr.process_group_timeout(recipe, config) == 60 + tr.PG_TIMEOUT_MARGIN_S
+    assert tr.process_group_timeout(recipe) == 60 + tr.PG_TIMEOUT_MARGIN_S
+    assert tr._trainer_config(recipe, tmp_path).ddp_timeout == 660
     recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.ddp_timeout=7200"])
-    assert tr.process_group_timeout(recipe, tr._trainer_config(recipe, tmp_path)) == 7200
+    assert tr.process_group_timeout(recipe) == 7200
     recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.ddp_timeout=5", "evaluation.enabled=false"])
-    assert tr.process_group_timeout(recipe, tr._trainer_config(recipe, tmp_path)) == 5
+    assert tr.process_group_timeout(recipe) == 5
+    assert tr.process_group_timeout(load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "evaluation.enabled=false"])) == 1800
 
 
 def test_global_batch_size_derives_accumulation(tmp_path):
@@ -159,6 +161,26 @@ def test_completions_record_device_and_dtype(tmp_path, embedded_model):
     assert HFBackend(model, tok).placement == {"device": "cpu", "dtype": "float32"}
 
 
+def test_each_planned_batch_generates_alone_as_in_the_whole_call(embedded_model):
+    """Data-parallel evaluation hands the hf backend's batches to different ranks: generated alone, each batch
+    must give what the whole call gives (sampling seeds per batch, prefix cache per batch)."""
+    from mlft.generation.backends import Request
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.decoding import Decoding
+
+    model, tok = embedded_model
+    backend = HFBackend(model, tok, batch_size=16, max_batch_tokens=200)
+    texts = ["Write a short poem about the sea in German.", "Hi", "Explain quantum physics to a child, in French "
+             "please, with examples.", "Was ist das?", "Tell me a joke", "How are you today my friend?", "Bonjour"]
+    reqs = [Request(str(i), messages=[{"role": "user", "content": x}], language="de") for i, x in enumerate(texts)]
+    decoding = Decoding(max_new_tokens=8, seed=3, temperature=0.7, top_p=0.9)
+    plan = backend.plan(reqs)
+    assert len(plan) > 1 and sorted(r.id for batch in plan for r in batch) == sorted(r.id for r in reqs)
+    whole = {r.id: r.completion for r in backend.generate(reqs, decoding)}
+    alone = {r.id: r.completion for batch in reversed(plan) for r in backend.generate(batch, decoding)}
+    assert whole == alone
+
+
 def test_base_model_without_template_gets_the_runs_template(tmp_path, embedded_model):
     """Finding 3: the step-0 child loads the hub base model, whose tokenizer has no chat template."""
     from mlft.commands.evaluate_run import backend_settings
@@ -192,3 +214,39 @@ def test_base_model_without_template_gets_the_runs_template(tmp_path, embedded_m
     assert own.chat_template == tok.chat_template
     with pytest.raises(Exception, match="chat_template: cannot read"):
         models.load(str(base), device="cpu", chat_template=str(tmp_path / "missing.jinja"))
+
+
+BARRIER = """
+import datetime, os, sys, time
+import torch.distributed as dist
+rank, port, timeout_s, sleep_s, out = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                        timeout=datetime.timedelta(seconds=timeout_s))
+if rank == 0:
+    time.sleep(sleep_s)  # "evaluating"
+try:
+    dist.barrier()
+    result = "ok"
+except Exception as exc:
+    result = type(exc).__name__
+open(os.path.join(out, f"rank{rank}"), "w").write(result)
+"""
+
+
+@pytest.mark.slow
+def test_a_waiting_rank_dies_when_the_evaluation_outlasts_the_group_timeout(tmp_path):
+    """Why the timeout must be raised: a rank waiting at a gloo barrier longer than the group's timeout (2 s while
+    rank 0 "evaluates" for 6 s) fails; NCCL's watchdog kills a GPU job the same way."""
+    import socket
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = tmp_path / "barrier.py"
+    script.write_text(BARRIER)
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(port), "2", "6", str(tmp_path)])
+             for r in (0, 1)]
+    for proc in procs:
+        proc.wait(timeout=120)
+    assert (tmp_path / "rank1").read_text() in ("RuntimeError", "DistBackendError")

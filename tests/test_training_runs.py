@@ -44,8 +44,8 @@ def _check_run(run_dir: Path, steps: list[int], variants=("model",)) -> dict:
 
 
 @pytest.mark.parametrize("config, expect_mode, via_recipe", [
-    ("configs/accelerate/cpu_ddp.yaml", "in-process", False),
-    ("configs/accelerate/cpu_zero2.yaml", "in-process", True),
+    ("configs/accelerate/cpu_ddp.yaml", "data-parallel", False),
+    ("configs/accelerate/cpu_zero2.yaml", "data-parallel", True),
     ("configs/accelerate/cpu_zero3.yaml", "separate-process", False),
 ])
 def test_two_process_launch_with_eval_callback(shared, tmp_path, config, expect_mode, via_recipe):
@@ -61,6 +61,118 @@ def test_two_process_launch_with_eval_callback(shared, tmp_path, config, expect_
     marker = _check_run(run_dir, steps=[2])
     assert marker["world_size"] == 2 and marker["global_step"] == 2
     assert {p["mode"] for p in curves.read_passes(run_dir)} == {expect_mode}
+
+
+def _templateless_base(tmp_path: Path) -> Path:
+    """A local copy of the embedded model whose tokenizer has no chat template (like a hub base model)."""
+    from mlft.generation.models import load
+
+    model, tok = load(None, device="cpu")
+    out = tmp_path / "base"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    for f in out.glob("chat_template.*"):
+        f.unlink()
+    cfg = out / "tokenizer_config.json"
+    data = json.loads(cfg.read_text())
+    data.pop("chat_template", None)
+    cfg.write_text(json.dumps(data))
+    return out
+
+
+def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared, tmp_path):
+    """ZeRO-3 evaluates in a separate process. Finding 3: at step 0 the child loads the base model, whose tokenizer
+    has no chat template; it must use the run's (the in-process pass would). Finding 6: LoRA + activation
+    checkpointing under ZeRO-3 (trl forces reentrant checkpointing) trains its steps."""
+    run_dir = tmp_path / "run"
+    base = _templateless_base(tmp_path)
+    overrides = [*TINY, f"run_dir={run_dir}", f"model={base}", "training_args.save_steps=2",
+                 "chat_template=mlft/training/templates/chatml_training.jinja",
+                 "training_args.activation_checkpointing=true"]
+    proc = run(accelerate("configs/accelerate/cpu_zero3.yaml", SFT, *overrides), shared, timeout=480)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    marker = _check_run(run_dir, steps=[0, 2])
+    assert marker["global_step"] == 2 and marker["train_loss"] > 0
+    passes = curves.read_passes(run_dir)
+    assert [(p["step"], p["mode"], p["error"]) for p in passes] == [(0, "separate-process", None),
+                                                                    (2, "separate-process", None)]
+    (completions,) = (run_dir / "evals" / "step-000000" / "model").rglob("completions.jsonl")
+    records = [json.loads(line) for line in completions.read_text().splitlines()]
+    assert records and {(r["device"], r["dtype"]) for r in records} == {("cpu", "float32")}
+    assert all(r["messages"] for r in records)  # chat prompts, rendered with the run's template
+    assert (run_dir / "chat_template.jinja").read_text() == \
+        (REPO / "mlft/training/templates/chatml_training.jinja").read_text()
+
+
+# Test instrumentation loaded by every Python process of a launch (PYTHONPATH): rank 0's evaluation first sleeps
+# (longer than the recipe's ddp_timeout), and each data-parallel rank reports how many prompts it generated.
+SITECUSTOMIZE = r"""
+import os, time
+import mlft.training.passes as passes
+import mlft.generation.parallel as parallel
+_step, _serve = passes.evaluate_step, parallel.serve
+def evaluate_step(*args, **kwargs):
+    time.sleep(float(os.environ.get("MLFT_TEST_EVAL_SLEEP", "0")))
+    return _step(*args, **kwargs)
+def serve(*args, **kwargs):
+    n = _serve(*args, **kwargs)
+    with open(os.path.join(os.environ["MLFT_TEST_SERVED"], f"rank{os.environ.get('RANK')}.txt"), "a") as fh:
+        fh.write(f"{n}\n")
+    return n
+passes.evaluate_step, parallel.serve = evaluate_step, serve
+"""
+
+
+def _instrumented(shared: Path, tmp_path: Path, sleep: float) -> dict:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    out = env(shared)
+    out.update(PYTHONPATH=os.pathsep.join([str(site), str(REPO)]), MLFT_TEST_EVAL_SLEEP=str(sleep),
+               MLFT_TEST_SERVED=str(tmp_path))
+    return out
+
+
+def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one_rank(shared, tmp_path):
+    """Finding 2: ranks 1..N-1 wait for rank 0's evaluation in a collective; with the recipe's ddp_timeout (5 s)
+    shorter than the evaluation (rank 0 sleeps 12 s first), the group's timeout must have been raised above
+    evaluation.timeout_s. Finding 5: both ranks generate (data-parallel) and write the same step-0 rows as one
+    rank. Finding 7: global_batch_size gives the same optimizer steps on 1 and 2 processes."""
+    common = ["evaluation.suite_overrides=[batch_size=2]",  # lcb_tiny's 6 prompts in 3 chunks: work for both ranks
+              "training_args.max_steps=-1", "training_args.num_train_epochs=1", "global_batch_size=8",
+              "training_args.per_device_train_batch_size=2", "training_args.save_steps=2",
+              "training_args.max_length=128", "evaluation.suite=lcb_tiny", "mix_overrides=[total=16]",
+              "training_args.ddp_timeout=5", "evaluation.timeout_s=60"]
+    two, one = tmp_path / "two", tmp_path / "one"
+    cmd = accelerate("configs/accelerate/cpu_ddp.yaml", SFT, *common, f"run_dir={two}")
+    proc = subprocess.run(cmd, cwd=REPO, env=_instrumented(shared, tmp_path, sleep=12), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    marker = _check_run(two, steps=[0, 2])
+    assert marker["world_size"] == 2 and marker["global_step"] == 2
+    assert marker["gradient_accumulation_steps"] == 2           # 8 rows = 2 per device x 2 ranks x 2
+    assert marker["process_group_timeout_s"] == 60 + 600        # raised above evaluation.timeout_s
+    assert [p["mode"] for p in curves.read_passes(two)] == ["data-parallel", "data-parallel"]
+    served = [int(x) for x in (tmp_path / "rank1.txt").read_text().split()]
+    assert len(served) == 2 and all(n > 0 for n in served)      # rank 1 generated its share at both steps
+
+    proc = run(mlft("train", SFT, *common, f"run_dir={one}", "--no-progress"), shared, timeout=480)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    single = _check_run(one, steps=[0, 2])
+    assert single["global_step"] == 2 and single["gradient_accumulation_steps"] == 4
+
+    def step0(run_dir):
+        rows = [r for r in curves.read_curves(run_dir) if r["step"] == 0]
+        return sorted((r["task"], r["language"], r["metric"], r["value"], r["low"], r["high"]) for r in rows)
+
+    def texts(run_dir):
+        (path,) = (run_dir / "evals" / "step-000000" / "model").rglob("completions.jsonl")
+        return {json.loads(x)["id"]: json.loads(x)["completion"] for x in path.read_text().splitlines()}
+
+    assert step0(two) == step0(one)
+    assert texts(two) == texts(one)
+    walls = {name: [p["seconds"] for p in curves.read_passes(d)] for name, d in (("2 ranks", two), ("1 rank", one))}
+    print(f"step-0 / step-2 pass wall time (s): {walls}")
 
 
 def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path):

@@ -3,9 +3,10 @@
 Where every rank holds the whole model (DDP, ZeRO-1/2), an evaluation pass need not leave N-1 GPUs idle: rank 0
 runs the pass as usual (prompts, files, scoring, reports: one writer), and when it generates with the live model
 it hands whole *chunks* of requests to the other ranks, which generate them with their own copy and send the
-results back. A chunk is the generation runner's unit (fixed over the whole prompt list, and the hf backend's
-sampling seed depends only on the decoding seed and a batch's first request), so N ranks write exactly the
-completions one rank would have written.
+results back. The unit is one batch of the hf backend (`HFBackend.plan`: how it cuts a runner chunk; its sampling
+seed depends only on the decoding seed and the batch's first request, and a batch generated alone is generated
+the same), or a whole runner chunk when a loop strategy works on it, so N ranks write exactly the completions one
+rank would have written.
 
     rank 0:                                   ranks 1..N-1:
     with coordinate():                         serve(model, tokenizer, merge_lora)   # until rank 0 is done
@@ -65,12 +66,17 @@ class Coordinator:
     def generate(self, backend, chunks: list[list[Request]], decoding, per_call: Sequence, strategies: Sequence,
                  generate: Callable) -> Iterator[Result]:
         """Yield the results of every chunk: rank 0's own as they finish, then the other ranks'. `generate` is
-        rank 0's (already wrapped by the strategies); the other ranks rebuild the same from the specs."""
-        shares = [[chunks[i] for i in range(r, len(chunks), self.world)] for r in range(self.world)]
+        rank 0's (already wrapped by the strategies); the other ranks rebuild the same from the specs.
+
+        The unit of work is one of the backend's own batches (`plan`: the batch a chunk is cut into, generated
+        alone it is generated identically), or the whole chunk when a loop strategy (line resampling) works on it."""
+        units = chunks if strategies or not hasattr(backend, "plan") else \
+            [batch for chunk in chunks for batch in backend.plan(chunk)]
+        shares = [units[r::self.world] for r in range(self.world)]
         job = _Job(backend.spec(), decoding, describe_all([*per_call, *strategies]), shares)
         self.dist.broadcast_object_list([job], src=0)
-        for chunk in shares[0]:
-            yield from generate(chunk, decoding, per_call)
+        for unit in shares[0]:
+            yield from generate(unit, decoding, per_call)
         gathered: list = [None] * self.world
         self.dist.gather_object([], gathered, dst=0)
         for rank_results in gathered[1:]:

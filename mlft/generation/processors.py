@@ -94,9 +94,10 @@ class NucleusSampler(NucleusWarper):
     finite: `generate` then picks it greedily."""
 
     def __init__(self, temperature: float, top_p: float, top_k: int | None = None, probe: int = 64,
-                 log: StepLog | None = None):
+                 log: StepLog | None = None, generator: torch.Generator | None = None):
         super().__init__(temperature, top_p, top_k, probe)
         self.log = log
+        self.generator = generator  # its own random stream: draws do not depend on what else ran in the process
 
     def __call__(self, input_ids, scores):
         warped = super().__call__(input_ids, scores)
@@ -104,7 +105,7 @@ class NucleusSampler(NucleusWarper):
         values, index = warped.topk(k)
         if not bool(torch.isinf(values[:, -1]).all()):  # a row's nucleus is wider than the probe
             values, index = warped.sort(dim=-1, descending=True)
-        pick = torch.multinomial(torch.softmax(values, dim=-1), 1)
+        pick = torch.multinomial(torch.softmax(values, dim=-1), 1, generator=self.generator)
         tokens = index.gather(-1, pick).squeeze(-1)
         if self.log is not None:
             self.log.chosen(tokens)

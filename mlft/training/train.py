@@ -54,6 +54,7 @@ def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
 def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None):
     args = dict(recipe.training_args)
     args["output_dir"] = str(run_dir / "checkpoints")
+    args["ddp_timeout"] = int(process_group_timeout(recipe))
     if recipe.global_batch_size is not None:
         world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", "1") or 1)
         args["gradient_accumulation_steps"] = accumulation_steps(recipe, world, f"{recipe.source}: global_batch_size")
@@ -65,16 +66,28 @@ def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None
         default = next((f.default for f in dataclasses.fields(cls) if f.name == "gradient_checkpointing"), False)
         args["activation_checkpointing"] = args.pop("gradient_checkpointing", default)
         args.pop("gradient_checkpointing_kwargs", None) if "activation_checkpointing_kwargs" in args else None
+    kwargs = dict(args.get("model_init_kwargs") or {})
     if recipe.dtype != "auto" or "model_init_kwargs" not in args:
-        kwargs = dict(args.get("model_init_kwargs") or {})
         kwargs.setdefault("dtype", recipe.dtype)
-        args["model_init_kwargs"] = kwargs
+    kwargs.setdefault("attn_implementation", default_attention())
+    args["model_init_kwargs"] = kwargs
     try:
         config = recipe.config_class()(**args)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{recipe.source}: training_args: {exc}") from None
     _share_checkpointing_kwargs(config)
     return config
+
+
+def default_attention() -> str:
+    """flash_attention_2 on a GPU with the flash-attn package installed, else PyTorch's sdpa."""
+    import importlib.util
+
+    import torch
+
+    if torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return "sdpa"
 
 
 def _share_checkpointing_kwargs(config) -> None:
@@ -91,10 +104,13 @@ def _share_checkpointing_kwargs(config) -> None:
     config.activation_checkpointing_kwargs = config.gradient_checkpointing_kwargs = kwargs
 
 
-def process_group_timeout(recipe: Recipe, config) -> float:
-    """Seconds a rank may wait in a collective: the recipe's ddp_timeout, raised above the evaluation's limit
-    (ranks 1..N-1 wait for rank 0's evaluation pass at a barrier)."""
-    seconds = float(getattr(config, "ddp_timeout", 1800) or 1800)
+def process_group_timeout(recipe: Recipe) -> float:
+    """Seconds a rank may wait in a collective: the recipe's ddp_timeout (trl's default when unset), raised above
+    the evaluation's limit (ranks 1..N-1 wait for rank 0's evaluation pass at a barrier)."""
+    import dataclasses
+
+    default = next(f.default for f in dataclasses.fields(recipe.config_class()) if f.name == "ddp_timeout")
+    seconds = float(recipe.training_args.get("ddp_timeout") or default)
     if recipe.evaluation.enabled:
         seconds = max(seconds, float(recipe.evaluation.timeout_s) + PG_TIMEOUT_MARGIN_S)
     return seconds
@@ -203,10 +219,11 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
 
     t0 = time.time()
     run_dir = Path(recipe.run_dir)
+    # The process group is created first, with the recipe's timeout raised above the evaluation's: creating the
+    # trl config would create it otherwise, and on CPU (use_cpu) transformers passes no timeout at all (1800 s).
+    state = PartialState(cpu=bool(recipe.training_args.get("use_cpu")),
+                         timeout=timedelta(seconds=process_group_timeout(recipe)))
     config = _trainer_config(recipe, run_dir)  # validates values too (before any load)
-    # the process group is created here, before the Trainer: give it the recipe's timeout, raised above the
-    # evaluation's (accelerate's default 1800 s would otherwise win and ddp_timeout be ignored)
-    state = PartialState(timeout=timedelta(seconds=process_group_timeout(recipe, config)))
     quiet_transformers()
     if (run_dir / COMPLETE).is_file():
         _check_same_recipe(run_dir, recipe)

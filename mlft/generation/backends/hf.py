@@ -137,6 +137,12 @@ class HFBackend:
             yield from self._generate_batch([requests[i] for i in idx], [encoded[i] for i in idx], decoding,
                                             interventions)
 
+    def plan(self, requests: list[Request]) -> list[list[Request]]:
+        """The batches `generate(requests)` generates, in order (each one, generated alone, is generated the same:
+        data-parallel evaluation hands them to different ranks)."""
+        encoded = [self.encode(r) for r in requests]
+        return [[requests[i] for i in idx] for idx in self._batches(encoded)]
+
     def _batches(self, encoded: list[list[int]]) -> list[list[int]]:
         """Indices sorted by prompt length, cut at batch_size rows or max_batch_tokens padded prompt tokens."""
         batches: list[list[int]] = []
@@ -168,9 +174,13 @@ class HFBackend:
         processors = [log] if log else []
         for iv in interventions:
             processors += iv.logits_processors(self.tokenizer, languages, self.model)
+        generator = None
+        if decoding.seed is not None:  # the batch's own stream (the global one is also seeded, for beam sampling)
+            generator = torch.Generator(device=device).manual_seed(batch_seed(decoding.seed, requests[0].id))
         if decoding.sampling:
             processors.append(NucleusWarper(decoding.temperature, decoding.top_p, decoding.top_k) if beams else
-                              NucleusSampler(decoding.temperature, decoding.top_p, decoding.top_k, log=log))
+                              NucleusSampler(decoding.temperature, decoding.top_p, decoding.top_k, log=log,
+                                             generator=generator))
         elif log is not None:
             processors.append(GreedyPicker(log))
         started = time.perf_counter()

@@ -71,23 +71,24 @@ def load_quantized(ref: str | Path, scheme: str):
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
     from mlft.console import quiet_transformers
+    from mlft.generation.models import default_device
 
     quiet_transformers()
     warnings.filterwarnings("ignore", message=".*MatMul8bitLt.*")  # once per generated token otherwise
     if scheme not in SCHEMES:
         raise ModelError(f"unknown quantization scheme {scheme!r}; valid: {', '.join(SCHEMES)}")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = default_device()  # this rank's GPU, else cpu
     with _full_weights(str(ref)) as path:
         tok = AutoTokenizer.from_pretrained(path)
         if scheme in ("w8", "w4"):
             qconf = (BitsAndBytesConfig(load_in_8bit=True) if scheme == "w8" else
                      BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                        bnb_4bit_compute_dtype=torch.bfloat16 if device == "cuda" else torch.float32))
+                                        bnb_4bit_compute_dtype=torch.bfloat16 if device.startswith("cuda") else torch.float32))
             model = AutoModelForCausalLM.from_pretrained(path, quantization_config=qconf, device_map=device)
         else:
             from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
 
-            dtype = torch.bfloat16 if device == "cuda" else torch.float32
+            dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
             quantize_(model, Int8DynamicActivationInt8WeightConfig(),
                       filter_fn=lambda mod, fqn: isinstance(mod, torch.nn.Linear) and "lm_head" not in fqn)
