@@ -161,7 +161,11 @@ def stage_model() -> None:
     n_params = sum(p.numel() for p in model.parameters())  # tied embedding counted once
     n_embed = model.get_input_embeddings().weight.numel()
     model.save_pretrained(str(MODEL_DIR))
+    # like the real base model (SmolLM2-1.7B): no chat template; the recipe's chat_template is what training and
+    # the evaluation of checkpoints use (the step-0 evaluation of the base in a separate process: issue 18 #3)
+    tok.chat_template = None
     tok.save_pretrained(str(MODEL_DIR))
+    (MODEL_DIR / "chat_template.jinja").unlink(missing_ok=True)
     info = {"path": str(MODEL_DIR), "shape": shape, "params": n_params, "embedding_params": n_embed,
             "seconds": round(time.time() - t0, 1)}
     save("model", info)
@@ -195,11 +199,12 @@ def write_recipe(variant: str, launch: str) -> tuple[Path, Path | None]:
         "report_to": "none", "dataloader_num_workers": 0, **spec["train"]}
     if TINY:
         train_args.update(use_cpu=True, bf16=False, activation_checkpointing=False, per_device_train_batch_size=2,
-                          gradient_accumulation_steps=2, max_length=256)
+                          max_length=256)
     recipe = {
         "include": str(ROOT / "recipes/multilingual_sft.yaml"),
-        "model": str(MODEL_DIR),
-        "dtype": "float32" if TINY else "bfloat16",
+        "model": str(MODEL_DIR),  # dtype: the recipe's (float32 weights = fp32 master, bf16 autocast)
+        # 8 rows per device x 4 (the recipe's 256 would be accumulation 32 on one GPU: minutes per 30 steps)
+        "global_batch_size": tiny(32, 4),
         "mix": "data_mixes/cpu/multilingual_sft.yaml",  # mlft's offline seed data (hub sources do not travel)
         "mix_overrides": [f"total={tiny(MIX_ROWS[variant], 40)}"],
         "run_dir": str(WORK / "runs" / variant),
@@ -334,7 +339,7 @@ def train_metrics(variant: str, run_dir: Path, timing_path: Path, started: float
             attn = 12 * cfg["num_hidden_layers"] * cfg["hidden_size"] * per_row  # PaLM: fwd+bwd, full seq
             lora = VARIANTS[variant]["lora"]
             k = 4 if lora else 6  # LoRA: no weight gradients of the frozen base (forward 2N + input grads 2N)
-            res["mfu_formula"] = (f"{k}*N*tokens_per_s / {PEAK_BF16:.0e}; N={n} (all weights, tied embedding "
+            res["mfu_formula"] = (f"{k}*N*tokens_per_s / {PEAK_BF16:.4g}; N={n} (all weights, tied embedding "
                                   f"once); +attn adds 12*L*d*S per token with S=tokens_per_row")
             res["mfu"] = round(k * n * tps / PEAK_BF16, 4)
             res["mfu_with_attn"] = round((k * n + attn) * tps / PEAK_BF16, 4)
@@ -423,6 +428,10 @@ def stage_generate(budget_s: float) -> None:
     full_sample = tiny(512, 16)
     model, tok = load(str(MODEL_DIR), dtype=tiny("bfloat16", "float32"), device=device())
     model.generation_config.min_new_tokens = new
+    if not tok.chat_template:  # the base-like model has none: the Instruct sibling's ChatML template
+        from transformers import AutoTokenizer
+
+        tok.chat_template = AutoTokenizer.from_pretrained(str(TOKENIZER)).chat_template
     decoding = Decoding(max_new_tokens=new)
     dev = next(model.parameters()).device
     res: dict = {"device": str(dev), "dtype": str(next(model.parameters()).dtype), "max_new_tokens": new,
@@ -457,6 +466,7 @@ def stage_generate(budget_s: float) -> None:
         res["batches"][str(bs)] = {"prompts": len(reqs), "seconds": round(secs, 2), "new_tokens": tokens,
                                    "tokens_per_s": round(tokens / secs, 1),
                                    "prompt_tokens_mean": round(sum(lens) / len(lens), 1),
+                                   "all_full_length": all(r.completion_tokens == new for r in out),
                                    "peak_alloc_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)
                                    if dev.type == "cuda" else None}
         print(f"batch {bs}: {res['batches'][str(bs)]}", flush=True)

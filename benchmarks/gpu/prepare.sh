@@ -35,7 +35,7 @@ ls .whl/jieba-0.42.1-*.whl >/dev/null 2>&1 || python3 -m pip wheel -q --no-deps 
 
 mkdir -p .gpu_assets/lcb
 lcb=${MLFT_LCB_DATA:-$root/../shared/lcb}
-cp "$lcb/test_sets.zip" "$lcb/few_shot_examples.json" .gpu_assets/lcb/
+cp "$lcb/test_sets.zip" "$lcb/few_shot_examples.json" "$lcb/words" .gpu_assets/lcb/  # words: WPR
 python3 - <<'PY'
 from transformers import AutoTokenizer
 
