@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -195,7 +196,9 @@ def write_recipe(variant: str, launch: str) -> tuple[Path, Path | None]:
     elif not TINY:
         accel = ROOT / "configs/accelerate/single.yaml"
     train_args = {
-        "max_steps": steps, "save_steps": steps, "save_strategy": "steps", "logging_steps": 1,
+        # one checkpoint, at the end (the callback evaluates it); weights only: a 1.7B ZeRO checkpoint with its fp32
+        # optimizer state is ~27 GB of disk per run, and nothing resumes from it here
+        "max_steps": steps, "save_steps": steps, "save_strategy": "steps", "save_only_model": True, "logging_steps": 1,
         "report_to": "none", "dataloader_num_workers": 0, **spec["train"]}
     if TINY:
         train_args.update(use_cpu=True, bf16=False, activation_checkpointing=False, per_device_train_batch_size=2,
@@ -285,8 +288,6 @@ def stage_train(variant: str, timeout_s: float) -> None:
     recipe, accel = write_recipe(variant, launch)
     run_dir = WORK / "runs" / variant
     if run_dir.exists():
-        import shutil
-
         shutil.rmtree(run_dir)
     timing = WORK / f"timing_{variant}.json"
     timing.unlink(missing_ok=True)
@@ -310,6 +311,8 @@ def stage_train(variant: str, timeout_s: float) -> None:
         res["metrics_error"] = f"{type(exc).__name__}: {exc}"
     save(f"train_{variant}", res)
     print(json.dumps(res, indent=2, default=str))
+    for big in ("checkpoints", "final", "final_adapter", "chain"):  # GBs of weights: the disk holds 64 GiB
+        shutil.rmtree(run_dir / big, ignore_errors=True)
 
 
 def train_metrics(variant: str, run_dir: Path, timing_path: Path, started: float) -> dict:
@@ -425,7 +428,7 @@ def stage_generate(budget_s: float) -> None:
     t_stage = time.time()
     new = tiny(100, 8)
     batches = tiny((16, 64, 256), (4, 8))
-    full_sample = tiny(512, 16)
+    full_sample = tiny(256, 16)
     model, tok = load(str(MODEL_DIR), dtype=tiny("bfloat16", "float32"), device=device())
     model.generation_config.min_new_tokens = new
     if not tok.chat_template:  # the base-like model has none: the Instruct sibling's ChatML template
