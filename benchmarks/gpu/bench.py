@@ -137,7 +137,7 @@ def stage_env() -> None:
         except Exception as exc:  # noqa: BLE001
             info["deepspeed_accelerator"] = f"FAILED: {exc}"[:300]
             ok = False
-    info["launch"] = "deepspeed" if ok else "single"
+    info["launch"] = os.environ.get("MLFT_GPU_BENCH_LAUNCH") or ("deepspeed" if ok else "single")  # env: force one
     save("env", info)
     for k, v in info.items():
         print(f"{k:>18}: {v}")
@@ -265,7 +265,8 @@ class StepTimer:
                         "peak_reserved_bytes": self.reserved, "rows_per_step": rows, "world_size": args.world_size,
                         "device": str(args.device), "bf16": args.bf16, "packing": getattr(args, "packing", None),
                         "padding_free": getattr(args, "padding_free", None),
-                        "activation_checkpointing": getattr(args, "activation_checkpointing", None)}))
+                        "activation_checkpointing": getattr(args, "activation_checkpointing",
+                                                            getattr(args, "gradient_checkpointing", None))}))
 
         return _Timer()
 
@@ -285,6 +286,10 @@ def stage_train(variant: str, timeout_s: float) -> None:
     from mlft.training.launch import launch_command
 
     launch = load_results().get("env", {}).get("launch", "single")
+    if VARIANTS[variant]["zero"] == 3 and launch != "deepspeed":
+        save(f"train_{variant}", {"skipped": f"ZeRO-3 needs the deepspeed launch (launch: {launch})"})
+        print(f"train {variant}: skipped (launch {launch})")
+        return
     recipe, accel = write_recipe(variant, launch)
     run_dir = WORK / "runs" / variant
     if run_dir.exists():
@@ -510,8 +515,8 @@ def stage_summary() -> None:
                  f"{'peak GiB':>10}{'wall s':>8}{'eval s':>8}{'cb share':>9}  eval device / mode")
     for v in VARIANTS:
         t = r.get(f"train_{v}")
-        if not t:
-            lines.append(f"{v:<10}  (not run)")
+        if not t or "skipped" in t:
+            lines.append(f"{v:<10}  ({t['skipped'] if t else 'not run'})")
             continue
         c = t.get("complete") or {}
         modes = sorted({p.get("mode", "?") + ("" if p.get("status") in (None, "ok") else f":{p.get('status')}")
