@@ -184,17 +184,19 @@ def write_recipe(variant: str, launch: str) -> tuple[Path, Path | None]:
     steps = tiny(spec["steps"], 3)
     cfg_dir = WORK / "recipes"
     cfg_dir.mkdir(parents=True, exist_ok=True)
-    accel = None
-    if launch == "deepspeed":
-        base = yaml.safe_load((ROOT / "configs/accelerate" / f"zero{spec['zero']}.yaml").read_text())
-        base["num_processes"] = 1
-        base["use_cpu"] = TINY
-        if TINY:
+    # the shipped accelerate config for one process: zero2/zero3.yaml (num_processes 1), else single.yaml
+    name = f"zero{spec['zero']}.yaml" if launch == "deepspeed" else "single.yaml"
+    base = yaml.safe_load((ROOT / "configs/accelerate" / name).read_text())
+    base["num_processes"] = 1
+    if TINY:
+        base["use_cpu"] = True
+        base.pop("gpu_ids", None)
+        if "mixed_precision" in base:
+            base["mixed_precision"] = "no"
+        if "deepspeed_config" in base:
             base["deepspeed_config"]["zero3_init_flag"] = False
-        accel = cfg_dir / f"{variant}_accelerate.yaml"
-        accel.write_text(yaml.safe_dump(base, sort_keys=False))
-    elif not TINY:
-        accel = ROOT / "configs/accelerate/single.yaml"
+    accel = cfg_dir / f"{variant}_accelerate.yaml"
+    accel.write_text(yaml.safe_dump(base, sort_keys=False))
     train_args = {
         # one checkpoint, at the end (the callback evaluates it); weights only: a 1.7B ZeRO checkpoint with its fp32
         # optimizer state is ~27 GB of disk per run, and nothing resumes from it here
@@ -297,19 +299,16 @@ def stage_train(variant: str, timeout_s: float) -> None:
     timing = WORK / f"timing_{variant}.json"
     timing.unlink(missing_ok=True)
     me = [str(Path(__file__).resolve()), "_launched_train", str(recipe), str(timing)]
-    if accel is not None:  # the argv `mlft train` would run, with this script in place of `-m mlft train RECIPE`
-        cmd = launch_command(str(recipe), [], str(accel))
-        cut = cmd.index("mlft") - 1
-        assert cmd[cut:cut + 4] == ["-m", "mlft", "train", str(recipe)], cmd
-        cmd = cmd[:cut] + me
-    else:
-        cmd = [sys.executable] + me
+    # the argv `mlft train` would run, with this script in place of `-m mlft train RECIPE`
+    cmd = launch_command(str(recipe), [], str(accel))
+    cut = cmd.index("mlft") - 1
+    assert cmd[cut:cut + 4] == ["-m", "mlft", "train", str(recipe)], cmd
+    cmd = cmd[:cut] + me
     print("launch:", " ".join(cmd), flush=True)
     env = {**os.environ, "MLFT_LAUNCHED": "1"}
     started = time.time()
     proc = run_bounded(cmd, timeout_s, env)
-    res: dict = {"launch": launch if accel is not None or TINY else "single",
-                 "accelerate_config": str(accel) if accel else None, **proc}
+    res: dict = {"launch": launch, "accelerate_config": str(accel), **proc}
     try:
         res.update(train_metrics(variant, run_dir, timing, started))
     except Exception as exc:  # noqa: BLE001 — keep what the run left
