@@ -159,6 +159,19 @@ def _check_arg_type(value: Any, tp: Any, where: str) -> Any:
     return _coerce(value, tp, where)
 
 
+# transformers 5.2x renamed `gradient_checkpointing(_kwargs)` to `activation_checkpointing(_kwargs)` (the old names
+# stay there as deprecated aliases); earlier 5.x releases (5.17 on the GPU image) know only the old names. A recipe
+# may use either: the new name is passed as the old one where the installed config class lacks it.
+RENAMED_ARGS = {"activation_checkpointing": "gradient_checkpointing",
+                "activation_checkpointing_kwargs": "gradient_checkpointing_kwargs"}
+
+
+def installed_arg_name(key: str, fields) -> str:
+    """`key`, or its older name when the installed config class (field names `fields`) has only that."""
+    old = RENAMED_ARGS.get(key)
+    return old if old is not None and key not in fields and old in fields else key
+
+
 def validate_training_args(args: dict, trainer: str, where: str) -> dict:
     """Check names against the installed trl config dataclass (with did-you-mean) and types against its hints."""
     cls = trl_config_class(trainer)
@@ -168,6 +181,13 @@ def validate_training_args(args: dict, trainer: str, where: str) -> dict:
     for key, value in args.items():
         if key in MANAGED_ARGS:
             raise ConfigError(f"{where}.{key}: managed by mlft: {MANAGED_ARGS[key]}")
+        name = installed_arg_name(key, fields)
+        if name != key:
+            if name in args:
+                raise ConfigError(f"{where}: {key!r} and {name!r} are the same setting (the installed "
+                                  f"transformers knows only {name!r}): set one")
+            out[name] = _check_arg_type(value, hints[name], f"{where}.{key}")
+            continue
         if key not in fields:
             other = "dpo" if trainer == "sft" else "sft"
             hint = did_you_mean(key, fields)

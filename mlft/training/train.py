@@ -16,6 +16,7 @@ Run directory layout (`recipe.run_dir`):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -59,10 +60,9 @@ def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None
         world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", "1") or 1)
         args["gradient_accumulation_steps"] = accumulation_steps(recipe, world, f"{recipe.source}: global_batch_size")
     args.setdefault("run_name", Path(recipe.source).stem or run_dir.name)  # what trackers call the run
-    if "activation_checkpointing" not in args:  # transformers 5 renamed it; trl still defaults the old name to on
-        import dataclasses
-
-        cls = recipe.config_class()
+    cls = recipe.config_class()
+    renamed = any(f.name == "activation_checkpointing" for f in dataclasses.fields(cls))  # transformers >= 5.2x
+    if renamed and "activation_checkpointing" not in args:  # trl still defaults the old name to on
         default = next((f.default for f in dataclasses.fields(cls) if f.name == "gradient_checkpointing"), False)
         args["activation_checkpointing"] = args.pop("gradient_checkpointing", default)
         args.pop("gradient_checkpointing_kwargs", None) if "activation_checkpointing_kwargs" in args else None

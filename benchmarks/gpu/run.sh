@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# GPU measurement of mlft (issue 24; the GPU part of issue 18), one command on any CUDA machine:
+#
+#   benchmarks/gpu/run.sh [train] [generate] [zero3] [all]      (default: all = train generate zero3)
+#
+#   train     `mlft train` on the GPU recipe shape (recipes/multilingual_sft.yaml: bf16, full fine-tune,
+#             assistant-only loss, batch 8 x 4, max_length 2048; ZeRO-2 through accelerate + DeepSpeed when the
+#             deepspeed wheel works, else one plain GPU process) on a random-weight SmolLM2-1.7B-shape model,
+#             30 steps, eval callback (lcb_demo without ja) at the end; then LoRA; then packing (padding-free).
+#             Reports tokens/s, MFU, peak memory, the callback's share of wall time.
+#   generate  hf backend, the paper's decoding, 100 new tokens: tokens/s at batch 16 / 64 / 256 and the time of a
+#             full-LCB pass (6,586 prompts), estimated from a random sample.
+#   zero3     1-GPU ZeRO-3 run whose callback evaluates the saved checkpoint (and step 0) in a separate process:
+#             does it complete, and on which device did the child run.
+#
+# Every stage is time-boxed and the next one runs even if one fails; the whole invocation stays inside
+# $MLFT_GPU_BENCH_BUDGET_S (default 570 s: the device tool allows 600 s per command). Output under $OUT
+# (default /tmp/mlft_gpu_bench/out): results.json, summary.txt, setup.log, train.log, generate.log, zero3.log.
+#
+# Needs (ignored folders, carried to the GPU machine; made by benchmarks/gpu/prepare.sh): .whl/ (wheels the GPU
+# image lacks) and .gpu_assets/ (tokenizer/, lcb/). No model weights travel: the model is built from its config.
+# MLFT_GPU_BENCH_TINY=1: a CPU smoke run of the same code at toy scale (2-layer model, 3 steps, a few prompts).
+set -u
+cd "$(dirname "$0")/../.." || exit 2
+ROOT=$PWD
+export MLFT_GPU_BENCH_WORK=${MLFT_GPU_BENCH_WORK:-/tmp/mlft_gpu_bench}
+export OUT=${OUT:-$MLFT_GPU_BENCH_WORK/out}
+BUDGET=${MLFT_GPU_BENCH_BUDGET_S:-570}
+TINY=${MLFT_GPU_BENCH_TINY:-0}
+mkdir -p "$OUT" "$MLFT_GPU_BENCH_WORK"
+
+stages=()
+for s in "${@:-all}"; do
+  case $s in
+    all) stages+=(train generate zero3) ;;
+    train|generate|zero3) stages+=("$s") ;;
+    *) echo "usage: $0 [train] [generate] [zero3] [all]" >&2; exit 2 ;;
+  esac
+done
+
+# ---- environment: carried wheels, offline hub, data, the probe that records each process's device
+if [ "$TINY" != 1 ] && ls .whl/*.whl >/dev/null 2>&1; then
+  if [ ! -f /tmp/site/.mlft_wheels_ok ]; then
+    t=$SECONDS
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      .whl/*.whl >>"$OUT/setup.log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] && touch /tmp/site/.mlft_wheels_ok
+    echo "wheels: $(ls .whl/*.whl | wc -l) installed into /tmp/site in $((SECONDS - t)) s (rc $rc)" | tee -a "$OUT/setup.log"
+  fi
+  export PYTHONPATH=$ROOT/benchmarks/gpu/probe:/tmp/site:$ROOT
+else
+  export PYTHONPATH=$ROOT/benchmarks/gpu/probe:$ROOT${PYTHONPATH:+:$PYTHONPATH}
+fi
+[ -d .gpu_assets/lcb ] && export MLFT_LCB_DATA=$ROOT/.gpu_assets/lcb
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+export MLFT_BENCH_PROBE=$MLFT_GPU_BENCH_WORK/probe.jsonl
+[ "$TINY" = 1 ] && export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} CUDA_VISIBLE_DEVICES=""
+PY=python3
+
+# run_stage LOG LIMIT_S ARGS...: bench.py ARGS with at most LIMIT_S seconds (less if the budget is nearly spent)
+run_stage() {
+  local log=$1 limit=$2; shift 2
+  local left=$((BUDGET - SECONDS - 20))
+  if [ "$left" -lt 45 ]; then
+    echo "[$(date +%T)] SKIPPED $* (budget: ${left} s left)" | tee -a "$OUT/$log"
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t=$SECONDS rc
+  echo "[$(date +%T)] === $* (limit ${limit} s)" >>"$OUT/$log"
+  MLFT_GPU_BENCH_STAGE_S=$((limit - 25)) timeout -k 10 "$limit" $PY benchmarks/gpu/bench.py "$@" >>"$OUT/$log" 2>&1
+  rc=$?
+  echo "[$(date +%T)] $* -> rc $rc in $((SECONDS - t)) s" | tee -a "$OUT/$log"
+  [ $rc -ne 0 ] && tail -n 15 "$OUT/$log" | sed 's/^/    | /'
+  return 0
+}
+
+run_stage setup.log 90 env
+[ -f "$MLFT_GPU_BENCH_WORK/model/config.json" ] || run_stage setup.log 150 model
+for s in "${stages[@]}"; do
+  case $s in
+    train)
+      run_stage train.log 200 train full
+      run_stage train.log 160 train lora
+      run_stage train.log 160 train packed ;;
+    generate) run_stage generate.log 200 generate ;;
+    zero3) run_stage zero3.log 280 train zero3 ;;
+  esac
+done
+$PY benchmarks/gpu/bench.py summary
+echo "total ${SECONDS} s; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"
