@@ -250,3 +250,30 @@ def test_a_waiting_rank_dies_when_the_evaluation_outlasts_the_group_timeout(tmp_
     for proc in procs:
         proc.wait(timeout=120)
     assert (tmp_path / "rank1").read_text() in ("RuntimeError", "DistBackendError")
+
+
+def test_lora_eval_copy_of_a_checkpointed_model_keeps_its_kv_cache(embedded_model):
+    """Found on the H100: LoRA + activation checkpointing, the merged evaluation copy kept checkpointing on, so
+    transformers forced use_cache off, the prefix KV cache was None and every in-process pass failed."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from mlft.generation.backends import Request
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.decoding import Decoding
+    from mlft.training.passes import eval_mode
+
+    model, tok = embedded_model
+    train_copy = copy.deepcopy(model)
+    train_copy.gradient_checkpointing_enable()
+    peft = get_peft_model(train_copy, LoraConfig(r=4, target_modules=["q_proj"]))
+    peft.train()
+    reqs = [Request(str(i), messages=[{"role": "user", "content": t}]) for i, t in enumerate(["Hallo!", "Salut!"])]
+    with eval_mode(peft, merge_lora=True) as live:
+        assert not live.is_gradient_checkpointing
+        backend = HFBackend(live, tok)
+        results = list(backend.generate(reqs, Decoding(max_new_tokens=4)))
+        assert backend._prefix is not None and backend._prefix[1] is not None
+    assert all(r.error is None and r.completion_tokens > 0 for r in results)
+    assert peft.training  # the live model is untouched

@@ -67,6 +67,7 @@ def eval_mode(model, merge_lora: bool = True):
 
         merged = copy.deepcopy(model).merge_and_unload()
         merged.eval()
+        _checkpointing_off(merged)  # a copy: checkpointing would force use_cache off (no KV cache, no prefix reuse)
         merged.config.use_cache = True
         if getattr(merged, "generation_config", None) is not None:
             merged.generation_config.use_cache = True
@@ -88,6 +89,14 @@ def eval_mode(model, merge_lora: bool = True):
             c.use_cache = v
         if was_training:
             model.train()
+
+
+def _checkpointing_off(model) -> None:
+    """Turn activation (gradient) checkpointing off on an evaluation copy (the name differs across transformers)."""
+    for name in ("activation_checkpointing_disable", "gradient_checkpointing_disable"):
+        if getattr(model, "is_gradient_checkpointing", False) and hasattr(model, name):
+            getattr(model, name)()
+            return
 
 
 def load_pass_suite(p: EvalPass):

@@ -192,7 +192,10 @@ class HFBackend:
                 stack.enter_context(iv.hooks(self.model, languages))
             if decoding.seed is not None:
                 torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
-            extra = {"past_key_values": self._prefix_kv(prefix, len(requests))} if p else {}
+            cache = self._prefix_kv(prefix, len(requests)) if p else None
+            if p and cache is None:  # the model returned no cache (e.g. checkpointing on): the whole prompt
+                input_ids, mask = self._unprefixed(encoded, width, device)
+            extra = {"past_key_values": cache} if cache is not None else {}
             if any(r.stop_at_newline for r in requests):
                 extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(self._newline_ids(),
                                                                                [r.stop_at_newline for r in requests])])
@@ -259,9 +262,19 @@ class HFBackend:
         if self._prefix is None or self._prefix[0] != key:
             ids = torch.tensor([prefix], device=next(self.model.parameters()).device)
             self._prefix = (key, self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values)
+        if self._prefix[1] is None:
+            return None
         cache = copy.deepcopy(self._prefix[1])
         cache.batch_repeat_interleave(rows)
         return cache
+
+    def _unprefixed(self, encoded: list[list[int]], width: int, device):
+        """Plain left-padded input_ids and mask (no shared-prefix layout)."""
+        import torch
+
+        ids = torch.tensor([[self.pad_id] * (width - len(e)) + e for e in encoded], device=device)
+        mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=device)
+        return ids, mask
 
     def _stats(self, ids: list[int], recorder, row: int) -> dict:
         pieces, prev = [], ""  # a token ending inside a multi-byte character gets "", the next one the char
