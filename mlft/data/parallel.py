@@ -100,7 +100,7 @@ def _load(src, name: str, where: str):
             from None
     try:
         return datasets.load_dataset(src.path, name, split=src.split, revision=src.revision)
-    except Exception as exc:  # connection, file, schema, auth...: report them all with the source named
+    except Exception as exc:  # noqa: BLE001 - connection, file, schema, auth...: report them all with the source named
         raise DataError(f"{where}.path: could not load hub dataset {src.path!r} ({name}, split {src.split}"
                         f"{', revision ' + src.revision if src.revision else ''}): {type(exc).__name__}: {exc}") \
             from None

@@ -84,7 +84,7 @@ def _load_dataset(src: SourceConfig, where: str):
             return datasets.load_dataset(src.path, src.subset, split=src.split, revision=src.revision)
         builder = LOCAL_SUFFIXES[src.path[src.path.rfind("."):].lower()]
         return datasets.load_dataset(builder, data_files=src.path, split="train")
-    except Exception as exc:  # datasets raises many types (connection, file, schema, auth): report them all
+    except Exception as exc:  # noqa: BLE001 - datasets raises many types: report them all
         what = f"hub dataset {src.path!r}" + (f" ({src.subset}, split {src.split})" if src.subset else
                                                f" (split {src.split})") if src.type == "hub" else src.path
         raise DataError(f"{where}.path: could not load {what}: {type(exc).__name__}: {exc}") from None

@@ -263,7 +263,7 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
               "Degen mono / cross", "NLL mono / cross", *extra]
     body = []
     for row in rows:
-        mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < SIG else ""  # noqa: E731
+        mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < SIG else ""  # noqa: E731, B023
         lcpr = [row.value(t, "avg", "lcpr") for t in TASKS]
         lcpr_text = f"{100 * sum(lcpr) / 2:.1f}" if None not in lcpr else "–"
         lcpr_text += "*" if any(mark(t, "lcpr") for t in TASKS) else ""

@@ -84,7 +84,7 @@ def evaluate(opts: PolyglotOptions, *, model, tokenizer, out_dir: Path, progress
                 cis[lang] = metrics.bootstrap_halfwidth(known, opts.bootstrap, opts.seed)
                 rows.append(_row(lang, "ci95", cis[lang]))
             if opts.relations:
-                for rel, (acc, n) in metrics.by_relation([s.fact.relation for s in scores], known).items():
+                for rel, (acc, _n) in metrics.by_relation([s.fact.relation for s in scores], known).items():
                     rows.append(_row(lang, "accuracy", acc, task=f"relation:{rel}"))
             for s in scores:
                 fh.write(json.dumps({"language": lang, "dataset_id": s.fact.dataset_id, "relation": s.fact.relation,
