@@ -220,3 +220,31 @@ def test_holm_and_per_language_family():
     u = unpaired_test(a, b, "lpr", n=2000)
     assert u.method == "unpaired-bootstrap" and u.diff == pytest.approx(paired_test(a, b, n=10).diff)
     assert u.ci_high < 0
+
+
+def test_score_bootstrap_and_eval_rows_are_one_engine(shared):
+    """`mlft score --bootstrap` (score_completions) and `mlft eval` (metric_rows) give the same intervals for the
+    same replies, seed and resamples: both are mlft.lcb.stats.intervals."""
+    from mlft.completions import read_completions
+    from mlft.evals.lcb import metric_rows
+    from mlft.lcb.guard import is_degenerate
+    from mlft.lcb.scoring import score_completions
+    from mlft.lcb.stats import outcomes_from
+
+    rows = [c for c in read_completions(shared / "lcb" / "outputs" / "command-r.csv")
+            if c.language in ("de", "ja", "zh", "fr")][:600]
+    report = score_completions(rows, bootstrap=300, seed=5, confidence=0.9, workers=1)
+    outs = outcomes_from(rows, report.replies, degenerate=[is_degenerate(c.completion) for c in rows])
+    ev = {(r["task"], r["language"], r["metric"]): r for r in metric_rows("m", outs, 0.9, 300, seed=5)}
+    checked = 0
+    for r in report.rows:
+        if r["source"] != "all":
+            continue
+        for m in ("lpr", "wpr", "lcpr"):
+            e = ev.get((r["task"], "avg" if r["language"] == "all" else r["language"], m))
+            if e is None or r.get(f"{m}_ci_low") is None:
+                continue
+            assert (r[f"{m}_ci_low"], r[f"{m}_ci_high"]) == (e["low"], e["high"])
+            assert r[m] == pytest.approx(e["value"], abs=1e-12)
+            checked += 1
+    assert checked >= 8

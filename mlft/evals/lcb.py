@@ -169,11 +169,12 @@ def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed:
 
 
 def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
-    """Mean reply NLL per task and language (and the task's unweighted language mean) with a normal interval."""
-    import math
-    from statistics import NormalDist, mean, stdev
+    """Mean reply NLL per task and language (and the task's unweighted language mean) with a normal interval
+    (`mlft.lcb.stats.mean_interval`)."""
+    from statistics import mean
 
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    from mlft.lcb.stats import mean_interval
+
     by: dict[tuple[str, str], list[float]] = {}
     for o in outcomes:
         if o.nll is not None:
@@ -184,11 +185,10 @@ def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
         for (t, lang), xs in sorted(by.items()):
             if t != task:
                 continue
-            m = mean(xs)
-            half = z * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else float("nan")
+            m, low, high = mean_interval(xs, confidence)
             means.append(m)
             rows.append({"variant": variant, "task": task, "language": lang, "metric": "nll", "value": m,
-                         "low": m - half, "high": m + half, "n": len(xs)})
+                         "low": low, "high": high, "n": len(xs)})
         rows.append({"variant": variant, "task": task, "language": "avg", "metric": "nll", "value": mean(means),
                      "low": None, "high": None, "n": sum(len(xs) for (t, _), xs in by.items() if t == task)})
     return rows
