@@ -9,8 +9,19 @@ import pytest
 
 from mlft.completions import read_completions
 from mlft.errors import ConfigError, DataError
-from mlft.lcb.stats import (Outcome, holm, interval_rows, intervals, load_outcomes, outcomes_from, paired_test,
-                            paired_tests_by_language, save_outcomes, unpaired_test, wilson)
+from mlft.lcb.stats import (
+    Outcome,
+    holm,
+    interval_rows,
+    intervals,
+    load_outcomes,
+    outcomes_from,
+    paired_test,
+    paired_tests_by_language,
+    save_outcomes,
+    unpaired_test,
+    wilson,
+)
 
 KEYS = [(s, lang) for s in ("aya", "dolly", "okapi") for lang in ("ar", "fr", "ja", "ko", "de")]
 
@@ -55,8 +66,8 @@ def test_outcome_roundtrip(tmp_path):
 
 def test_point_values_are_the_official_numbers(shared):
     """Real replies scored by the real scorer: every value equals score_completions' (==, not approx)."""
-    from mlft.lcb.scoring import analyze_all, load_resources, score_completions
     from mlft.lcb.metrics import ScoreOptions
+    from mlft.lcb.scoring import analyze_all, load_resources, score_completions
 
     rows, seen = [], {}
     for c in read_completions(shared / "lcb" / "outputs" / "llama-2-instruct.csv"):
