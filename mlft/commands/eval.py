@@ -7,7 +7,7 @@ from pathlib import Path
 from mlft.commands.generate import add_model_args
 from mlft.evals.runner import run_suite
 from mlft.evals.suite import available_suites, load_suite
-from mlft.generation.backends import check_backend, options_from_args
+from mlft.generation.backends import check_backend, holds_weights, options_from_args
 from mlft.generation.models import DEFAULT_MODEL
 
 
@@ -30,7 +30,7 @@ def run(args) -> int:
     check_backend(args.backend, "--backend")
     overrides = [*args.overrides, *([f"prompts={args.prompts}"] if args.prompts else [])]
     suite = load_suite(args.suite, overrides)
-    model = args.model or (DEFAULT_MODEL if args.backend == "hf" else None)
+    model = args.model or (DEFAULT_MODEL if holds_weights(args.backend) else None)
     out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
     result = run_suite(suite, model_ref=model, backend=args.backend, out_dir=out, progress=not args.no_progress,
                        backend_options=options_from_args(args.backend, args))

@@ -11,8 +11,15 @@ from mlft.config import from_dict
 from mlft.constants import TASKS
 from mlft.errors import ConfigError
 from mlft.evals import lcb
-from mlft.generation.backends import BACKENDS, add_backend_flags, check_backend, check_interventions, \
-    create_backend, options_from_args
+from mlft.generation.backends import (
+    REGISTRY,
+    add_backend_flags,
+    check_backend,
+    check_interventions,
+    create_backend,
+    holds_weights,
+    options_from_args,
+)
 from mlft.generation.models import DEFAULT_MODEL
 from mlft.generation.runner import failed_count, generate_completions
 from mlft.io.locks import OutputLock
@@ -22,7 +29,7 @@ def add_model_args(p) -> None:
     """Model and backend options shared by `mlft generate` and `mlft eval`."""
     p.add_argument("--model", default=None, help="embedded name (default smollm2-135m-instruct), a local folder or "
                    "a hub id; with --backend openai: the served model name")
-    p.add_argument("--backend", default="hf", help=f"one of {', '.join(BACKENDS)} (default hf)")
+    p.add_argument("--backend", default="hf", help=f"one of {', '.join(REGISTRY)} (default hf)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_backend_flags(p)
 
@@ -95,19 +102,19 @@ def run(args) -> int:
     lcb.validate(opts, "command line")
     (run_,) = lcb.runs(opts, "command line")
     check_interventions(args.backend, run_.interventions, "--intervention")
-    model_ref = args.model or (DEFAULT_MODEL if args.backend == "hf" else None)
+    model_ref = args.model or (DEFAULT_MODEL if holds_weights(args.backend) else None)
     backend_opts = options_from_args(args.backend, args)
     OutputLock(args.out).check()  # a second writer of the same file is refused before anything loads
     return _generate(args, opts, run_, model_ref, backend_opts)
 
 
 def _generate(args, opts, run_, model_ref, backend_opts) -> int:
-    if args.backend == "hf":  # cheapest first: the model reference, then the data, then the weights
+    if holds_weights(args.backend):  # cheapest first: the model reference, then the data, then the weights
         from mlft.generation.models import resolve
 
         resolve(model_ref)
         prompts = lcb.select_prompts(opts)
-        backend = create_backend("hf", backend_opts, model_ref=model_ref, batch_size=opts.batch_size,
+        backend = create_backend(args.backend, backend_opts, model_ref=model_ref, batch_size=opts.batch_size,
                                  token_stats=opts.token_stats)
     else:  # the server answers first (key, reachability), then the data
         backend = create_backend(args.backend, backend_opts, model_ref=model_ref, batch_size=opts.batch_size,

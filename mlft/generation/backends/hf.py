@@ -47,6 +47,7 @@ class HFBackend:
     name = "hf"
     Options = HFOptions
     capabilities = frozenset({"processors", "hooks", "transform", "strategy"})
+    provides = frozenset({"weights", "chat", "logprobs"})
 
     def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
                  max_batch_tokens: int = 6144, model_ref: str | None = None, prefix_cache: bool = True):
