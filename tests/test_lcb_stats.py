@@ -9,13 +9,13 @@ import pytest
 
 from mlft.completions import read_completions
 from mlft.errors import ConfigError, DataError
+from mlft.lcb.scoring import outcomes_from
 from mlft.lcb.stats import (
     Outcome,
     holm,
     interval_rows,
     intervals,
     load_outcomes,
-    outcomes_from,
     paired_test,
     paired_tests_by_language,
     save_outcomes,
@@ -240,7 +240,6 @@ def test_score_bootstrap_and_eval_rows_are_one_engine(shared):
     from mlft.evals.lcb import metric_rows
     from mlft.lcb.guard import is_degenerate
     from mlft.lcb.scoring import score_completions
-    from mlft.lcb.stats import outcomes_from
 
     rows = [c for c in read_completions(shared / "lcb" / "outputs" / "command-r.csv")
             if c.language in ("de", "ja", "zh", "fr")][:600]

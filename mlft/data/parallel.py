@@ -22,7 +22,7 @@ from mlft.data.crosslingual import crosslingual_prompt, pick_instruction_languag
 from mlft.data.language_codes import to_lcb_code
 from mlft.data.normalize import check_columns
 from mlft.data.pairs import pair
-from mlft.data.sources import Pool
+from mlft.data.pool import Pool
 from mlft.data.text import units
 from mlft.errors import ConfigError, DataError
 from mlft.languages import LANGUAGES, check_language

@@ -213,8 +213,8 @@ def reply_nlls(ctx, o: LcbOptions, records: list[dict]) -> list[float | None]:
 def run(suite, ctx) -> KindOutput:
     from mlft.evals.runner import progress_desc
     from mlft.generation.runner import generate_completions
-    from mlft.lcb.scoring import score_completions
-    from mlft.lcb.stats import outcomes_from, save_outcomes
+    from mlft.lcb.scoring import outcomes_from, score_completions
+    from mlft.lcb.stats import save_outcomes
     from mlft.reports.sweeps import plot_sweep, sweep_tables
 
     o: LcbOptions = suite.options

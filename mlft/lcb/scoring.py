@@ -9,12 +9,16 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from mlft.completions import Completion
+from mlft.errors import DataError
 from mlft.languages import NON_LATIN
 from mlft.lcb.fetch import WORDS, locate
+from mlft.lcb.guard import is_degenerate
 from mlft.lcb.langid import LanguageIdentifier
 from mlft.lcb.metrics import GroupCounts, ReplyResult, ScoreOptions, analyze_reply, group_metrics, load_english_words
+from mlft.lcb.stats import Outcome, intervals
 
 PARALLEL_MIN_REPLIES = 3000  # below this, forking costs more than it saves
 _WORKER: dict = {}
@@ -192,13 +196,26 @@ def _details(completions: list[Completion], results: list[ReplyResult]) -> list[
     return out
 
 
+def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Sequence[bool] | None = None,
+                  nll: Sequence[float | None] | None = None) -> list[Outcome]:
+    """Outcomes of scored completions (`mlft.completions.Completion` + `metrics.ReplyResult`, same order).
+    `degenerate` defaults to `guard.is_degenerate` of each completion's text."""
+    if len(completions) != len(results):
+        raise DataError(f"{len(completions)} completions but {len(results)} scored replies")
+    if degenerate is None:
+        degenerate = [is_degenerate(c.completion) for c in completions]
+    nll = list(nll) if nll is not None else [None] * len(completions)
+    if not len(degenerate) == len(nll) == len(completions):
+        raise DataError("degenerate / nll must have one value per completion")
+    return [Outcome(str(c.id), c.task, c.source, c.language, bool(r.counted), bool(r.line_error),
+                    bool(r.word_error), bool(d), None if x is None else float(x))
+            for c, r, d, x in zip(completions, results, degenerate, nll)]
+
+
 def _intervals(completions: list[Completion], results: list[ReplyResult], idx: list[int], n: int, seed: int,
                confidence: float) -> dict:
     """{(task, source, lang): {lpr_ci_low, ..., lcpr_ci_high}} of one model's replies: the intervals of
     `mlft.lcb.stats` (the same numbers `mlft eval` reports for the same replies, seed and resamples)."""
-    from mlft.lcb.guard import is_degenerate
-    from mlft.lcb.stats import intervals, outcomes_from
-
     comps = [completions[i] for i in idx]
     outcomes = outcomes_from(comps, [results[i] for i in idx], degenerate=[is_degenerate(c.completion) for c in comps])
     out = {}

@@ -107,24 +107,6 @@ class Outcome:
                    nll=None if nll is None else float(nll))
 
 
-def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Sequence[bool] | None = None,
-                  nll: Sequence[float | None] | None = None) -> list[Outcome]:
-    """Outcomes of scored completions (`mlft.completions.Completion` + `metrics.ReplyResult`, same order).
-    `degenerate` defaults to `guard.is_degenerate` of each completion's text."""
-    if len(completions) != len(results):
-        raise DataError(f"{len(completions)} completions but {len(results)} scored replies")
-    if degenerate is None:
-        from mlft.lcb.guard import is_degenerate
-
-        degenerate = [is_degenerate(c.completion) for c in completions]
-    nll = list(nll) if nll is not None else [None] * len(completions)
-    if not len(degenerate) == len(nll) == len(completions):
-        raise DataError("degenerate / nll must have one value per completion")
-    return [Outcome(str(c.id), c.task, c.source, c.language, bool(r.counted), bool(r.line_error),
-                    bool(r.word_error), bool(d), None if x is None else float(x))
-            for c, r, d, x in zip(completions, results, degenerate, nll)]
-
-
 def save_outcomes(path: str | Path, outcomes: Iterable[Outcome]) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
