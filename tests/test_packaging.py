@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.training_helpers import noisy_lines
+
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
@@ -78,6 +80,7 @@ def test_installed_mlft_runs_from_an_empty_folder(installed, shared, tmp_path):
     assert "OK (sft" in check.stdout
     out = _sh([mlft, "eval", "lcb_tiny", "--no-progress", "--out", "ev"], empty, env, timeout=600)
     assert "lcb_tiny:" in out.stdout
+    assert noisy_lines(out.stdout, out.stderr) == []  # a quiet console (no deprecated transformers API)
     assert (empty / "ev" / "scores.jsonl").is_file() and (empty / "ev" / "results.json").is_file()
     # a suite in the current directory wins over the shipped one
     (empty / "eval").mkdir()

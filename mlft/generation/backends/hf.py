@@ -43,6 +43,20 @@ def batch_seed(seed: int, first_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}/{first_id}".encode()).digest()[:4], "little")
 
 
+def _cache_kwarg(model) -> str:
+    """The KV-cache argument of `model.generate`: `cache` since transformers 5.2x (`past_key_values` before,
+    deprecated since: passing it warns once per process and per generate call)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _cache_of(output):
+    """The KV cache of a forward pass's output (`cache`; `past_key_values` in older transformers)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
 class HFBackend:
     name = "hf"
     Options = HFOptions
@@ -157,7 +171,7 @@ class HFBackend:
                 stack.enter_context(iv.hooks(self.model, languages))
             if decoding.seed is not None:
                 torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
-            extra = {"past_key_values": self._prefix_kv(prefix, len(requests))} if p else {}
+            extra = {_cache_kwarg(self.model): self._prefix_kv(prefix, len(requests))} if p else {}
             if any(r.stop_at_newline for r in requests):
                 extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(self._newline_ids(),
                                                                                [r.stop_at_newline for r in requests])])
@@ -223,7 +237,7 @@ class HFBackend:
         key = tuple(prefix)
         if self._prefix is None or self._prefix[0] != key:
             ids = torch.tensor([prefix], device=next(self.model.parameters()).device)
-            self._prefix = (key, self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values)
+            self._prefix = (key, _cache_of(self.model(input_ids=ids, use_cache=True, logits_to_keep=1)))
         cache = copy.deepcopy(self._prefix[1])
         cache.batch_repeat_interleave(rows)
         return cache
