@@ -20,7 +20,7 @@ from typing import Any
 
 from mlft.completions import Completion, write_official_csv
 from mlft.config import check_choice, from_dict
-from mlft.constants import TASKS
+from mlft.constants import GUARD_METRICS, TASKS
 from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.generation.decoding import Decoding
@@ -145,7 +145,7 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", name).strip("_") or "default"
 
 
-GUARD = ("coverage", "degeneracy")
+GUARD = GUARD_METRICS
 
 
 def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed: int = 0) -> list[dict]:

@@ -61,10 +61,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from mlft.constants import GUARD_METRICS
+from mlft.constants import METRICS as LCB_METRICS
 from mlft.errors import ConfigError, DataError
 from mlft.languages import NON_LATIN
 
-METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy")
+METRICS = (*LCB_METRICS, *GUARD_METRICS)
 PER_REPLY = ("lpr", "wpr", "coverage", "degeneracy")  # metrics with a per-reply pass/fail (McNemar)
 METHODS = ("bootstrap", "mcnemar")
 _COUNTED, _LINE, _WORD, _DEGEN = 1, 2, 4, 8  # bits of a reply's category code

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import yaml
 
-from mlft.constants import METRICS, TASKS
+from mlft.constants import GUARD_METRICS, METRICS, TASKS
 from mlft.errors import DataError
 from mlft.reports.format import cell, render
 from mlft.training.curves import read_curves
 
-PANELS = (*METRICS, "coverage", "degeneracy")
+PANELS = (*METRICS, *GUARD_METRICS)
 
 
 def load_runs(run_dirs: list[str | Path]) -> dict[str, list[dict]]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Literal
 
 from mlft.config import from_dict, load_yaml
-from mlft.constants import TASKS
+from mlft.constants import GUARD_METRICS, TASKS
 from mlft.errors import ConfigError, DataError
 from mlft.languages import LANGUAGES
 from mlft.reports.format import render
@@ -228,7 +228,7 @@ def _fluency_flags(run, base, resamples: int, seed: int = 0, confidence: float =
 # ---------------------------------------------------------------- tables
 
 MAIN = [("monolingual", "lpr"), ("monolingual", "wpr"), ("crosslingual", "lpr"), ("crosslingual", "wpr")]
-GUARD = [("coverage", "Cov"), ("degeneracy", "Degen")]
+GUARD = [(m, {"coverage": "Cov", "degeneracy": "Degen"}.get(m, m.title())) for m in GUARD_METRICS]
 
 
 @dataclass

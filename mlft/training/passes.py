@@ -18,8 +18,9 @@ from pathlib import Path
 
 from mlft.console import get_logger
 from mlft.constants import METRICS
+from mlft.generation.interventions import REGISTRY as INTERVENTIONS
 from mlft.training import curves
-from mlft.training.recipe import EvaluationOptions
+from mlft.training.recipe import EvaluationOptions, paper_fewshot
 
 
 log = get_logger(__name__)
@@ -35,12 +36,13 @@ class EvalPass:
 
     @property
     def needs_saved_weights(self) -> bool:
-        return any(i.get("name") == "quantize" for i in self.interventions)
+        """Whether an intervention of this pass reads the checkpoint's saved weights itself (e.g. quantize)."""
+        return any(INTERVENTIONS.load(i["name"]).from_saved_weights for i in self.interventions)
 
 
 def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
     out = [EvalPass("model", ev.suite, tuple(ev.suite_overrides))]
-    variants = list(ev.variants) + (list(ev.fewshot_variants) if ev.fewshot else [])
+    variants = list(ev.variants) + (list(ev.fewshot_variants or paper_fewshot()) if ev.fewshot else [])
     for v in variants:
         overrides = tuple(v.overrides) if v.suite else tuple(ev.suite_overrides) + tuple(v.overrides)
         out.append(EvalPass(v.variant, v.suite or ev.suite, overrides, tuple(v.interventions)))
