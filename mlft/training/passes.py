@@ -14,13 +14,16 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from mlft.console import get_logger
-from mlft.constants import METRICS
+from mlft.constants import FEWSHOT_BASELINES, METRICS
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
 from mlft.training import curves
-from mlft.training.recipe import EvaluationOptions, paper_fewshot
+
+if TYPE_CHECKING:  # the recipe imports this module (its validation builds the passes)
+    from mlft.training.recipe import EvaluationOptions
 
 
 log = get_logger(__name__)
@@ -42,10 +45,13 @@ class EvalPass:
 
 def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
     out = [EvalPass("model", ev.suite, tuple(ev.suite_overrides))]
-    variants = list(ev.variants) + (list(ev.fewshot_variants or paper_fewshot()) if ev.fewshot else [])
+    variants = list(ev.variants) + (list(ev.fewshot_variants) if ev.fewshot else [])
     for v in variants:
         overrides = tuple(v.overrides) if v.suite else tuple(ev.suite_overrides) + tuple(v.overrides)
         out.append(EvalPass(v.variant, v.suite or ev.suite, overrides, tuple(v.interventions)))
+    if ev.fewshot and not ev.fewshot_variants:  # default: the paper's Q/A template, 1-shot and 5-shot
+        out += [EvalPass(name, ev.suite, tuple(ev.suite_overrides) + overrides)
+                for name, overrides in FEWSHOT_BASELINES]
     out += [EvalPass(q, ev.suite, tuple(ev.suite_overrides), ({"name": "quantize", "scheme": q},),
                      at_ends_only=ev.quantized_at == "ends") for q in ev.quantized]
     return out

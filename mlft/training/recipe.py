@@ -18,10 +18,10 @@ from typing import Any, Literal
 import yaml
 
 from mlft.config import _coerce, apply_overrides, did_you_mean, from_dict, load_yaml
-from mlft.constants import FEWSHOT_BASELINES
 from mlft.errors import ConfigError
 from mlft.generation.interventions.quantize import SCHEMES, Scheme
 from mlft.paths import resolve_path
+from mlft.training.passes import load_pass_suite, passes_for
 
 TRAINERS = ("sft", "dpo")
 QUANT_VARIANTS = SCHEMES  # the `quantize` intervention's schemes
@@ -63,10 +63,6 @@ PromptVariant = PassVariant  # the name before interventions existed
 
 
 
-
-def paper_fewshot() -> list[PassVariant]:
-    """The paper's few-shot prompting baselines as passes (the default of `evaluation.fewshot: true`)."""
-    return [PassVariant(name, None, list(overrides)) for name, overrides in FEWSHOT_BASELINES]
 
 @dataclass
 class EvaluationOptions:
@@ -211,8 +207,6 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
     ev = recipe.evaluation
     if not ev.enabled:
         return
-    from mlft.training.passes import load_pass_suite, passes_for
-
     for p in passes_for(ev):
         key = "evaluation.suite" if p.variant == "model" else f"evaluation pass {p.variant!r}"
         try:
