@@ -123,3 +123,33 @@ def test_a_kind_that_needs_weights_refuses_the_toy(toy, tmp_path, capsys):
     code = main(["eval", "polyglot", "--backend", "toy", "--no-progress", "--out", str(tmp_path / "p")])
     assert code == 2
     assert "needs weights, which the toy backend does not provide" in capsys.readouterr().err
+
+
+def test_generate_and_eval_share_flags_and_pipeline(toy, tmp_path, capsys):
+    """Decoding / prompting flags come from the dataclasses for both commands, and `mlft generate` runs the eval
+    runner's pipeline: the same prompts and settings give the same records."""
+    import dataclasses
+
+    from mlft.generation.decoding import Decoding
+    from mlft.generation.prompting import Prompting
+
+    helps = {}
+    for cmd in ("generate", "eval"):
+        with pytest.raises(SystemExit):
+            main([cmd, "--help"])
+        helps[cmd] = capsys.readouterr().out
+    for f in [*dataclasses.fields(Decoding), *dataclasses.fields(Prompting)]:
+        flag = {"seed": "--decoding-seed", "mode": "--prompting"}.get(f.name, "--" + f.name.replace("_", "-"))
+        assert flag in helps["generate"] and flag in helps["eval"], flag
+    assert "--toy-wrong-share" in helps["generate"]  # the toy backend's Options became flags too
+    common = ["--backend", "toy", "--no-progress", "--max-new-tokens", "7", "--temperature", "0", "--shots", "1",
+              "--prompting", "qa"]
+    assert main(["eval", "lcb_tiny", *common, "--out", str(tmp_path / "ev")]) == 0
+    assert main(["generate", "--source", "okapi", "--language", "de", "--language", "zh", "--language", "ar",
+                 "--per-group", "1", "--batch-size", "8", *common, "--out", str(tmp_path / "gen.jsonl")]) == 0
+    ev = [json.loads(x) for x in (tmp_path / "ev" / "default" / "completions.jsonl").read_text().splitlines()]
+    gen = [json.loads(x) for x in (tmp_path / "gen.jsonl").read_text().splitlines()]
+    assert ev[0]["decoding"]["max_new_tokens"] == 7 and ev[0]["decoding"]["temperature"] == 0
+    strip = lambda rs: sorted(({k: v for k, v in r.items() if k != "seconds"} for r in rs),  # noqa: E731
+                              key=lambda r: r["id"])
+    assert strip(gen) == strip(ev)
