@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mlft.commands.generate import add_model_args
 from mlft.errors import ConfigError
+from mlft.generation.backends import check_backend, options_from_args
 from mlft.training.passes import checkpoint_step, evaluate_step
+from mlft.training.train import CHAT_TEMPLATE
 from mlft.training.recipe import load_recipe
 
 
@@ -18,10 +21,18 @@ def add_parser(sub) -> None:
     p.add_argument("run_dir", help="a run directory written by `mlft train`")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="recipe overrides (evaluation.*)")
     p.add_argument("--step", type=int, help="evaluate only this step (with --model: that model as this step)")
-    p.add_argument("--model", help="model/checkpoint to evaluate as --step (used by the training callback)")
     p.add_argument("--not-end", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_model_args(p)  # --model (a checkpoint to evaluate as --step: the training callback's), --backend, --device...
     p.set_defaults(func=run)
+
+
+def backend_settings(run_dir: Path, backend: str, options: dict) -> dict:
+    """The backend options of a checkpoint evaluation: the user's, plus the run's chat template (a base model
+    without one is evaluated at step 0 with the template the run trained with, as the in-process pass does)."""
+    template = run_dir / CHAT_TEMPLATE
+    if backend == "hf" and template.is_file():
+        options = {"chat_template": str(template), **options}
+    return options
 
 
 def _targets(run_dir: Path, recipe) -> list[tuple[int, str]]:
@@ -44,7 +55,9 @@ def run_recipe(run_dir: Path, overrides: list[str]):
 
 def run(args) -> int:
     run_dir = Path(args.run_dir)
+    check_backend(args.backend, "--backend")
     recipe = run_recipe(run_dir, args.overrides)
+    options = backend_settings(run_dir, args.backend, options_from_args(args.backend, args))
     if args.model is not None:
         if args.step is None:
             raise ConfigError("--model needs --step")
@@ -58,5 +71,6 @@ def run(args) -> int:
     for step, ref in targets:
         is_end = step == 0 or (step == last and not args.not_end)
         evaluate_step(run_dir, recipe.evaluation, step, model_ref=ref, is_end=is_end,
-                      progress=not args.no_progress, mode="separate-process")
+                      progress=not args.no_progress, mode="separate-process", backend=args.backend,
+                      backend_options=options)
     return 0

@@ -181,9 +181,22 @@ def resolve(ref: str | None) -> ModelRef:
                      "an existing folder, or a hub id like org/name")
 
 
+def default_device() -> str:
+    """This process's accelerator: `cuda:LOCAL_RANK` (one GPU per rank under torchrun/accelerate; `cuda` in a
+    single process) when CUDA is available, else `cpu`. What generation uses when no device is given."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    local = os.environ.get("LOCAL_RANK")
+    return f"cuda:{int(local) % max(torch.cuda.device_count(), 1)}" if local is not None else "cuda"
+
+
 def load(ref: str | ModelRef | None, dtype: str = "auto", device: str | None = None,
-         trust_remote_code: bool = False):
-    """Load (model, tokenizer) in eval mode. dtype: auto | float32 | bfloat16 | float16."""
+         trust_remote_code: bool = False, chat_template: str | None = None):
+    """Load (model, tokenizer) in eval mode. dtype: auto | float32 | bfloat16 | float16; device: a torch device,
+    None = `default_device()` (the GPU when there is one). `chat_template`: a .jinja file installed on a tokenizer
+    that has no template of its own (a base model evaluated with its training run's template)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -216,7 +229,11 @@ def load(ref: str | ModelRef | None, dtype: str = "auto", device: str | None = N
         raise ModelError(f"cannot load model {mref.name!r} from {mref.path}: {exc}") from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    if device:
-        model.to(device)
+    if chat_template and not getattr(tok, "chat_template", None):
+        try:
+            tok.chat_template = Path(chat_template).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ModelError(f"chat_template: cannot read {chat_template}: {exc}") from None
+    model.to(device or default_device())
     model.eval()
     return model, tok

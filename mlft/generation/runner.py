@@ -6,8 +6,11 @@ already there, so an interrupted run resumes with exactly the chunks (and sampli
 run would have used. Records that failed (`error` set) are dropped from the file on resume and generated
 again. The file is locked for the whole run: a second writer is refused at once (mlft.io.locks).
 
-What makes two completions files comparable — model, backend, decoding, prompting, interventions — is written
-into every record and checked on resume (`settings_of`).
+What makes two completions files comparable — model, backend, where and in what precision it ran (device,
+dtype), decoding, prompting, interventions — is written into every record and checked on resume (`settings_of`).
+
+Inside a data-parallel evaluation (mlft.generation.parallel, training on several ranks) the chunks are shared
+among the ranks; the file gets the same records as one rank would write.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Sequence
 from tqdm.auto import tqdm
 
 from mlft.errors import ConfigError
+from mlft.generation import parallel
 from mlft.generation.backends import Request, Result
 from mlft.generation.decoding import Decoding
 from mlft.generation.interventions import describe_all, split
@@ -29,16 +33,22 @@ from mlft.lcb.data import Prompt
 
 
 def settings_of(model_name: str, backend_name: str, decoding: Decoding, prompting: Prompting,
-                interventions: Sequence = ()) -> dict:
-    """What makes two completions files comparable (recorded in every record, checked on resume)."""
+                interventions: Sequence = (), placement: dict | None = None) -> dict:
+    """What makes two completions files comparable (recorded in every record, checked on resume).
+    `placement`: the backend's {device, dtype} (hf: "cuda"/"cpu", "bfloat16"/"float32"...)."""
     prompting_d = {k: v for k, v in asdict(prompting).items() if k != "examples"}
-    return {"model": model_name, "backend": backend_name, "decoding": decoding.to_dict(), "prompting": prompting_d,
-            "interventions": describe_all(interventions)}
+    return {"model": model_name, "backend": backend_name, **(placement or {}), "decoding": decoding.to_dict(),
+            "prompting": prompting_d, "interventions": describe_all(interventions)}
+
+
+_PLACEMENT = ("device", "dtype")
 
 
 def _check_resumable(path: Path, records: list[dict], settings: dict) -> None:
     for rec in records:
-        old = {k: rec.get(k, [] if k == "interventions" else None) for k in settings}
+        # files written before device/dtype were recorded resume as they are (they were all CPU runs)
+        old = {k: rec.get(k, [] if k == "interventions" else settings[k] if k in _PLACEMENT else None)
+               for k in settings}
         if old != settings:
             diff = [k for k in settings if old[k] != settings[k]]
             raise ConfigError(f"{path}: holds completions made with other settings ({', '.join(diff)}: "
@@ -65,7 +75,8 @@ def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, pro
                          desc: str = "generate", interventions: Sequence = ()) -> list[dict]:
     """Generate what `out_path` lacks; return the finished records in the order of `prompts`."""
     out_path = Path(out_path)
-    settings = settings_of(model_name, backend.name, decoding, prompting, interventions)
+    settings = settings_of(model_name, backend.name, decoding, prompting, interventions,
+                           getattr(backend, "placement", None))
     by_id = {p.id: p for p in prompts}
     # Build every request first: a missing few-shot language fails here, before any generation.
     requests = [Request(p.id, language=p.language, **build_input(prompting, p.prompt, p.task, p.language))
@@ -95,13 +106,17 @@ def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, pro
         with JsonlAppender(out_path) as writer, \
                 tqdm(total=sum(map(len, todo)), desc=desc, unit="prompt", disable=not progress) as bar:
             by_req = {r.id: r for r in requests}
-            for chunk in todo:
-                for res in generate(chunk, decoding, per_call):
-                    rec = _record(by_id[res.id], by_req[res.id], res, settings, prompting)
-                    writer.write(rec)
-                    if not rec["error"]:
-                        done[res.id] = rec
-                    bar.update(1)
+            dp = parallel.current()
+            if dp is not None and dp.covers(backend):
+                results = dp.generate(backend, todo, decoding, per_call, strategies, generate)
+            else:
+                results = (res for chunk in todo for res in generate(chunk, decoding, per_call))
+            for res in results:
+                rec = _record(by_id[res.id], by_req[res.id], res, settings, prompting)
+                writer.write(rec)
+                if not rec["error"]:
+                    done[res.id] = rec
+                bar.update(1)
     return [done[p.id] for p in by_id.values() if p.id in done]
 
 

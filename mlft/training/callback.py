@@ -1,9 +1,13 @@
 """The per-checkpoint eval callback: LCB (or any suite) at train start and after every checkpoint save.
 
-- Rank 0 evaluates; the other ranks wait at a barrier (so nobody deadlocks on a collective).
-- In-process: the live model generates in eval mode (KV cache on), then train mode is restored.
+- Rank 0 evaluates and writes; the other ranks wait at a barrier (so nobody deadlocks on a collective). The
+  process group's timeout is raised above `evaluation.timeout_s` (mlft.training.train).
+- In-process: the live model generates in eval mode (KV cache on), then train mode is restored. With several
+  ranks and replicated weights, the other ranks generate their share of the chunks (mlft.generation.parallel):
+  an N-GPU job evaluates ~N times faster and writes the same completions.
 - Sharded weights (DeepSpeed ZeRO-3, FSDP): in-process generation would need every rank, so rank 0 evaluates
-  the *saved* checkpoint in a separate `mlft evaluate-run` process instead.
+  the *saved* checkpoint in a separate `mlft evaluate-run` process instead, on rank 0's device, in the training
+  dtype, with the run's chat template and a sane thread count.
 - Quantized variants always load the saved checkpoint separately.
 - Passes already in curves.jsonl are skipped, so resuming never duplicates curve points.
 - A failing evaluation is reported and recorded, never allowed to kill or hang training.
@@ -20,6 +24,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from mlft.console import get_logger
+from mlft.generation import parallel
 from mlft.training import curves
 from mlft.training.passes import evaluate_step
 from mlft.training.recipe import Recipe
@@ -31,10 +36,35 @@ _DIST_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADD
 
 
 def child_env() -> dict:
+    """The environment of a separate-process evaluation: not a rank of the job; its CPU threads are this node's
+    cores shared by the node's ranks (torchrun sets OMP_NUM_THREADS=1 for training ranks) or MLFT_EVAL_THREADS."""
     env = {k: v for k, v in os.environ.items()
            if k not in _DIST_ENV and not k.startswith(("ACCELERATE_", "TORCHELASTIC_"))}
     env["MLFT_LAUNCHED"] = "1"
+    local_world = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
+    threads = os.environ.get("MLFT_EVAL_THREADS") or str(max(1, (os.cpu_count() or 1) // local_world))
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = threads
     return env
+
+
+def eval_placement(recipe: Recipe, model=None) -> dict:
+    """hf backend options for evaluating a saved checkpoint as this rank trains: its device (cuda:i when the
+    process trains on a GPU) and the training dtype (the recipe's, else bfloat16 for a bf16/fp16 run on a GPU)."""
+    import torch
+
+    from mlft.generation.models import default_device
+
+    device = None
+    param = next(model.parameters(), None) if model is not None else None
+    if param is not None and param.device.type == "cuda":
+        device = f"cuda:{param.device.index or 0}"
+    elif torch.cuda.is_available():
+        device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_initialized() else default_device()
+    dtype = recipe.dtype
+    if dtype == "auto" and device is not None:
+        args = recipe.training_args
+        dtype = "bfloat16" if args.get("bf16") else "float16" if args.get("fp16") else "auto"
+    return {"device": device or "cpu", "dtype": dtype}
 
 
 class EvalCallback(TrainerCallback):
@@ -63,29 +93,40 @@ class EvalCallback(TrainerCallback):
         step = state.global_step
         is_end = step == 0 or step >= state.max_steps
         t0 = time.time()
+        shared = self.in_process and self.ev.data_parallel and parallel.world_size() > 1
         if state.is_world_process_zero:
             try:
                 if self.in_process:
-                    rows = evaluate_step(self.run_dir, self.ev, step, model=model, tokenizer=self.tokenizer,
-                                         model_ref=model_ref, is_end=is_end, progress=self.progress)
+                    with parallel.coordinate(shared):
+                        rows = evaluate_step(self.run_dir, self.ev, step, model=model, tokenizer=self.tokenizer,
+                                             model_ref=model_ref, is_end=is_end, progress=self.progress,
+                                             mode="data-parallel" if shared else "in-process")
                 else:
-                    rows = self._evaluate_in_child(step, model_ref, is_end)
+                    rows = self._evaluate_in_child(step, model_ref, is_end, model)
                 self._log(rows, step)
             except Exception as exc:  # noqa: BLE001 — evaluation must never kill training
                 log.error("[mlft eval] step %s: evaluation failed (%s: %s); training continues; rerun `mlft "
                           "evaluate-run` on the run directory later", step, type(exc).__name__, exc, exc_info=True)
                 curves.append_pass(self.run_dir, step, "model", [], time.time() - t0, "failed", error=str(exc))
+        elif shared:
+            try:
+                parallel.serve(model, self.tokenizer, self.ev.merge_lora)
+            except Exception as exc:  # noqa: BLE001 — a broken collective is reported; the barrier decides
+                log.error("[mlft eval] step %s: rank %s: data-parallel evaluation failed (%s: %s)", step,
+                          state.process_index if hasattr(state, "process_index") else "?", type(exc).__name__, exc)
         self.seconds += time.time() - t0
         _barrier()
 
-    def _evaluate_in_child(self, step: int, model_ref: str, is_end: bool) -> list[dict]:
+    def _evaluate_in_child(self, step: int, model_ref: str, is_end: bool, model=None) -> list[dict]:
         before = len(curves.read_curves(self.run_dir))
+        placement = eval_placement(self.recipe, model)
         cmd = [sys.executable, "-m", "mlft", "evaluate-run", str(self.run_dir), "--step", str(step),
-               "--model", model_ref]
+               "--model", model_ref, "--device", placement["device"], "--dtype", placement["dtype"]]
         if not is_end:
             cmd.append("--not-end")
         if not self.progress:
             cmd.append("--no-progress")
+        _free_accelerator_cache()
         log.info("[mlft eval] step %s: weights are sharded; evaluating %s in a separate process", step, model_ref)
         proc = subprocess.run(cmd, env=child_env(), timeout=self.ev.timeout_s)
         if proc.returncode != 0:
@@ -102,6 +143,17 @@ class EvalCallback(TrainerCallback):
         if logs:
             log_scalars(self.trainer, logs, step)
         log_samples(self.trainer, self.run_dir, rows, step)
+
+
+def _free_accelerator_cache() -> None:
+    """Give the allocator's cached blocks back before a child process loads a model onto the same GPU."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _barrier() -> None:

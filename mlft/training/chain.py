@@ -142,7 +142,7 @@ def write_merged(adapter_dir: Path, out: Path, dtype: str) -> None:
     """Save `adapter_dir`'s model (chain merged in, as mlft.generation.models.load rebuilds it) as full weights."""
     from mlft.generation.models import load
 
-    model, tok = load(str(adapter_dir), dtype=dtype)
+    model, tok = load(str(adapter_dir), dtype=dtype, device="cpu")  # beside training: keep GPU memory free
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)

@@ -120,8 +120,10 @@ def load_pass_suite(p: EvalPass):
 
 
 def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=None, model_ref: str | None = None,
-             progress: bool = True, merge_lora: bool = True) -> list[dict]:
-    """Run one pass and return its curve rows (not yet recorded)."""
+             progress: bool = True, merge_lora: bool = True, backend: str = "hf",
+             backend_options: dict | None = None) -> list[dict]:
+    """Run one pass and return its curve rows (not yet recorded). `backend`, `backend_options`: for a model
+    loaded from `model_ref` (device, dtype, chat template)."""
     from mlft.evals.runner import run_suite
 
     suite = load_pass_suite(p)
@@ -131,7 +133,8 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
             result = run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
                                progress=progress)
     else:
-        result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress)
+        result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
+                           backend_options=backend_options)
     rel = out_dir.relative_to(run_dir)
     return [{"step": step, "variant": p.variant, "suite": r.get("suite", p.suite),
              "suite_variant": r.get("variant"), "task": r["task"], "language": r["language"],
@@ -142,7 +145,8 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
 
 def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None, tokenizer=None,
                   model_ref: str | None = None, is_end: bool = True, progress: bool = True,
-                  mode: str = "in-process") -> list[dict]:
+                  mode: str = "in-process", backend: str = "hf",
+                  backend_options: dict | None = None) -> list[dict]:
     """Run every pass of `ev` not yet recorded for `step`; record and return the new rows.
 
     `model`/`tokenizer`: the live model; `model_ref`: the saved checkpoint or base model (passes that need saved
@@ -159,7 +163,8 @@ def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None
                 continue
             t0 = time.time()
             rows = run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
-                            progress=progress, merge_lora=ev.merge_lora)
+                            progress=progress, merge_lora=ev.merge_lora, backend=backend,
+                            backend_options=backend_options)
             curves.append_pass(run_dir, step, p.variant, rows, time.time() - t0, mode)
         log.info("[mlft eval] step %s %s: %s (%.1f s)", step, p.variant, headline_text(rows), time.time() - t0)
         new_rows += rows

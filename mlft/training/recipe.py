@@ -88,12 +88,17 @@ class EvaluationOptions:
     in_process: Literal["auto", "always", "never"] = field(default="auto", metadata={
         "help": "Generate with the live model on rank 0 ('auto': yes unless ZeRO-3/FSDP shards the weights; "
                 "then the saved checkpoint is evaluated in a separate process)."})
+    data_parallel: bool = field(default=True, metadata={
+        "help": "With several ranks and replicated weights (DDP, ZeRO-1/2), every rank generates its share of an "
+                "in-process pass and rank 0 gathers, scores and writes once (the same completions as one rank)."})
     merge_lora: bool = field(default=True, metadata={
         "help": "Evaluate a LoRA model as a merged copy (faster generation; one extra copy of the weights in "
                 "memory; the live model is untouched)."})
     log_to_trainer: bool = field(default=True, metadata={
         "help": "Log headline LPR/WPR/LCPR through the trainer's report_to (TensorBoard, W&B...)."})
-    timeout_s: int = field(default=3600, metadata={"help": "Limit for one separate-process evaluation."})
+    timeout_s: int = field(default=3600, metadata={
+        "help": "Limit for one separate-process evaluation; the training job's process-group timeout is raised "
+                "above it (the other ranks wait for the evaluation in a collective)."})
 
 
 @dataclass
@@ -118,6 +123,10 @@ class Recipe:
                 "`accelerate launch --config_file` when not already launched."})
     training_args: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "Any field of the installed trl SFTConfig / DPOConfig (checked by name and type)."})
+    global_batch_size: int | None = field(default=None, metadata={
+        "help": "Rows per optimizer step over all processes: gradient_accumulation_steps is derived as "
+                "global / (per_device_train_batch_size x world size), so 1 GPU, 8 GPUs or 2 nodes take the same "
+                "optimizer steps at the same learning rate (an error when it does not divide)."})
     lora: LoraOptions = field(default_factory=LoraOptions, metadata={"help": "LoRA (peft) options."})
     push_to_hub: str | None = field(default=None, metadata={
         "help": "Hub repo id (ORG/NAME): when the run completes, final/ and its model card are uploaded there."})
@@ -237,6 +246,17 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
                               f"training_args.save_steps={recipe.training_args['save_steps']} (set one)")
         recipe.training_args["save_strategy"] = "steps"
         recipe.training_args["save_steps"] = ev.every_steps
+    if recipe.global_batch_size is not None:
+        if recipe.global_batch_size < 1:
+            raise ConfigError(f"{src}: global_batch_size: must be >= 1, got {recipe.global_batch_size}")
+        if "gradient_accumulation_steps" in recipe.training_args:
+            raise ConfigError(f"{src}: global_batch_size and training_args.gradient_accumulation_steps are both set "
+                              "(accumulation is derived from global_batch_size: set one)")
+        if recipe.accelerate_config is not None:  # the world size it will launch with: check now, not on the GPUs
+            from mlft.training.launch import read_accelerate_config
+
+            cfg = read_accelerate_config(recipe.accelerate_config)
+            accumulation_steps(recipe, int(cfg.num_processes or 1), f"{src}: global_batch_size")
     if len(set(ev.quantized)) != len(ev.quantized):
         raise ConfigError(f"{src}: evaluation.quantized: duplicate variants {ev.quantized}")
     names = [v.variant for v in [*ev.variants, *ev.fewshot_variants]]
@@ -250,6 +270,25 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     if check_linked:
         _validate_linked(recipe, src)
     return recipe
+
+
+def per_device_batch(recipe: Recipe) -> int:
+    """per_device_train_batch_size: the recipe's, else the installed trl config's default."""
+    if "per_device_train_batch_size" in recipe.training_args:
+        return int(recipe.training_args["per_device_train_batch_size"])
+    field_ = next(f for f in dataclasses.fields(recipe.config_class()) if f.name == "per_device_train_batch_size")
+    return int(field_.default)
+
+
+def accumulation_steps(recipe: Recipe, world_size: int, where: str = "global_batch_size") -> int:
+    """gradient_accumulation_steps that make `global_batch_size` rows per optimizer step on `world_size` ranks."""
+    per_device = per_device_batch(recipe)
+    per_step = per_device * max(world_size, 1)
+    if recipe.global_batch_size % per_step:
+        raise ConfigError(f"{where}: {recipe.global_batch_size} rows per optimizer step is not a multiple of "
+                          f"per_device_train_batch_size ({per_device}) x world size ({world_size}) = {per_step}; "
+                          "change global_batch_size or per_device_train_batch_size")
+    return recipe.global_batch_size // per_step
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_linked: bool = True) -> Recipe:

@@ -8,6 +8,7 @@ Run directory layout (`recipe.run_dir`):
     curves.jsonl         one row per (step, variant, suite, task, language, metric)
     eval_passes.jsonl    wall time of each eval pass
     chain.json, chain/   the starting model's chain: root base, copies of ancestor adapters (see chain.py)
+    chat_template.jinja  the chat template the run trains with (evaluate-run applies it to a base model without one)
     final/               the final model (or LoRA adapter) and tokenizer; merged full weights when the run is a
                          LoRA run on top of other adapters or a local model (its adapter: final_adapter/)
     complete             JSON marker written last: steps, wall times
@@ -27,9 +28,12 @@ from mlft.console import get_logger
 from mlft.errors import ConfigError
 from mlft.io.locks import OutputLock
 from mlft.provenance import write_results
-from mlft.training.recipe import Recipe, dump_recipe
+from mlft.io.jsonl import read_jsonl
+from mlft.training.recipe import Recipe, accumulation_steps, dump_recipe
 
 COMPLETE = "complete"
+CHAT_TEMPLATE = "chat_template.jinja"
+PG_TIMEOUT_MARGIN_S = 600  # the other ranks' wait for an evaluation also covers saving and loading around it
 log = get_logger(__name__)
 
 
@@ -47,9 +51,12 @@ def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
                           f"(differs in: {', '.join(diff)}); choose another run_dir or delete it")
 
 
-def _trainer_config(recipe: Recipe, run_dir: Path):
+def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None):
     args = dict(recipe.training_args)
     args["output_dir"] = str(run_dir / "checkpoints")
+    if recipe.global_batch_size is not None:
+        world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", "1") or 1)
+        args["gradient_accumulation_steps"] = accumulation_steps(recipe, world, f"{recipe.source}: global_batch_size")
     args.setdefault("run_name", Path(recipe.source).stem or run_dir.name)  # what trackers call the run
     if "activation_checkpointing" not in args:  # transformers 5 renamed it; trl still defaults the old name to on
         import dataclasses
@@ -63,19 +70,65 @@ def _trainer_config(recipe: Recipe, run_dir: Path):
         kwargs.setdefault("dtype", recipe.dtype)
         args["model_init_kwargs"] = kwargs
     try:
-        return recipe.config_class()(**args)
+        config = recipe.config_class()(**args)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{recipe.source}: training_args: {exc}") from None
+    _share_checkpointing_kwargs(config)
+    return config
+
+
+def _share_checkpointing_kwargs(config) -> None:
+    """One dict under both names of the activation-checkpointing kwargs. transformers 5 reads
+    `activation_checkpointing_kwargs`; trl (PEFT + ZeRO-3) writes `use_reentrant=True` into the deprecated
+    `gradient_checkpointing_kwargs`, replacing an empty value with a new dict that transformers never reads (the
+    reentrant CheckpointError, transformers#47254). A non-empty shared dict is updated in place, so both see it."""
+    if not getattr(config, "activation_checkpointing", False):
+        return
+    kwargs = config.activation_checkpointing_kwargs
+    if isinstance(kwargs, str) or (kwargs and config.gradient_checkpointing_kwargs is kwargs):
+        return
+    kwargs = dict(kwargs or {}) or {"use_reentrant": False}  # torch's recommended default, set explicitly
+    config.activation_checkpointing_kwargs = config.gradient_checkpointing_kwargs = kwargs
+
+
+def process_group_timeout(recipe: Recipe, config) -> float:
+    """Seconds a rank may wait in a collective: the recipe's ddp_timeout, raised above the evaluation's limit
+    (ranks 1..N-1 wait for rank 0's evaluation pass at a barrier)."""
+    seconds = float(getattr(config, "ddp_timeout", 1800) or 1800)
+    if recipe.evaluation.enabled:
+        seconds = max(seconds, float(recipe.evaluation.timeout_s) + PG_TIMEOUT_MARGIN_S)
+    return seconds
+
+
+def group_timeout_s() -> float | None:
+    """The default process group's timeout as set (None without a group or when torch does not say)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return None
+    try:
+        pg = dist.distributed_c10d._get_default_group()
+        device = torch.device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
+        return pg._get_backend(device).options._timeout.total_seconds()
+    except Exception:  # noqa: BLE001 — private API: report nothing rather than fail a run
+        return None
 
 
 def _load_dataset(recipe: Recipe, run_dir: Path, state):
+    """The mix, built once: rank 0 builds it and writes it into the run directory (mix/train.jsonl and its stats);
+    the other ranks read that file (run_dir is on a filesystem every node sees)."""
+    import datasets
+
     from mlft.data.mix import build_mix, load_mix
 
     mix = load_mix(recipe.mix, list(recipe.mix_overrides))
-    # rank 0 writes the mix (and its stats) into the run directory; the others rebuild it in scratch folders
-    with state.main_process_first():
-        out = run_dir if state.is_main_process else run_dir / "tmp" / f"rank{state.process_index}"
-        dataset = build_mix(mix, out, recipe.trainer)
+    if state.is_main_process:
+        dataset = build_mix(mix, run_dir, recipe.trainer)
+    state.wait_for_everyone()
+    if not state.is_main_process:
+        rows = read_jsonl(run_dir / "mix" / "train.jsonl")
+        dataset = datasets.Dataset.from_list(rows)
     keep = ["messages"] if recipe.trainer == "sft" else ["prompt", "chosen", "rejected"]
     return dataset.remove_columns([c for c in dataset.column_names if c not in keep])
 
@@ -93,9 +146,9 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
     mref = resolve(start)
     ref_model = None
     if mref.kind == "adapter":
-        model, tok = load(mref, dtype=recipe.dtype)
+        model, tok = load(mref, dtype=recipe.dtype, device="cpu")  # the trainer places it
         if recipe.trainer == "dpo" and not recipe.lora.enabled:
-            ref_model, _ = load(mref, dtype=recipe.dtype)
+            ref_model, _ = load(mref, dtype=recipe.dtype, device="cpu")
     else:
         model = mref.path
         tok = AutoTokenizer.from_pretrained(mref.path)
@@ -142,6 +195,8 @@ def _save_final(trainer, tok, recipe: Recipe, run_dir: Path, info: dict, state) 
 def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
     """Train `recipe` (resuming from its last checkpoint); return the run directory.
     `callbacks`: extra transformers TrainerCallbacks (e.g. to inspect the live model at each save)."""
+    from datetime import timedelta
+
     from accelerate import PartialState
 
     from mlft.console import quiet_transformers
@@ -149,7 +204,9 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
     t0 = time.time()
     run_dir = Path(recipe.run_dir)
     config = _trainer_config(recipe, run_dir)  # validates values too (before any load)
-    state = PartialState()
+    # the process group is created here, before the Trainer: give it the recipe's timeout, raised above the
+    # evaluation's (accelerate's default 1800 s would otherwise win and ddp_timeout be ignored)
+    state = PartialState(timeout=timedelta(seconds=process_group_timeout(recipe, config)))
     quiet_transformers()
     if (run_dir / COMPLETE).is_file():
         _check_same_recipe(run_dir, recipe)
@@ -182,6 +239,8 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
 
     dataset = _load_dataset(recipe, run_dir, state)
     model, ref_model, tok = _model_and_tokenizer(recipe, config, chain.start_ref(run_dir, info))
+    if state.is_main_process and getattr(tok, "chat_template", None):
+        (run_dir / CHAT_TEMPLATE).write_text(tok.chat_template, encoding="utf-8")
     if not isinstance(model, str):  # an already-loaded (merged) model: trl would ignore model_init_kwargs, noisily
         config.model_init_kwargs = None
     peft_config = recipe.lora.to_peft() if recipe.lora.enabled else None
@@ -215,7 +274,8 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
         marker = {"global_step": trainer.state.global_step, "train_runtime_s": result.metrics.get("train_runtime"),
                   "train_loss": result.metrics.get("train_loss"), "wall_s": round(time.time() - t0, 2),
                   "eval_s": round(callback.seconds, 2), "world_size": state.num_processes,
-                  "eval_in_process": in_process, "resumed_from": last, "final": final_kind, "pid": os.getpid()}
+                  "gradient_accumulation_steps": config.gradient_accumulation_steps,
+                  "process_group_timeout_s": group_timeout_s(), "eval_in_process": in_process, "resumed_from": last, "final": final_kind, "pid": os.getpid()}
         write_results(run_dir, {"recipe": recipe.to_dict()}, t0, time.time() - t0, {"complete": marker})
         (run_dir / COMPLETE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         from mlft.training.card import push, write_card

@@ -29,7 +29,12 @@ from mlft.generation.backends import Request, Result
 class HFOptions:
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(default="auto", metadata={
         "help": "weights dtype when loading the model"})
-    device: str | None = field(default=None, metadata={"help": "torch device (cpu, cuda, cuda:1...)"})
+    device: str | None = field(default=None, metadata={
+        "help": "torch device (cpu, cuda, cuda:1...); default: this process's GPU (cuda:LOCAL_RANK) when CUDA is "
+                "available, else cpu"})
+    chat_template: str | None = field(default=None, metadata={
+        "help": "a .jinja chat template for a tokenizer without one (a base model; `mlft evaluate-run` passes the "
+                "training run's template); the model's own template wins"})
     max_batch_tokens: int = field(default=6144, metadata={
         "help": "cap on padded prompt tokens per batch (a few long prompts do not pad a whole batch)"})
     prefix_cache: bool = field(default=True, metadata={
@@ -70,6 +75,7 @@ class HFBackend:
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.token_stats, self.max_batch_tokens, self.model_ref = token_stats, max_batch_tokens, model_ref
         self.prefix_cache = prefix_cache
+        self.live = False  # True when generating with a caller's (training) model: data-parallel ranks hold a copy
         self._prefix: tuple[tuple[int, ...], object] | None = None  # (prefix ids, its KV cache)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = model.generation_config.eos_token_id
@@ -83,10 +89,30 @@ class HFBackend:
             from mlft.generation.models import load
 
             model, tokenizer = load(model_ref, dtype=options.dtype, device=options.device,
-                                    trust_remote_code=options.trust_remote_code)
+                                    trust_remote_code=options.trust_remote_code, chat_template=options.chat_template)
+            live = False
         elif tokenizer is None:
             raise ConfigError("hf backend: a live model needs its tokenizer")
-        return cls(model, tokenizer, batch_size, token_stats, options.max_batch_tokens, model_ref, options.prefix_cache)
+        else:
+            live = True
+        backend = cls(model, tokenizer, batch_size, token_stats, options.max_batch_tokens, model_ref,
+                      options.prefix_cache)
+        backend.live = live
+        return backend
+
+    @property
+    def placement(self) -> dict:
+        """Where and in what precision it generates (recorded in completions; a resume must match)."""
+        param = next(self.model.parameters(), None)
+        if param is None:
+            return {"device": None, "dtype": None}
+        return {"device": param.device.type, "dtype": str(param.dtype).removeprefix("torch.")}
+
+    def spec(self) -> dict:
+        """The constructor settings (a data-parallel rank builds the same backend over its copy of the model)."""
+        return {"batch_size": self.batch_size, "token_stats": self.token_stats,
+                "max_batch_tokens": self.max_batch_tokens, "model_ref": self.model_ref,
+                "prefix_cache": self.prefix_cache}
 
     def transformed(self, transforms: Sequence) -> "HFBackend":
         """A backend over the model changed by `transforms` (e.g. quantized), same settings."""

@@ -56,7 +56,7 @@ def _full_weights(ref: str):
     if mref.kind != "adapter":
         yield mref.path
         return
-    model, tok = load(mref, dtype="float32")
+    model, tok = load(mref, dtype="float32", device="cpu")
     with tempfile.TemporaryDirectory(prefix="mlft-merged-") as tmp:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)

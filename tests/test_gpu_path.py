@@ -1,0 +1,194 @@
+"""The GPU path, caught on a CPU: device choice under a mocked `torch.cuda`, the separate-process evaluation's
+command and environment, the process-group timeout, global batch size, activation-checkpointing kwargs under
+trl's PEFT + ZeRO-3 rewrite, device/dtype in the resume guard, and the run's chat template for a base model.
+(The 2-process runs that exercise these for real are in test_training_runs.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from mlft.errors import ConfigError
+from mlft.generation import models
+from mlft.training import callback as cb
+from mlft.training import train as tr
+from mlft.training.recipe import accumulation_steps, load_recipe
+
+CPU_SFT = "recipes/cpu/multilingual_sft.yaml"
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """torch.cuda says there are 2 GPUs (nothing is allocated on them)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+
+
+def test_default_device_is_the_ranks_gpu(monkeypatch, fake_cuda):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert models.default_device() == "cuda"
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert models.default_device() == "cuda:1"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert models.default_device() == "cpu"
+
+
+def test_load_places_the_model_on_the_default_device(monkeypatch):
+    """Finding 4: `mlft eval/generate --model X` (no --device) generates where default_device() says. The meta
+    device stands in for a GPU: the weights really move there."""
+    monkeypatch.setattr(models, "default_device", lambda: "meta")
+    model, _ = models.load(None, dtype="float32")
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    model, _ = models.load(None, dtype="float32", device="cpu")
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+
+
+def test_separate_process_evaluation_gets_the_gpu_dtype_and_threads(monkeypatch, tmp_path, fake_cuda):
+    """Finding 1: the ZeRO-3/FSDP child evaluation ran on the CPU with torchrun's OMP_NUM_THREADS=1."""
+    recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "dtype=auto", "training_args.bf16=true",
+                                   "training_args.use_cpu=false"])
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.delenv("MLFT_EVAL_THREADS", raising=False)
+    monkeypatch.setattr(cb.os, "cpu_count", lambda: 64)
+    seen = {}
+
+    def fake_run(cmd, env, timeout):
+        seen.update(cmd=cmd, env=env, timeout=timeout)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(cb.subprocess, "run", fake_run)
+    callback = cb.EvalCallback(recipe, tmp_path, tokenizer=None, in_process=False, progress=False)
+    callback._evaluate_in_child(3, str(tmp_path / "checkpoints" / "checkpoint-3"), is_end=False)
+    cmd = seen["cmd"]
+    assert cmd[cmd.index("--device") + 1] == "cuda:0"   # LOCAL_RANK 0: its GPU
+    assert cmd[cmd.index("--dtype") + 1] == "bfloat16"  # the training dtype of a bf16 run
+    assert seen["env"]["OMP_NUM_THREADS"] == "8"          # 64 cores / 8 ranks on the node, not torchrun's 1
+    assert "RANK" not in seen["env"] and "LOCAL_RANK" not in seen["env"]
+    assert seen["timeout"] == recipe.evaluation.timeout_s
+    monkeypatch.setenv("MLFT_EVAL_THREADS", "3")
+    assert cb.child_env()["OMP_NUM_THREADS"] == "3"
+    # a model that trains on GPU 1: its checkpoint is evaluated on GPU 1
+    fake = torch.nn.Linear(1, 1, device="meta")
+    monkeypatch.setattr(type(next(fake.parameters())), "device", property(lambda self: torch.device("cuda", 1)))
+    assert cb.eval_placement(recipe, fake) == {"device": "cuda:1", "dtype": "bfloat16"}
+
+
+def test_no_gpu_means_cpu_evaluation(monkeypatch, tmp_path):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}"])
+    assert cb.eval_placement(recipe) == {"device": "cpu", "dtype": "float32"}
+
+
+def test_process_group_timeout_exceeds_the_evaluation(tmp_path):
+    """Finding 2: the group's timeout is the recipe's ddp_timeout raised above evaluation.timeout_s."""
+    recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.ddp_timeout=5", "evaluation.timeout_s=60"])
+    config = tr._trainer_config(recipe, tmp_path)
+    assert tr.process_group_timeout(recipe, config) == 60 + tr.PG_TIMEOUT_MARGIN_S
+    recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.ddp_timeout=7200"])
+    assert tr.process_group_timeout(recipe, tr._trainer_config(recipe, tmp_path)) == 7200
+    recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.ddp_timeout=5", "evaluation.enabled=false"])
+    assert tr.process_group_timeout(recipe, tr._trainer_config(recipe, tmp_path)) == 5
+
+
+def test_global_batch_size_derives_accumulation(tmp_path):
+    base = [f"run_dir={tmp_path}", "global_batch_size=16", "training_args.per_device_train_batch_size=2"]
+    recipe = load_recipe(CPU_SFT, base)
+    assert [accumulation_steps(recipe, w) for w in (1, 2, 4, 8)] == [8, 4, 2, 1]
+    assert tr._trainer_config(recipe, tmp_path, world_size=2).gradient_accumulation_steps == 4
+    with pytest.raises(ConfigError, match=r"not a multiple of per_device_train_batch_size \(2\) x world size \(3\)"):
+        accumulation_steps(recipe, 3)
+    with pytest.raises(ConfigError, match="both set"):
+        load_recipe(CPU_SFT, [*base, "training_args.gradient_accumulation_steps=2"])
+    with pytest.raises(ConfigError, match=r"world size \(2\) = 8"):  # checked against the launch config up front
+        load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "global_batch_size=12",
+                              "training_args.per_device_train_batch_size=4",
+                              "accelerate_config=configs/accelerate/cpu_ddp.yaml"])
+
+
+def _trl_peft_zero3_rewrite(args) -> None:
+    """What trl 1.16's SFTTrainer does to the config for PEFT + DeepSpeed ZeRO-3 + gradient checkpointing."""
+    args.gradient_checkpointing_kwargs = args.gradient_checkpointing_kwargs or {}
+    args.gradient_checkpointing_kwargs["use_reentrant"] = True
+
+
+def test_trl_reentrant_setting_reaches_transformers(tmp_path):
+    """Finding 6, confirmed on the installed libraries: trl writes `use_reentrant` into the deprecated name, which
+    transformers no longer reads; mlft's config shares one dict under both names."""
+    from trl import SFTConfig
+
+    plain = SFTConfig(output_dir=str(tmp_path), activation_checkpointing=True, use_cpu=True)
+    _trl_peft_zero3_rewrite(plain)
+    assert not (plain.activation_checkpointing_kwargs or {}).get("use_reentrant")  # lost: the bug
+    recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.activation_checkpointing=true"])
+    config = tr._trainer_config(recipe, tmp_path)
+    _trl_peft_zero3_rewrite(config)
+    assert config.activation_checkpointing_kwargs["use_reentrant"] is True
+    user = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.activation_checkpointing=true",
+                                 "training_args.activation_checkpointing_kwargs={use_reentrant: true}"])
+    assert tr._trainer_config(user, tmp_path).activation_checkpointing_kwargs == {"use_reentrant": True}
+
+
+def test_resume_refuses_completions_from_another_device_or_dtype(tmp_path):
+    """Finding 8: a resumed evaluation cannot mix fp32-CPU and bf16-GPU completions."""
+    from mlft.generation.decoding import Decoding
+    from mlft.generation.prompting import Prompting
+    from mlft.generation.runner import _check_resumable, settings_of
+
+    cpu = settings_of("m", "hf", Decoding(), Prompting(), placement={"device": "cpu", "dtype": "float32"})
+    gpu = settings_of("m", "hf", Decoding(), Prompting(), placement={"device": "cuda", "dtype": "bfloat16"})
+    assert (cpu["device"], cpu["dtype"]) == ("cpu", "float32")
+    _check_resumable(tmp_path / "c.jsonl", [dict(cpu, id="1")], cpu)
+    with pytest.raises(ConfigError, match=r"device, dtype: \['cpu', 'float32'\] vs now \['cuda', 'bfloat16'\]"):
+        _check_resumable(tmp_path / "c.jsonl", [dict(cpu, id="1")], gpu)
+    legacy = {k: v for k, v in cpu.items() if k not in ("device", "dtype")}  # files from before the fields
+    _check_resumable(tmp_path / "c.jsonl", [dict(legacy, id="1")], cpu)
+
+
+def test_completions_record_device_and_dtype(tmp_path, embedded_model):
+    from mlft.generation.backends.hf import HFBackend
+
+    model, tok = embedded_model
+    assert HFBackend(model, tok).placement == {"device": "cpu", "dtype": "float32"}
+
+
+def test_base_model_without_template_gets_the_runs_template(tmp_path, embedded_model):
+    """Finding 3: the step-0 child loads the hub base model, whose tokenizer has no chat template."""
+    from mlft.commands.evaluate_run import backend_settings
+
+    model, tok = embedded_model
+    base = tmp_path / "base"
+    model.save_pretrained(base)
+    tok.save_pretrained(base)
+    for f in base.glob("chat_template.*"):
+        f.unlink()
+    cfg = base / "tokenizer_config.json"
+    import json
+
+    data = json.loads(cfg.read_text())
+    data.pop("chat_template", None)
+    cfg.write_text(json.dumps(data))
+    _, bare = models.load(str(base), device="cpu")
+    assert not bare.chat_template
+    run = tmp_path / "run"
+    run.mkdir()
+    assert backend_settings(run, "hf", {}) == {}
+    (run / tr.CHAT_TEMPLATE).write_text("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+                                        "{% if add_generation_prompt %}<assistant>{% endif %}")
+    opts = backend_settings(run, "hf", {"device": "cpu"})
+    assert opts == {"chat_template": str(run / tr.CHAT_TEMPLATE), "device": "cpu"}
+    _, templated = models.load(str(base), device="cpu", chat_template=opts["chat_template"])
+    text = templated.apply_chat_template([{"role": "user", "content": "Hallo"}], add_generation_prompt=True,
+                                         tokenize=False)
+    assert text == "<user>Hallo<assistant>"
+    _, own = models.load(None, device="cpu", chat_template=opts["chat_template"])  # its own template wins
+    assert own.chat_template == tok.chat_template
+    with pytest.raises(Exception, match="chat_template: cannot read"):
+        models.load(str(base), device="cpu", chat_template=str(tmp_path / "missing.jinja"))
