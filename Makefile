@@ -17,6 +17,7 @@ demo: install
 	$(PY) -m mlft demo
 
 test: install
+	$(PY) -m ruff check mlft tests benchmarks
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 bench: install

@@ -6,6 +6,7 @@ Shared by recipes, eval suites and data mixes, so that every config error names 
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
 import types
@@ -174,3 +175,60 @@ def from_dict(cls, data: dict, where: str):
 def help_of(cls) -> dict[str, str]:
     """Field name -> help text, from `metadata={'help': ...}` (documents recipe keys in --help)."""
     return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+
+
+# --- command-line flags generated from config dataclasses (shared by `mlft generate`, `mlft eval`, backends) ---
+
+def flag_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def _optional_int(text: str):
+    if str(text).lower() in ("none", "null"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or 'none', got {text!r}") from None
+
+
+def arg_spec(tp) -> dict:
+    """argparse keywords for a field annotation (Literal -> choices, bool -> store_true, `int | None` -> an int
+    or 'none')."""
+    origin = get_origin(tp)
+    args = [a for a in get_args(tp) if a is not type(None)]
+    if origin is Literal:
+        return {"type": str, "choices": list(get_args(tp))}
+    if args and origin in (Union, types.UnionType):
+        if args[0] is int and type(None) in get_args(tp):
+            return {"type": _optional_int}
+        return arg_spec(args[0])
+    if tp is bool:
+        return {"action": "store_true"}
+    if tp in (int, float, str):
+        return {"type": tp}
+    return {"type": str}
+
+
+def add_dataclass_flags(group, cls, dest_prefix: str, *, rename: dict[str, str] | None = None,
+                        exclude: tuple[str, ...] = ()) -> None:
+    """One flag per field of dataclass `cls` (help from the field's metadata, default shown; the flag's value is
+    None unless given, so only what the user sets overrides a config). `rename`: field -> flag for clashes."""
+    rename = rename or {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in exclude or not f.init:
+            continue
+        kw = arg_spec(hints[f.name])
+        if "choices" not in kw and "action" not in kw:
+            kw["metavar"] = f.name.upper()
+        default = f.default if f.default is not dataclasses.MISSING else None
+        shown = "" if kw.get("action") or default in (None, "") else f" (default {default})"
+        group.add_argument(rename.get(f.name, flag_name(f.name)), dest=f"{dest_prefix}{f.name}", default=None,
+                           help=f"{f.metadata.get('help', '')}{shown}", **kw)
+
+
+def flag_values(args, dest_prefix: str) -> dict:
+    """{field: value} of the flags of `add_dataclass_flags(..., dest_prefix)` the user set."""
+    return {k[len(dest_prefix):]: v for k, v in vars(args).items()
+            if k.startswith(dest_prefix) and v is not None and v is not False}

@@ -3,7 +3,8 @@
 - mlft logs to the `mlft` logger: INFO on rank 0, WARNING on the other ranks (a multi-process launch prints
   each message once). Messages are written through `tqdm.write`, so they never break a progress bar.
 - Known noise is silenced where it starts, message by message (so anything new still shows): torchao's
-  "Failed to load <kernel>.so" lines and torch's pytree Enum notices at import, DeepSpeed's "Setting
+  "Failed to load <kernel>.so" lines, bitsandbytes' "Failed to load CPU gemm_4bit_forward" (an optional
+  `kernels` package) and torch's pytree Enum notices at import, DeepSpeed's "Setting
   accelerator to CPU", transformers' per-load "Loading weights" bars, datasets' map bars (trl tokenising),
   the FutureWarnings that trl's defaults trigger in transformers 5 (`gradient_checkpointing` /
   `is_gradient_checkpointing`), and trl's "model_init_kwargs will be ignored".
@@ -78,6 +79,8 @@ def quiet_third_party() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # import-time notices (these libraries are imported lazily, after this runs)
     logging.getLogger("torchao").addFilter(_DropMessages("Failed to load"))
+    # bitsandbytes (imported by peft) on CPU: an optional `kernels` package it does not need
+    logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(_DropMessages("Failed to load CPU gemm_4bit"))
     logging.getLogger("torch.utils._pytree").addFilter(_DropMessages("is an Enum subclass"))
     logging.getLogger("DeepSpeed").addFilter(_DropMessages("Setting accelerator to CPU"))
     logging.getLogger("trl").addFilter(_DropMessages("model_init_kwargs"))

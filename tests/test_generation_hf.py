@@ -116,3 +116,17 @@ def test_run_suite_generates_scores_and_reports(embedded_model, shared, tmp_path
     assert "| greedy |" in res.report and "Confusion points" in res.report
     assert (tmp_path / "sweep.png").stat().st_size > 1000
     assert len((tmp_path / "scores.jsonl").read_text().splitlines()) == len(res.rows)
+
+
+def test_prefix_cache_uses_the_current_cache_api(embedded_model, recwarn, capfd):
+    """The shared-prefix KV cache goes to generate through transformers' current argument (`cache` since 5.2x):
+    no FutureWarning per batch and no "past_key_values ... deprecated" line; the completions are unchanged."""
+    model, tok = embedded_model
+    dec = Decoding(max_new_tokens=6, temperature=0)
+    reqs = [Request(str(i), messages=[{"role": "user", "content": t}]) for i, t in enumerate(TEXTS[:4])]
+    cached = {r.id: r.completion for r in HFBackend(model, tok, batch_size=4).generate(reqs, dec)}
+    plain = {r.id: r.completion for r in HFBackend(model, tok, batch_size=4, prefix_cache=False).generate(reqs, dec)}
+    assert cached == plain
+    err = capfd.readouterr().err
+    assert not [w for w in recwarn.list if issubclass(w.category, (FutureWarning, DeprecationWarning))]
+    assert "deprecated" not in err

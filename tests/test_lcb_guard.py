@@ -107,8 +107,7 @@ def degenerate_file(shared, tmp_path_factory):
     """A base run (real gpt-4-turbo replies) and a run of degenerate replies for the same 90 prompts, both
     scored by the real scorer (bundled fastText model)."""
     from mlft.lcb.metrics import ScoreOptions
-    from mlft.lcb.scoring import analyze_all, load_resources, score_completions
-    from mlft.lcb.stats import outcomes_from
+    from mlft.lcb.scoring import analyze_all, load_resources, outcomes_from, score_completions
 
     # none has a line of >= 5 tokens in any of the five languages (jieba would count "ok ok ok", with its spaces)
     junk = ["", "itititititititit", '""""""', "哈哈哈哈", "lalalalalala", "\n\n", "..........", "ababababab"]

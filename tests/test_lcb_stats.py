@@ -9,8 +9,19 @@ import pytest
 
 from mlft.completions import read_completions
 from mlft.errors import ConfigError, DataError
-from mlft.lcb.stats import (Outcome, holm, interval_rows, intervals, load_outcomes, outcomes_from, paired_test,
-                            paired_tests_by_language, save_outcomes, unpaired_test, wilson)
+from mlft.lcb.scoring import outcomes_from
+from mlft.lcb.stats import (
+    Outcome,
+    holm,
+    interval_rows,
+    intervals,
+    load_outcomes,
+    paired_test,
+    paired_tests_by_language,
+    save_outcomes,
+    unpaired_test,
+    wilson,
+)
 
 KEYS = [(s, lang) for s in ("aya", "dolly", "okapi") for lang in ("ar", "fr", "ja", "ko", "de")]
 
@@ -55,8 +66,8 @@ def test_outcome_roundtrip(tmp_path):
 
 def test_point_values_are_the_official_numbers(shared):
     """Real replies scored by the real scorer: every value equals score_completions' (==, not approx)."""
-    from mlft.lcb.scoring import analyze_all, load_resources, score_completions
     from mlft.lcb.metrics import ScoreOptions
+    from mlft.lcb.scoring import analyze_all, load_resources, score_completions
 
     rows, seen = [], {}
     for c in read_completions(shared / "lcb" / "outputs" / "llama-2-instruct.csv"):
@@ -220,3 +231,30 @@ def test_holm_and_per_language_family():
     u = unpaired_test(a, b, "lpr", n=2000)
     assert u.method == "unpaired-bootstrap" and u.diff == pytest.approx(paired_test(a, b, n=10).diff)
     assert u.ci_high < 0
+
+
+def test_score_bootstrap_and_eval_rows_are_one_engine(shared):
+    """`mlft score --bootstrap` (score_completions) and `mlft eval` (metric_rows) give the same intervals for the
+    same replies, seed and resamples: both are mlft.lcb.stats.intervals."""
+    from mlft.completions import read_completions
+    from mlft.evals.lcb import metric_rows
+    from mlft.lcb.guard import is_degenerate
+    from mlft.lcb.scoring import score_completions
+
+    rows = [c for c in read_completions(shared / "lcb" / "outputs" / "command-r.csv")
+            if c.language in ("de", "ja", "zh", "fr")][:600]
+    report = score_completions(rows, bootstrap=300, seed=5, confidence=0.9, workers=1)
+    outs = outcomes_from(rows, report.replies, degenerate=[is_degenerate(c.completion) for c in rows])
+    ev = {(r["task"], r["language"], r["metric"]): r for r in metric_rows("m", outs, 0.9, 300, seed=5)}
+    checked = 0
+    for r in report.rows:
+        if r["source"] != "all":
+            continue
+        for m in ("lpr", "wpr", "lcpr"):
+            e = ev.get((r["task"], "avg" if r["language"] == "all" else r["language"], m))
+            if e is None or r.get(f"{m}_ci_low") is None:
+                continue
+            assert (r[f"{m}_ci_low"], r[f"{m}_ci_high"]) == (e["low"], e["high"])
+            assert r[m] == pytest.approx(e["value"], abs=1e-12)
+            checked += 1
+    assert checked >= 8

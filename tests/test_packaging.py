@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.training_helpers import noisy_lines
+
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
@@ -50,6 +52,21 @@ def test_wheel_holds_the_shipped_files(installed):
     assert "mlft/training/templates/chatml_training.jinja" in names and "mlft/resources/seed/parallel.jsonl" in names
 
 
+def test_wheel_declares_every_import(installed):
+    """The built wheel's own METADATA (Requires-Dist, extras included) names every third-party import in mlft."""
+    from email.parser import Parser
+
+    from tests.test_dependencies import declared, undeclared
+
+    wheel, _ = installed
+    with zipfile.ZipFile(wheel) as zf:
+        meta = Parser().parsestr(zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA")))
+                                 .decode("utf-8"))
+    reqs = [r.split(";")[0] for r in meta.get_all("Requires-Dist") or []]
+    have = declared([r for r in reqs if not r.strip().startswith("mlft")])
+    assert "scipy" in have and undeclared(have) == {}
+
+
 def test_installed_mlft_runs_from_an_empty_folder(installed, shared, tmp_path):
     _, venv = installed
     empty = tmp_path / "empty"
@@ -63,6 +80,7 @@ def test_installed_mlft_runs_from_an_empty_folder(installed, shared, tmp_path):
     assert "OK (sft" in check.stdout
     out = _sh([mlft, "eval", "lcb_tiny", "--no-progress", "--out", "ev"], empty, env, timeout=600)
     assert "lcb_tiny:" in out.stdout
+    assert noisy_lines(out.stdout, out.stderr) == []  # a quiet console (no deprecated transformers API)
     assert (empty / "ev" / "scores.jsonl").is_file() and (empty / "ev" / "results.json").is_file()
     # a suite in the current directory wins over the shipped one
     (empty / "eval").mkdir()

@@ -89,7 +89,8 @@ BASE = f"include: {REPO / 'recipes/cpu/english_sft.yaml'}\n"
     ("mix: data_mixes/cpu/english_dpo.yaml\n", r"is a 'dpo' mix but trainer is 'sft'"),
     ("evaluation: {suite: lcb_nope}\n", r"r.yaml: evaluation.suite: unknown eval suite 'lcb_nope'"),
     ("evaluation: {suite_overrides: ['languages=[de, xx]']}\n", r"r.yaml: evaluation.suite: .*unknown language 'xx'"),
-    ("evaluation: {fewshot: true}\n", r"evaluation.fewshot is true but evaluation.fewshot_variants is empty"),
+    ("evaluation: {fewshot: true, fewshot_variants: [{variant: 1-shot, overrides: [prompting.shots=9]}]}\n",
+     r"evaluation pass '1-shot'.*shots"),
 ])
 def test_bad_input_is_named_before_any_load(tmp_path, monkeypatch, body, message):
     import datasets
@@ -105,6 +106,20 @@ def test_bad_input_is_named_before_any_load(tmp_path, monkeypatch, body, message
     with pytest.raises(ConfigError, match=message):
         load_recipe(path)
     assert time.time() - t0 < 20  # config checks only
+
+
+def test_fewshot_true_runs_the_papers_baselines_by_default(tmp_path):
+    """`evaluation.fewshot: true` alone: the paper's Q/A template, 1-shot and 5-shot rows (issue 19: this used to
+    stop with "fewshot_variants is empty")."""
+    from mlft.constants import FEWSHOT_BASELINES
+    from mlft.training.passes import passes_for
+
+    r = load_recipe(_write(tmp_path, BASE + "evaluation: {fewshot: true, quantized: [w8]}\n"))
+    passes = passes_for(r.evaluation)
+    assert [p.variant for p in passes] == ["model", "Q/A template", "1-shot", "5-shot", "w8"]
+    shots = {p.variant: p.overrides for p in passes}
+    assert [shots[name][-len(o):] for name, o in FEWSHOT_BASELINES] == [o for _, o in FEWSHOT_BASELINES]
+    assert [p.needs_saved_weights for p in passes] == [False, False, False, False, True]  # asked of `quantize`
 
 
 def test_unknown_language_in_the_mix(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mlft.training import curves
-from tests.training_helpers import REPO, TINY, accelerate, env, mlft, run
+from tests.training_helpers import REPO, TINY, accelerate, env, mlft, noisy_lines, run
 
 pytestmark = pytest.mark.slow
 SFT = "recipes/cpu/multilingual_sft.yaml"
@@ -194,6 +194,7 @@ def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path):
     resumed = run(cmd, shared, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "resuming from" in resumed.stdout
+    assert noisy_lines(resumed.stdout, resumed.stderr) == []  # a quiet console: training + eval callback
     _check_run(run_dir, steps=[0, 1, 2, 3])
     after = curves.read_curves(run_dir)
     assert after[:len(before)] == before  # finished rows kept as they were

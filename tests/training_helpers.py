@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,16 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = ["training_args.max_steps=2", "training_args.save_steps=1", "training_args.logging_steps=1",
         "training_args.per_device_train_batch_size=2", "training_args.max_length=128",
         "evaluation.suite=lcb_tiny", "mix_overrides=[total=16]"]
+
+
+# the quiet-console check: lines a user should never see from a default run (issue 19)
+NOISE = re.compile(r"FutureWarning|DeprecationWarning|Failed to load|are deprecated|is deprecated")
+
+
+def noisy_lines(*texts: str) -> list[str]:
+    """Console lines of a run that are deprecation / kernel-loading noise (must be none: fix the cause in mlft,
+    filter only third-party noise in mlft/console.py)."""
+    return [line for text in texts for line in (text or "").splitlines() if NOISE.search(line)]
 
 
 def env(shared: Path) -> dict:

@@ -10,7 +10,7 @@ from mlft.reports.format import FORMATS
 def add_parser(sub) -> None:
     p = sub.add_parser("compare", help="paired differences between two runs / eval folders / files",
                        description="Compare two evaluations over the same prompts: per task and language, B − A "
-                                   "with a 95%% interval and p-value (paired bootstrap over prompts within "
+                                   "with a 95% interval and p-value (paired bootstrap over prompts within "
                                    "(source, language), or exact McNemar on per-reply pass/fail), Holm-adjusted "
                                    "over languages. A/B: RUN_DIR[@STEP][:VARIANT], EVAL_DIR[:VARIANT], "
                                    "outcomes.jsonl, or a completions file (scored here).")

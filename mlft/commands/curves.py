@@ -12,7 +12,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("curves", help="plot LPR/WPR/LCPR per checkpoint of training runs",
                        description="Read each run directory's curves.jsonl (written by the eval callback) and "
                                    "plot the language-averaged LPR, WPR, LCPR, coverage and degeneracy against "
-                                   "training step with 95 %% bands (colour = run, style = variant; a DPO run starts "
+                                   "training step with 95 % bands (colour = run, style = variant; a DPO run starts "
                                    "where its SFT run ended); a language x step heatmap per run; the numbers as a "
                                    "table.")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")

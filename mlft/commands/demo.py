@@ -27,14 +27,14 @@ from pathlib import Path
 import yaml
 
 from mlft.console import get_logger
+from mlft.constants import FEWSHOT_BASELINES
 from mlft.errors import DataError
+from mlft.generation.interventions.quantize import SCHEMES
 from mlft.paths import shared_dir
 
 log = get_logger(__name__)
 BASE_MODEL = "smollm2-135m-instruct"
-FEWSHOT = [{"variant": "Q/A template", "overrides": ["prompting.mode=qa"]},
-           {"variant": "1-shot", "overrides": ["prompting.mode=qa", "prompting.shots=1"]},
-           {"variant": "5-shot", "overrides": ["prompting.mode=qa", "prompting.shots=5"]}]
+FEWSHOT = [{"variant": name, "overrides": list(overrides)} for name, overrides in FEWSHOT_BASELINES]
 DECODE_SMARTER = {"variant": "+script gate +line resampling",
                   "interventions": [{"name": "script_gate", "mode": "soft", "penalty": 3.0},
                                     {"name": "line_resample"}]}
@@ -91,7 +91,7 @@ def _baseline(base: Path, ev_overrides: list[str], full: bool, decoding_row: boo
     variants = [PassVariant(**DECODE_SMARTER)] if decoding_row else []
     fewshot = [PassVariant(f["variant"], None, f["overrides"]) for f in FEWSHOT] if full else []
     ev = EvaluationOptions(suite=suite, suite_overrides=suite_overrides, variants=variants, fewshot=full,
-                           fewshot_variants=fewshot, quantized=["w8", "w4", "w8a8"] if full else [])
+                           fewshot_variants=fewshot, quantized=list(SCHEMES) if full else [])
     log.info("\n=== step-0 evaluation of the base model (shared by every run)")
     base.mkdir(parents=True, exist_ok=True)
     evaluate_step(base, ev, 0, model_ref=BASE_MODEL, progress=True, mode="baseline")
@@ -126,7 +126,7 @@ def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodi
     spec = {"title": "Language confusion mitigation on SmolLM2-135M-Instruct (CPU demo, Table 11 layout, %)",
             "base": "base", "rows": rows}
     if full and "crosslingual_sft" in runs:
-        variants = ["model", "w8", "w4", "w8a8"]
+        variants = ["model", *SCHEMES]
         spec["quantization"] = [{"label": "base", "run": str(base), "step": 0, "variants": variants}]
     path = out / "table.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")

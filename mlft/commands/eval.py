@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from mlft.commands.generate import add_model_args
+from mlft.commands.generate import add_generation_flags, add_model_args, generation_settings
 from mlft.evals.runner import run_suite
 from mlft.evals.suite import available_suites, load_suite
-from mlft.generation.backends import check_backend, options_from_args
+from mlft.generation.backends import check_backend, holds_weights, options_from_args
 from mlft.generation.models import DEFAULT_MODEL
 
 
@@ -22,15 +23,22 @@ def add_parser(sub) -> None:
     p.add_argument("--prompts", metavar="FILE", help="lcb suites: your own prompt file instead of LCB (same as "
                    "the override prompts=FILE)")
     p.add_argument("--format", default="markdown", choices=["markdown", "csv"], help="printed table format")
+    add_generation_flags(p)
     add_model_args(p)
     p.set_defaults(func=run)
+
+
+def _yaml(value) -> str:
+    return "null" if value is None else json.dumps(value) if isinstance(value, str) else str(value)
 
 
 def run(args) -> int:
     check_backend(args.backend, "--backend")
     overrides = [*args.overrides, *([f"prompts={args.prompts}"] if args.prompts else [])]
+    overrides += [f"{group}.{key}={_yaml(value)}" for group, values in generation_settings(args).items()
+                  for key, value in values.items()]  # the flags win over the suite (and its KEY=VALUE overrides)
     suite = load_suite(args.suite, overrides)
-    model = args.model or (DEFAULT_MODEL if args.backend == "hf" else None)
+    model = args.model or (DEFAULT_MODEL if holds_weights(args.backend) else None)
     out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
     result = run_suite(suite, model_ref=model, backend=args.backend, out_dir=out, progress=not args.no_progress,
                        backend_options=options_from_args(args.backend, args))

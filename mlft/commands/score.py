@@ -35,7 +35,9 @@ def add_parser(sub) -> None:
     p.add_argument("--details", metavar="FILE.jsonl",
                    help="write per-reply diagnostics: failed lines with predicted label and score, English words")
     p.add_argument("--bootstrap", type=int, default=0, metavar="N",
-                   help="add seeded bootstrap 95%% confidence intervals for LPR/WPR/LCPR (e.g. 1000)")
+                   help="add seeded intervals for LPR/WPR/LCPR with N bootstrap resamples (e.g. 2000, as mlft eval): "
+                        "stratified bootstrap for aggregates, Wilson for a single group (mlft.lcb.stats)")
+    p.add_argument("--confidence", type=float, default=0.95, help="level of the --bootstrap intervals")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--word-check", choices=WORD_CHECKS, default="dictionary",
                    help="NON-OFFICIAL unless 'dictionary': 'latin' = the paper's script check (Latin letters in a "
@@ -64,8 +66,8 @@ def run(args) -> int:
     for f in args.files:
         completions += read_completions(f)
     report = score_completions(completions, options, lid=args.lid, words=args.words, detail=bool(args.details),
-                               bootstrap=args.bootstrap, seed=args.seed, workers=args.workers,
-                               progress=sys.stderr.isatty())
+                               bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
+                               workers=args.workers, progress=sys.stderr.isatty())
     if args.format == "json":
         text = json.dumps({"lid_model": report.lid_name, "options": report.options, "rows": report.rows},
                           indent=1, ensure_ascii=False) + "\n"

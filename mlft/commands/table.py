@@ -12,7 +12,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("table", help="build the mitigation table (Table 11 layout) from training runs",
                        description="Fill the paper's Table 11 layout (base, +Q/A template, +1-shot, +5-shot, "
                                    "+English SFT, ...; mono/cross LPR and WPR), its per-language detail "
-                                   "(A18/A19) and the quantization table (A12) from run directories, with 95 %% intervals, "
+                                   "(A18/A19) and the quantization table (A12) from run directories, with 95 % intervals, "
                                    "paired significance against the base row and the guard (coverage, degeneracy, "
                                    "fluency), as a small YAML spec says (see mlft/reports/mitigation.py). Not to be confused with "
                                    "`mlft paper-tables` (the paper's tables from scored completions).")

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Literal
 
 from mlft.config import apply_overrides, did_you_mean, from_dict, load_yaml
+from mlft.constants import TASKS
 from mlft.data.normalize import FORMATS, KIND_FORMATS
+from mlft.data.parallel import subset_languages, validate_parallel
 from mlft.data.seed import SEED_SETS
 from mlft.errors import ConfigError
 from mlft.languages import check_language
-from mlft.constants import TASKS
 
 SHARE_TOLERANCE = 1e-6
 LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
@@ -127,8 +128,6 @@ def _default_languages(src: SourceConfig) -> list[str | None]:
     if src.language:
         return [src.language]
     if src.parallel:
-        from mlft.data.parallel import subset_languages
-
         return list(subset_languages(src).values())
     if src.type == "seed":
         return list(SEED_SETS[src.path].languages)
@@ -179,8 +178,6 @@ def _source_share(src: SourceConfig) -> float:
 
 def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> None:
     if src.parallel is not None:
-        from mlft.data.parallel import validate_parallel
-
         validate_parallel(src, kind, w)
     elif src.type == "seed":
         if src.path not in SEED_SETS:

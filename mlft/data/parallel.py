@@ -22,7 +22,7 @@ from mlft.data.crosslingual import crosslingual_prompt, pick_instruction_languag
 from mlft.data.language_codes import to_lcb_code
 from mlft.data.normalize import check_columns
 from mlft.data.pairs import pair
-from mlft.data.sources import Pool
+from mlft.data.pool import Pool
 from mlft.data.text import units
 from mlft.errors import ConfigError, DataError
 from mlft.languages import LANGUAGES, check_language
@@ -100,7 +100,7 @@ def _load(src, name: str, where: str):
             from None
     try:
         return datasets.load_dataset(src.path, name, split=src.split, revision=src.revision)
-    except Exception as exc:  # connection, file, schema, auth...: report them all with the source named
+    except Exception as exc:  # noqa: BLE001 - connection, file, schema, auth...: report them all with the source named
         raise DataError(f"{where}.path: could not load hub dataset {src.path!r} ({name}, split {src.split}"
                         f"{', revision ' + src.revision if src.revision else ''}): {type(exc).__name__}: {exc}") \
             from None

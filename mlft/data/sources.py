@@ -8,27 +8,13 @@ seed   mlft's own seed sets (mlft/data/seed.py)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 from mlft.data.language_codes import to_lcb_code
 from mlft.data.mix_config import LOCAL_SUFFIXES, SourceConfig
 from mlft.data.normalize import check_columns, column_map, to_preference, to_sft
+from mlft.data.parallel import load_parallel_pool
+from mlft.data.pool import Pool
 from mlft.data.seed import SEED_SETS
 from mlft.errors import DataError
-
-
-@dataclass
-class Pool:
-    """A source's rows: `languages[k]` is row k's LCB code (None: not an LCB language); `example(k)` is
-    (row id, normalised example or None when the row is empty/malformed)."""
-
-    name: str
-    languages: list[str | None]
-    example: Callable[[int], tuple[str, dict | None]]
-
-    def __len__(self) -> int:
-        return len(self.languages)
 
 
 def load_pool(src: SourceConfig, kind: str, wanted: list[str | None], where: str) -> Pool:
@@ -36,8 +22,6 @@ def load_pool(src: SourceConfig, kind: str, wanted: list[str | None], where: str
     if src.type == "seed":
         return _seed_pool(src, [lang for lang in wanted if lang is not None])
     if src.parallel is not None:
-        from mlft.data.parallel import load_parallel_pool
-
         return load_parallel_pool(src, [lang for lang in wanted if lang is not None], where)
     dataset = _load_dataset(src, where)
     cols = column_map(src.format, src.columns)
@@ -84,7 +68,7 @@ def _load_dataset(src: SourceConfig, where: str):
             return datasets.load_dataset(src.path, src.subset, split=src.split, revision=src.revision)
         builder = LOCAL_SUFFIXES[src.path[src.path.rfind("."):].lower()]
         return datasets.load_dataset(builder, data_files=src.path, split="train")
-    except Exception as exc:  # datasets raises many types (connection, file, schema, auth): report them all
+    except Exception as exc:  # noqa: BLE001 - datasets raises many types: report them all
         what = f"hub dataset {src.path!r}" + (f" ({src.subset}, split {src.split})" if src.subset else
                                                f" (split {src.split})") if src.type == "hub" else src.path
         raise DataError(f"{where}.path: could not load {what}: {type(exc).__name__}: {exc}") from None

@@ -20,7 +20,7 @@ from typing import Any
 
 from mlft.completions import Completion, write_official_csv
 from mlft.config import check_choice, from_dict
-from mlft.constants import TASKS
+from mlft.constants import GUARD_METRICS, TASKS
 from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.generation.decoding import Decoding
@@ -145,7 +145,7 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=+-]+", "_", name).strip("_") or "default"
 
 
-GUARD = ("coverage", "degeneracy")
+GUARD = GUARD_METRICS
 
 
 def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed: int = 0) -> list[dict]:
@@ -169,11 +169,12 @@ def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed:
 
 
 def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
-    """Mean reply NLL per task and language (and the task's unweighted language mean) with a normal interval."""
-    import math
-    from statistics import NormalDist, mean, stdev
+    """Mean reply NLL per task and language (and the task's unweighted language mean) with a normal interval
+    (`mlft.lcb.stats.mean_interval`)."""
+    from statistics import mean
 
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    from mlft.lcb.stats import mean_interval
+
     by: dict[tuple[str, str], list[float]] = {}
     for o in outcomes:
         if o.nll is not None:
@@ -184,11 +185,10 @@ def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
         for (t, lang), xs in sorted(by.items()):
             if t != task:
                 continue
-            m = mean(xs)
-            half = z * stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else float("nan")
+            m, low, high = mean_interval(xs, confidence)
             means.append(m)
             rows.append({"variant": variant, "task": task, "language": lang, "metric": "nll", "value": m,
-                         "low": m - half, "high": m + half, "n": len(xs)})
+                         "low": low, "high": high, "n": len(xs)})
         rows.append({"variant": variant, "task": task, "language": "avg", "metric": "nll", "value": mean(means),
                      "low": None, "high": None, "n": sum(len(xs) for (t, _), xs in by.items() if t == task)})
     return rows
@@ -213,8 +213,8 @@ def reply_nlls(ctx, o: LcbOptions, records: list[dict]) -> list[float | None]:
 def run(suite, ctx) -> KindOutput:
     from mlft.evals.runner import progress_desc
     from mlft.generation.runner import generate_completions
-    from mlft.lcb.scoring import score_completions
-    from mlft.lcb.stats import outcomes_from, save_outcomes
+    from mlft.lcb.scoring import outcomes_from, score_completions
+    from mlft.lcb.stats import save_outcomes
     from mlft.reports.sweeps import plot_sweep, sweep_tables
 
     o: LcbOptions = suite.options
@@ -306,5 +306,5 @@ def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[
                             extra={"s / prompt (x base)": cost})
 
 
-KIND = EvalKind("lcb", LcbOptions, validate, run, backends=("hf", "openai"),
+KIND = EvalKind("lcb", LcbOptions, validate, run,
                 description="generate LCB completions, score LPR / WPR / LCPR")

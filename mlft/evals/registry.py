@@ -10,27 +10,32 @@ The contract every kind fulfils (an `EvalKind` object named `KIND` in its module
 - `options`: a dataclass of the suite keys the kind reads (validated by `from_dict`: unknown keys get a
   "did you mean");
 - `validate(options, where)`: the semantic checks (languages, data present...), before any model loads;
-- `backends`: the generation backends it can use; the runner refuses any other with a clear message;
+- `needs`: what it needs from a backend beyond generating text ("weights": `ctx.local_model()`, "chat",
+  "logprobs"); backends declare what they `provide`, and the runner refuses, before any model loads, a backend
+  that lacks something (so a new backend needs no edit here);
 - `run(suite, ctx) -> KindOutput`: does the work with `ctx.backend(...)` (any generation backend) or
-  `ctx.local_model()` (hf only) and returns long-format rows {variant, task, language, metric, value}.
+  `ctx.local_model()` (a backend that provides weights) and returns long-format rows
+  {variant, task, language, metric, value}.
 
-To add a kind: a module with `KIND = EvalKind(...)`, one line in `KINDS`, a suite YAML in `eval/`.
+To add a kind: a module with `KIND = EvalKind(...)`, one line in `KINDS` (or `KINDS.add("name", "module")`),
+a suite YAML in `eval/`.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from mlft.config import check_choice
+from mlft.registry import Registry
 
-KINDS: dict[str, str] = {
+# name -> module holding `KIND` (imported on first use)
+KINDS = Registry("eval kind", {
     "lcb": "mlft.evals.lcb",
     "multisense": "mlft.evals.multisense.kind",
     "polyglot": "mlft.evals.polyglot.kind",
-}
+}, default_attr="KIND")
+NEEDS = ("weights", "chat", "logprobs")  # = mlft.generation.backends.PROVIDES
 
 
 @dataclass
@@ -47,10 +52,15 @@ class EvalKind:
     options: type
     validate: Callable[[Any, str], None]
     run: Callable[[Any, Any], KindOutput]
-    backends: tuple[str, ...]
+    backends: tuple[str, ...] = ()  # optional: only these backends (empty: any backend that provides `needs`)
     description: str = ""
+    needs: tuple[str, ...] = ()     # any of NEEDS
+
+    def __post_init__(self):
+        unknown = set(self.needs) - set(NEEDS)
+        if unknown:
+            raise ValueError(f"eval kind {self.name}: unknown needs {sorted(unknown)}; valid: {', '.join(NEEDS)}")
 
 
 def get_kind(name: str, where: str = "kind") -> EvalKind:
-    check_choice(name, KINDS, "eval kind", where)
-    return importlib.import_module(KINDS[name]).KIND
+    return KINDS.load(name, where)

@@ -19,7 +19,15 @@ from typing import Any, Sequence
 from mlft.errors import ConfigError
 from mlft.evals.registry import get_kind
 from mlft.evals.suite import EvalSuite, load_suite
-from mlft.generation.backends import backend_options, check_backend, check_interventions, create_backend
+from mlft.generation.backends import (
+    REGISTRY,
+    backend_options,
+    check_backend,
+    check_interventions,
+    create_backend,
+    holds_weights,
+    provides,
+)
 from mlft.generation.interventions import split
 from mlft.io.jsonl import write_jsonl
 
@@ -60,21 +68,19 @@ class EvalContext:
                 if self.model is None and base_key not in self._backends and all(
                         iv.from_saved_weights for iv in transforms) and self.model_ref is not None:
                     # e.g. quantize: loads the saved weights itself; no need to load the full model first
-                    from mlft.generation.backends.hf import HFBackend
-
                     model, tok = None, None
                     for iv in transforms:
                         model, tok = iv.transform(model, tok, self.model_ref)
-                    opts = backend_options("hf", self.backend_options)
-                    self._backends[key] = HFBackend(model, tok, batch_size, token_stats, opts.max_batch_tokens,
-                                                    self.model_ref)
+                    self._backends[key] = create_backend(
+                        self.backend_name, self.backend_options, model_ref=self.model_ref, model=model,
+                        tokenizer=tok, batch_size=batch_size, token_stats=token_stats)
                 else:
                     self._backends[key] = self.backend(batch_size, token_stats).transformed(transforms)
             return self._backends[key]
         if base_key not in self._backends:
             model, tokenizer = self.model, self.tokenizer
             loaded = next((b for k, b in self._backends.items() if not k[2]), None)
-            if model is None and loaded is not None and self.backend_name == "hf":  # reuse a loaded model
+            if model is None and loaded is not None and holds_weights(self.backend_name):  # reuse a loaded model
                 model, tokenizer = loaded.model, loaded.tokenizer
             self._backends[base_key] = create_backend(
                 self.backend_name, self.backend_options, model_ref=self.model_ref, model=model,
@@ -87,7 +93,7 @@ class EvalContext:
         if spec is None:
             return None, None
         if spec == "unmodified":
-            if self.backend_name != "hf":
+            if not holds_weights(self.backend_name):
                 return None, None
             base = next((b for k, b in self._backends.items() if not k[2]), None)
             if base is None:
@@ -96,8 +102,8 @@ class EvalContext:
         return _reference_model(spec, self.backend_name, self.backend_options)
 
     def local_model(self):
-        """(model, tokenizer) of a local model (hf backend only): the live one, or loaded once."""
-        if self.backend_name != "hf":
+        """(model, tokenizer) of a local model (a backend that provides weights): the live one, or loaded once."""
+        if not holds_weights(self.backend_name):
             raise ConfigError(f"this evaluation needs the model's weights; the {self.backend_name} backend has none")
         return self.backend().model, self.backend().tokenizer
 
@@ -139,11 +145,14 @@ def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> N
     """Every check that needs no model: backend allowed for the kind, options valid, model reference known."""
     kind = get_kind(suite.kind)
     check_backend(backend)
-    if backend not in kind.backends:
+    missing = sorted(set(kind.needs) - provides(backend))
+    if missing or (kind.backends and backend not in kind.backends):
+        able = [b for b in (kind.backends or REGISTRY) if set(kind.needs) <= provides(b)]
+        why = f"it needs {', '.join(missing)}, which the {backend} backend does not provide; " if missing else ""
         raise ConfigError(f"{suite.source_file or suite.name}: a {suite.kind} suite cannot run on the {backend} "
-                          f"backend ({kind.description}; it runs on: {', '.join(kind.backends)})")
+                          f"backend ({kind.description}; {why}it runs on: {', '.join(able)})")
     backend_options(backend, backend_opts, f"{backend} backend options")
-    if backend == "hf" and model is None:
+    if holds_weights(backend) and model is None:
         from mlft.generation.models import resolve
 
         resolve(model_ref)

@@ -20,6 +20,7 @@ the embedded name).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -28,6 +29,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlft.console import get_logger, verbose
 from mlft.errors import ModelError
 from mlft.paths import cache_dir
 
@@ -66,9 +68,11 @@ def _embedded_dir(name: str) -> Path:
 
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    tok = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=gguf_name)
-    model = AutoModelForCausalLM.from_pretrained(
-        pkg_dir, gguf_file=gguf_name, quantization_config=GgufConfig(dequantize=True))
+    get_logger(__name__).info(f"converting the embedded model {name} (once) into {out}")
+    with _quiet_gguf_bar():
+        tok = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=gguf_name)
+        model = AutoModelForCausalLM.from_pretrained(
+            pkg_dir, gguf_file=gguf_name, quantization_config=GgufConfig(dequantize=True))
     model.config.quantization_config = None
     if hasattr(model, "hf_quantizer"):
         model.hf_quantizer = None
@@ -80,6 +84,28 @@ def _embedded_dir(name: str) -> Path:
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)  # another process won the race
     return out
+
+
+@contextlib.contextmanager
+def _quiet_gguf_bar():
+    """transformers draws a tensor-by-tensor bar while it de-quantizes a GGUF file (tqdm called directly, so
+    its logging hooks cannot reach it); the one-time conversion is announced by a log line instead."""
+    import functools
+
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:  # another transformers layout: leave its bar alone
+        yield
+        return
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is None or verbose():
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar
 
 
 def portable_ref(ref: str) -> str:

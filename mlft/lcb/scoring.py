@@ -1,6 +1,6 @@
 """Score completions: LPR / WPR / acc per (task, model, source, language), the official aggregation
 ((source, all), (all, lang), (all, all); unweighted means), LCPR as the paper defines it, optional per-reply
-details and seeded bootstrap confidence intervals."""
+details and seeded confidence intervals (computed by mlft.lcb.stats, the one statistics module)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
+from typing import Sequence
 
 from mlft.completions import Completion
+from mlft.errors import DataError
 from mlft.languages import NON_LATIN
 from mlft.lcb.fetch import WORDS, locate
+from mlft.lcb.guard import is_degenerate
 from mlft.lcb.langid import LanguageIdentifier
 from mlft.lcb.metrics import GroupCounts, ReplyResult, ScoreOptions, analyze_reply, group_metrics, load_english_words
+from mlft.lcb.stats import Outcome, intervals
 
 PARALLEL_MIN_REPLIES = 3000  # below this, forking costs more than it saves
 _WORKER: dict = {}
@@ -130,7 +132,10 @@ def load_resources(lid: str | LanguageIdentifier | None = None, words: str | Pat
 def score_completions(completions: list[Completion], options: ScoreOptions | None = None, *,
                       lid: str | LanguageIdentifier | None = None, words: str | Path | None = None,
                       detail: bool = False, bootstrap: int = 0, seed: int = 0, workers: int | None = None,
-                      progress: bool = False) -> ScoreReport:
+                      progress: bool = False, confidence: float = 0.95) -> ScoreReport:
+    """Score completions by the official rules. `bootstrap` > 0 adds intervals at `confidence` for LPR / WPR /
+    LCPR on every row (`mlft.lcb.stats.intervals`: stratified bootstrap for aggregates, Wilson for a single
+    (source, language) group), seeded; per model, as `mlft eval` computes them per variant."""
     options = options or ScoreOptions()
     identifier, word_set = load_resources(lid, words)
     results = analyze_all([(c.completion, c.language) for c in completions], identifier, word_set, options,
@@ -139,6 +144,15 @@ def score_completions(completions: list[Completion], options: ScoreOptions | Non
     by_group: dict[tuple, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
     for i, c in enumerate(completions):
         by_group[(c.task, c.model)][(c.source, c.language)].append(i)
+    ci: dict = {}
+    if bootstrap:
+        by_model: dict[str, list[int]] = defaultdict(list)
+        for i, c in enumerate(completions):
+            by_model[c.model].append(i)
+        for model, idx in by_model.items():
+            for (task, source, lang), cols in _intervals(completions, results, idx, bootstrap, seed,
+                                                         confidence).items():
+                ci[(task, model, source, lang)] = cols
     rows = []
     for (task, model), groups in by_group.items():
         counts = {}
@@ -148,19 +162,14 @@ def score_completions(completions: list[Completion], options: ScoreOptions | Non
                 gc.add(results[i])
             counts[key] = gc
         metrics = aggregate({k: group_metrics(gc, k[1]) for k, gc in counts.items()})
-        ci = _bootstrap(results, groups, bootstrap, seed) if bootstrap else {}
         for (source, lang), m in metrics.items():
             row = {"task": task, "model": model, "source": source, "language": lang, **m}
             row["lcpr"] = harmonic(m["lpr"], m["wpr"]) if lang != "all" else None
             if (source, lang) in counts:
                 row.update(counts[(source, lang)].counts())
             if ci:
-                row.update(ci[(source, lang)])
+                row.update(ci[(task, model, source, lang)])
             rows.append(row)
-        if ci:  # the headline LCPR gets its interval too
-            rows_all = next(r for r in rows if r["task"] == task and r["model"] == model
-                            and r["source"] == "all" and r["language"] == "all")
-            rows_all.update(ci[("lcpr", "avg")])
     for r in rows:
         if r["source"] == "all" and r["language"] == "all":
             tm = [x for x in rows if x["task"] == r["task"] and x["model"] == r["model"]
@@ -187,51 +196,33 @@ def _details(completions: list[Completion], results: list[ReplyResult]) -> list[
     return out
 
 
-def _bootstrap(results: list[ReplyResult], groups: dict[tuple, list[int]], n: int, seed: int) -> dict:
-    """Percentile 95% intervals for every row, resampling replies within each (source, lang) group."""
-    rng = np.random.default_rng(seed)
-    samples: dict[tuple, dict[str, np.ndarray]] = {}
-    for key in sorted(groups):
-        rs = [results[i] for i in groups[key]]
-        counted = np.array([r.counted for r in rs], bool)
-        line = np.array([r.line_error for r in rs], bool) & counted
-        word = np.array([r.word_error for r in rs], bool) & counted
-        idx = rng.integers(0, len(rs), size=(n, len(rs)))
-        scored, l_err, w_err = counted[idx].sum(1), line[idx].sum(1), word[idx].sum(1)
-        lpr = 1 - l_err / np.maximum(1, scored)
-        wpr = 1 - w_err / np.maximum(1, scored - l_err) if key[1] in NON_LATIN else None
-        samples[key] = {"lpr": lpr, "wpr": wpr}
-    per_source, per_lang = defaultdict(list), defaultdict(list)
-    for (source, lang), s in samples.items():
-        per_source[source].append(s)
-        per_lang[lang].append(s)
+def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Sequence[bool] | None = None,
+                  nll: Sequence[float | None] | None = None) -> list[Outcome]:
+    """Outcomes of scored completions (`mlft.completions.Completion` + `metrics.ReplyResult`, same order).
+    `degenerate` defaults to `guard.is_degenerate` of each completion's text."""
+    if len(completions) != len(results):
+        raise DataError(f"{len(completions)} completions but {len(results)} scored replies")
+    if degenerate is None:
+        degenerate = [is_degenerate(c.completion) for c in completions]
+    nll = list(nll) if nll is not None else [None] * len(completions)
+    if not len(degenerate) == len(nll) == len(completions):
+        raise DataError("degenerate / nll must have one value per completion")
+    return [Outcome(str(c.id), c.task, c.source, c.language, bool(r.counted), bool(r.line_error),
+                    bool(r.word_error), bool(d), None if x is None else float(x))
+            for c, r, d, x in zip(completions, results, degenerate, nll)]
 
-    def avg(ss):
-        out = {}
-        for k in ("lpr", "wpr"):
-            arrs = [s[k] for s in ss if s[k] is not None]
-            out[k] = np.mean(arrs, axis=0) if arrs else None
-        return out
 
-    agg = dict(samples)
-    agg.update({(s, "all"): avg(ss) for s, ss in per_source.items()})
-    lang_rows = {("all", lang): avg(ss) for lang, ss in per_lang.items()}
-    agg.update(lang_rows)
-    agg[("all", "all")] = avg(list(lang_rows.values()))
-    lc = [2 * s["lpr"] * s["wpr"] / np.where(s["lpr"] + s["wpr"] == 0, 1, s["lpr"] + s["wpr"])
-          for (_, lang), s in lang_rows.items() if s["wpr"] is not None]
-
-    def interval(a):
-        if a is None:
-            return (None, None)
-        lo, hi = np.percentile(a, [2.5, 97.5])
-        return (float(lo), float(hi))
-
+def _intervals(completions: list[Completion], results: list[ReplyResult], idx: list[int], n: int, seed: int,
+               confidence: float) -> dict:
+    """{(task, source, lang): {lpr_ci_low, ..., lcpr_ci_high}} of one model's replies: the intervals of
+    `mlft.lcb.stats` (the same numbers `mlft eval` reports for the same replies, seed and resamples)."""
+    comps = [completions[i] for i in idx]
+    outcomes = outcomes_from(comps, [results[i] for i in idx], degenerate=[is_degenerate(c.completion) for c in comps])
     out = {}
-    for key, s in agg.items():
-        out[key] = {}
-        for k in ("lpr", "wpr"):
-            out[key][f"{k}_ci_low"], out[key][f"{k}_ci_high"] = interval(s[k])
-    lo, hi = interval(np.mean(lc, axis=0) if lc else None)
-    out[("lcpr", "avg")] = {"lcpr_ci_low": lo, "lcpr_ci_high": hi}
+    for key, ms in intervals(outcomes, confidence=confidence, n=n, seed=seed).items():
+        cols = {}
+        for m in ("lpr", "wpr", "lcpr"):
+            est = ms.get(m)
+            cols[f"{m}_ci_low"], cols[f"{m}_ci_high"] = (est.low, est.high) if est else (None, None)
+        out[key] = cols
     return out

@@ -26,6 +26,10 @@ Intervals (`intervals`, `interval_rows`):
   slightly narrow. Measured over 1,000 simulated datasets (15 strata x 50 replies): 94.1 % coverage for
   (all, all) LPR, 94.6 % for (all, lang), 95.3 % for a group's Wilson interval (tests/test_lcb_stats.py).
 
+Means, ratios and single proportions outside LCB's aggregation (one home for them too): `mean_interval`
+(normal interval of a mean: reply NLL rows), `ratio_interval` (paired bootstrap of a ratio of means: the
+fluency guard), `proportion_halfwidth` (bootstrap half-width of an accuracy: Polyglot-or-Not).
+
 Paired comparisons of two runs B and A over the same prompts (matched on source, language and id):
 - `method="bootstrap"`: resample prompt ids within strata, recompute both aggregates on the same resample;
   diff = B - A, percentile CI, two-sided p = 2 * min(P*(d <= 0), P*(d >= 0)) with the (1 + k) / (1 + n)
@@ -47,6 +51,8 @@ Paired comparisons of two runs B and A over the same prompts (matched on source,
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -55,10 +61,12 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from mlft.constants import GUARD_METRICS
+from mlft.constants import METRICS as LCB_METRICS
 from mlft.errors import ConfigError, DataError
 from mlft.languages import NON_LATIN
 
-METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy")
+METRICS = (*LCB_METRICS, *GUARD_METRICS)
 PER_REPLY = ("lpr", "wpr", "coverage", "degeneracy")  # metrics with a per-reply pass/fail (McNemar)
 METHODS = ("bootstrap", "mcnemar")
 _COUNTED, _LINE, _WORD, _DEGEN = 1, 2, 4, 8  # bits of a reply's category code
@@ -99,24 +107,6 @@ class Outcome:
                    language=str(rec["language"]), counted=bool(rec["counted"]), line_error=bool(rec["line_error"]),
                    word_error=bool(rec["word_error"]), degenerate=bool(rec["degenerate"]),
                    nll=None if nll is None else float(nll))
-
-
-def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Sequence[bool] | None = None,
-                  nll: Sequence[float | None] | None = None) -> list[Outcome]:
-    """Outcomes of scored completions (`mlft.completions.Completion` + `metrics.ReplyResult`, same order).
-    `degenerate` defaults to `guard.is_degenerate` of each completion's text."""
-    if len(completions) != len(results):
-        raise DataError(f"{len(completions)} completions but {len(results)} scored replies")
-    if degenerate is None:
-        from mlft.lcb.guard import is_degenerate
-
-        degenerate = [is_degenerate(c.completion) for c in completions]
-    nll = list(nll) if nll is not None else [None] * len(completions)
-    if not len(degenerate) == len(nll) == len(completions):
-        raise DataError("degenerate / nll must have one value per completion")
-    return [Outcome(str(c.id), c.task, c.source, c.language, bool(r.counted), bool(r.line_error),
-                    bool(r.word_error), bool(d), None if x is None else float(x))
-            for c, r, d, x in zip(completions, results, degenerate, nll)]
 
 
 def save_outcomes(path: str | Path, outcomes: Iterable[Outcome]) -> None:
@@ -296,6 +286,50 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
                     lo, hi = wilson(k, t, confidence)
                     row[m] = Estimate(row[m].value, float(lo), float(hi), "wilson", int(t))
     return out
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): normal-approximation interval of a mean (e.g. reply NLLs); NaN bounds below 2 values."""
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must be in (0, 1), got {confidence}")
+    xs = [float(v) for v in values]
+    if not xs:
+        raise DataError("mean_interval of no values")
+    m = statistics.mean(xs)
+    if len(xs) < 2:
+        return m, float("nan"), float("nan")
+    half = NormalDist().inv_cdf(0.5 + confidence / 2) * statistics.stdev(xs) / math.sqrt(len(xs))
+    return m, m - half, m + half
+
+
+def ratio_interval(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, n: int = 10000,
+                   seed: int = 0) -> tuple[float, float, float]:
+    """(ratio, low, high) of mean(b) / mean(a) over paired values (same items, same order): a paired percentile
+    bootstrap over items (e.g. the fluency guard's NLL ratio of a run to its base)."""
+    _check_confidence(confidence, n)
+    xa, xb = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if xa.shape != xb.shape or xa.size == 0:
+        raise DataError(f"ratio_interval needs paired values, got {xa.size} and {xb.size}")
+    idx = np.random.default_rng(seed).integers(0, xa.size, (n, xa.size))
+    ratios = xb[idx].mean(1) / np.maximum(xa[idx].mean(1), 1e-12)
+    alpha = 1 - confidence
+    lo, hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
+    return float(xb.mean() / xa.mean()), float(lo), float(hi)
+
+
+def proportion_halfwidth(successes: int, trials: int, *, confidence: float = 0.95, n: int = 10000,
+                         seed: int = 0) -> float:
+    """Half the width of the percentile bootstrap interval of a proportion (items resampled with replacement).
+
+    Resampling `trials` items and counting successes is a Binomial(trials, p) draw, so the resampled proportions
+    are drawn as binomials: the same distribution as resampling the items, in O(1) memory per resample."""
+    _check_confidence(confidence, n)
+    if trials < 1:
+        raise DataError("proportion_halfwidth of an empty set")
+    draws = np.random.default_rng(seed).binomial(trials, successes / trials, size=n) / trials
+    alpha = 1 - confidence
+    low, high = np.quantile(draws, [alpha / 2, 1 - alpha / 2])
+    return float(high - low) / 2
 
 
 def interval_rows(outcomes: Sequence[Outcome], **kwargs) -> list[dict]:

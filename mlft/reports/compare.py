@@ -35,7 +35,8 @@ def _split(spec: str) -> tuple[Path, int | None, str | None]:
 
 def load_side(spec: str):
     """(label, outcomes) of one side of a comparison."""
-    from mlft.lcb.stats import load_outcomes, outcomes_from
+    from mlft.lcb.scoring import outcomes_from
+    from mlft.lcb.stats import load_outcomes
 
     path, step, variant = _split(spec)
     if path.is_file():

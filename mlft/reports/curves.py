@@ -13,12 +13,12 @@ from pathlib import Path
 
 import yaml
 
-from mlft.constants import METRICS, TASKS
+from mlft.constants import GUARD_METRICS, METRICS, TASKS
 from mlft.errors import DataError
 from mlft.reports.format import cell, render
 from mlft.training.curves import read_curves
 
-PANELS = (*METRICS, "coverage", "degeneracy")
+PANELS = (*METRICS, *GUARD_METRICS)
 
 
 def load_runs(run_dirs: list[str | Path]) -> dict[str, list[dict]]:
@@ -122,7 +122,7 @@ def curve_table(runs: dict[str, list[dict]], variants: list[str] | None = None, 
         for variant in sorted({k[0] for k in s}, key=lambda v: (v != "model", v)):
             steps = sorted({p[0] for k, pts in s.items() if k[0] == variant for p in pts})
             for step in steps:
-                get = lambda t, m: next((p[1] for p in s.get((variant, t, m), []) if p[0] == step), None)  # noqa: E731
+                get = lambda t, m: next((p[1] for p in s.get((variant, t, m), []) if p[0] == step), None)  # noqa: E731, B023
                 vals = [get(t, m) for t in TASKS for m in METRICS] + [get(t, "coverage") for t in TASKS]
                 body.append([label, variant, step] + [cell(v) for v in vals])
     return render(header, body, fmt, title="LCB per checkpoint (language averages, %)")

@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Literal
 
 from mlft.config import from_dict, load_yaml
-from mlft.constants import TASKS
+from mlft.constants import GUARD_METRICS, TASKS
 from mlft.errors import ConfigError, DataError
 from mlft.languages import LANGUAGES
 from mlft.reports.format import render
 from mlft.training.curves import read_curves
 
-SIG = 0.05
+SIG = 0.05  # the default significance level (1 - TableSpec.confidence)
 
 
 @dataclass
@@ -67,6 +67,8 @@ class TableSpec:
     per_language: list[PerLanguage] = field(default_factory=lambda: [PerLanguage("monolingual"), PerLanguage()],
                                             metadata={"help": "Per-language detail tables (A18/A19)."})
     resamples: int = field(default=4000, metadata={"help": "Bootstrap resamples of the paired tests (seeded)."})
+    confidence: float = field(default=0.95, metadata={
+        "help": "Level of the paired tests' marks (p < 1 - confidence) and of the fluency guard's interval."})
 
 
 def load_spec(path: str | Path) -> TableSpec:
@@ -87,6 +89,8 @@ def load_spec(path: str | Path) -> TableSpec:
         raise ConfigError(f"{path}: base: no row labelled {spec.base!r}")
     if spec.resamples < 1000:
         raise ConfigError(f"{path}: resamples: at least 1000 (p-values down to 0.002), got {spec.resamples}")
+    if not 0 < spec.confidence < 1:
+        raise ConfigError(f"{path}: confidence: must be in (0, 1), got {spec.confidence}")
     return spec
 
 
@@ -179,7 +183,7 @@ def _tests(rows: list[Row], base: Row, columns: list[tuple[str, str]], resamples
 MAX_NLL_INCREASE = 0.10  # the fluency guard: a row's mean reply NLL may exceed the base row's by 10 % at most
 
 
-def _guard(rows: list[Row], base: Row, resamples: int) -> dict[str, list[str]]:
+def _guard(rows: list[Row], base: Row, resamples: int, confidence: float = 0.95) -> dict[str, list[str]]:
     """{row label: [reasons]} for rows whose coverage or degeneracy is worse than the base row's beyond chance,
     or whose mean reply NLL (fluency) is more than MAX_NLL_INCREASE above the base row's on the same prompts."""
     from mlft.lcb.guard import guard_flags
@@ -192,16 +196,16 @@ def _guard(rows: list[Row], base: Row, resamples: int) -> dict[str, list[str]]:
         found = [f"{f.task}: {f.reason}"
                  for f in guard_flags(outs, base_out, n=resamples, min_coverage=None, max_degeneracy=None)
                  if f.language == "all"]
-        found += _fluency_flags(outs, base_out, resamples)
+        found += _fluency_flags(outs, base_out, resamples, confidence=confidence)
         if found:
             flags[row.label] = found
     return flags
 
 
-def _fluency_flags(run, base, resamples: int, seed: int = 0) -> list[str]:
+def _fluency_flags(run, base, resamples: int, seed: int = 0, confidence: float = 0.95) -> list[str]:
     """Per task: the ratio of mean reply NLLs (run / base) over the prompts both scored, flagged above
-    1 + MAX_NLL_INCREASE, with a 95 % paired-bootstrap interval of the ratio."""
-    import numpy as np
+    1 + MAX_NLL_INCREASE, with a paired-bootstrap interval of the ratio (`mlft.lcb.stats.ratio_interval`)."""
+    from mlft.lcb.stats import ratio_interval
 
     out = []
     for task in TASKS:
@@ -210,14 +214,13 @@ def _fluency_flags(run, base, resamples: int, seed: int = 0) -> list[str]:
         keys = sorted(a.keys() & b.keys())
         if len(keys) < 2:
             continue
-        xa, xb = np.array([a[k] for k in keys]), np.array([b[k] for k in keys])
-        if xa.mean() <= 0 or xb.mean() / xa.mean() - 1 <= MAX_NLL_INCREASE:
+        xa, xb = [a[k] for k in keys], [b[k] for k in keys]
+        ma, mb = sum(xa) / len(xa), sum(xb) / len(xb)
+        if ma <= 0 or mb / ma - 1 <= MAX_NLL_INCREASE:
             continue
-        idx = np.random.default_rng(seed).integers(0, len(keys), (resamples, len(keys)))
-        ratios = xb[idx].mean(1) / np.maximum(xa[idx].mean(1), 1e-12)
-        lo, hi = np.quantile(ratios, [0.025, 0.975])
-        out.append(f"{task}: fluency NLL {xb.mean():.2f} vs base {xa.mean():.2f}: "
-                   f"{xb.mean() / xa.mean() - 1:+.1%} [{lo - 1:+.1%}, {hi - 1:+.1%}] (limit +{MAX_NLL_INCREASE:.0%}, "
+        _, lo, hi = ratio_interval(xa, xb, confidence=confidence, n=resamples, seed=seed)
+        out.append(f"{task}: fluency NLL {mb:.2f} vs base {ma:.2f}: "
+                   f"{mb / ma - 1:+.1%} [{lo - 1:+.1%}, {hi - 1:+.1%}] (limit +{MAX_NLL_INCREASE:.0%}, "
                    f"{len(keys)} paired replies)")
     return out
 
@@ -225,7 +228,7 @@ def _fluency_flags(run, base, resamples: int, seed: int = 0) -> list[str]:
 # ---------------------------------------------------------------- tables
 
 MAIN = [("monolingual", "lpr"), ("monolingual", "wpr"), ("crosslingual", "lpr"), ("crosslingual", "wpr")]
-GUARD = [("coverage", "Cov"), ("degeneracy", "Degen")]
+GUARD = [(m, {"coverage": "Cov", "degeneracy": "Degen"}.get(m, m.title())) for m in GUARD_METRICS]
 
 
 @dataclass
@@ -248,22 +251,24 @@ def _base_row(spec: TableSpec, rows: list[Row]) -> Row:
 
 def table11(spec: TableSpec, rows: list[Row] | None = None) -> Table:
     rows = rows or [select(r) for r in spec.rows]
-    return mitigation_table(rows, _base_row(spec, rows).label, spec.title, spec.resamples)
+    return mitigation_table(rows, _base_row(spec, rows).label, spec.title, spec.resamples,
+                            confidence=spec.confidence)
 
 
 def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: int = 4000,
-                     extra: dict[str, dict[str, str]] | None = None) -> Table:
+                     extra: dict[str, dict[str, str]] | None = None, confidence: float = 0.95) -> Table:
     """Table 11 layout over `rows` (one per mitigation), tested against the row labelled `base_label`;
     `extra` adds columns: {column name: {row label: cell}} (e.g. time per prompt)."""
     base = next(r for r in rows if r.label == base_label)
     p = _tests(rows, base, MAIN + [("monolingual", "lcpr"), ("crosslingual", "lcpr")], resamples)
-    flags = _guard(rows, base, resamples)
+    flags = _guard(rows, base, resamples, confidence)
+    sig = 1 - confidence
     extra = extra or {}
     header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)", "Cov mono / cross",
               "Degen mono / cross", "NLL mono / cross", *extra]
     body = []
     for row in rows:
-        mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < SIG else ""  # noqa: E731
+        mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < sig else ""  # noqa: E731, B023
         lcpr = [row.value(t, "avg", "lcpr") for t in TASKS]
         lcpr_text = f"{100 * sum(lcpr) / 2:.1f}" if None not in lcpr else "–"
         lcpr_text += "*" if any(mark(t, "lcpr") for t in TASKS) else ""
@@ -272,8 +277,8 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
         label = row.label + (" ⚠" if row.label in flags else "")
         body.append([label] + [row.cell(t, "avg", m, mark(t, m)) for t, m in MAIN] + [lcpr_text, *guard, nll]
                     + [extra[c].get(row.label, "–") for c in extra])
-    notes = [f"± = half-width of the 95 % interval (stratified bootstrap over replies, official aggregation); "
-             f"* = differs from the '{base.label}' row at p < {SIG}, paired bootstrap over the same prompts "
+    notes = [f"± = half-width of the row's interval (stratified bootstrap over replies, official aggregation); "
+             f"* = differs from the '{base.label}' row at p < {sig:.2g}, paired bootstrap over the same prompts "
              f"({resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
              "Guard: Cov = share of replies with a line LCB counts (>= 5 tokens); Degen = share of empty or "
              "repetitive replies; NLL = mean token NLL of the reply under the reference model (lower = more fluent). "
@@ -299,7 +304,7 @@ def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = 
             try:
                 tests = paired_tests_by_language(base_out, outs, detail.metric, task=detail.task,
                                                  n=spec.resamples)
-                marks = {lang: "*" for lang, res in tests.items() if res.p_adjusted < SIG}
+                marks = {lang: "*" for lang, res in tests.items() if res.p_adjusted < 1 - spec.confidence}
             except Exception:  # noqa: BLE001 — different prompts: no per-language marks
                 marks = {}
         body.append([row.label] + [row.cell(detail.task, lang, detail.metric, marks.get(lang, ""))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from mlft.constants import TASKS
+from mlft.constants import GUARD_METRICS, METRICS, TASKS
 
 CARD = "README.md"
 
@@ -51,7 +51,7 @@ def _lcb_section(run_dir: Path) -> list[str]:
     for task in TASKS:
         if (task, "avg", "lpr") not in at:
             continue
-        cells = [_pct(at.get((task, "avg", m))) for m in ("lpr", "wpr", "lcpr", "coverage", "degeneracy")]
+        cells = [_pct(at.get((task, "avg", m))) for m in (*METRICS, *GUARD_METRICS)]
         out.append(f"| {task} | " + " | ".join(cells) + f" | {_pct(base.get((task, 'avg', 'lpr')))} |")
     langs = sorted({lang for (t, lang, m) in at if m == "lpr" and lang != "avg"})
     if langs:

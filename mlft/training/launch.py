@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlft.errors import ConfigError
+from mlft.paths import resolve_path
 
 BASE_PORT = 29500  # torch's default; SLURM jobs get BASE_PORT + job id % PORT_SPREAD (below the ephemeral range)
 PORT_SPREAD = 2000
@@ -191,8 +192,6 @@ def slurm_allocation(env: Mapping[str, str], gpus_per_node: int | None = None,
 
 def _resolve(path: str) -> Path:
     """A path as written in a recipe or config (cwd first, then the project root), made absolute."""
-    from mlft.training.recipe import resolve_path
-
     return resolve_path(path).resolve()
 
 

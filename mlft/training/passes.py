@@ -14,12 +14,16 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from mlft.console import get_logger
-from mlft.constants import METRICS
+from mlft.constants import FEWSHOT_BASELINES, METRICS
+from mlft.generation.interventions import REGISTRY as INTERVENTIONS
 from mlft.training import curves
-from mlft.training.recipe import EvaluationOptions
+
+if TYPE_CHECKING:  # the recipe imports this module (its validation builds the passes)
+    from mlft.training.recipe import EvaluationOptions
 
 
 log = get_logger(__name__)
@@ -35,7 +39,8 @@ class EvalPass:
 
     @property
     def needs_saved_weights(self) -> bool:
-        return any(i.get("name") == "quantize" for i in self.interventions)
+        """Whether an intervention of this pass reads the checkpoint's saved weights itself (e.g. quantize)."""
+        return any(INTERVENTIONS.load(i["name"]).from_saved_weights for i in self.interventions)
 
 
 def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
@@ -44,6 +49,9 @@ def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
     for v in variants:
         overrides = tuple(v.overrides) if v.suite else tuple(ev.suite_overrides) + tuple(v.overrides)
         out.append(EvalPass(v.variant, v.suite or ev.suite, overrides, tuple(v.interventions)))
+    if ev.fewshot and not ev.fewshot_variants:  # default: the paper's Q/A template, 1-shot and 5-shot
+        out += [EvalPass(name, ev.suite, tuple(ev.suite_overrides) + overrides)
+                for name, overrides in FEWSHOT_BASELINES]
     out += [EvalPass(q, ev.suite, tuple(ev.suite_overrides), ({"name": "quantize", "scheme": q},),
                      at_ends_only=ev.quantized_at == "ends") for q in ev.quantized]
     return out

@@ -19,10 +19,12 @@ import yaml
 
 from mlft.config import _coerce, apply_overrides, did_you_mean, from_dict, load_yaml
 from mlft.errors import ConfigError
+from mlft.generation.interventions.quantize import SCHEMES, Scheme
 from mlft.paths import resolve_path
+from mlft.training.passes import load_pass_suite, passes_for
 
 TRAINERS = ("sft", "dpo")
-QUANT_VARIANTS = ("w8", "w4", "w8a8")
+QUANT_VARIANTS = SCHEMES  # the `quantize` intervention's schemes
 # training_args keys that mlft sets itself (from the recipe), so a recipe may not set them.
 MANAGED_ARGS = {"output_dir": "set `run_dir:` instead (checkpoints go to run_dir/checkpoints)",
                 "push_to_hub": "set the recipe's top-level `push_to_hub: ORG/NAME` instead (mlft uploads final/ with "
@@ -60,6 +62,8 @@ class PassVariant:
 PromptVariant = PassVariant  # the name before interventions existed
 
 
+
+
 @dataclass
 class EvaluationOptions:
     enabled: bool = field(default=True, metadata={"help": "Run the eval callback at all."})
@@ -74,8 +78,9 @@ class EvaluationOptions:
         "help": "Extra passes at every evaluation: [{variant, suite, overrides, interventions}]."})
     fewshot: bool = field(default=False, metadata={"help": "Also run the few-shot prompting variants below."})
     fewshot_variants: list[PassVariant] = field(default_factory=list, metadata={
-        "help": "Few-shot baselines: [{variant, suite, overrides}], run when `fewshot: true`."})
-    quantized: list[Literal["w8", "w4", "w8a8"]] = field(default_factory=list, metadata={
+        "help": "Few-shot baselines: [{variant, suite, overrides}], run when `fewshot: true`; empty = the paper's "
+                "Q/A template, 1-shot and 5-shot (mlft.constants.FEWSHOT_BASELINES)."})
+    quantized: list[Scheme] = field(default_factory=list, metadata={
         "help": "Quantized variants of each saved checkpoint (the `quantize` intervention): w8/w4 (bitsandbytes), "
                 "w8a8 (torchao int8 dynamic)."})
     quantized_at: Literal["all", "ends"] = field(default="ends", metadata={
@@ -231,10 +236,6 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
     ev = recipe.evaluation
     if not ev.enabled:
         return
-    from mlft.training.passes import load_pass_suite, passes_for
-
-    if ev.fewshot and not ev.fewshot_variants:
-        raise ConfigError(f"{src}: evaluation.fewshot is true but evaluation.fewshot_variants is empty")
     for p in passes_for(ev):
         key = "evaluation.suite" if p.variant == "model" else f"evaluation pass {p.variant!r}"
         try:

@@ -14,7 +14,9 @@ import json
 import random
 from pathlib import Path
 
-TRACKED = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "nll")
+from mlft.constants import GUARD_METRICS, METRICS
+
+TRACKED = (*METRICS, *GUARD_METRICS, "nll")
 SAMPLES = 8
 
 

@@ -35,7 +35,7 @@ def fetch(tasks=tuple(TASKS), languages=LANGUAGES, dest: Path | None = None, pro
         for lang in languages:
             try:
                 ds = load_dataset(SOURCES[task], lang, split="test")
-            except Exception as exc:  # network, hub or cache problems: all reported the same way
+            except Exception as exc:  # noqa: BLE001 - network, hub or cache problems: all reported the same way
                 raise DataError(f"could not download {SOURCES[task]} ({lang}, test): {exc}") from None
             path = dest / task / f"test-{lang}.tsv"
             path.parent.mkdir(parents=True, exist_ok=True)

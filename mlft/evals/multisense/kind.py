@@ -17,10 +17,10 @@ from pathlib import Path
 
 from mlft.config import from_dict
 from mlft.errors import ConfigError
-from mlft.evals.registry import EvalKind, KindOutput
 from mlft.evals.multisense import pipeline
 from mlft.evals.multisense.data import check_language, check_task, test_file
 from mlft.evals.multisense.prompts import SYSTEM_MESSAGE, chat
+from mlft.evals.registry import EvalKind, KindOutput
 
 
 @dataclass
@@ -129,5 +129,5 @@ def run(suite, ctx) -> KindOutput:
                       files=[out / "generations.jsonl", out / "items.jsonl", out / "multisense.md"])
 
 
-KIND = EvalKind("multisense", MultisenseOptions, validate, run, backends=("hf", "openai"),
+KIND = EvalKind("multisense", MultisenseOptions, validate, run, needs=("chat",),
                 description="multisense self-consistency: the model translates the task itself, then answers")

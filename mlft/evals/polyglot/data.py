@@ -73,7 +73,7 @@ def load_facts(lang: str, folder: str | Path | None = None, sample: int | None =
                         f"or point {ENV_VAR} (or the suite option data_dir) at a folder holding {lang}.parquet")
     try:
         table = pq.read_table(path)
-    except Exception as exc:  # pyarrow raises several types for corrupt files
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for corrupt files
         raise DataError(f"{path}: cannot read parquet ({exc})") from None
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:

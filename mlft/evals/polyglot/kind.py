@@ -17,10 +17,10 @@ from pathlib import Path
 
 from mlft.config import from_dict
 from mlft.errors import ConfigError
-from mlft.evals.registry import EvalKind, KindOutput
 from mlft.evals.polyglot import metrics
 from mlft.evals.polyglot.cka import score_facts
 from mlft.evals.polyglot.data import LANGUAGES, check_language, data_dir, load_facts
+from mlft.evals.registry import EvalKind, KindOutput
 
 
 @dataclass
@@ -84,7 +84,7 @@ def evaluate(opts: PolyglotOptions, *, model, tokenizer, out_dir: Path, progress
                 cis[lang] = metrics.bootstrap_halfwidth(known, opts.bootstrap, opts.seed)
                 rows.append(_row(lang, "ci95", cis[lang]))
             if opts.relations:
-                for rel, (acc, n) in metrics.by_relation([s.fact.relation for s in scores], known).items():
+                for rel, (acc, _n) in metrics.by_relation([s.fact.relation for s in scores], known).items():
                     rows.append(_row(lang, "accuracy", acc, task=f"relation:{rel}"))
             for s in scores:
                 fh.write(json.dumps({"language": lang, "dataset_id": s.fact.dataset_id, "relation": s.fact.relation,
@@ -106,7 +106,7 @@ def run(suite, ctx) -> KindOutput:
     return KindOutput(rows, (out / "polyglot.md").read_text(encoding="utf-8"), files=[out / "facts.jsonl"])
 
 
-KIND = EvalKind("polyglot", PolyglotOptions, validate, run, backends=("hf",),
+KIND = EvalKind("polyglot", PolyglotOptions, validate, run, needs=("weights",),
                 description="Polyglot-or-Not scores the log-probabilities of a local model's completions")
 
 

@@ -14,28 +14,42 @@ The CLI flags of `mlft generate` / `mlft eval` are generated from each backend's
 (`add_backend_flags`), so a new backend option is one field with a `help` text.
 
 To add a backend: a module with a class that has `name`, `Options` (a dataclass), `capabilities` (which
-intervention hooks it can apply: "processors", "hooks", "transform", "strategy"), a classmethod
+intervention hooks it can apply: "processors", "hooks", "transform", "strategy"), `provides` (what eval kinds
+may need from it: "weights" = a local torch model and tokenizer as `.model` / `.tokenizer`, "chat" = chat
+messages, "logprobs" = per-token log-probabilities), a classmethod
 `create(options, *, model_ref, model, tokenizer, batch_size, token_stats)`, and the `Backend` methods below;
-then one line in `REGISTRY`.
+then one line in `REGISTRY` (or, from another package: `REGISTRY.add("name", "package.module:Class")`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Protocol, Sequence, runtime_checkable
 
-from mlft.config import check_choice, from_dict
+from mlft.config import from_dict
 from mlft.errors import ConfigError
+from mlft.registry import Registry
+
+PROVIDES = ("weights", "chat", "logprobs")  # what a backend can offer an eval kind (EvalKind.needs)
+
+
+def _check_backend_class(name: str, cls) -> None:
+    for attr in ("Options", "capabilities", "create"):
+        if not hasattr(cls, attr):
+            raise TypeError(f"backend {name!r} ({cls!r}) has no {attr!r} (see mlft/generation/backends/__init__.py)")
+    unknown = set(getattr(cls, "provides", ())) - set(PROVIDES)
+    if unknown:
+        raise TypeError(f"backend {name!r}: unknown provides {sorted(unknown)}; valid: {', '.join(PROVIDES)}")
+
 
 # name -> "module:Class" (imported on first use: the hf backend pulls in torch)
-REGISTRY: dict[str, str] = {
+REGISTRY = Registry("backend", {
     "hf": "mlft.generation.backends.hf:HFBackend",
     "openai": "mlft.generation.backends.openai:OpenAIBackend",
-}
-BACKENDS = tuple(REGISTRY)
+}, check=_check_backend_class)
+BACKENDS = tuple(REGISTRY)  # the built-in names (REGISTRY holds any added later)
 
 
 @dataclass
@@ -68,6 +82,7 @@ class Result:
 class Backend(Protocol):
     name: str
     batch_size: int  # requests the runner hands over per call (hf: one seeded batch)
+    # class attributes (see the module docstring): Options, capabilities, provides; classmethod create(...)
 
     def prompt_length(self, request: Request) -> int:
         """A cheap length used to order requests (similar lengths batch together)."""
@@ -83,12 +98,20 @@ class Backend(Protocol):
 
 
 def check_backend(name: str, where: str = "backend") -> str:
-    return check_choice(name, REGISTRY, "backend", where)
+    return REGISTRY.check(name, where)
 
 
 def backend_class(name: str, where: str = "backend") -> type:
-    module, cls = REGISTRY[check_backend(name, where)].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return REGISTRY.load(name, where)
+
+
+def provides(name: str) -> frozenset[str]:
+    """What backend `name` offers eval kinds ("weights", "chat", "logprobs")."""
+    return frozenset(getattr(backend_class(name), "provides", ()))
+
+
+def holds_weights(name: str) -> bool:
+    return "weights" in provides(name)
 
 
 def backend_options(name: str, options: dict | Any | None, where: str = "backend options"):
@@ -116,7 +139,8 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
         if missing:
             raise ConfigError(f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
                               f"which the {name} backend cannot apply; use a backend that runs the model "
-                              f"locally (hf), or drop the intervention")
+                              f"locally ({', '.join(b for b in REGISTRY if holds_weights(b))}), or drop the "
+                              f"intervention")
 
 
 # --- CLI flags generated from the options dataclasses ---------------------------------------------------

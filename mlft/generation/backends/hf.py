@@ -48,10 +48,25 @@ def batch_seed(seed: int, first_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}/{first_id}".encode()).digest()[:4], "little")
 
 
+def _cache_kwarg(model) -> str:
+    """The KV-cache argument of `model.generate`: `cache` since transformers 5.2x (`past_key_values` before,
+    deprecated since: passing it warns once per process and per generate call)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _cache_of(output):
+    """The KV cache of a forward pass's output (`cache`; `past_key_values` in older transformers)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
 class HFBackend:
     name = "hf"
     Options = HFOptions
     capabilities = frozenset({"processors", "hooks", "transform", "strategy"})
+    provides = frozenset({"weights", "chat", "logprobs"})
 
     def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
                  max_batch_tokens: int = 6144, model_ref: str | None = None, prefix_cache: bool = True):
@@ -195,7 +210,7 @@ class HFBackend:
             cache = self._prefix_kv(prefix, len(requests)) if p else None
             if p and cache is None:  # the model returned no cache (e.g. checkpointing on): the whole prompt
                 input_ids, mask = self._unprefixed(encoded, width, device)
-            extra = {"past_key_values": cache} if cache is not None else {}
+            extra = {_cache_kwarg(self.model): cache} if cache is not None else {}
             if any(r.stop_at_newline for r in requests):
                 extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(self._newline_ids(),
                                                                                [r.stop_at_newline for r in requests])])
@@ -261,7 +276,7 @@ class HFBackend:
         key = tuple(prefix)
         if self._prefix is None or self._prefix[0] != key:
             ids = torch.tensor([prefix], device=next(self.model.parameters()).device)
-            self._prefix = (key, self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values)
+            self._prefix = (key, _cache_of(self.model(input_ids=ids, use_cache=True, logits_to_keep=1)))
         if self._prefix[1] is None:
             return None
         cache = copy.deepcopy(self._prefix[1])

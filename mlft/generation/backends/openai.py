@@ -60,6 +60,7 @@ class OpenAIBackend:
     name = "openai"
     Options = OpenAIOptions
     capabilities = frozenset({"strategy"})
+    provides = frozenset({"chat"})
 
     def __init__(self, model: str, options: OpenAIOptions | None = None, batch_size: int | None = None, **kw):
         o = options or OpenAIOptions(**kw)

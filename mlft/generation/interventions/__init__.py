@@ -22,8 +22,8 @@ front (`backends.check_interventions`):
 `describe()` (name + options) goes into every completion record and into the resume guard, so a run never
 resumes from completions made under a different intervention.
 
-To add one: a module here with `@register class MyIntervention(Intervention)`, imported at the bottom of
-this file.
+To add one: a module here with `@register class MyIntervention(Intervention)` and one line in `REGISTRY`
+below ("my_name": "mlft.generation.interventions.mine:MyIntervention"; the module is imported on first use).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterator, Sequence
 
-from mlft.config import check_choice, from_dict
+from mlft.config import from_dict
 from mlft.errors import ConfigError
+from mlft.registry import Registry
 
 HOOK_KINDS = ("processors", "hooks", "transform", "strategy")
 
@@ -77,17 +78,24 @@ class Intervention:
         return f"{type(self).__name__}({self.describe()})"
 
 
-REGISTRY: dict[str, type[Intervention]] = {}
+# name -> "module:Class" of the built-ins (imported on first use; each module's `@register` resolves its entry)
+REGISTRY = Registry("intervention", {
+    "ban_tokens": "mlft.generation.interventions.builtin:BanTokens",
+    "script_gate": "mlft.generation.interventions.gate:ScriptGate",
+    "language_prior": "mlft.generation.interventions.prior:LanguagePrior",
+    "quantize": "mlft.generation.interventions.quantize:Quantize",
+    "line_resample": "mlft.generation.interventions.resample:LineResample",
+})
 
 
 def register(cls: type[Intervention]) -> type[Intervention]:
-    if not cls.name or cls.name in REGISTRY:
+    """Class decorator: add an Intervention subclass under its `name` (lazily: `REGISTRY.add(name, "mod:Cls")`)."""
+    if not cls.name or (cls.name in REGISTRY and REGISTRY.spec(cls.name) != f"{cls.__module__}:{cls.__qualname__}"):
         raise ValueError(f"intervention {cls.__name__}: name {cls.name!r} is empty or taken")
     unknown = set(cls.needs) - set(HOOK_KINDS)
     if unknown:
         raise ValueError(f"intervention {cls.name}: unknown hook kinds {unknown}")
-    REGISTRY[cls.name] = cls
-    return cls
+    return REGISTRY.register(cls)
 
 
 def build_interventions(specs: Sequence[dict | Any] | None, where: str) -> list[Intervention]:
@@ -101,8 +109,7 @@ def build_interventions(specs: Sequence[dict | Any] | None, where: str) -> list[
         if not isinstance(spec, dict) or "name" not in spec:
             raise ConfigError(f"{w}: expected a mapping with a `name` (one of {', '.join(sorted(REGISTRY))}), "
                               f"got {spec!r}")
-        name = check_choice(spec["name"], REGISTRY, "intervention", f"{w}.name")
-        cls = REGISTRY[name]
+        cls = REGISTRY.load(spec["name"], f"{w}.name")
         opts = from_dict(cls.Options, {k: v for k, v in spec.items() if k != "name"}, w)
         iv = cls(opts)
         iv.validate(w)
@@ -122,6 +129,3 @@ def split(interventions: Sequence[Intervention]) -> tuple[list[Intervention], li
     transforms = [iv for iv in interventions if "transform" in iv.needs]
     return transforms, [iv for iv in interventions if "transform" not in iv.needs]
 
-
-# built-ins (each module registers its classes)
-from mlft.generation.interventions import builtin, gate, prior, quantize, resample  # noqa: E402,F401

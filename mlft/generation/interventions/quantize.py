@@ -15,17 +15,18 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from mlft.errors import ModelError
 from mlft.generation.interventions import Intervention, register
 
-SCHEMES = ("w8", "w4", "w8a8")
+Scheme = Literal["w8", "w4", "w8a8"]  # the one list of schemes (recipes, the demo and the CLI read it here)
+SCHEMES: tuple[str, ...] = get_args(Scheme)
 
 
 @dataclass
 class QuantizeOptions:
-    scheme: Literal["w8", "w4", "w8a8"] = field(default="w8", metadata={
+    scheme: Scheme = field(default="w8", metadata={
         "help": "w8 / w4: bitsandbytes int8 / NF4 weights; w8a8: torchao int8 weights and activations"})
 
 
