@@ -329,6 +329,51 @@ def _worse(metric: str, diff: float) -> bool:
     return diff < 0 if metric in ("coverage", "validity") else diff > 0
 
 
+LIMITS = {"min_coverage": 0.8, "max_degeneracy": 0.05, "min_validity": 0.8}
+
+
+def limit_flags(rows: Sequence[dict], *, min_coverage: float | None = 0.8, max_degeneracy: float | None = 0.05,
+                min_validity: float | None = 0.8) -> list[GuardFlag]:
+    """Guard rows (`guard_rows`) whose whole interval lies below min_coverage / above max_degeneracy / below
+    min_validity (None turns a limit off)."""
+    flags = []
+    for row in rows:
+        for metric, limit in (("coverage", min_coverage), ("degeneracy", max_degeneracy),
+                              ("validity", min_validity)):
+            if limit is None or row.get(metric) is None:
+                continue
+            lo, hi = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
+            if lo > limit if metric == "degeneracy" else hi < limit:
+                side = "above" if metric == "degeneracy" else "below"
+                where = f"{row['source']}/" if row.get("source", "all") != "all" else ""
+                flags.append(GuardFlag(row["task"], where + row["language"], metric, row[metric], lo, hi,
+                                       f"{metric} {row[metric]:.1%} [{lo:.1%}, {hi:.1%}] is {side} {limit:.0%}"))
+    return flags
+
+
+def score_guard(completions: Sequence, replies: Sequence, *, confidence: float = 0.95, n: int = 2000,
+                seed: int = 0) -> tuple[dict[tuple[str, str, str, str], dict], list[dict]]:
+    """The guard of `mlft score`: per (task, model, source, language) row of the official report (aggregates
+    with "all") its guard row (`guard_rows`), and the limit flags of the (task, model, language) rows as
+    dicts {task, model, language, metric, value, ci_low, ci_high, reason}. `completions` are
+    `mlft.completions.Completion`s, `replies` their `metrics.ReplyResult`s (same order)."""
+    from mlft.lcb.stats import outcomes_from
+
+    by_model: dict[str, list[int]] = {}
+    for i, c in enumerate(completions):
+        by_model.setdefault(c.model, []).append(i)
+    rows, flags = {}, []
+    for model, idx in by_model.items():
+        outcomes = outcomes_from([completions[i] for i in idx], [replies[i] for i in idx])
+        model_rows = guard_rows(outcomes, confidence=confidence, n=n, seed=seed, sources=True)
+        for r in model_rows:
+            rows[(r["task"], model, r["source"], r["language"])] = r
+        for f in limit_flags([r for r in model_rows if r["source"] == "all"], **LIMITS):
+            flags.append({"task": f.task, "model": model, "language": f.language, "metric": f.metric,
+                          "value": f.value, "ci_low": f.ci_low, "ci_high": f.ci_high, "reason": f.reason})
+    return rows, flags
+
+
 def guard_flags(run: Sequence[Outcome], base: Sequence[Outcome] | None = None, *, confidence: float = 0.95,
                 n: int = 10000, seed: int = 0, min_diff: float = 0.0, min_coverage: float | None = 0.8,
                 max_degeneracy: float | None = 0.05, min_validity: float | None = 0.8) -> list[GuardFlag]:
@@ -337,17 +382,8 @@ def guard_flags(run: Sequence[Outcome], base: Sequence[Outcome] | None = None, *
     whose whole interval lies below min_coverage / above max_degeneracy / below min_validity (None turns a
     limit off). Validity is tested where both runs measured it."""
     alpha = 1 - confidence
-    flags = []
-    for row in guard_rows(run, confidence=confidence, n=n, seed=seed):
-        for metric, limit in (("coverage", min_coverage), ("degeneracy", max_degeneracy),
-                              ("validity", min_validity)):
-            if row.get(metric) is None:
-                continue
-            lo, hi = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
-            if limit is not None and (lo > limit if metric == "degeneracy" else hi < limit):
-                side = "above" if metric == "degeneracy" else "below"
-                flags.append(GuardFlag(row["task"], row["language"], metric, row[metric], lo, hi,
-                                       f"{metric} {row[metric]:.1%} [{lo:.1%}, {hi:.1%}] is {side} {limit:.0%}"))
+    flags = limit_flags(guard_rows(run, confidence=confidence, n=n, seed=seed), min_coverage=min_coverage,
+                        max_degeneracy=max_degeneracy, min_validity=min_validity)
     if base is None:
         return flags
     for task in sorted({o.task for o in run} & {o.task for o in base}):
