@@ -141,7 +141,8 @@ def test_guard_flags_degenerate_file_that_lpr_scores_100(degenerate_file):
     rows = {r["language"]: r for r in guard_rows(run, n=2000)}
     assert rows["all"]["coverage"] == 0.0 and rows["all"]["degeneracy"] == 1.0 and rows["all"]["n"] == 90
     assert rows["all"]["lpr"] == 1.0
-    assert rows["all"]["validity"] == 0.0 and rows["all"]["skipped"] == 1.0 and rows["all"]["unknown"] is None
+    # validity: only 哈哈哈哈 ("haha", a word in zh and ja) is made of words
+    assert rows["all"]["validity"] < 0.2 and rows["all"]["skipped"] == 1.0 and rows["all"]["unknown"] is None
     flags = guard_flags(run, base, n=2000)
     paired = {(f.language, f.metric) for f in flags if f.paired}
     assert {("all", "coverage"), ("all", "degeneracy"), ("all", "validity")} <= paired

@@ -173,3 +173,47 @@ def test_no_guard_gives_the_official_output_alone(capsys, junk_file):
         else:
             off, gua = json.loads(official)["rows"], json.loads(guarded)["rows"]
             assert [{k: g[k] for k in o} for o, g in zip(off, gua)] == off
+
+
+# ---------------------------------------------------------------- eval rows, Table 11, trackers, card
+
+def test_eval_rows_table11_and_trackers_carry_validity(tmp_path):
+    from mlft.evals.lcb import metric_rows
+    from mlft.reports.mitigation import Row, mitigation_table
+    from mlft.training.tracking import scalars
+
+    base = [_outcome(i, lang, 0.97, task=task, lines=2, unknown_lines=int(i == 0))
+            for task in ("monolingual", "crosslingual") for lang in ("ar", "ja") for i in range(40)]
+    salad = [_outcome(o.id, o.language, 0.3 if int(o.id) % 2 else 0.97, task=o.task, lines=2, unknown_lines=0)
+             for o in base]
+    rows = {}
+    for name, outs in (("base", base), ("salad", salad)):
+        save_outcomes(tmp_path / f"{name}.jsonl", outs)
+        rows[name] = metric_rows(name, outs, 0.95, 1000)
+    got = {(r["task"], r["language"], r["metric"]): r for r in rows["salad"]}
+    assert got[("monolingual", "avg", "validity")]["value"] == pytest.approx(0.5)
+    assert got[("monolingual", "avg", "skipped")]["value"] == 0.0
+    assert {(r["language"], r["value"]) for r in rows["base"]
+            if r["metric"] == "unknown" and r["task"] == "monolingual"} == {("ar", 1 / 80), ("ja", 1 / 80),
+                                                                            ("avg", 1 / 80)}
+    assert scalars(rows["salad"])["lcb/salad/monolingual/validity"] == pytest.approx(0.5)
+    assert "lcb/base/crosslingual/unknown/ja" in scalars(rows["base"])
+    table_rows = [Row(name, {(r["task"], r["language"], r["metric"]): r for r in rows[name]},
+                      tmp_path / f"{name}.jsonl") for name in ("base", "salad")]
+    table = mitigation_table(table_rows, "base", "t", resamples=2000)
+    assert "Valid mono / cross" in table.header
+    text = table.render("markdown")
+    assert "| salad ⚠ |" in text and "| 50.0 ±" in text and "| base |" in text
+    assert any(n.startswith("⚠ salad: monolingual: validity 50.0% vs base 100.0%") for n in table.notes)
+
+
+def test_model_card_shows_validity(tmp_path):
+    from mlft.training import curves
+    from mlft.training.card import _lcb_section
+
+    rows = [{"step": 10, "variant": "model", "suite": "lcb_demo", "suite_variant": "default", "task": "monolingual",
+             "language": "avg", "metric": m, "value": v} for m, v in (("lpr", 0.9), ("validity", 0.42))]
+    curves.append_pass(tmp_path, 10, "model", rows, 1.0, "in-process")
+    text = "\n".join(_lcb_section(tmp_path))
+    assert "| task | LPR | WPR | LCPR | coverage | degeneracy | lexical validity |" in text
+    assert "| monolingual | 90.0 | – | – | – | – | 42.0 |" in text

@@ -1,7 +1,8 @@
 """What the eval callback sends to experiment trackers (the trainer's `report_to`: TensorBoard, W&B, ...).
 
 Scalars, one per curve row of a pass:
-    lcb/<variant>/<task>/<metric>            the task average (lpr, wpr, lcpr, coverage, degeneracy, nll)
+    lcb/<variant>/<task>/<metric>            the task average (lpr, wpr, lcpr, coverage, degeneracy, validity,
+                                             unknown, skipped, nll)
     lcb/<variant>/<task>/<metric>/<lang>     per language
     lcb/<variant>/<task>/<metric>_low[/<lang>], ..._high[/<lang>]   the 95 % interval
 and a small table of sample completions (prompt, language, reply, verdict): a markdown text summary for
@@ -14,7 +15,7 @@ import json
 import random
 from pathlib import Path
 
-TRACKED = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "nll")
+TRACKED = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity", "unknown", "skipped", "nll")
 SAMPLES = 8
 
 
