@@ -8,8 +8,14 @@ import pytest
 
 from mlft.cli import main
 from mlft.constants import VALID_SHARE
-from mlft.lcb.guard import (guard_flags, guard_rows, languages_without_lexicon, lexical_validity, lexicon_languages,
-                            lid_detail)
+from mlft.lcb.guard import (
+    guard_flags,
+    guard_rows,
+    languages_without_lexicon,
+    lexical_validity,
+    lexicon_languages,
+    lid_detail,
+)
 from mlft.lcb.stats import Outcome, intervals, load_outcomes, paired_test, save_outcomes
 
 # right script, no words (held out: not the sentences the thresholds were tuned on, benchmarks/lexical_validity.py)
@@ -34,7 +40,7 @@ REAL = {
 @pytest.mark.parametrize("lang", sorted(SALAD))
 def test_salad_flagged_real_sentences_pass(lang):
     for text in SALAD[lang]:
-        assert lexical_validity(text, lang) < VALID_SHARE, (lang, text)
+        assert lexical_validity(text, lang) <= VALID_SHARE, (lang, text)
     for text in REAL[lang]:
         assert lexical_validity(text, lang) >= 0.8, (lang, text)
 

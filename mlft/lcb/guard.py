@@ -43,11 +43,14 @@ scorer's tokens, so there a word is also known when it splits into lexicon entri
 character (also as a whole token) only when frequent on its own (Zipf >= `SINGLE_CHAR_ZIPF`); ja and ko, at
 most three (stem + particles / endings), a one-character piece only when frequent (Zipf >= `PIECE_ZIPF`), and
 never a ja word with katakana (loanwords stand whole in the lexicon). zh/ja/ko words weigh by their
-characters. A reply without a word scores 0; a
-language without a lexicon scores None (`lexicon_languages` / `languages_without_lexicon`). A reply is
-lexically valid when its validity is >= `VALID_SHARE`; the guard's `validity` is the share of valid replies,
-aggregated like coverage (over all replies). Calibration (benchmarks/lexical_validity.py) on the paper's
-released completions and on hand-written salad: see the README.
+characters. A reply without a word scores 0; a language without a lexicon scores None (`lexicon_languages` /
+`languages_without_lexicon`: 45 of lid.176's labels have one). A reply is lexically valid when its validity is
+> `VALID_SHARE` (most of its words are known); the guard's `validity` is the share of valid replies, aggregated
+like coverage (over all replies), flagged below 80 % (`limit_flags`) or below a base run beyond chance.
+Calibration (benchmarks/lexical_validity.py): 99.3-99.8 % of the released replies of GPT-4/3.5, Command R(+)
+and Mistral Large are valid, 94-95 % of the base models'; hand-written salad in 10 languages scores <= 0.44,
+real sentences >= 0.9. It cannot see salad made of real words (`la la la`: the degeneracy rule's job), common-
+character zh salad, or a reply in a language whose lexicon shares its words (English terms are in most lists).
 """
 
 from __future__ import annotations
@@ -240,7 +243,7 @@ def lexical_validity(text: str, lang: str) -> float | None:
 
 def is_lexically_valid(text: str, lang: str) -> bool | None:
     v = lexical_validity(text, lang)
-    return None if v is None else v >= VALID_SHARE
+    return None if v is None else v > VALID_SHARE
 
 
 # ---------------------------------------------------------------- rows and flags
@@ -268,7 +271,8 @@ def lid_detail(outcomes: Sequence[Outcome]) -> dict[tuple[str, str, str], dict]:
     def avg(keys):
         values = [out[k]["unknown"] for k in keys if out[k]["unknown"] is not None]
         return {"unknown": sum(values) / len(values) if values else None,
-                "lines": sum(out[k]["lines"] for k in keys), "unknown_lines": sum(out[k]["unknown_lines"] for k in keys)}
+                "lines": sum(out[k]["lines"] for k in keys),
+                "unknown_lines": sum(out[k]["unknown_lines"] for k in keys)}
 
     for task in sorted({k[0] for k in groups}):
         keys = sorted(k for k in groups if k[0] == task)

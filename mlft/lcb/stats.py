@@ -90,7 +90,7 @@ class Outcome:
         line = self.counted and self.line_error
         word = self.counted and not line and self.word_error
         measured = self.validity is not None
-        invalid = measured and self.validity < VALID_SHARE
+        invalid = measured and self.validity <= VALID_SHARE
         return (self.counted * _COUNTED + line * _LINE + word * _WORD + self.degenerate * _DEGEN
                 + invalid * _INVALID + measured * _MEASURED)
 
@@ -465,7 +465,7 @@ def _eligible(o: Outcome, metric: str) -> bool:
 
 def _passes(o: Outcome, metric: str) -> bool:
     if metric == "validity":
-        return o.validity >= VALID_SHARE
+        return o.validity > VALID_SHARE
     return {"lpr": not o.line_error, "wpr": not o.word_error, "coverage": o.counted,
             "degeneracy": o.degenerate}[metric]
 
@@ -549,7 +549,8 @@ def paired_tests_by_language(a: Sequence[Outcome], b: Sequence[Outcome], metric:
     The bootstrap's smallest p is 2 / (n + 1), so n must exceed 2 * languages / alpha (600 for 15 languages
     at 5 %) for any adjusted p to pass; the default 10000 leaves room."""
     task, sa = _select(a, task, None, None, "A")
-    langs = sorted({o.language for o in sa if metric not in ("wpr", "lcpr") or o.language in NON_LATIN})
+    langs = sorted({o.language for o in sa if (metric not in ("wpr", "lcpr") or o.language in NON_LATIN)
+                    and (metric != "validity" or o.validity is not None)})
     results = [paired_test(a, b, metric, task=task, language=lang, method=method, n=n, seed=seed,
                            confidence=confidence) for lang in langs]
     return dict(zip(langs, adjust(results)))

@@ -1,5 +1,5 @@
-"""LPR / WPR / LCPR and the guard (coverage, degeneracy, lexical validity) against training step for several runs: a PNG with
-95 % bands, a per-run language x checkpoint heatmap, and a table.
+"""LPR / WPR / LCPR and the guard (coverage, degeneracy, lexical validity) against training step for several runs:
+a PNG with 95 % bands, a per-run language x checkpoint heatmap, and a table.
 
 A run that continues another (DPO on an SFT run's `final/`) is drawn after it on the x-axis: its steps are
 offset by the parent run's last step, read from the chain the run recorded (chain.json) or its recipe's model.

@@ -18,8 +18,8 @@ A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at 
 Cells read `value ±h`: h is half the width of the row's 95 % interval (stored with the rows). When the rows'
 per-reply outcomes are at hand, each row is tested against the base row over the same prompts (paired
 bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage,
-degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.lcb.guard), or whose mean reply NLL (fluency)
-is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
+degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.lcb.guard), or whose mean
+reply NLL (fluency) is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
 """
 
 from __future__ import annotations

@@ -65,8 +65,8 @@ def guard_tables(report: ScoreReport, guard: tuple[dict, list[dict]], fmt: str =
             for lang in ["all", *langs]:
                 g = rows.get((task, model, "all", lang), {})
                 text = cell(g.get(key))
-                if key in ("coverage", "degeneracy", "validity", "skipped") and g.get(f"{key}_ci_low") is not None:
-                    text += f" [{100 * g[f'{key}_ci_low']:.1f},{100 * g[f'{key}_ci_high']:.1f}]" if lang == "all" else ""
+                if lang == "all" and g.get(f"{key}_ci_low") is not None:  # the interval on the average
+                    text += f" [{100 * g[f'{key}_ci_low']:.1f},{100 * g[f'{key}_ci_high']:.1f}]"
                 if (lang, key) in flagged:
                     text += " ⚠"
                 line.append(text)
