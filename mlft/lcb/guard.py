@@ -47,8 +47,8 @@ characters. A reply without a word scores 0; a language without a lexicon scores
 `languages_without_lexicon`: 45 of lid.176's labels have one). A reply is lexically valid when its validity is
 > `VALID_SHARE` (most of its words are known); the guard's `validity` is the share of valid replies, aggregated
 like coverage (over all replies), flagged below 80 % (`limit_flags`) or below a base run beyond chance.
-Calibration (benchmarks/lexical_validity.py): 99.3-99.8 % of the released replies of GPT-4/3.5, Command R(+)
-and Mistral Large are valid, 94-95 % of the base models'; hand-written salad in 10 languages scores <= 0.44,
+Calibration (benchmarks/lexical_validity.py): 99.1-99.7 % of the released replies of GPT-4/3.5, Command R(+)
+and Mistral Large are valid, 94.3-94.5 % of the base models'; hand-written salad in 10 languages scores <= 0.44,
 real sentences >= 0.9. It cannot see salad made of real words (`la la la`: the degeneracy rule's job), common-
 character zh salad, or a reply in a language whose lexicon shares its words (English terms are in most lists).
 """
