@@ -259,13 +259,12 @@ def lid_detail(outcomes: Sequence[Outcome]) -> dict[tuple[str, str, str], dict]:
     (or for outcomes written before the count existed)."""
     groups: dict[tuple[str, str, str], list[int]] = {}
     for o in outcomes:
-        g = groups.setdefault((o.task, o.source, o.language), [0, 0, 0])
+        g = groups.setdefault((o.task, o.source, o.language), [0, 0])
         if o.lines is not None:
             g[0] += o.lines
             g[1] += o.unknown_lines or 0
-            g[2] += 1
     out: dict[tuple[str, str, str], dict] = {}
-    for key, (lines, unknown, measured) in groups.items():
+    for key, (lines, unknown) in groups.items():
         out[key] = {"unknown": unknown / lines if lines else None, "lines": lines, "unknown_lines": unknown}
 
     def avg(keys):

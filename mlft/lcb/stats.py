@@ -7,8 +7,7 @@ mean over languages, (all, all) = mean over (all, lang); LCPR = harmonic(LPR, WP
 the non-Latin languages. Coverage (share of replies with >= 1 counted line), degeneracy (share of degenerate
 replies, `mlft.lcb.guard`) and lexical validity (share of replies whose words are mostly words of the language,
 `mlft.lcb.guard.lexical_validity`; defined for a (source, language) group whose replies carry it) are aggregated
-the same unweighted way. Point values are the official numbers,
-bit for bit (same formulas, same summation order).
+the same unweighted way. Point values are the official numbers, bit for bit (same formulas, same summation order).
 
 Intervals (`intervals`, `interval_rows`):
 - aggregates (source, all), (all, lang), (all, all) and any LCPR: stratified percentile bootstrap. Replies are
