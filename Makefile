@@ -22,6 +22,7 @@ test: install
 
 bench: install
 	$(PY) benchmarks/score_speed.py
+	$(PY) benchmarks/lexical_validity.py
 	OMP_NUM_THREADS=2 $(PY) benchmarks/generate_speed.py
 	OMP_NUM_THREADS=2 $(PY) benchmarks/eval_pass_speed.py
 	$(PY) benchmarks/callback_share.py runs/demo

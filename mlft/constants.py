@@ -4,7 +4,8 @@ TASKS          the two LCB tasks
 METRICS        the headline LCB metrics, in report order
 MIN_TOKENS     a line counts for LID only with at least this many tokens (official scorer)
 LID_THRESHOLD  a fastText label is kept only with a score above this, else "unknown" (official scorer)
-GUARD_METRICS  mlft's guard next to every LPR: coverage and degeneracy (mlft/lcb/guard.py)
+GUARD_METRICS  mlft's guard next to every LPR: coverage, degeneracy, lexical validity (mlft/lcb/guard.py)
+VALID_SHARE    mlft's guard: a reply is lexically valid when more than this share of its words are known words
 FEWSHOT_BASELINES  the paper's few-shot prompting baselines (Q/A template, 1-shot, 5-shot) as suite overrides:
                the default passes of a recipe's `evaluation.fewshot: true`
 """
@@ -13,9 +14,10 @@ TASKS: tuple[str, ...] = ("monolingual", "crosslingual")
 METRICS: tuple[str, ...] = ("lpr", "wpr", "lcpr")
 MIN_TOKENS = 5
 LID_THRESHOLD = 0.3
-GUARD_METRICS: tuple[str, ...] = ("coverage", "degeneracy")
+GUARD_METRICS: tuple[str, ...] = ("coverage", "degeneracy", "validity")
 FEWSHOT_BASELINES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Q/A template", ("prompting.mode=qa",)),
     ("1-shot", ("prompting.mode=qa", "prompting.shots=1")),
     ("5-shot", ("prompting.mode=qa", "prompting.shots=5")),
 )
+VALID_SHARE = 0.5

@@ -140,19 +140,21 @@ def test_guard_flags_degenerate_file_that_lpr_scores_100(degenerate_file):
     rows = {r["language"]: r for r in guard_rows(run, n=2000)}
     assert rows["all"]["coverage"] == 0.0 and rows["all"]["degeneracy"] == 1.0 and rows["all"]["n"] == 90
     assert rows["all"]["lpr"] == 1.0
+    # validity: only 哈哈哈哈 ("haha", a word in zh and ja) is made of words
+    assert rows["all"]["validity"] < 0.2 and rows["all"]["skipped"] == 1.0 and rows["all"]["unknown"] is None
     flags = guard_flags(run, base, n=2000)
     paired = {(f.language, f.metric) for f in flags if f.paired}
-    assert {("all", "coverage"), ("all", "degeneracy")} <= paired
+    assert {("all", "coverage"), ("all", "degeneracy"), ("all", "validity")} <= paired
     assert {lang for lang, m in paired if m == "coverage"} == {"all", "ar", "en", "fr", "ja", "zh"}
     top = next(f for f in flags if f.paired and f.language == "all" and f.metric == "coverage")
     assert top.diff < -0.9 and top.ci_high < 0 and top.p_adjusted < 0.05 and "vs base" in top.reason
     # no base: absolute limits still flag it
     alone = {(f.language, f.metric) for f in guard_flags(run, n=2000)}
-    assert {("all", "coverage"), ("all", "degeneracy")} <= alone
+    assert {("all", "coverage"), ("all", "degeneracy"), ("all", "validity")} <= alone
     # different prompts: unpaired comparison
     unpaired = guard_flags(run, base[:60], n=2000, min_coverage=None, max_degeneracy=None)
     assert unpaired and not any(f.paired for f in unpaired)
-    with pytest.raises(ConfigError, match="cannot show significance over 12 Holm-adjusted tests; use n >= 480"):
+    with pytest.raises(ConfigError, match="cannot show significance over 18 Holm-adjusted tests; use n >= 720"):
         guard_flags(run, base, n=200)
 
 
@@ -162,6 +164,8 @@ def test_guard_quiet_on_a_good_run(degenerate_file):
     rows = guard_rows(base, n=2000)
     assert all(r["coverage_ci_low"] <= r["coverage"] <= r["coverage_ci_high"] for r in rows)
     assert {r["language"] for r in rows} == {"all", "ar", "en", "fr", "ja", "zh"}
+    assert all(r["validity"] >= 0.9 for r in rows)  # real replies: their words are words of the language
+    assert 0 <= rows[0]["unknown"] < 0.05 and rows[0]["lines"] > 0
 
 
 def test_fluency_proxy(embedded_model):

@@ -16,8 +16,9 @@ def add_parser(sub) -> None:
                                    "outcomes.jsonl, or a completions file (scored here).")
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B")
-    p.add_argument("--metric", default="lpr,wpr,lcpr,coverage,degeneracy",
-                   help="comma-separated: lpr, wpr, lcpr, coverage, degeneracy")
+    p.add_argument("--metric", default="lpr,wpr,lcpr,coverage,degeneracy,validity",
+                   help="comma-separated: lpr, wpr, lcpr, coverage, degeneracy, validity (lexical validity: "
+                        "skipped where either side lacks it)")
     p.add_argument("--method", choices=("bootstrap", "mcnemar"), default="bootstrap")
     p.add_argument("--resamples", type=int, default=10000)
     p.add_argument("--seed", type=int, default=0)

@@ -1,4 +1,5 @@
-"""`mlft score FILE...`: LPR / WPR / acc / LCPR of completions files (official CSV or mlft JSONL)."""
+"""`mlft score FILE...`: LPR / WPR / acc / LCPR of completions files (official CSV or mlft JSONL), with the guard
+(coverage, degeneracy, lexical validity, LID unknown / skipped shares) beside them unless --no-guard."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from mlft.completions import read_completions
 from mlft.errors import ConfigError
 from mlft.languages import check_language
 from mlft.lcb.metrics import WORD_CHECKS, ScoreOptions
-from mlft.lcb.scoring import score_completions
+from mlft.lcb.scoring import score_completions, score_guard
 from mlft.reports.format import render
-from mlft.reports.score_tables import long_table, matrix_tables
+from mlft.reports.score_tables import guard_tables, guarded_rows, long_table, matrix_tables
 
 OUTPUT_FORMATS = ("table", "markdown", "tsv", "csv", "json")
 
@@ -46,6 +47,9 @@ def add_parser(sub) -> None:
                    help="NON-OFFICIAL: also accept LABEL for LANG (e.g. id=ms for the .ftz model's neighbour "
                         "confusion); repeatable")
     p.add_argument("--workers", type=int, default=None, help="processes for large inputs (default: all cores)")
+    p.add_argument("--no-guard", action="store_true",
+                   help="print the official metrics alone, without the guard (coverage, degeneracy, lexical validity, "
+                        "unknown-line and skipped-reply shares, with 95%% intervals and ⚠ flags)")
     p.set_defaults(func=run)
 
 
@@ -68,14 +72,21 @@ def run(args) -> int:
     report = score_completions(completions, options, lid=args.lid, words=args.words, detail=bool(args.details),
                                bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
                                workers=args.workers, progress=sys.stderr.isatty())
+    guard = None
+    if not args.no_guard:
+        guard = score_guard(completions, report.replies, confidence=args.confidence, seed=args.seed)
     if args.format == "json":
-        text = json.dumps({"lid_model": report.lid_name, "options": report.options, "rows": report.rows},
-                          indent=1, ensure_ascii=False) + "\n"
+        data = {"lid_model": report.lid_name, "options": report.options, "rows": guarded_rows(report, guard)}
+        if guard is not None:
+            data["guard_flags"] = guard[1]
+        text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
     elif args.format in ("tsv", "csv"):
-        text = render(*long_table(report), args.format)
+        text = render(*long_table(report, guard), args.format)
     else:
         fmt = "markdown" if args.format == "markdown" else "table"
         text = f"LID model: {report.lid_name} · {report.options}\n\n" + matrix_tables(report, fmt)
+        if guard is not None:
+            text += "\n" + guard_tables(report, guard, fmt)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)

@@ -28,6 +28,7 @@ from mlft.generation.interventions import build_interventions
 from mlft.generation.prompting import Prompting
 from mlft.languages import check_language, check_scorable
 from mlft.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
+from mlft.lcb.guard import lid_detail
 
 
 @dataclass
@@ -149,12 +150,15 @@ GUARD = GUARD_METRICS
 
 
 def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed: int = 0) -> list[dict]:
-    """Long-format rows of one variant: LPR / WPR / LCPR and the guard (coverage, degeneracy, fluency NLL) per
-    task and language ('avg' = the task average), each with its interval (`low`, `high`) and `n` replies.
-    Point values are the official scorer's, bit for bit."""
+    """Long-format rows of one variant: LPR / WPR / LCPR and the guard (coverage, degeneracy, lexical validity,
+    fluency NLL) per task and language ('avg' = the task average), each with its interval (`low`, `high`) and
+    `n` replies, and the LID detail: `unknown` (share of counted lines labelled unknown; no interval, `n` =
+    counted lines) and `skipped` (share of replies LCB leaves out = 1 - coverage). Point values are the
+    official scorer's, bit for bit."""
     from mlft.lcb.stats import intervals
 
     rows = []
+    detail = lid_detail(outcomes)
     for (task, source, lang), ms in intervals(outcomes, confidence=confidence, n=resamples, seed=seed).items():
         if source != "all":
             continue
@@ -164,6 +168,13 @@ def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed:
                 est = ms[metric]
                 rows.append({"variant": variant, "task": task, "language": language, "metric": metric,
                              "value": est.value, "low": est.low, "high": est.high, "n": est.n})
+        cov = ms["coverage"]
+        rows.append({"variant": variant, "task": task, "language": language, "metric": "skipped",
+                     "value": 1 - cov.value, "low": 1 - cov.high, "high": 1 - cov.low, "n": cov.n})
+        unknown = detail.get((task, source, lang), {})
+        if unknown.get("unknown") is not None:
+            rows.append({"variant": variant, "task": task, "language": language, "metric": "unknown",
+                         "value": unknown["unknown"], "low": None, "high": None, "n": unknown["lines"]})
     rows += nll_rows(variant, outcomes, confidence)
     return rows
 

@@ -31,6 +31,26 @@ Holm over the task's rows x 2 measures), and a row whose whole interval lies bey
 (defaults: coverage below 80 %, degeneracy above 5 %; None turns a limit off). On the paper's outputs the
 limits fire only for the base models and llama-3-instruct's cross-lingual ko/ja/zh (no strong model's
 language row has coverage under 90 %).
+
+Lexical validity (`lexical_validity`) sees word salad in the right script, which LPR counts as a success and
+the rules above miss (`文章のラクティ`, `نشرط الإصلية`): the share of a reply's words that are words of the target
+language. Words: the official scorer's normalisation and tokenisation in the target language (jieba for zh,
+fugashi/unidic-lite for ja, whitespace else), over every line (short lines too), keeping tokens with a letter.
+A word is known when the wordfreq lexicon of the language holds it with Zipf frequency >= `WORD_ZIPF` (1 in
+10 million words; the lists' long tail holds fragments such as `الأص`), after wordfreq's own normalisation
+(casefolding, Arabic diacritics...). wordfreq segments zh (jieba), ja and ko (MeCab) into shorter units than the
+scorer's tokens, so there a word is also known when it splits into lexicon entries: zh, any number, a single
+character (also as a whole token) only when frequent on its own (Zipf >= `SINGLE_CHAR_ZIPF`); ja and ko, at
+most three (stem + particles / endings), a one-character piece only when frequent (Zipf >= `PIECE_ZIPF`), and
+never a ja word with katakana (loanwords stand whole in the lexicon). zh/ja/ko words weigh by their
+characters. A reply without a word scores 0; a language without a lexicon scores None (`lexicon_languages` /
+`languages_without_lexicon`: 45 of lid.176's labels have one). A reply is lexically valid when its validity is
+> `VALID_SHARE` (most of its words are known); the guard's `validity` is the share of valid replies, aggregated
+like coverage (over all replies), flagged below 80 % (`limit_flags`) or below a base run beyond chance.
+Calibration (benchmarks/lexical_validity.py): 99.1-99.7 % of the released replies of GPT-4/3.5, Command R(+)
+and Mistral Large are valid, 94.3-94.5 % of the base models'; hand-written salad in 10 languages scores <= 0.44,
+real sentences >= 0.9. It cannot see salad made of real words (`la la la`: the degeneracy rule's job), common-
+character zh salad, or a reply in a language whose lexicon shares its words (English terms are in most lists).
 """
 
 from __future__ import annotations
@@ -45,7 +65,11 @@ from typing import Sequence
 
 import numpy as np
 
+from mlft.constants import VALID_SHARE
 from mlft.errors import ConfigError
+from mlft.lcb.langid import LanguageIdentifier
+from mlft.lcb.metrics import normalize
+from mlft.lcb.tokenize import tokenize
 from mlft.lcb.stats import Outcome, holm, intervals, paired_test, unpaired_test
 
 SHARE = 0.5  # a rule fires when its repeats cover at least this share of the text
@@ -117,21 +141,170 @@ def is_degenerate(text: str) -> bool:
     return degeneracy_reason(text) is not None
 
 
+# ---------------------------------------------------------------- lexical validity
+
+SINGLE_CHAR_ZIPF = 3.5   # zh: a single character is a known word on its own only this frequent
+WORD_ZIPF = 2.0          # a whole word is known from this frequency on (wordfreq's long tail holds fragments)
+PIECE_ZIPF = 5.0         # ja/ko: a one-character piece (particle, ending, stem) must be this frequent
+_SEGMENTED = ("zh", "ja", "ko")  # wordfreq's lists hold segmentation units here: compounds split into entries
+_BY_CHARS = ("zh", "ja", "ko")  # words weigh by their characters (short segmentation units)
+_WORDFREQ_CODE = {"tl": "fil", "no": "nb", "hr": "sh", "bs": "sh", "sr": "sh"}  # LID label -> wordfreq code
+_MAX_PIECE = 8
+_KATAKANA = re.compile("[\u30a0-\u30ff\uff66-\uff9f]")
+
+
+@functools.cache
+def _wordfreq_code(lang: str) -> str | None:
+    import wordfreq
+
+    code = _WORDFREQ_CODE.get(lang, lang)
+    return code if code in wordfreq.available_languages(wordlist="best") else None
+
+
+def lexicon_languages(labels=None) -> list[str]:
+    """Languages (LID labels; default: the fastText model's) with a wordfreq lexicon."""
+    if labels is None:
+        labels = LanguageIdentifier.cached().labels
+    return sorted(x for x in labels if _wordfreq_code(x))
+
+
+def languages_without_lexicon(labels=None) -> list[str]:
+    """Languages (LID labels; default: the fastText model's) that lexical validity cannot judge."""
+    if labels is None:
+        labels = LanguageIdentifier.cached().labels
+    return sorted(x for x in labels if not _wordfreq_code(x))
+
+
+@functools.cache
+def _lexicon(lang: str) -> dict[str, float] | None:
+    code = _wordfreq_code(lang)
+    if code is None:
+        return None
+    import wordfreq
+
+    return wordfreq.get_frequency_dict(code, wordlist="best")
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def is_known_word(word: str, lang: str) -> bool:
+    """`word` (a token with a letter) is a word of `lang`'s lexicon, or (zh/ja/ko) splits into entries."""
+    from wordfreq.preprocess import preprocess_text
+
+    lexicon = _lexicon(lang)
+    key = preprocess_text(word, _wordfreq_code(lang))
+    if lang == "zh" and len(key) == 1:
+        return lexicon.get(key, 0.0) >= 10 ** (SINGLE_CHAR_ZIPF - 9)
+    if not key:
+        return False
+    word_floor = 10 ** (WORD_ZIPF - 9)
+    if lexicon.get(key, 0.0) >= word_floor:
+        return True
+    if lang not in _SEGMENTED or (lang == "ja" and _KATAKANA.search(key)):
+        return False  # ja: katakana loanwords stand whole in the lexicon
+    floor = 10 ** ((SINGLE_CHAR_ZIPF if lang == "zh" else PIECE_ZIPF) - 9)
+    most = len(key) if lang == "zh" else 3  # ja/ko: stem + at most two particles / endings
+    pieces = [0] + [most + 1] * len(key)  # fewest pieces that reach position i
+    for i in range(len(key)):
+        if pieces[i] < most:
+            for j in range(i + 1, min(len(key), i + _MAX_PIECE) + 1):
+                f = lexicon.get(key[i:j], 0.0)
+                if f >= (floor if j - i == 1 else word_floor):
+                    pieces[j] = min(pieces[j], pieces[i] + 1)
+    return pieces[-1] <= most
+
+
+def reply_words(text: str, lang: str) -> list[str]:
+    """The reply's words as the official scorer tokenises them in `lang` (every line), edge symbols stripped."""
+
+    words = []
+    for line in normalize(text).split("\n"):
+        for tok in tokenize(line, lang):
+            word = tok.strip().translate(_punct_to_space()).strip()
+            if any(c.isalpha() for c in word):
+                words.extend(word.split())
+    return words
+
+
+def lexical_validity(text: str, lang: str) -> float | None:
+    """Share of the reply's words that are words of `lang` (zh/ja/ko: weighted by characters); 0 without a
+    word; None when `lang` has no lexicon."""
+    if _lexicon(lang) is None:
+        return None
+    words = [w for w in reply_words(text, lang) if any(c.isalpha() for c in w)]
+    if not words:
+        return 0.0
+    weights = [len(w) if lang in _BY_CHARS else 1 for w in words]
+    known = sum(wt for w, wt in zip(words, weights) if is_known_word(w, lang))
+    return known / sum(weights)
+
+
+def is_lexically_valid(text: str, lang: str) -> bool | None:
+    v = lexical_validity(text, lang)
+    return None if v is None else v > VALID_SHARE
+
+
 # ---------------------------------------------------------------- rows and flags
 
-GUARD_METRICS = ("coverage", "degeneracy")
+from mlft.constants import GUARD_METRICS  # noqa: E402  (coverage, degeneracy, validity)
+LID_DETAIL = ("unknown", "skipped")  # the metric's silent failure modes (no flags, no intervals for unknown)
 
 
-def guard_rows(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 10000,
-               seed: int = 0) -> list[dict]:
-    """Per (task, language) and (task, all): coverage and degeneracy with intervals, LPR for context."""
+def lid_detail(outcomes: Sequence[Outcome]) -> dict[tuple[str, str, str], dict]:
+    """{(task, source, language): {"unknown", "lines", "unknown_lines"}}: the share of counted lines fastText
+    labels "unknown" (score <= threshold), pooled over the lines of a (source, language) group and aggregated
+    the official unweighted way ((source, all), (all, language), (all, all)); None without counted lines
+    (or for outcomes written before the count existed)."""
+    groups: dict[tuple[str, str, str], list[int]] = {}
+    for o in outcomes:
+        g = groups.setdefault((o.task, o.source, o.language), [0, 0])
+        if o.lines is not None:
+            g[0] += o.lines
+            g[1] += o.unknown_lines or 0
+    out: dict[tuple[str, str, str], dict] = {}
+    for key, (lines, unknown) in groups.items():
+        out[key] = {"unknown": unknown / lines if lines else None, "lines": lines, "unknown_lines": unknown}
+
+    def avg(keys):
+        values = [out[k]["unknown"] for k in keys if out[k]["unknown"] is not None]
+        return {"unknown": sum(values) / len(values) if values else None,
+                "lines": sum(out[k]["lines"] for k in keys),
+                "unknown_lines": sum(out[k]["unknown_lines"] for k in keys)}
+
+    for task in sorted({k[0] for k in groups}):
+        keys = sorted(k for k in groups if k[0] == task)
+        for source in sorted({k[1] for k in keys}):
+            out[(task, source, "all")] = avg([k for k in keys if k[1] == source])
+        langs = sorted({k[2] for k in keys})
+        for lang in langs:
+            out[(task, "all", lang)] = avg([k for k in keys if k[2] == lang])
+        by_lang = [out[(task, "all", lang)]["unknown"] for lang in langs]
+        by_lang = [v for v in by_lang if v is not None]
+        out[(task, "all", "all")] = {"unknown": sum(by_lang) / len(by_lang) if by_lang else None,
+                                     "lines": sum(out[k]["lines"] for k in keys),
+                                     "unknown_lines": sum(out[k]["unknown_lines"] for k in keys)}
+    return out
+
+
+def guard_rows(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 10000, seed: int = 0,
+               sources: bool = False) -> list[dict]:
+    """Per (task, language) and (task, all): coverage, degeneracy and lexical validity (where measured) with
+    intervals, LPR for context, and the LID detail: `unknown` (share of counted lines labelled unknown) and
+    `skipped` (share of replies LCB leaves out = 1 - coverage). `sources=True` adds the (source, language)
+    rows (key `source`; "all" for the aggregates)."""
     rows = []
+    detail = lid_detail(outcomes)
     for (task, source, lang), ms in intervals(outcomes, confidence=confidence, n=n, seed=seed).items():
-        if source != "all":
+        if source != "all" and not sources:
             continue
-        row = {"task": task, "language": lang, "n": ms["coverage"].n}
+        row = {"task": task, **({"source": source} if sources else {}), "language": lang, "n": ms["coverage"].n}
         for m in (*GUARD_METRICS, "lpr"):
-            row.update(ms[m].columns(m))
+            if m in ms:
+                row.update(ms[m].columns(m))
+            elif m == "validity":
+                row.update({"validity": None, "validity_ci_low": None, "validity_ci_high": None})
+        cov = ms["coverage"]
+        row.update({"skipped": 1 - cov.value, "skipped_ci_low": 1 - cov.high, "skipped_ci_high": 1 - cov.low})
+        row.update(detail.get((task, source, lang), {"unknown": None, "lines": 0, "unknown_lines": 0}))
         rows.append(row)
     return rows
 
@@ -140,7 +313,7 @@ def guard_rows(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int 
 class GuardFlag:
     task: str
     language: str          # a language or "all"
-    metric: str            # "coverage" | "degeneracy"
+    metric: str            # "coverage" | "degeneracy" | "validity"
     value: float
     ci_low: float          # interval of the value (limit flags) or of the difference (base flags)
     ci_high: float
@@ -153,40 +326,59 @@ class GuardFlag:
 
 
 def _worse(metric: str, diff: float) -> bool:
-    return diff < 0 if metric == "coverage" else diff > 0
+    return diff < 0 if metric in ("coverage", "validity") else diff > 0
+
+
+LIMITS = {"min_coverage": 0.8, "max_degeneracy": 0.05, "min_validity": 0.8}
+
+
+def limit_flags(rows: Sequence[dict], *, min_coverage: float | None = 0.8, max_degeneracy: float | None = 0.05,
+                min_validity: float | None = 0.8) -> list[GuardFlag]:
+    """Guard rows (`guard_rows`) whose whole interval lies below min_coverage / above max_degeneracy / below
+    min_validity (None turns a limit off)."""
+    flags = []
+    for row in rows:
+        for metric, limit in (("coverage", min_coverage), ("degeneracy", max_degeneracy),
+                              ("validity", min_validity)):
+            if limit is None or row.get(metric) is None:
+                continue
+            lo, hi = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
+            if lo > limit if metric == "degeneracy" else hi < limit:
+                side = "above" if metric == "degeneracy" else "below"
+                where = f"{row['source']}/" if row.get("source", "all") != "all" else ""
+                flags.append(GuardFlag(row["task"], where + row["language"], metric, row[metric], lo, hi,
+                                       f"{metric} {row[metric]:.1%} [{lo:.1%}, {hi:.1%}] is {side} {limit:.0%}"))
+    return flags
 
 
 def guard_flags(run: Sequence[Outcome], base: Sequence[Outcome] | None = None, *, confidence: float = 0.95,
                 n: int = 10000, seed: int = 0, min_diff: float = 0.0, min_coverage: float | None = 0.8,
-                max_degeneracy: float | None = 0.05) -> list[GuardFlag]:
-    """Rows of `run` whose coverage or degeneracy is worse than `base`'s (Holm-adjusted p < 1 - confidence,
-    |diff| >= min_diff; paired on ids when both runs hold the same ids for the task), or whose whole interval
-    lies below min_coverage / above max_degeneracy (None turns a limit off)."""
+                max_degeneracy: float | None = 0.05, min_validity: float | None = 0.8) -> list[GuardFlag]:
+    """Rows of `run` whose coverage, degeneracy or lexical validity is worse than `base`'s (Holm-adjusted
+    p < 1 - confidence, |diff| >= min_diff; paired on ids when both runs hold the same ids for the task), or
+    whose whole interval lies below min_coverage / above max_degeneracy / below min_validity (None turns a
+    limit off). Validity is tested where both runs measured it."""
     alpha = 1 - confidence
-    flags = []
-    for row in guard_rows(run, confidence=confidence, n=n, seed=seed):
-        for metric, limit in (("coverage", min_coverage), ("degeneracy", max_degeneracy)):
-            lo, hi = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
-            if limit is not None and (hi < limit if metric == "coverage" else lo > limit):
-                side = "below" if metric == "coverage" else "above"
-                flags.append(GuardFlag(row["task"], row["language"], metric, row[metric], lo, hi,
-                                       f"{metric} {row[metric]:.1%} [{lo:.1%}, {hi:.1%}] is {side} {limit:.0%}"))
+    flags = limit_flags(guard_rows(run, confidence=confidence, n=n, seed=seed), min_coverage=min_coverage,
+                        max_degeneracy=max_degeneracy, min_validity=min_validity)
     if base is None:
         return flags
     for task in sorted({o.task for o in run} & {o.task for o in base}):
         ra, rb = [o for o in base if o.task == task], [o for o in run if o.task == task]
         paired = sorted((o.source, o.language, o.id) for o in ra) == sorted((o.source, o.language, o.id) for o in rb)
         langs = sorted({o.language for o in ra} & {o.language for o in rb})
-        family = 2 * (1 + len(langs))
+        measured = {o.language for o in ra if o.validity is not None} & {o.language for o in rb
+                                                                         if o.validity is not None}
+        cells = [(lang, metric) for lang in [None, *langs] for metric in GUARD_METRICS
+                 if metric != "validity" or (measured if lang is None else lang in measured)]
+        family = len(cells)
         if family * 2 / (n + 1) >= alpha:  # the smallest bootstrap p, Holm-adjusted, could never pass
             raise ConfigError(f"{n} resamples cannot show significance over {family} Holm-adjusted tests; "
                               f"use n >= {math.ceil(2 * family / alpha)}")
         tests = []
-        for lang in [None, *langs]:
-            for metric in GUARD_METRICS:
-                kw = dict(task=task, language=lang, n=n, seed=seed, confidence=confidence)
-                res = paired_test(ra, rb, metric, **kw) if paired else unpaired_test(ra, rb, metric, **kw)
-                tests.append(res)
+        for lang, metric in cells:
+            kw = dict(task=task, language=lang, n=n, seed=seed, confidence=confidence)
+            tests.append(paired_test(ra, rb, metric, **kw) if paired else unpaired_test(ra, rb, metric, **kw))
         for res, q in zip(tests, holm([t.p_value for t in tests])):
             if q < alpha and _worse(res.metric, res.diff) and abs(res.diff) >= min_diff:
                 flags.append(GuardFlag(

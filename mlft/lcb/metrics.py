@@ -75,6 +75,7 @@ class ReplyResult:
     counted: bool
     n_lines: int = 0   # counted lines (>= min_tokens tokens)
     n_wrong: int = 0   # counted lines in another language (or "unknown")
+    n_unknown: int = 0  # counted lines labelled "unknown" (LID score <= threshold; mlft's LID detail)
     word_error: bool = False
     lines: list = field(default_factory=list)          # [(text, label, score, ok)] of counted lines
     english_words: list = field(default_factory=list)  # tokens that failed the word check
@@ -124,17 +125,18 @@ def analyze_reply(text: str, lang: str, lid, words: frozenset[str],
     if not kept:
         return ReplyResult(counted=False)
     accepted = {lang} | set(options.label_aliases.get(lang, ()))
-    n_wrong = 0
+    n_wrong = n_unknown = 0
     details = []
     for line, _ in kept:
         label, score = lid.predict(line)
         if score <= options.threshold:
             label = "unknown"
+            n_unknown += 1
         ok = label in accepted
         n_wrong += not ok
         if detail:
             details.append((line, label, round(score, 4), ok))
-    result = ReplyResult(counted=True, n_lines=len(kept), n_wrong=n_wrong, lines=details)
+    result = ReplyResult(counted=True, n_lines=len(kept), n_wrong=n_wrong, n_unknown=n_unknown, lines=details)
     if not result.line_error:  # counted for every language (as the official script); WPR reported for non-Latin only
         found = _english_tokens([toks for _, toks in kept], lang, words, options.word_check)
         result.word_error = bool(found)

@@ -15,7 +15,7 @@ from mlft.completions import Completion
 from mlft.errors import DataError
 from mlft.languages import NON_LATIN
 from mlft.lcb.fetch import WORDS, locate
-from mlft.lcb.guard import is_degenerate
+from mlft.lcb.guard import LIMITS, guard_rows, is_degenerate, lexical_validity, limit_flags
 from mlft.lcb.langid import LanguageIdentifier
 from mlft.lcb.metrics import GroupCounts, ReplyResult, ScoreOptions, analyze_reply, group_metrics, load_english_words
 from mlft.lcb.stats import Outcome, intervals
@@ -197,19 +197,45 @@ def _details(completions: list[Completion], results: list[ReplyResult]) -> list[
 
 
 def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Sequence[bool] | None = None,
-                  nll: Sequence[float | None] | None = None) -> list[Outcome]:
+                  nll: Sequence[float | None] | None = None,
+                  validity: Sequence[float | None] | None = None) -> list[Outcome]:
     """Outcomes of scored completions (`mlft.completions.Completion` + `metrics.ReplyResult`, same order).
-    `degenerate` defaults to `guard.is_degenerate` of each completion's text."""
+    `degenerate` defaults to `guard.is_degenerate` and `validity` to `guard.lexical_validity` of each
+    completion's text (None for a language without a lexicon)."""
     if len(completions) != len(results):
         raise DataError(f"{len(completions)} completions but {len(results)} scored replies")
     if degenerate is None:
         degenerate = [is_degenerate(c.completion) for c in completions]
+    if validity is None:
+        validity = [lexical_validity(c.completion, c.language) for c in completions]
     nll = list(nll) if nll is not None else [None] * len(completions)
-    if not len(degenerate) == len(nll) == len(completions):
-        raise DataError("degenerate / nll must have one value per completion")
+    if not len(degenerate) == len(nll) == len(validity) == len(completions):
+        raise DataError("degenerate / nll / validity must have one value per completion")
     return [Outcome(str(c.id), c.task, c.source, c.language, bool(r.counted), bool(r.line_error),
-                    bool(r.word_error), bool(d), None if x is None else float(x))
-            for c, r, d, x in zip(completions, results, degenerate, nll)]
+                    bool(r.word_error), bool(d), None if x is None else float(x), None if v is None else float(v),
+                    getattr(r, "n_lines", None), getattr(r, "n_unknown", None))
+            for c, r, d, x, v in zip(completions, results, degenerate, nll, validity)]
+
+
+def score_guard(completions: Sequence, replies: Sequence, *, confidence: float = 0.95, n: int = 2000,
+                seed: int = 0) -> tuple[dict[tuple[str, str, str, str], dict], list[dict]]:
+    """The guard of `mlft score`: per (task, model, source, language) row of the official report (aggregates
+    with "all") its guard row (`guard_rows`), and the limit flags of the (task, model, language) rows as
+    dicts {task, model, language, metric, value, ci_low, ci_high, reason}. `completions` are
+    `mlft.completions.Completion`s, `replies` their `metrics.ReplyResult`s (same order)."""
+    by_model: dict[str, list[int]] = {}
+    for i, c in enumerate(completions):
+        by_model.setdefault(c.model, []).append(i)
+    rows, flags = {}, []
+    for model, idx in by_model.items():
+        outcomes = outcomes_from([completions[i] for i in idx], [replies[i] for i in idx])
+        model_rows = guard_rows(outcomes, confidence=confidence, n=n, seed=seed, sources=True)
+        for r in model_rows:
+            rows[(r["task"], model, r["source"], r["language"])] = r
+        for f in limit_flags([r for r in model_rows if r["source"] == "all"], **LIMITS):
+            flags.append({"task": f.task, "model": model, "language": f.language, "metric": f.metric,
+                          "value": f.value, "ci_low": f.ci_low, "ci_high": f.ci_high, "reason": f.reason})
+    return rows, flags
 
 
 def _intervals(completions: list[Completion], results: list[ReplyResult], idx: list[int], n: int, seed: int,
@@ -217,6 +243,7 @@ def _intervals(completions: list[Completion], results: list[ReplyResult], idx: l
     """{(task, source, lang): {lpr_ci_low, ..., lcpr_ci_high}} of one model's replies: the intervals of
     `mlft.lcb.stats` (the same numbers `mlft eval` reports for the same replies, seed and resamples)."""
     comps = [completions[i] for i in idx]
+    # the same outcomes as `mlft eval` (validity included: the bootstrap's draws depend on the reply categories)
     outcomes = outcomes_from(comps, [results[i] for i in idx], degenerate=[is_degenerate(c.completion) for c in comps])
     out = {}
     for key, ms in intervals(outcomes, confidence=confidence, n=n, seed=seed).items():

@@ -4,9 +4,10 @@ Unit of analysis: one `Outcome` per reply (counted, line error, word error, dege
 once by an eval pass (`save_outcomes`) so intervals and tests never need rescoring. Every statistic follows the
 official aggregation: a metric per (source, language) group, (all, lang) = mean over sources, (source, all) =
 mean over languages, (all, all) = mean over (all, lang); LCPR = harmonic(LPR, WPR) per language, averaged over
-the non-Latin languages. Coverage (share of replies with >= 1 counted line) and degeneracy (share of degenerate
-replies, `mlft.lcb.guard`) are aggregated the same unweighted way. Point values are the official numbers,
-bit for bit (same formulas, same summation order).
+the non-Latin languages. Coverage (share of replies with >= 1 counted line), degeneracy (share of degenerate
+replies, `mlft.lcb.guard`) and lexical validity (share of replies whose words are mostly words of the language,
+`mlft.lcb.guard.lexical_validity`; defined for a (source, language) group whose replies carry it) are aggregated
+the same unweighted way. Point values are the official numbers, bit for bit (same formulas, same summation order).
 
 Intervals (`intervals`, `interval_rows`):
 - aggregates (source, all), (all, lang), (all, all) and any LCPR: stratified percentile bootstrap. Replies are
@@ -61,16 +62,16 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from mlft.constants import GUARD_METRICS
+from mlft.constants import GUARD_METRICS, VALID_SHARE
 from mlft.constants import METRICS as LCB_METRICS
 from mlft.errors import ConfigError, DataError
 from mlft.languages import NON_LATIN
 
 METRICS = (*LCB_METRICS, *GUARD_METRICS)
-PER_REPLY = ("lpr", "wpr", "coverage", "degeneracy")  # metrics with a per-reply pass/fail (McNemar)
+PER_REPLY = ("lpr", "wpr", "coverage", "degeneracy", "validity")  # metrics with a per-reply pass/fail (McNemar)
 METHODS = ("bootstrap", "mcnemar")
-_COUNTED, _LINE, _WORD, _DEGEN = 1, 2, 4, 8  # bits of a reply's category code
-_NCODE = 16
+_COUNTED, _LINE, _WORD, _DEGEN, _INVALID, _MEASURED = 1, 2, 4, 8, 16, 32  # bits of a reply's category code
+_NCODE = 64
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,18 @@ class Outcome:
     word_error: bool       # WPR failure (official: only set for counted, line-clean replies)
     degenerate: bool       # mlft.lcb.guard.is_degenerate(reply)
     nll: float | None = None  # mean token NLL under a reference LM (mlft.lcb.fluency)
+    validity: float | None = None  # share of known words (mlft.lcb.guard.lexical_validity); None: not measured
+    lines: int | None = None       # counted lines (LID detail)
+    unknown_lines: int | None = None  # counted lines fastText labels "unknown" (score <= threshold)
 
     @property
     def code(self) -> int:
         line = self.counted and self.line_error
         word = self.counted and not line and self.word_error
-        return self.counted * _COUNTED + line * _LINE + word * _WORD + self.degenerate * _DEGEN
+        measured = self.validity is not None
+        invalid = measured and self.validity <= VALID_SHARE
+        return (self.counted * _COUNTED + line * _LINE + word * _WORD + self.degenerate * _DEGEN
+                + invalid * _INVALID + measured * _MEASURED)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -102,11 +109,13 @@ class Outcome:
                                "degenerate") if k not in rec]
         if missing:
             raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
-        nll = rec.get("nll")
+        nll, validity = rec.get("nll"), rec.get("validity")
+        lines, unknown = rec.get("lines"), rec.get("unknown_lines")
         return cls(id=str(rec["id"]), task=str(rec["task"]), source=str(rec["source"]),
                    language=str(rec["language"]), counted=bool(rec["counted"]), line_error=bool(rec["line_error"]),
                    word_error=bool(rec["word_error"]), degenerate=bool(rec["degenerate"]),
-                   nll=None if nll is None else float(nll))
+                   nll=None if nll is None else float(nll), validity=None if validity is None else float(validity),
+                   lines=None if lines is None else int(lines), unknown_lines=None if unknown is None else int(unknown))
 
 
 def save_outcomes(path: str | Path, outcomes: Iterable[Outcome]) -> None:
@@ -128,9 +137,10 @@ def load_outcomes(path: str | Path) -> list[Outcome]:
 
 # ---------------------------------------------------------------- aggregation on count arrays
 
-# per category code: [replies, counted, line errors, word errors, degenerate]
-_FEATURES = np.array([[1, c & _COUNTED > 0, c & _LINE > 0, c & _WORD > 0, c & _DEGEN > 0] for c in range(_NCODE)],
-                     dtype=np.float64)
+# per category code: [replies, counted, line errors, word errors, degenerate, lexically invalid, validity measured]
+_FEATURES = np.array([[1, c & _COUNTED > 0, c & _LINE > 0, c & _WORD > 0, c & _DEGEN > 0, c & _INVALID > 0,
+                       c & _MEASURED > 0] for c in range(_NCODE)], dtype=np.float64)
+_NFEAT = _FEATURES.shape[1]
 
 
 def _mean(arrays: list[np.ndarray]) -> np.ndarray:
@@ -148,11 +158,13 @@ def _harmonic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _aggregate(keys: list[tuple[str, str]], x: np.ndarray) -> dict[tuple[str, str], dict[str, np.ndarray]]:
     """Every row and metric from per-stratum counts x[..., s, feature] (keys sorted, as the scorer sorts)."""
-    n, scored, line, word, degen = (x[..., i] for i in range(5))
+    n, scored, line, word, degen, invalid, measured = (x[..., i] for i in range(_NFEAT))
     rows: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     for s, (source, lang) in enumerate(keys):
         m = {"lpr": 1 - line[..., s] / np.maximum(1, scored[..., s]),
              "coverage": scored[..., s] / n[..., s], "degeneracy": degen[..., s] / n[..., s]}
+        if measured[..., s].max() > 0:  # the group's replies carry lexical validity
+            m["validity"] = 1 - invalid[..., s] / np.maximum(1, measured[..., s])
         if lang in NON_LATIN:
             m["wpr"] = 1 - word[..., s] / np.maximum(1, scored[..., s] - line[..., s])
             m["lcpr"] = _harmonic(m["lpr"], m["wpr"])
@@ -160,9 +172,10 @@ def _aggregate(keys: list[tuple[str, str]], x: np.ndarray) -> dict[tuple[str, st
 
     def avg(ms: list[dict]) -> dict:
         out = {k: _mean([m[k] for m in ms]) for k in ("lpr", "coverage", "degeneracy")}
-        wpr = [m["wpr"] for m in ms if "wpr" in m]
-        if wpr:
-            out["wpr"] = _mean(wpr)
+        for k in ("wpr", "validity"):
+            values = [m[k] for m in ms if k in m]
+            if values:
+                out[k] = _mean(values)
         return out
 
     per_source, per_lang = defaultdict(list), defaultdict(list)
@@ -195,11 +208,11 @@ def _strata(outcomes: Sequence[Outcome]) -> tuple[list[tuple[str, str]], list[np
 
 def _resample_counts(codes: list[np.ndarray], n: int, rng: np.random.Generator,
                      features: list[np.ndarray]) -> list[np.ndarray]:
-    """Bootstrap the feature sums of each stratum: returns one (n, S, 5) array per feature table.
+    """Bootstrap the feature sums of each stratum: returns one (n, S, _NFEAT) array per feature table.
 
-    `codes[s]` are category codes (joint codes for pairs) and `features[j]` maps a code to its 5 counts; one
+    `codes[s]` are category codes (joint codes for pairs) and `features[j]` maps a code to its counts; one
     multinomial draw of category counts per stratum is shared by all tables (pairs stay pairs)."""
-    out = [np.empty((n, len(codes), 5)) for _ in features]
+    out = [np.empty((n, len(codes), _NFEAT)) for _ in features]
     for s, c in enumerate(codes):
         cats, counts = np.unique(c, return_counts=True)
         size = max(1, len(c) - 1)  # n_s - 1 draws: unbiased variance for small strata (McCarthy-Snowden)
@@ -210,7 +223,7 @@ def _resample_counts(codes: list[np.ndarray], n: int, rng: np.random.Generator,
 
 
 def _observed(codes: list[np.ndarray], feature: np.ndarray) -> np.ndarray:
-    return np.stack([feature[c].sum(0) for c in codes])[None]  # (1, S, 5)
+    return np.stack([feature[c].sum(0) for c in codes])[None]  # (1, S, _NFEAT)
 
 
 def _tasks(outcomes: Sequence[Outcome]) -> dict[str, list[Outcome]]:
@@ -277,8 +290,10 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
                                                            float(qs[1, j]), "bootstrap", size)
         if group_method == "wilson":
             for s, key in enumerate(keys):
-                nr, scored, line, word, degen = obs[0, s]
+                nr, scored, line, word, degen, invalid, measured = obs[0, s]
                 props = {"lpr": (scored - line, scored), "coverage": (scored, nr), "degeneracy": (degen, nr)}
+                if measured > 0:
+                    props["validity"] = (measured - invalid, measured)
                 if key[1] in NON_LATIN:
                     props["wpr"] = (scored - line - word, max(0.0, scored - line))
                 row = out[(task, *key)]
@@ -419,6 +434,9 @@ def _pairs(a: list[Outcome], b: list[Outcome]) -> list[tuple[Outcome, Outcome]]:
 def _defined(metric: str, outs: list[Outcome]) -> None:
     if metric in ("wpr", "lcpr") and not any(o.language in NON_LATIN for o in outs):
         raise ConfigError(f"{metric} is only defined for non-Latin-script languages ({', '.join(NON_LATIN)})")
+    if metric == "validity" and not any(o.validity is not None for o in outs):
+        raise ConfigError("validity is not measured for these replies (no lexicon for their language, or "
+                          "outcomes written before lexical validity existed)")
 
 
 def _percentile_test(d: np.ndarray, confidence: float) -> tuple[float, float, float]:
@@ -440,6 +458,7 @@ def paired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr",
     _, sb = _select(b, task, source, language, "B")
     pairs = _pairs(sa, sb)
     _defined(metric, sa)
+    _defined(metric, sb)
     where = dict(metric=metric, task=task, source=source or "all", language=language or "all",
                  confidence=confidence)
     if method == "mcnemar":
@@ -464,10 +483,14 @@ def _eligible(o: Outcome, metric: str) -> bool:
         return o.counted
     if metric == "wpr":
         return o.counted and not o.line_error
+    if metric == "validity":
+        return o.validity is not None
     return True
 
 
 def _passes(o: Outcome, metric: str) -> bool:
+    if metric == "validity":
+        return o.validity > VALID_SHARE
     return {"lpr": not o.line_error, "wpr": not o.word_error, "coverage": o.counted,
             "degeneracy": o.degenerate}[metric]
 
@@ -475,7 +498,7 @@ def _passes(o: Outcome, metric: str) -> bool:
 def _mcnemar(pairs: list[tuple[Outcome, Outcome]], metric: str, **where) -> PairedResult:
     from scipy.stats import binomtest
 
-    why = {"lpr": "uncounted", "wpr": "uncounted or line error"}.get(metric, "")
+    why = {"lpr": "uncounted", "wpr": "uncounted or line error", "validity": "validity not measured"}.get(metric, "")
     dropped: dict[str, int] = defaultdict(int)
     kept = []
     for x, y in pairs:
@@ -551,7 +574,8 @@ def paired_tests_by_language(a: Sequence[Outcome], b: Sequence[Outcome], metric:
     The bootstrap's smallest p is 2 / (n + 1), so n must exceed 2 * languages / alpha (600 for 15 languages
     at 5 %) for any adjusted p to pass; the default 10000 leaves room."""
     task, sa = _select(a, task, None, None, "A")
-    langs = sorted({o.language for o in sa if metric not in ("wpr", "lcpr") or o.language in NON_LATIN})
+    langs = sorted({o.language for o in sa if (metric not in ("wpr", "lcpr") or o.language in NON_LATIN)
+                    and (metric != "validity" or o.validity is not None)})
     results = [paired_test(a, b, metric, task=task, language=lang, method=method, n=n, seed=seed,
                            confidence=confidence) for lang in langs]
     return dict(zip(langs, adjust(results)))

@@ -98,6 +98,9 @@ def compare(a, b, metrics=("lpr",), method: str = "bootstrap", n: int = 10000, s
                 continue
             if metric == "lcpr" and method == "mcnemar":
                 continue
+            if metric == "validity" and not all(any(o.validity is not None for o in side if o.task == task)
+                                                for side in (a, b)):
+                continue  # not measured (outcomes written before lexical validity, or no lexicon)
             overall = paired_test(a, b, metric, task=task, method=method, n=n, seed=seed)
             rows.append(_row(task, "avg", overall, overall.p_value))
             if metric != "lcpr":

@@ -1,5 +1,5 @@
-"""LPR / WPR / LCPR and the guard (coverage, degeneracy) against training step for several runs: a PNG with
-95 % bands, a per-run language x checkpoint heatmap, and a table.
+"""LPR / WPR / LCPR and the guard (coverage, degeneracy, lexical validity) against training step for several runs:
+a PNG with 95 % bands, a per-run language x checkpoint heatmap, and a table.
 
 A run that continues another (DPO on an SFT run's `final/`) is drawn after it on the x-axis: its steps are
 offset by the parent run's last step, read from the chain the run recorded (chain.json) or its recipe's model.
@@ -115,7 +115,7 @@ def series(rows: list[dict], variants: list[str] | None = None, language: str = 
 
 def curve_table(runs: dict[str, list[dict]], variants: list[str] | None = None, fmt: str = "table") -> str:
     header = ["run", "variant", "step"] + [f"{t[:5]} {m.upper()}" for t in TASKS for m in METRICS] + \
-             [f"{t[:5]} cov" for t in TASKS]
+             [f"{t[:5]} cov" for t in TASKS] + [f"{t[:5]} valid" for t in TASKS]
     body = []
     for label, rows in runs.items():
         s = series(rows, variants)
@@ -123,7 +123,8 @@ def curve_table(runs: dict[str, list[dict]], variants: list[str] | None = None, 
             steps = sorted({p[0] for k, pts in s.items() if k[0] == variant for p in pts})
             for step in steps:
                 get = lambda t, m: next((p[1] for p in s.get((variant, t, m), []) if p[0] == step), None)  # noqa: E731, B023
-                vals = [get(t, m) for t in TASKS for m in METRICS] + [get(t, "coverage") for t in TASKS]
+                vals = [get(t, m) for t in TASKS for m in METRICS] + [get(t, "coverage") for t in TASKS] + \
+                    [get(t, "validity") for t in TASKS]
                 body.append([label, variant, step] + [cell(v) for v in vals])
     return render(header, body, fmt, title="LCB per checkpoint (language averages, %)")
 

@@ -17,9 +17,9 @@ A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at 
 `variant` (default `model`), or from `rows_file` (long-format metric rows, e.g. the scores.jsonl of `mlft eval`).
 Cells read `value ±h`: h is half the width of the row's 95 % interval (stored with the rows). When the rows'
 per-reply outcomes are at hand, each row is tested against the base row over the same prompts (paired
-bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage or
-degeneracy is worse than the base row's beyond its interval (mlft.lcb.guard), or whose mean reply NLL (fluency)
-is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
+bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage,
+degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.lcb.guard), or whose mean
+reply NLL (fluency) is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
 """
 
 from __future__ import annotations
@@ -184,8 +184,9 @@ MAX_NLL_INCREASE = 0.10  # the fluency guard: a row's mean reply NLL may exceed 
 
 
 def _guard(rows: list[Row], base: Row, resamples: int, confidence: float = 0.95) -> dict[str, list[str]]:
-    """{row label: [reasons]} for rows whose coverage or degeneracy is worse than the base row's beyond chance,
-    or whose mean reply NLL (fluency) is more than MAX_NLL_INCREASE above the base row's on the same prompts."""
+    """{row label: [reasons]} for rows whose coverage, degeneracy or lexical validity is worse than the base row's
+    beyond chance, or whose mean reply NLL (fluency) is more than MAX_NLL_INCREASE above the base row's on the same
+    prompts."""
     from mlft.lcb.guard import guard_flags
 
     base_out = base.outcomes()
@@ -194,7 +195,8 @@ def _guard(rows: list[Row], base: Row, resamples: int, confidence: float = 0.95)
         if row is base or base_out is None or (outs := row.outcomes()) is None:
             continue
         found = [f"{f.task}: {f.reason}"
-                 for f in guard_flags(outs, base_out, n=resamples, min_coverage=None, max_degeneracy=None)
+                 for f in guard_flags(outs, base_out, n=resamples, min_coverage=None, max_degeneracy=None,
+                                     min_validity=None)
                  if f.language == "all"]
         found += _fluency_flags(outs, base_out, resamples, confidence=confidence)
         if found:
@@ -228,7 +230,7 @@ def _fluency_flags(run, base, resamples: int, seed: int = 0, confidence: float =
 # ---------------------------------------------------------------- tables
 
 MAIN = [("monolingual", "lpr"), ("monolingual", "wpr"), ("crosslingual", "lpr"), ("crosslingual", "wpr")]
-GUARD = [(m, {"coverage": "Cov", "degeneracy": "Degen"}.get(m, m.title())) for m in GUARD_METRICS]
+GUARD = [(m, {"coverage": "Cov", "degeneracy": "Degen", "validity": "Valid"}.get(m, m.title())) for m in GUARD_METRICS]
 
 
 @dataclass
@@ -264,8 +266,8 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
     flags = _guard(rows, base, resamples, confidence)
     sig = 1 - confidence
     extra = extra or {}
-    header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)", "Cov mono / cross",
-              "Degen mono / cross", "NLL mono / cross", *extra]
+    header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)",
+              *(f"{name} mono / cross" for _, name in GUARD), "NLL mono / cross", *extra]
     body = []
     for row in rows:
         mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < sig else ""  # noqa: E731, B023
@@ -281,9 +283,10 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
              f"* = differs from the '{base.label}' row at p < {sig:.2g}, paired bootstrap over the same prompts "
              f"({resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
              "Guard: Cov = share of replies with a line LCB counts (>= 5 tokens); Degen = share of empty or "
-             "repetitive replies; NLL = mean token NLL of the reply under the reference model (lower = more fluent). "
-             "LPR alone rewards degenerate output: read it beside these. ⚠ = coverage or degeneracy worse than "
-             f"the base row's beyond chance, or NLL more than {MAX_NLL_INCREASE:.0%} above it."]
+             "repetitive replies; Valid = share of replies whose words are mostly words of the language (lexical "
+             "validity: word salad scores low); NLL = mean token NLL of the reply under the reference model (lower "
+             "= more fluent). LPR alone rewards degenerate output: read it beside these. ⚠ = coverage, degeneracy "
+             f"or validity worse than the base row's beyond chance, or NLL more than {MAX_NLL_INCREASE:.0%} above it."]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
     return Table(title, header, body, notes)
 

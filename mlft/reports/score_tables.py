@@ -1,4 +1,5 @@
-"""Tables of one ScoreReport: per (task, model), sources x languages for LPR, WPR and LCPR."""
+"""Tables of one ScoreReport: per (task, model), sources x languages for LPR, WPR and LCPR; with the guard
+(`mlft.lcb.scoring.score_guard`) beside them when given."""
 
 from __future__ import annotations
 
@@ -9,13 +10,71 @@ from mlft.reports.format import cell, render
 LONG_COLUMNS = ["task", "model", "source", "language", "lpr", "wpr", "acc", "lcpr", "n_responses", "n_scored",
                 "n_line_err", "n_word_err", "n_lines_scored", "n_lines_wrong"]
 CI_COLUMNS = ["lpr_ci_low", "lpr_ci_high", "wpr_ci_low", "wpr_ci_high", "lcpr_ci_low", "lcpr_ci_high"]
+GUARD_COLUMNS = ["coverage", "coverage_ci_low", "coverage_ci_high", "degeneracy", "degeneracy_ci_low",
+                 "degeneracy_ci_high", "validity", "validity_ci_low", "validity_ci_high", "unknown", "skipped",
+                 "guard_flags"]
+GUARD_LINES = [("coverage", "Coverage"), ("degeneracy", "Degeneracy"), ("validity", "Lexical validity"),
+               ("unknown", "Unknown lines"), ("skipped", "Skipped replies")]
+GUARD_NOTE = ("Guard (mlft, not part of the official metric; --no-guard hides it): coverage = replies with a line "
+              "LCB counts (>= 5 tokens); degeneracy = empty or repetitive replies; lexical validity = replies "
+              "whose words are mostly words of the language (word salad scores low); unknown lines = counted lines "
+              "fastText labels unknown (score <= 0.3); skipped = replies LCB leaves out of every denominator. "
+              "LPR alone rewards degenerate output: read it beside these. ⚠ = the row's whole 95 % interval lies "
+              "beyond a limit (coverage < 80 %, degeneracy > 5 %, validity < 80 %).")
 
 
-def long_table(report: ScoreReport) -> tuple[list[str], list[list]]:
-    """One row per group and aggregate, full precision (like the official reference TSV)."""
+def _flag_text(flags: list[dict], task: str, model: str, lang: str) -> str:
+    return "; ".join(f["reason"] for f in flags if (f["task"], f["model"], f["language"]) == (task, model, lang))
+
+
+def guarded_rows(report: ScoreReport, guard: tuple[dict, list[dict]] | None) -> list[dict]:
+    """The official rows (unchanged values) with the guard's columns added, for JSON / TSV / CSV."""
+    if guard is None:
+        return report.rows
+    rows, flags = guard
+    out = []
+    for r in report.rows:
+        g = rows.get((r["task"], r["model"], r["source"], r["language"]), {})
+        extra = {c: g.get(c) for c in GUARD_COLUMNS[:-1]}
+        extra["guard_flags"] = _flag_text(flags, r["task"], r["model"], r["language"]) if r["source"] == "all" else ""
+        out.append({**r, **extra})
+    return out
+
+
+def long_table(report: ScoreReport, guard: tuple[dict, list[dict]] | None = None) -> tuple[list[str], list[list]]:
+    """One row per group and aggregate, full precision (like the official reference TSV); the guard's columns
+    after the official ones when `guard` (`mlft.lcb.scoring.score_guard`) is given."""
     cols = LONG_COLUMNS + (CI_COLUMNS if any("lpr_ci_low" in r for r in report.rows) else [])
-    rows = [["NA" if r.get(c) is None else r.get(c) for c in cols] for r in report.rows]
+    if guard is not None:
+        cols += GUARD_COLUMNS
+    rows = [["NA" if r.get(c) is None else r.get(c) for c in cols] for r in guarded_rows(report, guard)]
     return cols, rows
+
+
+def guard_tables(report: ScoreReport, guard: tuple[dict, list[dict]], fmt: str = "table") -> str:
+    """Per (task, model): the guard's measures (rows) x avg + languages (columns, percent), ⚠ on flagged cells,
+    then the flags and what the measures mean."""
+    rows, flags = guard
+    out = []
+    for task, model in report.groups():
+        langs = sorted({k[3] for k in rows if k[:2] == (task, model)} - {"all"})
+        flagged = {(f["language"], f["metric"]) for f in flags if (f["task"], f["model"]) == (task, model)}
+        body = []
+        for key, name in GUARD_LINES:
+            line = [name]
+            for lang in ["all", *langs]:
+                g = rows.get((task, model, "all", lang), {})
+                text = cell(g.get(key))
+                if lang == "all" and g.get(f"{key}_ci_low") is not None:  # the interval on the average
+                    text += f" [{100 * g[f'{key}_ci_low']:.1f},{100 * g[f'{key}_ci_high']:.1f}]"
+                if (lang, key) in flagged:
+                    text += " ⚠"
+                line.append(text)
+            body.append(line)
+        out.append(render(["Guard %", "avg", *langs], body, fmt, title=f"{model} · {task} · guard"))
+    notes = [f"⚠ {f['model']} · {f['task']} · {f['language']}: {f['reason']}" for f in flags]
+    prefix = "- " if fmt == "markdown" else ""
+    return "\n".join(out) + "\n" + "\n".join(prefix + n for n in [*notes, GUARD_NOTE]) + "\n"
 
 
 def _ci(r: dict, key: str) -> str:

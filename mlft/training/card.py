@@ -46,8 +46,10 @@ def _lcb_section(run_dir: Path) -> list[str]:
     base = {(r["task"], r["language"], r["metric"]): r for r in rows if int(r["step"]) == 0}
     suite = next(iter(at.values()))["suite"]
     out = [f"Language Confusion Benchmark (suite `{suite}`), step {step}; 95 % intervals in brackets "
-           "(stratified bootstrap). LPR alone rewards degenerate output: read it beside coverage and degeneracy.", "",
-           "| task | LPR | WPR | LCPR | coverage | degeneracy | LPR at step 0 |", "|---|---|---|---|---|---|---|"]
+           "(stratified bootstrap). LPR alone rewards degenerate output: read it beside coverage, degeneracy and "
+           "lexical validity (share of replies whose words are words of the language; word salad scores low).", "",
+           "| task | LPR | WPR | LCPR | coverage | degeneracy | lexical validity | LPR at step 0 |",
+           "|---|---|---|---|---|---|---|---|"]
     for task in TASKS:
         if (task, "avg", "lpr") not in at:
             continue

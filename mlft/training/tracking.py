@@ -1,7 +1,8 @@
 """What the eval callback sends to experiment trackers (the trainer's `report_to`: TensorBoard, W&B, ...).
 
 Scalars, one per curve row of a pass:
-    lcb/<variant>/<task>/<metric>            the task average (lpr, wpr, lcpr, coverage, degeneracy, nll)
+    lcb/<variant>/<task>/<metric>            the task average (lpr, wpr, lcpr, coverage, degeneracy, validity,
+                                             unknown, skipped, nll)
     lcb/<variant>/<task>/<metric>/<lang>     per language
     lcb/<variant>/<task>/<metric>_low[/<lang>], ..._high[/<lang>]   the 95 % interval
 and a small table of sample completions (prompt, language, reply, verdict): a markdown text summary for
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from mlft.constants import GUARD_METRICS, METRICS
 
-TRACKED = (*METRICS, *GUARD_METRICS, "nll")
+TRACKED = (*METRICS, *GUARD_METRICS, "unknown", "skipped", "nll")
 SAMPLES = 8
 
 
