@@ -30,6 +30,7 @@ KINDS: dict[str, str] = {
     "lcb": "mlft.evals.lcb",
     "multisense": "mlft.evals.multisense.kind",
     "polyglot": "mlft.evals.polyglot.kind",
+    "lm_eval": "mlft.evals.lm_eval_kind",
 }
 
 

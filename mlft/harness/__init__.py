@@ -13,6 +13,7 @@ lm-eval is an optional extra: `pip install "mlft[harness]"`.
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 from mlft.errors import ConfigError
@@ -35,18 +36,21 @@ def require_lm_eval():
 
 
 @functools.lru_cache(maxsize=8)
-def task_manager(include_paths: tuple[str, ...] = (), include_defaults: bool = True):
+def task_manager(include_paths: tuple[str, ...] = (), include_defaults: bool = True, metadata: str = "{}"):
     """An lm-eval TaskManager over mlft's tasks, `include_paths` and (optionally) lm-eval's own ~14,000 task
-    names (indexing those takes ~10 s, so it is built once per process and only when a name needs it)."""
+    names (indexing those takes ~10 s, so it is built once per process and only when a name needs it);
+    `metadata` (JSON) is handed to every task (e.g. {"lcb_data": path})."""
     require_lm_eval()
     from lm_eval.tasks import TaskManager
 
-    return TaskManager(include_path=[str(TASKS_DIR), *include_paths], include_defaults=include_defaults)
+    return TaskManager(include_path=[str(TASKS_DIR), *include_paths], include_defaults=include_defaults,
+                       metadata=json.loads(metadata) or None)
 
 
-def check_tasks(names: list[str], include_paths: list[str] = (), where: str = "tasks"):
+def check_tasks(names: list[str], include_paths: list[str] = (), where: str = "tasks", metadata: dict | None = None):
     """Resolve harness task / group / tag names; ConfigError naming the unknown ones (with a 'did you mean').
-    Returns the TaskManager that knows them all (the one without lm-eval's defaults when that suffices)."""
+    Returns the TaskManager that knows them all (the one without lm-eval's defaults when that suffices), with
+    `metadata` attached."""
     from mlft.config import did_you_mean
 
     for p in include_paths:
@@ -63,4 +67,7 @@ def check_tasks(names: list[str], include_paths: list[str] = (), where: str = "t
         hints = "; ".join(f"{n!r}{did_you_mean(n, tm.all_tasks)}" for n in unknown)
         raise ConfigError(f"{where}: unknown lm-eval task(s): {hints} (mlft's own: `mlft harness tasks`; "
                           f"a folder of your own YAMLs: include_path)")
+    if metadata:
+        tm = task_manager(paths, any(n not in task_manager(paths, False).all_tasks for n in names),
+                          json.dumps(metadata, sort_keys=True))
     return tm

@@ -1,0 +1,203 @@
+"""lm-evaluation-harness both ways: harness tasks inside mlft suites (the `lm_eval` kind) and mlft's LCB tasks
+inside lm-eval (mlft/harness/tasks), scored like `mlft score`."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lm_eval")
+
+from mlft.errors import ConfigError  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+TINY_MC = """task: tiny_mc
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {data}
+test_split: test
+output_type: multiple_choice
+doc_to_text: "{{{{question}}}}"
+doc_to_choice: choices
+doc_to_target: answer
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+"""
+DOCS = [
+    {"question": "The capital of France is", "choices": [" Paris", " a bicycle"], "answer": 0},
+    {"question": "Two plus two equals", "choices": [" purple", " four"], "answer": 1},
+    {"question": "The sun rises in the", "choices": [" east", " refrigerator"], "answer": 0},
+    {"question": "Water freezes at zero degrees", "choices": [" spaghetti", " Celsius"], "answer": 1},
+]
+
+
+def _tiny_task(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / "tiny.jsonl"
+    data.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
+    (folder / "tiny_mc.yaml").write_text(TINY_MC.format(data=data), encoding="utf-8")
+    return folder
+
+
+def test_mlft_task_folder_matches_the_generator():
+    """The shipped YAMLs are what mlft.harness.lcb writes (edit the generator, not the files)."""
+    from mlft.harness import tasks_dir
+    from mlft.harness.lcb import task_files
+
+    folder = tasks_dir() / "lcb"
+    for name, text in task_files().items():
+        assert (folder / name).read_text(encoding="utf-8") == text, name
+    assert len([n for n in task_files() if n.startswith("lcb_") and n.count("_") == 2]) == 15 + 14
+    from mlft.harness import polyglot_mc
+
+    for name, text in polyglot_mc.task_files().items():
+        assert (tasks_dir() / "mlft_polyglot_mc" / name).read_text(encoding="utf-8") == text, name
+
+
+def test_mlft_tasks_are_known_without_lm_evals_index():
+    from mlft.harness import check_tasks
+
+    tm = check_tasks(["lcb", "lcb_crosslingual_de", "mlft_polyglot_mc"], [])
+    assert {"lcb", "lcb_monolingual", "lcb_crosslingual"} <= set(tm.all_groups)
+    assert "arc_easy" not in tm.all_tasks  # lm-eval's defaults were not needed
+
+
+def test_unknown_task_is_an_error_before_any_model(tmp_path):
+    from mlft.evals.suite import build_suite
+
+    with pytest.raises(ConfigError, match=r"unknown lm-eval task\(s\): 'lcb_crosslingual_xx'.*did you mean"):
+        build_suite({"kind": "lm_eval", "tasks": ["lcb_crosslingual_xx"]}, "s.yaml")
+    with pytest.raises(ConfigError, match="include_path: folder not found"):
+        build_suite({"kind": "lm_eval", "tasks": ["tiny_mc"], "include_path": [str(tmp_path / "no")]}, "s.yaml")
+    with pytest.raises(ConfigError, match="limit"):
+        build_suite({"kind": "lm_eval", "tasks": ["lcb"], "limit": 0}, "s.yaml")
+
+
+def test_result_rows_carry_stderr_intervals():
+    from mlft.evals.lm_eval_kind import result_rows
+
+    res = {"results": {"t": {"alias": "t", "acc,none": 0.5, "acc_stderr,none": 0.1, "lpr,none": 0.8,
+                             "lpr_stderr,none": "N/A", "exact_match,strict": 0.25, "exact_match_stderr,strict": 0.05}},
+           "groups": {"g": {"alias": "g", "acc,none": 0.4, "acc_stderr,none": 0.02, "sample_len": 9}},
+           "n-samples": {"t": {"original": 10, "effective": 4}}}
+    rows = {(r["task"], r["metric"]): r for r in result_rows(res)}
+    acc = rows[("t", "acc")]
+    assert acc["low"] == pytest.approx(0.5 - 1.959964 * 0.1, abs=1e-5) and acc["n"] == 4
+    assert acc["high"] == pytest.approx(0.5 + 1.959964 * 0.1, abs=1e-5)
+    assert rows[("t", "lpr")]["low"] is None and rows[("t", "lpr")]["value"] == 0.8
+    assert rows[("t", "exact_match/strict")]["value"] == 0.25
+    assert rows[("g", "acc")]["n"] == 9
+
+
+def test_lcb_aggregation_is_the_official_scorers():
+    """process_results + agg_* on a few replies = mlft score on the same completions (per language and source mix)."""
+    from mlft.completions import Completion
+    from mlft.harness import lcb
+    from mlft.lcb.scoring import score_completions
+
+    replies = {"ja": ["これは日本語の文章です。今日はとても良い天気ですね。私は公園に行きました。",
+                      "This reply is in English and has enough words to count for sure.",
+                      "日本語で答えます。東京はとても大きな都市で、人がたくさん住んでいます。 computer", ""],
+               "de": ["Das ist eine deutsche Antwort mit genug Wörtern für die Zählung.",
+                      "This is an English answer with more than five words in it.", "ja ja ja ja ja ja"]}
+    docs, comps = [], []
+    for lang, texts in replies.items():
+        for i, text in enumerate(texts):
+            src = ["okapi", "sharegpt"][i % 2]
+            doc = {"id": f"crosslingual/{src}/{lang}/{i}", "task": "crosslingual", "source": src,
+                   "language": lang, "prompt": "p"}
+            docs.append((doc, text))
+            comps.append(Completion(doc["id"], "m", "crosslingual", src, lang, text))
+    report = score_completions(comps)
+    for lang in replies:
+        items = [lcb.process_results(d, [t]) for d, t in docs if d["language"] == lang]
+        want = next(r for r in report.rows if r["source"] == "all" and r["language"] == lang)
+        assert lcb.agg_lpr([x["lpr"] for x in items]) == want["lpr"]
+        if lang == "ja":
+            assert lcb.agg_wpr([x["wpr"] for x in items]) == want["wpr"]
+            assert lcb.agg_lcpr([x["lcpr"] for x in items]) == pytest.approx(want["lcpr"])
+        else:
+            assert "wpr" not in items[0]
+    cov = lcb.agg_coverage([lcb.process_results(d, [t])["coverage"] for d, t in docs if d["language"] == "ja"])
+    assert cov == pytest.approx((1 / 2 + 2 / 2) / 2)  # okapi: 1 of 2 replies counted (one empty); sharegpt 2/2
+
+
+def test_lcb_docs_interleave_sources_for_limit():
+    from mlft.harness.lcb import lcb_docs
+
+    docs = lcb_docs("crosslingual", "de")
+    assert len(docs) == len({d["id"] for d in docs})
+    assert len({d["source"] for d in docs[:3]}) == 3  # --limit 3 sees every cross-lingual source
+
+
+def test_samples_to_completions_names_bad_lines(tmp_path):
+    from mlft.errors import DataError
+    from mlft.harness.lcb import samples_to_completions
+
+    good = {"doc": {"id": "crosslingual/okapi/de/0", "task": "crosslingual", "source": "okapi", "language": "de",
+                    "prompt": "p"}, "resps": [["Hallo Welt"]], "filtered_resps": ["Hallo Welt"]}
+    path = tmp_path / "samples_lcb.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({"doc": {}}) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="line 2: not an lm-eval LCB sample"):
+        samples_to_completions([path])
+    path.write_text(json.dumps(good) + "\n", encoding="utf-8")
+    assert samples_to_completions([path])[0]["completion"] == "Hallo Welt"
+
+
+@pytest.mark.slow
+def test_harness_task_runs_inside_an_mlft_suite(tmp_path, embedded_model):
+    """A harness task on a local JSONL file, in an mlft suite, on the live embedded model: rows in scores.jsonl."""
+    from mlft.evals.runner import run_suite
+    from mlft.evals.suite import build_suite
+
+    folder = _tiny_task(tmp_path / "tasks")
+    suite = build_suite({"kind": "lm_eval", "tasks": ["tiny_mc"], "include_path": [str(folder)], "limit": 3},
+                        "tiny.yaml")
+    model, tok = embedded_model
+    out = tmp_path / "out"
+    result = run_suite(suite, model=model, tokenizer=tok, out_dir=out, progress=False)
+    rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
+    acc = next(r for r in rows if r["task"] == "tiny_mc" and r["metric"] == "acc")
+    assert acc["n"] == 3 and acc["value"] in (0.0, 1 / 3, 2 / 3, 1.0)
+    assert acc["stderr"] is not None and acc["low"] == pytest.approx(acc["value"] - 1.959964 * acc["stderr"], 1e-4)
+    assert result.value("acc", "tiny_mc") == acc["value"]
+    samples = [json.loads(x) for x in (out / "samples" / "tiny_mc.jsonl").read_text().splitlines()]
+    assert len(samples) == 3 and acc["value"] == pytest.approx(sum(s["acc"] for s in samples) / 3)
+
+
+@pytest.mark.slow
+def test_lm_eval_lcb_task_matches_mlft_score(tmp_path):
+    """Parity: `lm_eval --include_path <mlft> --tasks lcb_crosslingual_de,lcb_crosslingual_ja --limit 3` on the
+    embedded model prints the LPR (and WPR / LCPR) that `mlft score` gives the logged samples."""
+    from mlft.generation.models import resolve
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
+    path = resolve("smollm2-135m-instruct").path
+    out = tmp_path / "lm"
+    cmd = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={path},dtype=float32",
+           "--device", "cpu", "--include_path", str(REPO / "mlft" / "harness" / "tasks"),
+           "--tasks", "lcb_crosslingual_de,lcb_crosslingual_ja", "--limit", "3", "--apply_chat_template",
+           "--gen_kwargs", "max_gen_toks=40", "--log_samples", "--output_path", str(out), "--batch_size", "8"]
+    subprocess.run(cmd, check=True, env=env, capture_output=True, text=True, timeout=900)
+    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    samples = sorted(str(p) for p in out.rglob("samples_lcb_*.jsonl"))
+    comp = tmp_path / "c.jsonl"
+    subprocess.run([sys.executable, "-m", "mlft", "harness", "completions", *samples, "--out", str(comp)],
+                   check=True, env=env, capture_output=True, timeout=300)
+    scored = subprocess.run([sys.executable, "-m", "mlft", "score", str(comp), "--format", "json"], check=True,
+                            env=env, capture_output=True, text=True, timeout=300).stdout
+    rows = json.loads(scored[:scored.rindex("]") + 1] if scored.lstrip().startswith("[") else scored)
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    by_lang = {r["language"]: r for r in rows if r["source"] == "all"}
+    for lang in ("de", "ja"):
+        assert results[f"lcb_crosslingual_{lang}"]["lpr,none"] == by_lang[lang]["lpr"]
+    assert results["lcb_crosslingual_ja"]["wpr,none"] == by_lang["ja"]["wpr"]
+    assert math.isclose(results["lcb_crosslingual_ja"]["lcpr,none"], by_lang["ja"]["lcpr"])
