@@ -7,12 +7,14 @@ counterfactuals as choices, scored by lm-eval's multiple-choice rule (log-likeli
 after " "; acc = the true one ranks first, acc_norm = the same per byte). Only facts whose stem is shared by
 every answer are kept (no per-entity stem variants). It is a capability *check* sized for CPU, not the
 Polyglot-or-Not benchmark: the paper's CKA compares first-token probabilities against the mean over the
-counterfactuals (mlft's `polyglot` eval kind computes that). Documents are in file order; use `limit`.
+counterfactuals (mlft's `polyglot` eval kind computes that). Documents are in file order; use `limit`. Groups: `mlft_polyglot_mc` (all 20 languages) and
+`mlft_polyglot_mc_shared` (the 7 that LCB also has: de en es fr it pt ru), unweighted means.
 """
 
 from __future__ import annotations
 
 from mlft.evals.polyglot.data import LANGUAGES
+from mlft.languages import LANGUAGES as LCB_LANGUAGES
 
 
 def polyglot_docs(language: str, polyglot_data: str | None = None) -> list[dict]:
@@ -48,6 +50,12 @@ def task_files() -> dict[str, str]:
                                                   f"dataset_kwargs:\n  language: {lang}\n")
     files["mlft_polyglot_mc.yaml"] = (
         "group: mlft_polyglot_mc\ntask:\n" + "".join(f"  - mlft_polyglot_mc_{lang}\n" for lang in LANGUAGES)
+        + "aggregate_metric_list:\n"
+        + "".join(f"  - metric: {m}\n    aggregation: mean\n    weight_by_size: false\n" for m in ("acc", "acc_norm"))
+        + "metadata:\n  version: 1.0\n")
+    shared = [lang for lang in LANGUAGES if lang in LCB_LANGUAGES]  # de en es fr it pt ru
+    files["mlft_polyglot_mc_shared.yaml"] = (
+        "group: mlft_polyglot_mc_shared\ntask:\n" + "".join(f"  - mlft_polyglot_mc_{lang}\n" for lang in shared)
         + "aggregate_metric_list:\n"
         + "".join(f"  - metric: {m}\n    aggregation: mean\n    weight_by_size: false\n" for m in ("acc", "acc_norm"))
         + "metadata:\n  version: 1.0\n")
