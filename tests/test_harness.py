@@ -201,3 +201,33 @@ def test_lm_eval_lcb_task_matches_mlft_score(tmp_path):
         assert results[f"lcb_crosslingual_{lang}"]["lpr,none"] == by_lang[lang]["lpr"]
     assert results["lcb_crosslingual_ja"]["wpr,none"] == by_lang["ja"]["wpr"]
     assert math.isclose(results["lcb_crosslingual_ja"]["lcpr,none"], by_lang["ja"]["lcpr"])
+
+
+def test_table11_capability_columns_flag_a_drop_beyond_the_interval(tmp_path):
+    """Capability columns from lm_eval rows: a row whose interval lies below the base value is flagged (⚠, ↓);
+    a row whose interval still covers it is not."""
+    from mlft.reports.mitigation import build, load_spec
+
+    def lcb(v):
+        return [{"variant": "default", "task": t, "language": "avg", "metric": "lpr", "value": v, "low": v - .05,
+                 "high": v + .05, "n": 50} for t in ("monolingual", "crosslingual")]
+
+    def cap(v, se):
+        return [{"variant": "default", "task": "mlft_polyglot_mc_shared", "language": "avg", "metric": "acc",
+                 "value": v, "low": v - 1.96 * se, "high": v + 1.96 * se, "n": 280, "stderr": se}]
+
+    for name, lpr, acc in (("base", .5, .60), ("kept", .7, .56), ("forgot", .8, .45)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lcb(lpr)))
+        (tmp_path / f"{name}_cap.jsonl").write_text("".join(json.dumps(r) + "\n" for r in cap(acc, .03)))
+    spec = tmp_path / "t.yaml"
+    spec.write_text("rows:\n" + "".join(
+        f"  - {{label: {n}, rows_file: {n}.jsonl, capability_rows_file: {n}_cap.jsonl}}\n"
+        for n in ("base", "kept", "forgot"))
+        + "per_language: []\ncapability:\n  - {task: mlft_polyglot_mc_shared, metric: acc, label: Facts acc}\n")
+    text = build(load_spec(spec), "markdown")
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert "Facts acc" in text
+    assert "60.0 ±5.9" in lines["base"]
+    assert "56.0 ±5.9" in lines["kept"] and "↓" not in lines["kept"]
+    assert "forgot ⚠" in lines and "45.0 ±5.9 ↓" in lines["forgot ⚠"]
+    assert "capability Facts acc: 45.0 [39.1, 50.9] vs base 60.0" in text
