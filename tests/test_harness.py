@@ -231,3 +231,15 @@ def test_table11_capability_columns_flag_a_drop_beyond_the_interval(tmp_path):
     assert "56.0 ±5.9" in lines["kept"] and "↓" not in lines["kept"]
     assert "forgot ⚠" in lines and "45.0 ±5.9 ↓" in lines["forgot ⚠"]
     assert "capability Facts acc: 45.0 [39.1, 50.9] vs base 60.0" in text
+
+
+def test_capability_rows_reach_the_trackers():
+    from mlft.training.tracking import scalars
+
+    rows = [{"variant": "capability", "task": "mlft_polyglot_mc_shared", "language": "avg", "metric": "acc",
+             "value": 0.6, "low": 0.54, "high": 0.66, "harness": True},
+            {"variant": "capability", "task": "x", "language": "avg", "metric": "acc", "value": 0.1}]
+    got = scalars(rows)
+    assert got == {"harness/capability/mlft_polyglot_mc_shared/acc": 0.6,
+                   "harness/capability/mlft_polyglot_mc_shared/acc_low": 0.54,
+                   "harness/capability/mlft_polyglot_mc_shared/acc_high": 0.66}

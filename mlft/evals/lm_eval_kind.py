@@ -12,7 +12,7 @@ same server (`api: chat` -> local-chat-completions, generation tasks only; `api:
 local-completions, which also scores log-likelihoods and needs `tokenizer`).
 
 Every metric of every task and group becomes an mlft metric row {variant, task, language: avg, metric, value,
-low, high, n, stderr}: task = the harness name, metric = the harness metric (`metric/filter` when the filter is
+low, high, n, stderr, harness: true, samples}: task = the harness name, metric = the harness metric (`metric/filter` when the filter is
 not `none`), the interval value ± z·stderr (the harness's standard error; none when it reports N/A). The
 per-document samples land in `samples/<task>.jsonl` (paired comparisons between runs). Task names are checked
 (TaskManager) before any model loads.
@@ -157,7 +157,7 @@ def result_rows(results: dict, confidence: float = 0.95, variant: str = "default
             low, high = (value - z * stderr, value + z * stderr) if stderr is not None else (None, None)
             rows.append({"variant": variant, "task": task, "language": "avg",
                          "metric": metric if filt == "none" else f"{metric}/{filt}", "value": float(value),
-                         "low": low, "high": high, "n": n, "stderr": stderr, "source": "lm_eval"})
+                         "low": low, "high": high, "n": n, "stderr": stderr, "harness": True})
     return rows
 
 
