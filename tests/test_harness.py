@@ -243,3 +243,28 @@ def test_capability_rows_reach_the_trackers():
     assert got == {"harness/capability/mlft_polyglot_mc_shared/acc": 0.6,
                    "harness/capability/mlft_polyglot_mc_shared/acc_low": 0.54,
                    "harness/capability/mlft_polyglot_mc_shared/acc_high": 0.66}
+
+
+def test_openai_backend_maps_to_lm_evals_api_models(tmp_path, monkeypatch):
+    """On the openai backend the suite talks to the same server through lm-eval's API models, with mlft's key
+    (never exported to the environment); a chat endpoint refuses log-likelihood tasks before any request."""
+    from mlft.evals.lm_eval_kind import _check_outputs, _task_manager, make_lm
+    from mlft.evals.runner import EvalContext
+    from mlft.evals.suite import build_suite
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("MY_KEY", "sk-test")
+    ctx = EvalContext(tmp_path, "openai", {"base_url": "http://127.0.0.1:9/v1/", "api_key_env": "MY_KEY"},
+                      model_ref="served")
+    suite = build_suite({"kind": "lm_eval", "tasks": ["lcb_crosslingual_de"]}, "s.yaml")
+    lm = make_lm(suite.options, ctx)
+    assert type(lm).__mro__[1].__name__ == "LocalChatCompletion"
+    assert lm.base_url == "http://127.0.0.1:9/v1/chat/completions" and lm.model == "served"
+    assert lm.api_key == "sk-test" and "OPENAI_API_KEY" not in os.environ
+    _check_outputs(_task_manager(suite.options), suite.options, ctx)  # generation task: fine
+    mc = build_suite({"kind": "lm_eval", "tasks": ["mlft_polyglot_mc_de"]}, "s.yaml")
+    with pytest.raises(ConfigError, match="mlft_polyglot_mc_de score log-likelihoods.*api=completions"):
+        _check_outputs(_task_manager(mc.options), mc.options, ctx)
+    comp = build_suite({"kind": "lm_eval", "tasks": ["mlft_polyglot_mc_de"], "api": "completions"}, "s.yaml")
+    with pytest.raises(ConfigError, match="set `tokenizer`"):
+        make_lm(comp.options, ctx)
