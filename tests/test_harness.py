@@ -268,3 +268,21 @@ def test_openai_backend_maps_to_lm_evals_api_models(tmp_path, monkeypatch):
     comp = build_suite({"kind": "lm_eval", "tasks": ["mlft_polyglot_mc_de"], "api": "completions"}, "s.yaml")
     with pytest.raises(ConfigError, match="set `tokenizer`"):
         make_lm(comp.options, ctx)
+
+
+def test_paired_capability_test_on_lm_eval_samples(tmp_path):
+    """Per-document samples pair up by (task, doc_id): a planted 30-point drop is found, a copy is not."""
+    import random
+
+    from mlft.evals.lm_eval_kind import paired_samples_test
+
+    rng = random.Random(0)
+    base = [{"task": t, "doc_id": i, "acc": float(rng.random() < .7)} for t in ("a", "b") for i in range(60)]
+    worse = [{**x, "acc": x["acc"] if rng.random() < .55 else 0.0} for x in base]
+    for name, recs in (("base", base), ("same", base), ("worse", worse)):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in recs))
+    d, lo, hi, p, pairs = paired_samples_test(tmp_path / "base.jsonl", tmp_path / "worse.jsonl", "acc")
+    want = (sum(x["acc"] for x in worse) - sum(x["acc"] for x in base)) / len(base)
+    assert pairs == 120 and d == pytest.approx(want) and hi < 0 and p < 0.01
+    d, lo, hi, p, _ = paired_samples_test(tmp_path / "base.jsonl", tmp_path / "same.jsonl", "acc")
+    assert d == 0 and p == 1.0

@@ -170,6 +170,67 @@ def _report(rows: list[dict], versions: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _leaves(name: str, groups: dict[str, list[str]]) -> list[str]:
+    return [leaf for child in groups[name] for leaf in _leaves(child, groups)] if name in groups else [name]
+
+
+def _write_samples(results: dict, rows: list[dict], sdir: Path) -> list[Path]:
+    """samples/<task>.jsonl per task (each record with its `task`), and per group the records of its tasks; the
+    rows of each task / group name their file."""
+    from lm_eval.utils import handle_non_serializable
+
+    sdir.mkdir(parents=True, exist_ok=True)
+    by_task = {t: [{**s, "task": t} for s in samples] for t, samples in (results.get("samples") or {}).items()}
+    groups = results.get("group_subtasks") or {}
+    files = []
+    for name in [*by_task, *[g for g in groups if g not in by_task]]:
+        records = [x for leaf in _leaves(name, groups) for x in by_task.get(leaf, [])]
+        if not records:
+            continue
+        path = sdir / f"{name}.jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            for x in records:
+                fh.write(json.dumps(x, default=handle_non_serializable, ensure_ascii=False) + "\n")
+        files.append(path)
+        for r in rows:
+            if r["task"] == name:
+                r["samples"] = str(Path("samples") / path.name)
+    return files
+
+
+def paired_samples_test(base: str | Path, run: str | Path, metric: str, *, n: int = 4000, seed: int = 0,
+                        confidence: float = 0.95):
+    """Paired bootstrap of run − base on the documents both evaluated (per-document `metric` values of lm-eval's
+    samples, keyed by task and doc_id): the statistic is the unweighted mean over tasks of the mean difference
+    (a group's aggregation), documents resampled within each task. Returns (difference, low, high, p, pairs),
+    or None when fewer than 2 documents pair up or the metric has no per-document number."""
+    import numpy as np
+
+    from mlft.lcb.stats import _percentile_test
+
+    def load(path):
+        out = {}
+        for line in Path(path).read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                x = json.loads(line)
+                v = x.get(metric.split("/")[0])
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out[(x.get("task"), x.get("doc_id"))] = float(v)
+        return out
+
+    a, b = load(base), load(run)
+    keys = sorted(a.keys() & b.keys(), key=str)
+    if len(keys) < 2:
+        return None
+    tasks = sorted({k[0] for k in keys}, key=str)
+    diffs = [np.array([b[k] - a[k] for k in keys if k[0] == t]) for t in tasks]
+    point = float(np.mean([d.mean() for d in diffs]))
+    rng = np.random.default_rng(seed)
+    boot = np.mean([d[rng.integers(0, len(d), (n, len(d)))].mean(1) for d in diffs], axis=0)
+    lo, hi, p = _percentile_test(boot, confidence)
+    return point, lo, hi, p, len(keys)
+
+
 def run(suite, ctx) -> KindOutput:
     import lm_eval
     from lm_eval.utils import handle_non_serializable
@@ -190,17 +251,7 @@ def run(suite, ctx) -> KindOutput:
     rows = result_rows(results, o.confidence)
     files = []
     if o.log_samples:
-        sdir = ctx.out_dir / "samples"
-        sdir.mkdir(parents=True, exist_ok=True)
-        for task, samples in (results.get("samples") or {}).items():
-            path = sdir / f"{task}.jsonl"
-            with open(path, "w", encoding="utf-8") as fh:
-                for s in samples:
-                    fh.write(json.dumps(s, default=handle_non_serializable, ensure_ascii=False) + "\n")
-            files.append(path)
-            for r in rows:
-                if r["task"] == task:
-                    r["samples"] = str(Path("samples") / path.name)
+        files += _write_samples(results, rows, ctx.out_dir / "samples")
     summary = {k: results.get(k) for k in ("results", "groups", "configs", "versions", "n-shot", "n-samples")}
     (ctx.out_dir / "lm_eval_results.json").write_text(
         json.dumps(summary, default=handle_non_serializable, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -167,14 +167,22 @@ def _capability_row(r: RowSpec, cap: Capability) -> dict | None:
 
     if r.capability_rows_file:
         rows = [x for x in _source_rows(RowSpec(r.label, rows_file=r.capability_rows_file)) if match(x)]
+        root = Path(r.capability_rows_file).parent
     elif r.run:
         rows = [x for x in read_curves(r.run) if x["variant"] == cap.variant and match(x)]
         if rows:
             step = max(int(x["step"]) for x in rows) if r.step == "last" else r.step
             rows = [x for x in rows if int(x["step"]) == step]
+        root = Path(r.run)
     else:
         rows = [x for x in _source_rows(r) if match(x)]
-    return rows[-1] if rows else None
+        root = Path(r.rows_file).parent
+    if not rows:
+        return None
+    found = dict(rows[-1])
+    if found.get("samples"):
+        found["samples_path"] = str(root / found["samples"])
+    return found
 
 
 def _select(r: RowSpec, variant: str | None = None) -> Row:
@@ -321,6 +329,30 @@ def capability_drops(rows: list[Row], base: Row, capability: list[Capability] | 
     return out
 
 
+def capability_tests(rows: list[Row], base: Row, capability: list[Capability] | tuple,
+                     resamples: int) -> dict[tuple[str, str], tuple]:
+    """{(row label, column header): (difference, low, high, p, pairs)}: paired bootstrap over the documents both
+    rows evaluated, where both rows name lm-eval per-document samples (Holm-adjusted down each column)."""
+    from mlft.evals.lm_eval_kind import paired_samples_test
+    from mlft.lcb.stats import holm
+
+    out = {}
+    for cap in capability:
+        key = (cap.task, cap.language, cap.metric)
+        a = (base.values.get(key) or {}).get("samples_path")
+        family = []
+        for row in rows:
+            b = (row.values.get(key) or {}).get("samples_path")
+            if row is base or not a or not b or not Path(a).is_file() or not Path(b).is_file():
+                continue
+            res = paired_samples_test(a, b, cap.metric, n=resamples)
+            if res is not None:
+                family.append((row.label, res))
+        for (label, res), q in zip(family, holm([r[3] for _, r in family])):
+            out[(label, cap.header)] = (*res[:3], q, res[4])
+    return out
+
+
 def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: int = 4000,
                      extra: dict[str, dict[str, str]] | None = None,
                      capability: list[Capability] | tuple = ()) -> Table:
@@ -331,6 +363,7 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
     p = _tests(rows, base, MAIN + [("monolingual", "lcpr"), ("crosslingual", "lcpr")], resamples)
     flags = _guard(rows, base, resamples)
     drops = capability_drops(rows, base, capability)
+    cap_p = capability_tests(rows, base, capability, resamples) if capability else {}
     for label, reasons in drops.items():
         flags.setdefault(label, []).extend(reasons)
     extra = extra or {}
@@ -345,8 +378,9 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
         guard = [" / ".join(row.cell(t, "avg", m) for t in TASKS) for m, _ in GUARD]
         nll = " / ".join(row.cell(t, "avg", "nll", percent=False) for t in TASKS)
         label = row.label + (" ⚠" if row.label in flags else "")
-        caps = [row.cell(c.task, c.language, c.metric, " ↓" if any(c.header + ":" in x for x in
-                                                                     drops.get(row.label, [])) else "")
+        caps = [row.cell(c.task, c.language, c.metric,
+                         ("*" if cap_p.get((row.label, c.header), (1,) * 4)[3] < SIG else "")
+                         + (" ↓" if any(c.header + ":" in x for x in drops.get(row.label, [])) else ""))
                 for c in capability]
         body.append([label] + [row.cell(t, "avg", m, mark(t, m)) for t, m in MAIN] + [lcpr_text, *guard, nll]
                     + caps + [extra[c].get(row.label, "–") for c in extra])
@@ -359,7 +393,10 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
              f"the base row's beyond chance, or NLL more than {MAX_NLL_INCREASE:.0%} above it."]
     if capability:
         notes.append("Capability columns (%, ± = half-width of the row's interval, e.g. the harness's value ± "
-                     "1.96·stderr): ↓ ⚠ = the base row's value lies above the row's whole interval.")
+                     "1.96·stderr): ↓ ⚠ = the base row's value lies above the row's whole interval; * = paired "
+                     "bootstrap over the documents both rows evaluated (lm-eval samples), p < 0.05, Holm-adjusted.")
+        notes += [f"{label} vs base, {col}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}], p = {q:.3g} "
+                  f"({pairs} paired documents)" for (label, col), (d, lo, hi, q, pairs) in cap_p.items()]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
     return Table(title, header, body, notes)
 
