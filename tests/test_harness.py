@@ -161,9 +161,15 @@ def test_harness_task_runs_inside_an_mlft_suite(tmp_path, embedded_model):
     folder = _tiny_task(tmp_path / "tasks")
     suite = build_suite({"kind": "lm_eval", "tasks": ["tiny_mc"], "include_path": [str(folder)], "limit": 3},
                         "tiny.yaml")
+    import random
+
+    import torch
+
     model, tok = embedded_model
     out = tmp_path / "out"
+    state = (random.getstate(), torch.get_rng_state())
     result = run_suite(suite, model=model, tokenizer=tok, out_dir=out, progress=False)
+    assert random.getstate() == state[0] and torch.equal(torch.get_rng_state(), state[1])  # training unaffected
     rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
     acc = next(r for r in rows if r["task"] == "tiny_mc" and r["metric"] == "acc")
     assert acc["n"] == 3 and acc["value"] in (0.0, 1 / 3, 2 / 3, 1.0)

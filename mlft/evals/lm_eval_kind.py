@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
@@ -231,6 +232,35 @@ def paired_samples_test(base: str | Path, run: str | Path, metric: str, *, n: in
     return point, lo, hi, p, len(keys)
 
 
+@contextmanager
+def _global_rng_kept():
+    import random
+
+    import numpy as np
+    import torch
+
+    state = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+             torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+    try:
+        yield
+    finally:
+        random.setstate(state[0])
+        np.random.set_state(state[1])
+        torch.set_rng_state(state[2])
+        if state[3] is not None:
+            torch.cuda.set_rng_state_all(state[3])
+
+
+def _evaluate(lm_eval, lm, o: LmEvalOptions, tm):
+    return lm_eval.simple_evaluate(
+        model=lm, tasks=list(o.tasks), num_fewshot=o.num_fewshot, batch_size=o.batch_size,
+        limit=(int(o.limit) if o.limit is not None and o.limit >= 1 else o.limit), bootstrap_iters=o.bootstrap_iters,
+        log_samples=o.log_samples, task_manager=tm, apply_chat_template=o.apply_chat_template,
+        fewshot_as_multiturn=o.fewshot_as_multiturn, system_instruction=o.system_instruction,
+        gen_kwargs=dict(o.gen_kwargs) or None, random_seed=o.seed, numpy_random_seed=o.seed,
+        torch_random_seed=o.seed, fewshot_random_seed=o.seed)
+
+
 def run(suite, ctx) -> KindOutput:
     import lm_eval
     from lm_eval.utils import handle_non_serializable
@@ -239,13 +269,8 @@ def run(suite, ctx) -> KindOutput:
     tm = _task_manager(o)
     _check_outputs(tm, o, ctx)
     lm = make_lm(o, ctx)
-    results = lm_eval.simple_evaluate(
-        model=lm, tasks=list(o.tasks), num_fewshot=o.num_fewshot, batch_size=o.batch_size,
-        limit=(int(o.limit) if o.limit is not None and o.limit >= 1 else o.limit), bootstrap_iters=o.bootstrap_iters,
-        log_samples=o.log_samples, task_manager=tm, apply_chat_template=o.apply_chat_template,
-        fewshot_as_multiturn=o.fewshot_as_multiturn, system_instruction=o.system_instruction,
-        gen_kwargs=dict(o.gen_kwargs) or None, random_seed=o.seed, numpy_random_seed=o.seed,
-        torch_random_seed=o.seed, fewshot_random_seed=o.seed)
+    with _global_rng_kept():  # lm-eval reseeds python / numpy / torch: a training run must not notice
+        results = _evaluate(lm_eval, lm, o, tm)
     if results is None:  # not rank 0
         return KindOutput([])
     rows = result_rows(results, o.confidence)
