@@ -292,3 +292,14 @@ def test_paired_capability_test_on_lm_eval_samples(tmp_path):
     assert pairs == 120 and d == pytest.approx(want) and hi < 0 and p < 0.01
     d, lo, hi, p, _ = paired_samples_test(tmp_path / "base.jsonl", tmp_path / "same.jsonl", "acc")
     assert d == 0 and p == 1.0
+
+
+def test_mlft_harness_path_and_tasks(capsys):
+    from mlft.cli import main
+
+    assert main(["harness", "path"]) == 0
+    folder = Path(capsys.readouterr().out.strip())
+    assert (folder / "lcb" / "lcb.yaml").is_file() and (folder / "mlft_polyglot_mc" / "utils.py").is_file()
+    assert main(["harness", "tasks", "--prefix", "lcb"]) == 0
+    listed = dict(line.split("\t") for line in capsys.readouterr().out.splitlines())
+    assert listed["lcb"] == "group" and listed["lcb_crosslingual_hi"] == "task" and len(listed) == 15 + 14 + 3
