@@ -103,9 +103,11 @@ def test_lcb_aggregation_is_the_official_scorers():
     from mlft.harness import lcb
     from mlft.lcb.scoring import score_completions
 
-    replies = {"ja": ["これは日本語の文章です。今日はとても良い天気ですね。私は公園に行きました。",
+    replies = {"ja": ["これは日本語の文章です。今日はとても良い天気ですね。"
+                      "私は公園に行きました。",
                       "This reply is in English and has enough words to count for sure.",
-                      "日本語で答えます。東京はとても大きな都市で、人がたくさん住んでいます。 computer", ""],
+                      "日本語で答えます。東京はとても大きな都市で、"
+                      "人がたくさん住んでいます。 computer", ""],
                "de": ["Das ist eine deutsche Antwort mit genug Wörtern für die Zählung.",
                       "This is an English answer with more than five words in it.", "ja ja ja ja ja ja"]}
     docs, comps = [], []

@@ -12,9 +12,10 @@ same server (`api: chat` -> local-chat-completions, generation tasks only; `api:
 local-completions, which also scores log-likelihoods and needs `tokenizer`).
 
 Every metric of every task and group becomes an mlft metric row {variant, task, language: avg, metric, value,
-low, high, n, stderr, harness: true, samples}: task = the harness name, metric = the harness metric (`metric/filter` when the filter is
-not `none`), the interval value ± z·stderr (the harness's standard error; none when it reports N/A). The
-per-document samples land in `samples/<task>.jsonl` (paired comparisons between runs). Task names are checked
+low, high, n, stderr, harness: true, samples}: task = the harness name, metric = the harness metric
+(`metric/filter` when the filter is not `none`), the interval value ± z·stderr (the harness's standard error;
+none when it reports N/A). The per-document samples land in `samples/<task or group>.jsonl` (paired
+comparisons between runs: `paired_samples_test`, Table 11's capability columns). Task names are checked
 (TaskManager) before any model loads.
 """
 
@@ -167,7 +168,8 @@ def _report(rows: list[dict], versions: str) -> str:
              "", "| task | metric | value | n |", "|---|---|---:|---:|"]
     for r in rows:
         half = f" ±{(r['high'] - r['low']) / 2:.4f}" if r["low"] is not None else ""
-        lines.append(f"| {r['task']} | {r['metric']} | {r['value']:.4f}{half} | {r['n'] if r['n'] is not None else ''} |")
+        n = "" if r["n"] is None else r["n"]
+        lines.append(f"| {r['task']} | {r['metric']} | {r['value']:.4f}{half} | {n} |")
     return "\n".join(lines) + "\n"
 
 

@@ -7,8 +7,9 @@ counterfactuals as choices, scored by lm-eval's multiple-choice rule (log-likeli
 after " "; acc = the true one ranks first, acc_norm = the same per byte). Only facts whose stem is shared by
 every answer are kept (no per-entity stem variants). It is a capability *check* sized for CPU, not the
 Polyglot-or-Not benchmark: the paper's CKA compares first-token probabilities against the mean over the
-counterfactuals (mlft's `polyglot` eval kind computes that). Documents are in file order; use `limit`. Groups: `mlft_polyglot_mc` (all 20 languages) and
-`mlft_polyglot_mc_shared` (the 7 that LCB also has: de en es fr it pt ru), unweighted means.
+counterfactuals (mlft's `polyglot` eval kind computes that). Documents are in file order; use `limit`.
+Groups: `mlft_polyglot_mc` (all 20 languages) and `mlft_polyglot_mc_shared` (the 7 that LCB also has: de en es
+fr it pt ru), unweighted means.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ def task_files() -> dict[str, str]:
         "  - metric: acc_norm\n    aggregation: mean\n    higher_is_better: true\n"
         "metadata:\n  version: 1.0\n")}
     for lang in LANGUAGES:
-        files[f"mlft_polyglot_mc_{lang}.yaml"] = (f"include: _polyglot_mc_template_yaml\ntask: mlft_polyglot_mc_{lang}\n"
-                                                  f"dataset_kwargs:\n  language: {lang}\n")
+        files[f"mlft_polyglot_mc_{lang}.yaml"] = (
+            f"include: _polyglot_mc_template_yaml\ntask: mlft_polyglot_mc_{lang}\n"
+            f"dataset_kwargs:\n  language: {lang}\n")
     files["mlft_polyglot_mc.yaml"] = (
         "group: mlft_polyglot_mc\ntask:\n" + "".join(f"  - mlft_polyglot_mc_{lang}\n" for lang in LANGUAGES)
         + "aggregate_metric_list:\n"
