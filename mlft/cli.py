@@ -31,6 +31,7 @@ COMMANDS = [
     "demo",
     "multisense",
     "polyglot",
+    "harness",
     "env",
 ]
 

@@ -50,6 +50,8 @@ def test_wheel_holds_the_shipped_files(installed):
                 "data_mixes/cpu/english_sft.yaml", "configs/accelerate/zero2.yaml", "configs/deepspeed/zero2.json"]:
         assert f"mlft/shipped/{rel}" in names
     assert "mlft/training/templates/chatml_training.jinja" in names and "mlft/resources/seed/parallel.jsonl" in names
+    for rel in ["lcb/lcb.yaml", "lcb/_lcb_template_yaml", "lcb/utils.py", "mlft_polyglot_mc/utils.py"]:
+        assert f"mlft/harness/tasks/{rel}" in names  # lm_eval --include_path $(mlft harness path)
 
 
 def test_wheel_declares_every_import(installed):

@@ -34,6 +34,7 @@ KINDS = Registry("eval kind", {
     "lcb": "mlft.evals.lcb",
     "multisense": "mlft.evals.multisense.kind",
     "polyglot": "mlft.evals.polyglot.kind",
+    "lm_eval": "mlft.evals.lm_eval_kind",
 }, default_attr="KIND")
 NEEDS = ("weights", "chat", "logprobs")  # = mlft.generation.backends.PROVIDES
 

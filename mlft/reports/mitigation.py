@@ -12,6 +12,8 @@ Filled from run directories' curve rows (or `mlft eval` scores) as a small YAML 
     quantization:                          # A12: one row per (label, variant)
       - {label: +Multilingual SFT, run: runs/cpu/multilingual_sft, step: last, variants: [model, w8, w4, w8a8]}
     per_language: {task: crosslingual, metric: lpr}   # A18/A19 detail (or a list of such)
+    capability:                            # optional capability columns (e.g. an `lm_eval` suite's rows)
+      - {task: mlft_polyglot_mc_shared, metric: acc, label: "Facts acc", variant: capability}
 
 A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at `step` (an int or `last`) and
 `variant` (default `model`), or from `rows_file` (long-format metric rows, e.g. the scores.jsonl of `mlft eval`).
@@ -20,6 +22,12 @@ per-reply outcomes are at hand, each row is tested against the base row over the
 bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage,
 degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.lcb.guard), or whose mean
 reply NLL (fluency) is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
+
+Capability columns (`capability:`) show any metric row — typically an `lm_eval` suite's (a harness task's acc
+with its stderr interval) — read from the curve variant `variant` of a `run` row (e.g. a training-callback pass
+`{variant: capability, suite: capability_demo}`), or from the row's `rows_file` / `capability_rows_file`. A
+mitigation that costs capability is flagged (⚠, the cell marked ↓) when the base row's value lies above the
+row's whole interval.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from typing import Literal
 from mlft.config import from_dict, load_yaml
 from mlft.constants import GUARD_METRICS, TASKS
 from mlft.errors import ConfigError, DataError
+from mlft.evals.lm_eval_kind import paired_samples_test
 from mlft.languages import LANGUAGES
 from mlft.reports.format import render
 from mlft.training.curves import read_curves
@@ -50,6 +59,22 @@ class RowSpec:
         "help": "The suite's own variant (e.g. 'Q/A 1-shot' of the fewshot suite); default: any."})
     variants: list[str] = field(default_factory=lambda: ["model"], metadata={
         "help": "Quantization table only: the variants to show side by side."})
+    capability_rows_file: str | None = field(default=None, metadata={
+        "help": "JSONL of metric rows holding this row's capability columns (e.g. an lm_eval suite's scores.jsonl)."})
+
+
+@dataclass
+class Capability:
+    task: str = field(metadata={"help": "Task of the metric rows (e.g. a harness task or group name)."})
+    metric: str = field(default="acc", metadata={"help": "Metric (e.g. acc, acc_norm, exact_match/strict-match)."})
+    label: str | None = field(default=None, metadata={"help": "Column header (default: 'task metric')."})
+    variant: str = field(default="capability", metadata={
+        "help": "Curve variant holding the rows, for rows read from a run directory."})
+    language: str = field(default="avg", metadata={"help": "Language of the rows (lm_eval rows: avg)."})
+
+    @property
+    def header(self) -> str:
+        return self.label or f"{self.task} {self.metric}"
 
 
 @dataclass
@@ -69,6 +94,8 @@ class TableSpec:
     resamples: int = field(default=4000, metadata={"help": "Bootstrap resamples of the paired tests (seeded)."})
     confidence: float = field(default=0.95, metadata={
         "help": "Level of the paired tests' marks (p < 1 - confidence) and of the fluency guard's interval."})
+    capability: list[Capability] = field(default_factory=list, metadata={
+        "help": "Capability columns: [{task, metric, label, variant}]; a drop beyond a row's interval is flagged."})
 
 
 def load_spec(path: str | Path) -> TableSpec:
@@ -78,7 +105,7 @@ def load_spec(path: str | Path) -> TableSpec:
         where = f"{path}: row {i} ({r.label!r})"
         if (r.run is None) == (r.rows_file is None):
             raise ConfigError(f"{where}: give exactly one of run / rows_file")
-        for key in ("run", "rows_file"):
+        for key in ("run", "rows_file", "capability_rows_file"):
             value = getattr(r, key)
             if value is not None:
                 full = Path(value) if Path(value).is_absolute() or Path(value).exists() else path.parent / value
@@ -128,8 +155,42 @@ def _source_rows(r: RowSpec) -> list[dict]:
     return read_curves(r.run)
 
 
-def select(r: RowSpec, variant: str | None = None) -> Row:
-    """One table row: its metric rows by (task, language, metric) and where its per-reply outcomes are."""
+def select(r: RowSpec, variant: str | None = None, capability: list[Capability] | tuple = ()) -> Row:
+    """One table row: its metric rows by (task, language, metric) and where its per-reply outcomes are; with
+    `capability`, the capability columns' rows too."""
+    row = _select(r, variant)
+    for cap in capability:
+        found = _capability_row(r, cap)
+        if found is not None:
+            row.values[(cap.task, cap.language, cap.metric)] = found
+    return row
+
+
+def _capability_row(r: RowSpec, cap: Capability) -> dict | None:
+    def match(x):
+        return x.get("task") == cap.task and x.get("metric") == cap.metric and x.get("language", "avg") == cap.language
+
+    if r.capability_rows_file:
+        rows = [x for x in _source_rows(RowSpec(r.label, rows_file=r.capability_rows_file)) if match(x)]
+        root = Path(r.capability_rows_file).parent
+    elif r.run:
+        rows = [x for x in read_curves(r.run) if x["variant"] == cap.variant and match(x)]
+        if rows:
+            step = max(int(x["step"]) for x in rows) if r.step == "last" else r.step
+            rows = [x for x in rows if int(x["step"]) == step]
+        root = Path(r.run)
+    else:
+        rows = [x for x in _source_rows(r) if match(x)]
+        root = Path(r.rows_file).parent
+    if not rows:
+        return None
+    found = dict(rows[-1])
+    if found.get("samples"):
+        found["samples_path"] = str(root / found["samples"])
+    return found
+
+
+def _select(r: RowSpec, variant: str | None = None) -> Row:
     rows = _source_rows(r)
     variant = variant or r.variant
     if r.run:
@@ -252,22 +313,69 @@ def _base_row(spec: TableSpec, rows: list[Row]) -> Row:
 
 
 def table11(spec: TableSpec, rows: list[Row] | None = None) -> Table:
-    rows = rows or [select(r) for r in spec.rows]
+    rows = rows or [select(r, capability=spec.capability) for r in spec.rows]
     return mitigation_table(rows, _base_row(spec, rows).label, spec.title, spec.resamples,
-                            confidence=spec.confidence)
+                            confidence=spec.confidence, capability=spec.capability)
+
+
+def capability_drops(rows: list[Row], base: Row, capability: list[Capability] | tuple) -> dict[str, list[str]]:
+    """{row label: [reasons]} for rows whose capability interval lies wholly below the base row's value."""
+    out: dict[str, list[str]] = {}
+    for cap in capability:
+        key = (cap.task, cap.language, cap.metric)
+        b = (base.values.get(key) or {}).get("value")
+        for row in rows:
+            x = row.values.get(key) or {}
+            if row is base or b is None or x.get("value") is None or x.get("high") is None:
+                continue
+            if x["high"] < b:
+                out.setdefault(row.label, []).append(
+                    f"capability {cap.header}: {100 * x['value']:.1f} [{100 * x['low']:.1f}, {100 * x['high']:.1f}] "
+                    f"vs base {100 * b:.1f}: dropped beyond the row's interval")
+    return out
+
+
+def capability_tests(rows: list[Row], base: Row, capability: list[Capability] | tuple,
+                     resamples: int) -> dict[tuple[str, str], tuple]:
+    """{(row label, column header): (difference, low, high, p, pairs)}: paired bootstrap over the documents both
+    rows evaluated, where both rows name lm-eval per-document samples (Holm-adjusted down each column)."""
+    from mlft.lcb.stats import holm
+
+    out = {}
+    for cap in capability:
+        key = (cap.task, cap.language, cap.metric)
+        a = (base.values.get(key) or {}).get("samples_path")
+        family = []
+        for row in rows:
+            b = (row.values.get(key) or {}).get("samples_path")
+            if row is base or not a or not b or not Path(a).is_file() or not Path(b).is_file():
+                continue
+            res = paired_samples_test(a, b, cap.metric, n=resamples)
+            if res is not None:
+                family.append((row.label, res))
+        for (label, res), q in zip(family, holm([r[3] for _, r in family])):
+            out[(label, cap.header)] = (*res[:3], q, res[4])
+    return out
 
 
 def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: int = 4000,
-                     extra: dict[str, dict[str, str]] | None = None, confidence: float = 0.95) -> Table:
+                     extra: dict[str, dict[str, str]] | None = None, confidence: float = 0.95,
+                     capability: list[Capability] | tuple = ()) -> Table:
     """Table 11 layout over `rows` (one per mitigation), tested against the row labelled `base_label`;
-    `extra` adds columns: {column name: {row label: cell}} (e.g. time per prompt)."""
+    `extra` adds columns: {column name: {row label: cell}} (e.g. time per prompt); `capability` adds capability
+    columns (a row whose interval lies below the base row's value is flagged)."""
     base = next(r for r in rows if r.label == base_label)
     p = _tests(rows, base, MAIN + [("monolingual", "lcpr"), ("crosslingual", "lcpr")], resamples)
     flags = _guard(rows, base, resamples, confidence)
     sig = 1 - confidence
+    drops = capability_drops(rows, base, capability)
+    cap_p = capability_tests(rows, base, capability, resamples) if capability else {}
+    for label, reasons in drops.items():
+        flags.setdefault(label, []).extend(reasons)
     extra = extra or {}
     header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)",
-              *(f"{name} mono / cross" for _, name in GUARD), "NLL mono / cross", *extra]
+              *(f"{name} mono / cross" for _, name in GUARD), "NLL mono / cross", *[c.header for c in capability],
+              *extra]
     body = []
     for row in rows:
         mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < sig else ""  # noqa: E731, B023
@@ -277,8 +385,12 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
         guard = [" / ".join(row.cell(t, "avg", m) for t in TASKS) for m, _ in GUARD]
         nll = " / ".join(row.cell(t, "avg", "nll", percent=False) for t in TASKS)
         label = row.label + (" ⚠" if row.label in flags else "")
+        caps = [row.cell(c.task, c.language, c.metric,
+                         ("*" if cap_p.get((row.label, c.header), (1,) * 4)[3] < sig else "")
+                         + (" ↓" if any(c.header + ":" in x for x in drops.get(row.label, [])) else ""))
+                for c in capability]
         body.append([label] + [row.cell(t, "avg", m, mark(t, m)) for t, m in MAIN] + [lcpr_text, *guard, nll]
-                    + [extra[c].get(row.label, "–") for c in extra])
+                    + caps + [extra[c].get(row.label, "–") for c in extra])
     notes = [f"± = half-width of the row's interval (stratified bootstrap over replies, official aggregation); "
              f"* = differs from the '{base.label}' row at p < {sig:.2g}, paired bootstrap over the same prompts "
              f"({resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
@@ -287,6 +399,13 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
              "validity: word salad scores low); NLL = mean token NLL of the reply under the reference model (lower "
              "= more fluent). LPR alone rewards degenerate output: read it beside these. ⚠ = coverage, degeneracy "
              f"or validity worse than the base row's beyond chance, or NLL more than {MAX_NLL_INCREASE:.0%} above it."]
+    if capability:
+        notes.append("Capability columns (%, ± = half-width of the row's interval, e.g. the harness's value ± "
+                     "1.96·stderr): ↓ ⚠ = the base row's value lies above the row's whole interval; * = paired "
+                     f"bootstrap over the documents both rows evaluated (lm-eval samples), p < {sig:.2g}, "
+                     "Holm-adjusted.")
+        notes += [f"{label} vs base, {col}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}], p = {q:.3g} "
+                  f"({pairs} paired documents)" for (label, col), (d, lo, hi, q, pairs) in cap_p.items()]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
     return Table(title, header, body, notes)
 
@@ -328,7 +447,7 @@ def quantization_table(spec: TableSpec) -> Table:
 
 
 def tables(spec: TableSpec) -> list[Table]:
-    rows = [select(r) for r in spec.rows]
+    rows = [select(r, capability=spec.capability) for r in spec.rows]
     out = [table11(spec, rows)]
     out += [per_language(spec, d, rows) for d in spec.per_language]
     if spec.quantization:

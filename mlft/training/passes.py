@@ -149,7 +149,15 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
              "suite_variant": r.get("variant"), "task": r["task"], "language": r["language"],
              "metric": r["metric"], "value": r["value"], "low": r.get("low"), "high": r.get("high"),
              "n": r.get("n"), "outcomes": str(rel / r["outcomes"]) if r.get("outcomes") else None,
-             "model": model_ref} for r in result.rows]
+             "model": model_ref, **_harness_keys(r, rel)} for r in result.rows]
+
+
+def _harness_keys(r: dict, rel: Path) -> dict:
+    """An lm_eval suite's rows keep their stderr and per-document samples file (paired comparisons)."""
+    if not r.get("harness"):
+        return {}
+    return {"harness": True, "stderr": r.get("stderr"),
+            "samples": str(rel / r["samples"]) if r.get("samples") else None}
 
 
 def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None, tokenizer=None,

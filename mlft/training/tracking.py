@@ -5,6 +5,7 @@ Scalars, one per curve row of a pass:
                                              unknown, skipped, nll)
     lcb/<variant>/<task>/<metric>/<lang>     per language
     lcb/<variant>/<task>/<metric>_low[/<lang>], ..._high[/<lang>]   the 95 % interval
+    harness/<variant>/<task>/<metric>[_low|_high]   every metric of an `lm_eval` suite (capability passes)
 and a small table of sample completions (prompt, language, reply, verdict): a markdown text summary for
 TensorBoard (`lcb/<variant>/samples`), a `wandb.Table` for Weights & Biases.
 """
@@ -24,10 +25,10 @@ SAMPLES = 8
 def scalars(rows: list[dict]) -> dict[str, float]:
     out = {}
     for r in rows:
-        if r["metric"] not in TRACKED or r.get("value") is None:
+        if (r["metric"] not in TRACKED and not r.get("harness")) or r.get("value") is None:
             continue
         lang = "" if r["language"] == "avg" else f"/{r['language']}"
-        base = f"lcb/{r['variant']}/{r['task']}/{r['metric']}"
+        base = f"{'harness' if r.get('harness') else 'lcb'}/{r['variant']}/{r['task']}/{r['metric']}"
         out[base + lang] = float(r["value"])
         for side in ("low", "high"):
             if r.get(side) is not None:
