@@ -30,7 +30,7 @@ def run(args) -> int:
     check_backend(args.backend, "--backend")
     overrides = [*args.overrides, *([f"prompts={args.prompts}"] if args.prompts else [])]
     suite = load_suite(args.suite, overrides)
-    model = args.model or (DEFAULT_MODEL if args.backend == "hf" else None)
+    model = args.model or (DEFAULT_MODEL if args.backend in ("hf", "vllm") else None)
     out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
     result = run_suite(suite, model_ref=model, backend=args.backend, out_dir=out, progress=not args.no_progress,
                        backend_options=options_from_args(args.backend, args))

@@ -95,19 +95,19 @@ def run(args) -> int:
     lcb.validate(opts, "command line")
     (run_,) = lcb.runs(opts, "command line")
     check_interventions(args.backend, run_.interventions, "--intervention")
-    model_ref = args.model or (DEFAULT_MODEL if args.backend == "hf" else None)
+    model_ref = args.model or (DEFAULT_MODEL if args.backend in ("hf", "vllm") else None)
     backend_opts = options_from_args(args.backend, args)
     OutputLock(args.out).check()  # a second writer of the same file is refused before anything loads
     return _generate(args, opts, run_, model_ref, backend_opts)
 
 
 def _generate(args, opts, run_, model_ref, backend_opts) -> int:
-    if args.backend == "hf":  # cheapest first: the model reference, then the data, then the weights
+    if args.backend in ("hf", "vllm"):  # cheapest first: the model reference, then the data, then the weights
         from mlft.generation.models import resolve
 
         resolve(model_ref)
         prompts = lcb.select_prompts(opts)
-        backend = create_backend("hf", backend_opts, model_ref=model_ref, batch_size=opts.batch_size,
+        backend = create_backend(args.backend, backend_opts, model_ref=model_ref, batch_size=opts.batch_size,
                                  token_stats=opts.token_stats)
     else:  # the server answers first (key, reachability), then the data
         backend = create_backend(args.backend, backend_opts, model_ref=model_ref, batch_size=opts.batch_size,

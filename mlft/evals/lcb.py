@@ -306,5 +306,5 @@ def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[
                             extra={"s / prompt (x base)": cost})
 
 
-KIND = EvalKind("lcb", LcbOptions, validate, run, backends=("hf", "openai"),
+KIND = EvalKind("lcb", LcbOptions, validate, run, backends=("hf", "openai", "vllm"),
                 description="generate LCB completions, score LPR / WPR / LCPR")

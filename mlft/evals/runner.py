@@ -143,7 +143,7 @@ def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> N
         raise ConfigError(f"{suite.source_file or suite.name}: a {suite.kind} suite cannot run on the {backend} "
                           f"backend ({kind.description}; it runs on: {', '.join(kind.backends)})")
     backend_options(backend, backend_opts, f"{backend} backend options")
-    if backend == "hf" and model is None:
+    if backend in ("hf", "vllm") and model is None:  # backends that load the weights themselves
         from mlft.generation.models import resolve
 
         resolve(model_ref)

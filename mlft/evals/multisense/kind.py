@@ -129,5 +129,5 @@ def run(suite, ctx) -> KindOutput:
                       files=[out / "generations.jsonl", out / "items.jsonl", out / "multisense.md"])
 
 
-KIND = EvalKind("multisense", MultisenseOptions, validate, run, backends=("hf", "openai"),
+KIND = EvalKind("multisense", MultisenseOptions, validate, run, backends=("hf", "openai", "vllm"),
                 description="multisense self-consistency: the model translates the task itself, then answers")

@@ -34,6 +34,7 @@ from mlft.errors import ConfigError
 REGISTRY: dict[str, str] = {
     "hf": "mlft.generation.backends.hf:HFBackend",
     "openai": "mlft.generation.backends.openai:OpenAIBackend",
+    "vllm": "mlft.generation.backends.vllm:VLLMBackend",
 }
 BACKENDS = tuple(REGISTRY)
 
@@ -110,13 +111,13 @@ def create_backend(name: str, options: dict | Any | None = None, *, model_ref: s
 
 def check_interventions(name: str, interventions: Sequence, where: str) -> None:
     """Refuse, before any generation, interventions this backend cannot apply."""
-    caps = backend_class(name).capabilities
+    cls = backend_class(name)
     for iv in interventions:
-        missing = sorted(set(iv.needs) - set(caps))
+        missing = sorted(set(iv.needs) - set(cls.capabilities))
         if missing:
+            hint = getattr(cls, "refusal", "use a backend that runs the model locally (hf)")
             raise ConfigError(f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
-                              f"which the {name} backend cannot apply; use a backend that runs the model "
-                              f"locally (hf), or drop the intervention")
+                              f"which the {name} backend cannot apply: {hint}, or drop the intervention")
 
 
 # --- CLI flags generated from the options dataclasses ---------------------------------------------------
