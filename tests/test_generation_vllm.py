@@ -203,3 +203,115 @@ def test_line_resample_through_vllm(shared_vllm, tmp_path):
     assert recs and all(not r["error"] and r["line_resample"]["draws"] >= 1 for r in recs)
     assert all(r["usage"]["completion_tokens"] <= 24 for r in recs)
     assert sum(r.get("nll") is not None for r in recs) >= len(recs) // 2
+
+
+# -- training: the recipe's evaluation backend ---------------------------------------------------------------
+
+def test_recipe_with_vllm_evaluation_checks(tmp_path):
+    from mlft.training.recipe import load_recipe
+
+    r = load_recipe("recipes/crosslingual_sft_vllm.yaml")
+    ev = r.evaluation
+    assert ev.backend == "vllm" and ev.suite == "lcb_full" and ev.backend_options["gpu_memory_utilization"] == 0.35
+    assert ev.backend_options["chat_template"].endswith("chatml_training.jinja")  # the base model has none
+    with pytest.raises(ConfigError, match="evaluation.backend_options: unknown key 'gpu_mem'"):
+        load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.backend_options={gpu_mem: 0.3}"])
+    with pytest.raises(ConfigError, match="pass 'gate'.*script_gate.*vllm backend cannot apply"):
+        load_recipe("recipes/crosslingual_sft_vllm.yaml",
+                    ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate}]}]"])
+    with pytest.raises(ConfigError, match="polyglot suite cannot run on the vllm backend"):
+        load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.suite=polyglot_quick"])
+    assert load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.quantized=[w8]"])  # quantized: on hf
+
+
+def test_passes_send_saved_checkpoints_to_vllm_and_quantized_to_hf(tmp_path, monkeypatch):
+    import mlft.evals.runner as runner
+    from mlft.training import passes
+    from mlft.training.recipe import EvaluationOptions
+
+    calls = []
+
+    def fake_run_suite(suite, **kw):
+        calls.append((kw.get("backend", "hf"), kw.get("model"), kw.get("model_ref"), kw.get("backend_options")))
+        return runner.SuiteResult(suite.name, [], kw["out_dir"])
+
+    monkeypatch.setattr(runner, "run_suite", fake_run_suite)
+    ev = EvaluationOptions(suite="lcb_tiny", backend="vllm", backend_options={"max_model_len": 512},
+                           quantized=["w8"], quantized_at="all")
+    passes.evaluate_step(tmp_path, ev, 5, model=object(), tokenizer=object(), model_ref="ckpt-5")
+    assert calls == [("vllm", None, "ckpt-5", {"max_model_len": 512}), ("hf", None, "ckpt-5", None)]
+    calls.clear()
+    passes.evaluate_step(tmp_path, ev, 6, model=object(), tokenizer=object(), model_ref=None)
+    assert calls == []  # nothing saved to evaluate: the live model is never handed to vLLM
+
+
+def test_callback_evaluates_vllm_in_a_child_process(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import mlft.training.callback as cb
+    from mlft.training.recipe import load_recipe
+
+    recipe = load_recipe("recipes/crosslingual_sft_vllm.yaml")
+    seen = {}
+
+    def fake_run(cmd, env, timeout):
+        seen.update(cmd=cmd, env=env)
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(cb.subprocess, "run", fake_run)
+    monkeypatch.setattr(cb, "evaluate_step", lambda *a, **k: pytest.fail("evaluated in-process"))
+    monkeypatch.setattr(cb, "gpu_for_child", lambda: {"MLFT_VLLM_MAX_GPU_UTILIZATION": "0.4"})
+    callback = cb.EvalCallback(recipe, tmp_path, tokenizer=None, in_process=True, progress=False)
+    state = SimpleNamespace(global_step=0, max_steps=10, is_world_process_zero=True)
+    callback.on_train_begin(SimpleNamespace(), state, None, model=object())
+    assert seen["cmd"][2:4] == ["mlft", "evaluate-run"] and seen["cmd"][-1] == "--no-progress"
+    assert seen["env"]["MLFT_VLLM_MAX_GPU_UTILIZATION"] == "0.4"
+
+
+def test_gpu_share_capped_by_the_parent(monkeypatch):
+    import sys
+    import types
+
+    import mlft.generation.backends.vllm as vb
+
+    got = {}
+
+    class FakeLLM:
+        def __init__(self, **kw):
+            got.update(kw)
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=FakeLLM))
+    monkeypatch.setattr(vb, "_is_cpu", lambda: False)
+    monkeypatch.setenv("MLFT_VLLM_MAX_GPU_UTILIZATION", "0.3")
+    vb._engine("/m", backend_options("vllm", {"gpu_memory_utilization": 0.85}))
+    assert got["gpu_memory_utilization"] == 0.3 and got["logprobs_mode"] == "raw_logprobs"
+    assert got["enforce_eager"] is False and "enable_chunked_prefill" not in got  # GPU: vLLM's defaults
+    monkeypatch.setattr(vb, "_is_cpu", lambda: True)
+    vb._engine("/m", backend_options("vllm", {}))
+    assert got["enforce_eager"] is True and got["enable_chunked_prefill"] is False  # CPU: seeds need it off
+
+
+@pytest.mark.slow
+def test_lora_checkpoint_is_merged_for_vllm(tmp_path, embedded_model):
+    """vLLM loads full models: an adapter folder becomes a merged copy with the adapter's effect."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from mlft.generation.backends.vllm import _merged_copy
+    from mlft.generation.models import load, resolve
+
+    base, tok = load(None)
+    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    adapter = tmp_path / "checkpoint-3"
+    peft_model.save_pretrained(adapter)
+    ids = tok("Hallo Welt", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        want = peft_model(ids).logits
+    out = _merged_copy(resolve(str(adapter)), backend_options("vllm", {}))
+    merged, _ = load(str(out))
+    assert (out / "config.json").is_file() and not (out / "adapter_config.json").exists()
+    with torch.no_grad():
+        got = merged(ids).logits
+    assert torch.allclose(got, want, atol=1e-4)
+    with torch.no_grad():
+        assert not torch.allclose(embedded_model[0](ids).logits, want, atol=1e-3)  # the adapter changes it

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from mlft.errors import ConfigError
+from mlft.generation.backends import add_backend_flags, backend_options, options_from_args
 from mlft.training.passes import checkpoint_step, evaluate_step
 from mlft.training.recipe import load_recipe
 
@@ -21,6 +22,10 @@ def add_parser(sub) -> None:
     p.add_argument("--model", help="model/checkpoint to evaluate as --step (used by the training callback)")
     p.add_argument("--not-end", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--backend", choices=["hf", "vllm"], default=None,
+                   help="generation backend (default: the recipe's evaluation.backend); vllm evaluates the saved "
+                        "checkpoints with in-process vLLM (LoRA checkpoints merged); quantized variants stay on hf")
+    add_backend_flags(p)
     p.set_defaults(func=run)
 
 
@@ -45,6 +50,11 @@ def run_recipe(run_dir: Path, overrides: list[str]):
 def run(args) -> int:
     run_dir = Path(args.run_dir)
     recipe = run_recipe(run_dir, args.overrides)
+    ev = recipe.evaluation
+    if args.backend is not None and args.backend != ev.backend:
+        ev.backend, ev.backend_options = args.backend, {}
+    ev.backend_options = {**ev.backend_options, **options_from_args(ev.backend, args)}
+    backend_options(ev.backend, ev.backend_options, "evaluate-run: backend options")  # checked before any load
     if args.model is not None:
         if args.step is None:
             raise ConfigError("--model needs --step")

@@ -112,18 +112,23 @@ def load_pass_suite(p: EvalPass):
 
 
 def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=None, model_ref: str | None = None,
-             progress: bool = True, merge_lora: bool = True) -> list[dict]:
-    """Run one pass and return its curve rows (not yet recorded)."""
+             progress: bool = True, merge_lora: bool = True, backend: str = "hf",
+             backend_options: dict | None = None) -> list[dict]:
+    """Run one pass and return its curve rows (not yet recorded). A backend other than hf generates from the
+    saved weights (`model_ref`), never the live model; quantized variants always run on hf."""
     from mlft.evals.runner import run_suite
 
     suite = load_pass_suite(p)
     out_dir = run_dir / "evals" / f"step-{step:06d}" / p.variant
-    if model is not None and not p.needs_saved_weights:
+    if p.needs_saved_weights or backend == "hf":
+        backend, backend_options = "hf", None
+    if model is not None and not p.needs_saved_weights and backend == "hf":
         with eval_mode(model, merge_lora) as live:
             result = run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
                                progress=progress)
     else:
-        result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress)
+        result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
+                           backend_options=backend_options)
     rel = out_dir.relative_to(run_dir)
     return [{"step": step, "variant": p.variant, "suite": r.get("suite", p.suite),
              "suite_variant": r.get("variant"), "task": r["task"], "language": r["language"],
@@ -144,14 +149,15 @@ def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None
     for p in passes_for(ev):
         if p.at_ends_only and not is_end:
             continue
-        if model_ref is None and (p.needs_saved_weights or model is None):
+        if model_ref is None and (p.needs_saved_weights or model is None or ev.backend != "hf"):
             continue
         with curves.curves_lock(run_dir):
             if (step, p.variant) in curves.done(run_dir):
                 continue
             t0 = time.time()
             rows = run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
-                            progress=progress, merge_lora=ev.merge_lora)
+                            progress=progress, merge_lora=ev.merge_lora, backend=ev.backend,
+                            backend_options=ev.backend_options)
             curves.append_pass(run_dir, step, p.variant, rows, time.time() - t0, mode)
         log.info("[mlft eval] step %s %s: %s (%.1f s)", step, p.variant, headline_text(rows), time.time() - t0)
         new_rows += rows

@@ -9,6 +9,7 @@ overrides on the command line win over the YAML, which wins over the defaults be
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from dataclasses import dataclass, field
 from enum import Enum
@@ -89,6 +90,13 @@ class EvaluationOptions:
     log_to_trainer: bool = field(default=True, metadata={
         "help": "Log headline LPR/WPR/LCPR through the trainer's report_to (TensorBoard, W&B...)."})
     timeout_s: int = field(default=3600, metadata={"help": "Limit for one separate-process evaluation."})
+    backend: Literal["hf", "vllm"] = field(default="hf", metadata={
+        "help": "Generation backend of the passes: 'hf' (the live model, in-process) or 'vllm' (the *saved* "
+                "checkpoint in a separate `mlft evaluate-run` process, on rank 0's GPU after the training "
+                "process frees its cache; LoRA checkpoints merged). Quantized variants always run on hf."})
+    backend_options: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Options of the backend (e.g. {gpu_memory_utilization: 0.3, max_model_len: 4096}); with vllm during "
+                "training, gpu_memory_utilization is also capped to the GPU memory the training process leaves free."})
 
 
 @dataclass
@@ -206,10 +214,23 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
 
     if ev.fewshot and not ev.fewshot_variants:
         raise ConfigError(f"{src}: evaluation.fewshot is true but evaluation.fewshot_variants is empty")
+    from mlft.generation.backends import backend_options, check_interventions
+
+    backend_options(ev.backend, ev.backend_options, f"{src}: evaluation.backend_options")
     for p in passes_for(ev):
         key = "evaluation.suite" if p.variant == "model" else f"evaluation pass {p.variant!r}"
         try:
-            load_pass_suite(p)
+            suite = load_pass_suite(p)
+            if not p.needs_saved_weights:  # quantized variants run on hf
+                from mlft.evals.registry import get_kind
+                from mlft.generation.interventions import build_interventions
+
+                if ev.backend not in get_kind(suite.kind).backends:
+                    raise ConfigError(f"a {suite.kind} suite cannot run on the {ev.backend} backend")
+                ivs = getattr(suite.options, "interventions", None) or []
+                variants = [v.interventions for v in getattr(suite.options, "variants", []) if v.interventions]
+                for specs in [ivs, *variants]:
+                    check_interventions(ev.backend, build_interventions(specs, "interventions"), "interventions")
         except ConfigError as exc:
             raise ConfigError(f"{src}: {key}: {exc}") from None
 
@@ -228,6 +249,9 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
             raise ConfigError(f"{src}: accelerate_config: file not found: {recipe.accelerate_config}")
         recipe.accelerate_config = str(path)
     ev = recipe.evaluation
+    if ev.backend == "vllm" and recipe.chat_template != "auto" and "chat_template" not in ev.backend_options:
+        # a base model has no chat template of its own: evaluate with the one the recipe trains with
+        ev.backend_options = {**ev.backend_options, "chat_template": os.path.abspath(recipe.chat_template)}
     if ev.every_steps is not None:
         if ev.every_steps < 1:
             raise ConfigError(f"{src}: evaluation.every_steps: must be >= 1, got {ev.every_steps}")

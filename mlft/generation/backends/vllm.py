@@ -319,16 +319,20 @@ def _engine(path: str, o: VLLMOptions):
 
     quiet_transformers()
     cpu = _is_cpu()
-    if cpu:  # one process instead of three (front end, engine core, worker): each imports vLLM, ~30 s on CPU
+    if cpu:  # one process instead of three (front end, engine core, worker): each imports vLLM, ~30 s on CPU;
+        # then no core needs to be kept free for a front-end process
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        if os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0":
+            os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     from vllm import LLM
 
     chunked = {"on": True, "off": False}.get(o.chunked_prefill, False if cpu else None)
     kw = dict(model=path, tokenizer=path, dtype=o.dtype, tensor_parallel_size=o.tensor_parallel_size,
               max_model_len=o.max_model_len, enforce_eager=cpu if o.enforce_eager is None else o.enforce_eager, seed=o.engine_seed,
               trust_remote_code=o.trust_remote_code, logprobs_mode="raw_logprobs", disable_log_stats=True)
-    if not cpu:
-        kw["gpu_memory_utilization"] = o.gpu_memory_utilization
+    if not cpu:  # a parent process (the training callback) may cap the share to the memory it leaves free
+        cap = os.environ.get("MLFT_VLLM_MAX_GPU_UTILIZATION")
+        kw["gpu_memory_utilization"] = min(o.gpu_memory_utilization, float(cap)) if cap else o.gpu_memory_utilization
     if chunked is not None:
         kw["enable_chunked_prefill"] = chunked
     if o.max_num_seqs is not None:
