@@ -179,7 +179,10 @@ def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model
         h = next(r for r in hf.rows if (r["metric"], r["task"], r["language"]) == ("lpr", task, "avg"))
         v = vl.value("lpr", task)
         print(f"{task} LPR: hf {h['value']:.3f} [{h['low']:.3f}, {h['high']:.3f}], vllm {v:.3f}")
-        assert h["low"] <= v <= h["high"]
+        # another sampler (another random stream): within hf's interval, widened by one reply of the ~12 per task
+        # (with every reply in the right language, a bootstrap interval is the single point 1.0)
+        slack = 1 / h["n"] if h.get("n") else 0.1
+        assert h["low"] - slack <= v <= h["high"] + slack
     nll = vl.value("nll", "monolingual")
     assert nll is not None and 0.2 < nll < 5  # the fluency column is filled
     # resume: drop half of the records; the rerun regenerates exactly them (per-request seeds)
