@@ -63,7 +63,8 @@ class _Steer(Intervention):  # a forward-hook intervention (steering), as a user
     needs = frozenset({"hooks"})
 
 
-@pytest.mark.parametrize("spec", [{"name": "script_gate"}, {"name": "quantize", "scheme": "w8"}, "steer"])
+@pytest.mark.parametrize("spec", [{"name": "script_gate", "calibrate": 0.5}, {"name": "quantize", "scheme": "w8"},
+                                  "steer"])
 def test_interventions_vllm_cannot_apply_are_refused_before_the_model_loads(spec, tmp_path, monkeypatch):
     import mlft.generation.backends.vllm as vb
 
@@ -73,14 +74,17 @@ def test_interventions_vllm_cannot_apply_are_refused_before_the_model_loads(spec
     monkeypatch.setattr(vb, "_engine", no_load)
     monkeypatch.setattr(vb, "_tokenizer", no_load)
     ivs = [_Steer(_SteerOptions())] if spec == "steer" else build_interventions([spec], "test")
-    needs = sorted(ivs[0].needs)[0]
-    with pytest.raises(ConfigError, match=rf"needs {needs} .*vllm backend cannot apply: vLLM runs no forward hooks"):
+    message = {"script_gate": "calibrate needs the output embeddings", "quantize": "needs transform .*no Python",
+               "test_steer": "needs hooks .*vLLM runs no Python forward hooks"}[ivs[0].name]
+    with pytest.raises(ConfigError, match=message):
         check_interventions("vllm", ivs, "--intervention")
     if spec != "steer":  # through a suite: refused by the runner before the backend is built
         suite = load_suite("lcb_tiny", [f"interventions=[{json.dumps(spec)}]"])
-        with pytest.raises(ConfigError, match="vllm backend cannot apply"):
+        with pytest.raises(ConfigError, match=message):
             run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path, progress=False)
         assert not (tmp_path / "default" / "completions.jsonl").exists()
+    check_interventions("vllm", build_interventions([{"name": "script_gate"}, {"name": "ban_tokens", "strings": ["x"]}],
+                                                    "ok"), "ok")  # logits processors run inside vLLM
 
 
 def test_live_model_and_token_stats_refused():
@@ -199,6 +203,27 @@ def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model
 
 
 @pytest.mark.slow
+def test_script_gate_inside_vllm_matches_hf(shared_vllm, tmp_path, embedded_model):
+    """The gate runs as a vLLM logits processor: greedy gated replies equal the hf backend's, and so do the
+    gate's intervention counts."""
+    suite = load_suite("lcb_demo", ["languages=[ja,ru,zh,ar]", "per_language=2", "tasks=[crosslingual]",
+                                    "decoding.temperature=0", "decoding.max_new_tokens=16",
+                                    "interventions=[{name: script_gate, mode: needed}]"])
+    model, tok = embedded_model
+    run_suite(suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf",
+              progress=False)
+    run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
+    hf, vl = _records(tmp_path / "hf"), _records(tmp_path / "vllm")
+    same = sum(hf[i]["completion"] == vl[i]["completion"] for i in hf)
+    fired = sum(hf[i].get("intervention_stats", {}).get("script_gate_steps", 0) for i in hf)
+    print(f"script gate (needed): {same}/{len(hf)} greedy replies identical to hf; gate fired {fired} times (hf)")
+    assert fired > 0 and same >= len(hf) - 1
+    assert [vl[i].get("intervention_stats", {}).get("script_gate_steps", 0) for i in hf if
+            hf[i]["completion"] == vl[i]["completion"]] == [hf[i].get("intervention_stats", {}).get(
+                "script_gate_steps", 0) for i in hf if hf[i]["completion"] == vl[i]["completion"]]
+
+
+@pytest.mark.slow
 def test_line_resample_through_vllm(shared_vllm, tmp_path):
     suite = load_suite("lcb_tiny", ["interventions=[{name: line_resample, tries: 2}]", "decoding.max_new_tokens=24"])
     run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path, progress=False)
@@ -219,9 +244,11 @@ def test_recipe_with_vllm_evaluation_checks(tmp_path):
     assert ev.backend_options["chat_template"].endswith("chatml_training.jinja")  # the base model has none
     with pytest.raises(ConfigError, match="evaluation.backend_options: unknown key 'gpu_mem'"):
         load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.backend_options={gpu_mem: 0.3}"])
-    with pytest.raises(ConfigError, match="pass 'gate'.*script_gate.*vllm backend cannot apply"):
+    with pytest.raises(ConfigError, match="pass 'gate'.*script_gate.*calibrate needs the output embeddings"):
         load_recipe("recipes/crosslingual_sft_vllm.yaml",
-                    ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate}]}]"])
+                    ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate, calibrate: 1}]}]"])
+    assert load_recipe("recipes/crosslingual_sft_vllm.yaml",  # the gate itself runs inside vLLM
+                       ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate}]}]"])
     with pytest.raises(ConfigError, match="polyglot suite cannot run on the vllm backend"):
         load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.suite=polyglot_quick"])
     assert load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.quantized=[w8]"])  # quantized: on hf

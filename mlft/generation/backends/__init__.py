@@ -118,6 +118,9 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
             hint = getattr(cls, "refusal", "use a backend that runs the model locally (hf)")
             raise ConfigError(f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
                               f"which the {name} backend cannot apply: {hint}, or drop the intervention")
+        problem = cls.unsupported(iv) if hasattr(cls, "unsupported") else None
+        if problem:
+            raise ConfigError(f"{where}: intervention {iv.name!r} on the {name} backend: {problem}")
 
 
 # --- CLI flags generated from the options dataclasses ---------------------------------------------------

