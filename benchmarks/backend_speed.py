@@ -22,8 +22,8 @@ import sys
 import time
 import urllib.request
 
-from mlft.evals.suite import load_suite
 from mlft.evals.lcb import select_prompts
+from mlft.evals.suite import load_suite
 from mlft.generation.backends import Request, create_backend
 from mlft.generation.decoding import Decoding
 from mlft.generation.prompting import Prompting, build_input
@@ -73,7 +73,8 @@ def main() -> None:
     ap.add_argument("--suite", default="lcb_demo")
     ap.add_argument("--prompts", type=int, default=None, help="the first N prompts of the suite (default all)")
     ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--dtype", default="bfloat16", help="the same for every backend")
+    ap.add_argument("--dtype", default="float32",
+                    help="the same for every backend (bf16 is slow on CPUs without bf16 units)")
     ap.add_argument("--batch-size", type=int, default=64, help="hf batch size")
     ap.add_argument("--concurrency", type=int, default=64, help="openai backend: requests in flight")
     ap.add_argument("--max-model-len", type=int, default=2048)

@@ -353,7 +353,8 @@ def _engine(path: str, o: VLLMOptions):
 
     chunked = {"on": True, "off": False}.get(o.chunked_prefill, False if cpu else None)
     kw = dict(model=path, tokenizer=path, dtype=o.dtype, tensor_parallel_size=o.tensor_parallel_size,
-              max_model_len=o.max_model_len, enforce_eager=cpu if o.enforce_eager is None else o.enforce_eager, seed=o.engine_seed,
+              max_model_len=o.max_model_len, seed=o.engine_seed,
+              enforce_eager=cpu if o.enforce_eager is None else o.enforce_eager,
               trust_remote_code=o.trust_remote_code, logprobs_mode="raw_logprobs", disable_log_stats=True,
               logits_processors=["mlft.generation.backends.vllm_processors:MlftLogitsProcessors"])
     if not cpu:  # a parent process (the training callback) may cap the share to the memory it leaves free
