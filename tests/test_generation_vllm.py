@@ -207,7 +207,7 @@ def test_script_gate_inside_vllm_matches_hf(shared_vllm, tmp_path, embedded_mode
     """The gate runs as a vLLM logits processor: greedy gated replies equal the hf backend's, and so do the
     gate's intervention counts."""
     suite = load_suite("lcb_demo", ["languages=[ja,ru,zh,ar]", "per_language=2", "tasks=[crosslingual]",
-                                    "decoding.temperature=0", "decoding.max_new_tokens=16",
+                                    "sources=[okapi]", "decoding.temperature=0", "decoding.max_new_tokens=16",
                                     "interventions=[{name: script_gate, mode: needed}]"])
     model, tok = embedded_model
     run_suite(suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf",
