@@ -116,7 +116,13 @@ class _Tok:
 @pytest.fixture(scope="module")
 def vllm_backend():
     pytest.importorskip("vllm")
+    import os
+
     from mlft.generation.backends import create_backend
+
+    # the engine in the test process: one vLLM import instead of three (~1 min less on 2 cores), and the gate's
+    # statistics come back
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 
     b = create_backend("vllm", {"dtype": "float32", "max_model_len": 2048, "cpu_kv_cache_gib": 1},
                        model_ref="smollm2-135m-instruct", batch_size=32)

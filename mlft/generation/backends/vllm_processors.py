@@ -6,7 +6,7 @@ request, `SamplingParams.extra_args["mlft_processors"] = {"interventions": [spec
 the interventions are rebuilt here from their specs (validated by the same registry) and their processors run on
 the request's logits as a one-row batch, in the order listed, after vLLM recorded the raw log-probabilities (the
 fluency proxy stays the model's own). Processors that report stats (`stats(row)`, e.g. the gate's intervention
-count) leave them in `STATS[id]`, which the backend reads when the engine runs in its own process.
+count) leave them in `STATS[id]`, which the backend reads when the engine runs in the backend's process (VLLM_ENABLE_V1_MULTIPROCESSING=0).
 """
 
 from __future__ import annotations
