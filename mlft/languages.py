@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from mlft.errors import ConfigError
 
-
 # ISO 639-1 code -> English name (as used in the cross-lingual "Reply in X." instructions).
 LANGUAGES: dict[str, str] = {
     "ar": "Arabic", "de": "German", "en": "English", "es": "Spanish", "fr": "French",

@@ -57,8 +57,8 @@ def device() -> str:
 
 def lid_model() -> str:
     try:
-        from mlft.lcb.langid import resolve_lid_path
         from mlft.io.download import file_digest
+        from mlft.lcb.langid import resolve_lid_path
 
         path = resolve_lid_path(None)
         return f"{path} (sha256 {file_digest(path)[:12]})"

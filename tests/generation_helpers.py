@@ -92,11 +92,16 @@ class FaultServer:
                     return self._partial(close=True)
                 elif "reset" in text and n == 1:
                     return self._partial(close=False)
+                elif "nologprobs" in text and "logprobs" in body:
+                    return self._send(400, b'{"error": "logprobs are not supported by this server"}')
                 elif "nochoices" in text and n == 1:
                     return self._send(200, b'{"choices": [], "object": "chat.completion"}')
                 content, finish = server.reply(body) if server.reply else (f"echo: {text}", "stop")
                 choice = ({"message": {"role": "assistant", "content": content}} if "messages" in body
                           else {"text": content})
+                if body.get("logprobs") is not None and body.get("logprobs") is not False:  # two tokens
+                    choice["logprobs"] = ({"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1.5}]}
+                                          if "messages" in body else {"token_logprobs": [-0.5, -1.5]})
                 reply = {"choices": [{**choice, "finish_reason": finish}],
                          "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 2}}
                 self._send(200, json.dumps(reply).encode())

@@ -8,10 +8,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from data_helpers import NON_ENGLISH, lcb_override, read_jsonl, write_jsonl, write_mix
+
 from mlft.data.crosslingual import LCB_LOCATIONS
-from mlft.data.heldout import heldout_prompts, main as heldout_main, write_heldout_prompts
+from mlft.data.heldout import heldout_prompts, write_heldout_prompts
+from mlft.data.heldout import main as heldout_main
 from mlft.data.mix import build_mix, load_mix
 from mlft.data.phrasings import FOLLOWUPS, LCB_TEMPLATES, NAMES, PHRASINGS, PhrasingIndex, check_disjoint
 from mlft.data.seed import ALL, SEED_SETS, heldout_items, parallel_items, training_items

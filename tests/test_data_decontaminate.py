@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from data_helpers import lcb_override, write_jsonl, write_mix
+
 from mlft.data.decontaminate import LcbIndex
 from mlft.data.mix import build_mix, load_mix
 from mlft.data.seed import SEED_SETS

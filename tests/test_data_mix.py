@@ -3,8 +3,8 @@
 from collections import Counter
 
 import pytest
-
 from data_helpers import NON_ENGLISH, lcb_override, read_jsonl, write_jsonl, write_mix
+
 from mlft.data.mix import build_mix, load_mix
 from mlft.data.seed import english_items
 from mlft.errors import ConfigError, DataError

@@ -1,8 +1,8 @@
 """Normalisation to the conversational formats trl 1.16 accepts (messages; prompt/chosen/rejected)."""
 
+from data_helpers import write_jsonl, write_mix
 from trl.data_utils import is_conversational
 
-from data_helpers import write_jsonl, write_mix
 from mlft.data.mix import build_mix, load_mix
 from mlft.data.normalize import column_map, to_preference, to_sft
 

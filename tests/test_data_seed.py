@@ -4,8 +4,8 @@ own model and line rules), preference pairs prefer the requested language, hub c
 from collections import Counter
 
 import pytest
-
 from data_helpers import NON_ENGLISH, lcb_override, read_jsonl
+
 from mlft.data.mix import build_mix, load_mix
 from mlft.data.seed import SEED_SETS, english_items, heldout_items, parallel_items, training_items
 from mlft.languages import LANGUAGES, language_name

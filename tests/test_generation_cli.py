@@ -15,7 +15,7 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["eval", "lcb_tiny", "--backend", "vllm"], "unknown backend 'vllm'"),
+    (["eval", "lcb_tiny", "--backend", "vlm"], "unknown backend 'vlm'"),
     (["eval", "lcb_tiny", "--model", "no-such-model"], "unknown model 'no-such-model'"),
     (["eval", "lcb_tiny", "decodng.temperature=0"], "unknown key 'decodng'"),
     (["eval", "lcb_tiny", "languages=[de,xx]"], "unknown language 'xx'"),

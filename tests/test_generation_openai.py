@@ -172,3 +172,21 @@ def test_unseeded_decoding_sends_no_seed_and_top_k_goes_in_the_body(tmp_path):
                              tmp_path / "c.jsonl", "m", progress=False)
         body = server.bodies[0]
     assert "seed" not in body and body["top_k"] == 5
+
+
+def test_logprobs_requested_give_the_nll_column_and_a_server_without_them_is_asked_again(tmp_path):
+    with FaultServer() as server:
+        recs = generate_completions(prompts(["one", "nologprobs two"]), _backend(server.url, concurrency=1),
+                                    Decoding(), Prompting(), tmp_path / "c.jsonl", "m", progress=False)
+        qa = generate_completions(prompts(["three"]), _backend(server.url), Decoding(), Prompting(mode="qa"),
+                                  tmp_path / "qa.jsonl", "m", progress=False)
+        bodies = list(server.bodies)
+    by = {r["prompt"]: r for r in recs}
+    assert by["one"]["nll"] == 1.0 and qa[0]["nll"] == 1.0  # mean of -(-0.5), -(-1.5): chat and completions
+    assert not by["nologprobs two"]["error"] and by["nologprobs two"].get("nll") is None
+    assert bodies[0]["logprobs"] is True and bodies[0]["top_logprobs"] == 0
+    assert "logprobs" not in bodies[-2]  # asked again without, once the server said no
+    with FaultServer() as server:
+        generate_completions(prompts(["one"]), _backend(server.url, logprobs=False), Decoding(), Prompting(),
+                             tmp_path / "off.jsonl", "m", progress=False)
+        assert "logprobs" not in server.bodies[0]

@@ -6,7 +6,6 @@ trl's PEFT + ZeRO-3 rewrite, device/dtype in the resume guard, and the run's cha
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 import torch

@@ -8,7 +8,7 @@ import pytest
 from mlft.errors import ConfigError, DataError
 from mlft.evals.polyglot import metrics
 from mlft.evals.polyglot.cka import FactScore
-from mlft.evals.polyglot.data import LANGUAGES, Fact, load_facts, parse_row
+from mlft.evals.polyglot.data import LANGUAGES, load_facts, parse_row
 
 # Paper Table 1 (20-language unweighted mean). m-bert: the logged per-language values give 62.10, the paper
 # prints 62.00 (README) — we reproduce the logs.

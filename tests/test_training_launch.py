@@ -16,8 +16,13 @@ import pytest
 
 from mlft.cli import main
 from mlft.errors import ConfigError
-from mlft.training.launch import (SlurmAllocation, launch_command, parse_nodelist, read_accelerate_config,
-                                  slurm_allocation)
+from mlft.training.launch import (
+    SlurmAllocation,
+    launch_command,
+    parse_nodelist,
+    read_accelerate_config,
+    slurm_allocation,
+)
 from tests.training_helpers import REPO, env
 
 SBATCH = REPO / "slurm" / "train.sbatch"

@@ -31,7 +31,7 @@ def test_every_field_has_help():
 def test_all_shipped_recipes_validate_against_installed_trl():
     from trl import DPOConfig, SFTConfig
 
-    assert len(RECIPES) == 12
+    assert len(RECIPES) == 13  # 12 + crosslingual_sft_vllm (every checkpoint evaluated by vLLM)
     for path in RECIPES:
         # DPO recipes start from their SFT run's output, which does not exist before training
         overrides = ["model=smollm2-135m-instruct"] if "dpo" in path.stem else []

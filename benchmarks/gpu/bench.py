@@ -385,7 +385,7 @@ def completion_settings(run_dir: Path) -> list[dict]:
             continue
         found = {}
 
-        def walk(d, prefix=""):
+        def walk(d, prefix="", found=found):
             if isinstance(d, dict):
                 for k, v in d.items():
                     if k in ("device", "dtype", "backend"):

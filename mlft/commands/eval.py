@@ -8,7 +8,7 @@ from pathlib import Path
 from mlft.commands.generate import add_generation_flags, add_model_args, generation_settings
 from mlft.evals.runner import run_suite
 from mlft.evals.suite import available_suites, load_suite
-from mlft.generation.backends import check_backend, holds_weights, options_from_args
+from mlft.generation.backends import check_backend, loads_model, options_from_args
 from mlft.generation.models import DEFAULT_MODEL
 
 
@@ -38,7 +38,7 @@ def run(args) -> int:
     overrides += [f"{group}.{key}={_yaml(value)}" for group, values in generation_settings(args).items()
                   for key, value in values.items()]  # the flags win over the suite (and its KEY=VALUE overrides)
     suite = load_suite(args.suite, overrides)
-    model = args.model or (DEFAULT_MODEL if holds_weights(args.backend) else None)
+    model = args.model or (DEFAULT_MODEL if loads_model(args.backend) else None)
     out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
     result = run_suite(suite, model_ref=model, backend=args.backend, out_dir=out, progress=not args.no_progress,
                        backend_options=options_from_args(args.backend, args))

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from mlft.commands.generate import add_model_args
 from mlft.errors import ConfigError
-from mlft.generation.backends import check_backend, options_from_args
+from mlft.generation.backends import backend_options, check_backend, options_from_args
 from mlft.training.passes import checkpoint_step, evaluate_step
-from mlft.training.train import CHAT_TEMPLATE
 from mlft.training.recipe import load_recipe
+from mlft.training.train import CHAT_TEMPLATE
 
 
 def add_parser(sub) -> None:
@@ -23,6 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--step", type=int, help="evaluate only this step (with --model: that model as this step)")
     p.add_argument("--not-end", action="store_true", help=argparse.SUPPRESS)
     add_model_args(p)  # --model (a checkpoint to evaluate as --step: the training callback's), --backend, --device...
+    p.set_defaults(backend=None)  # the recipe's evaluation.backend unless --backend says otherwise
     p.set_defaults(func=run)
 
 
@@ -55,9 +56,14 @@ def run_recipe(run_dir: Path, overrides: list[str]):
 
 def run(args) -> int:
     run_dir = Path(args.run_dir)
-    check_backend(args.backend, "--backend")
     recipe = run_recipe(run_dir, args.overrides)
-    options = backend_settings(run_dir, args.backend, options_from_args(args.backend, args))
+    ev = recipe.evaluation
+    backend = args.backend or ev.backend
+    check_backend(backend, "--backend")
+    options = backend_settings(run_dir, backend, options_from_args(backend, args))
+    if backend == ev.backend:
+        options = {**ev.backend_options, **options}
+    backend_options(backend, options, "evaluate-run: backend options")  # checked before any load
     if args.model is not None:
         if args.step is None:
             raise ConfigError("--model needs --step")
@@ -71,6 +77,6 @@ def run(args) -> int:
     for step, ref in targets:
         is_end = step == 0 or (step == last and not args.not_end)
         evaluate_step(run_dir, recipe.evaluation, step, model_ref=ref, is_end=is_end,
-                      progress=not args.no_progress, mode="separate-process", backend=args.backend,
+                      progress=not args.no_progress, mode="separate-process", backend=backend,
                       backend_options=options)
     return 0

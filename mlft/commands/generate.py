@@ -18,6 +18,7 @@ from mlft.generation.backends import (
     check_backend,
     check_interventions,
     holds_weights,
+    loads_model,
     options_from_args,
 )
 from mlft.generation.decoding import Decoding
@@ -101,7 +102,7 @@ def run(args) -> int:
     lcb.validate(opts, "command line")
     (run_,) = lcb.runs(opts, "command line")
     check_interventions(args.backend, run_.interventions, "--intervention")
-    model_ref = args.model or (DEFAULT_MODEL if holds_weights(args.backend) else None)
+    model_ref = args.model or (DEFAULT_MODEL if loads_model(args.backend) else None)
     backend_opts = options_from_args(args.backend, args)
     OutputLock(args.out).check()  # a second writer of the same file is refused before anything loads
     return _generate(args, opts, run_, model_ref, backend_opts)

@@ -26,6 +26,7 @@ from mlft.generation.backends import (
     check_interventions,
     create_backend,
     holds_weights,
+    loads_model,
     provides,
 )
 from mlft.generation.interventions import split
@@ -141,8 +142,8 @@ class SuiteResult:
                      == (metric, task, language, variant)), None)
 
 
-def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> None:
-    """Every check that needs no model: backend allowed for the kind, options valid, model reference known."""
+def check_kind_backend(suite: EvalSuite, backend: str) -> None:
+    """A suite's kind can run on `backend` (it provides what the kind needs), else a ConfigError naming both."""
     kind = get_kind(suite.kind)
     check_backend(backend)
     missing = sorted(set(kind.needs) - provides(backend))
@@ -151,8 +152,13 @@ def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> N
         why = f"it needs {', '.join(missing)}, which the {backend} backend does not provide; " if missing else ""
         raise ConfigError(f"{suite.source_file or suite.name}: a {suite.kind} suite cannot run on the {backend} "
                           f"backend ({kind.description}; {why}it runs on: {', '.join(able)})")
+
+
+def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> None:
+    """Every check that needs no model: backend allowed for the kind, options valid, model reference known."""
+    check_kind_backend(suite, backend)
     backend_options(backend, backend_opts, f"{backend} backend options")
-    if holds_weights(backend) and model is None:
+    if loads_model(backend) and model is None:  # backends that load the weights themselves
         from mlft.generation.models import resolve
 
         resolve(model_ref)

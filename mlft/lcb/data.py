@@ -10,8 +10,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlft.errors import ConfigError, DataError
 from mlft.constants import TASKS
+from mlft.errors import ConfigError, DataError
 from mlft.languages import LANGUAGES
 from mlft.lcb.fetch import TEST_SETS, locate
 

@@ -69,8 +69,8 @@ from mlft.constants import VALID_SHARE
 from mlft.errors import ConfigError
 from mlft.lcb.langid import LanguageIdentifier
 from mlft.lcb.metrics import normalize
-from mlft.lcb.tokenize import tokenize
 from mlft.lcb.stats import Outcome, holm, intervals, paired_test, unpaired_test
+from mlft.lcb.tokenize import tokenize
 
 SHARE = 0.5  # a rule fires when its repeats cover at least this share of the text
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
@@ -246,6 +246,7 @@ def is_lexically_valid(text: str, lang: str) -> bool | None:
 # ---------------------------------------------------------------- rows and flags
 
 from mlft.constants import GUARD_METRICS  # noqa: E402  (coverage, degeneracy, validity)
+
 LID_DETAIL = ("unknown", "skipped")  # the metric's silent failure modes (no flags, no intervals for unknown)
 
 

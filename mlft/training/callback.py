@@ -67,6 +67,26 @@ def eval_placement(recipe: Recipe, model=None) -> dict:
     return {"device": device or "cpu", "dtype": dtype}
 
 
+def gpu_for_child() -> dict:
+    """Before a vLLM evaluation in a child process: free this process's cached CUDA blocks, and return the
+    environment that puts the child on this process's GPU with a vLLM memory share capped to what is free
+    (MLFT_VLLM_MAX_GPU_UTILIZATION, read by the vllm backend)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    import gc
+
+    gc.collect()
+    torch.cuda.empty_cache()
+    device = torch.cuda.current_device()
+    free, total = torch.cuda.mem_get_info(device)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [v.strip() for v in visible.split(",")] if visible else None
+    return {"CUDA_VISIBLE_DEVICES": ids[device] if ids and device < len(ids) else str(device),
+            "MLFT_VLLM_MAX_GPU_UTILIZATION": f"{max(0.05, 0.9 * free / total):.3f}"}
+
+
 class EvalCallback(TrainerCallback):
     def __init__(self, recipe: Recipe, run_dir: Path, tokenizer, in_process: bool, progress: bool = True):
         self.recipe = recipe
@@ -93,10 +113,10 @@ class EvalCallback(TrainerCallback):
         step = state.global_step
         is_end = step == 0 or step >= state.max_steps
         t0 = time.time()
-        shared = self.in_process and self.ev.data_parallel and parallel.world_size() > 1
+        shared = self.in_process and self.ev.backend == "hf" and self.ev.data_parallel and parallel.world_size() > 1
         if state.is_world_process_zero:
             try:
-                if self.in_process:
+                if self.in_process and self.ev.backend == "hf":
                     with parallel.coordinate(shared):
                         rows = evaluate_step(self.run_dir, self.ev, step, model=model, tokenizer=self.tokenizer,
                                              model_ref=model_ref, is_end=is_end, progress=self.progress,
@@ -119,16 +139,22 @@ class EvalCallback(TrainerCallback):
 
     def _evaluate_in_child(self, step: int, model_ref: str, is_end: bool, model=None) -> list[dict]:
         before = len(curves.read_curves(self.run_dir))
-        placement = eval_placement(self.recipe, model)
         cmd = [sys.executable, "-m", "mlft", "evaluate-run", str(self.run_dir), "--step", str(step),
-               "--model", model_ref, "--device", placement["device"], "--dtype", placement["dtype"]]
+               "--model", model_ref]
+        if self.ev.backend == "hf":  # rank 0's device and the training dtype (vllm: CUDA_VISIBLE_DEVICES below)
+            placement = eval_placement(self.recipe, model)
+            cmd += ["--device", placement["device"], "--dtype", placement["dtype"]]
         if not is_end:
             cmd.append("--not-end")
         if not self.progress:
             cmd.append("--no-progress")
         _free_accelerator_cache()
-        log.info("[mlft eval] step %s: weights are sharded; evaluating %s in a separate process", step, model_ref)
-        proc = subprocess.run(cmd, env=child_env(), timeout=self.ev.timeout_s)
+        why = "weights are sharded" if self.ev.backend == "hf" else f"{self.ev.backend} backend"
+        log.info("[mlft eval] step %s: %s; evaluating %s in a separate process", step, why, model_ref)
+        env = child_env()
+        if self.ev.backend == "vllm":
+            env.update(gpu_for_child())
+        proc = subprocess.run(cmd, env=env, timeout=self.ev.timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` exited with {proc.returncode}")
         return curves.read_curves(self.run_dir)[before:]

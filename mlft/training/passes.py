@@ -14,8 +14,8 @@ import re
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
@@ -132,12 +132,15 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
              progress: bool = True, merge_lora: bool = True, backend: str = "hf",
              backend_options: dict | None = None) -> list[dict]:
     """Run one pass and return its curve rows (not yet recorded). `backend`, `backend_options`: for a model
-    loaded from `model_ref` (device, dtype, chat template)."""
+    loaded from `model_ref` (device, dtype, chat template). A backend other than hf generates from the saved
+    weights (`model_ref`), never the live model; quantized variants always run on hf."""
     from mlft.evals.runner import run_suite
 
     suite = load_pass_suite(p)
     out_dir = run_dir / "evals" / f"step-{step:06d}" / p.variant
-    if model is not None and not p.needs_saved_weights:
+    if p.needs_saved_weights and backend != "hf":  # quantized variants always run on hf
+        backend, backend_options = "hf", None
+    if model is not None and not p.needs_saved_weights and backend == "hf":
         with eval_mode(model, merge_lora) as live:
             result = run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
                                progress=progress)
@@ -162,18 +165,20 @@ def _harness_keys(r: dict, rel: Path) -> dict:
 
 def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None, tokenizer=None,
                   model_ref: str | None = None, is_end: bool = True, progress: bool = True,
-                  mode: str = "in-process", backend: str = "hf",
+                  mode: str = "in-process", backend: str | None = None,
                   backend_options: dict | None = None) -> list[dict]:
     """Run every pass of `ev` not yet recorded for `step`; record and return the new rows.
 
     `model`/`tokenizer`: the live model; `model_ref`: the saved checkpoint or base model (passes that need saved
     weights — quantized variants — always load it; the others load it when no live model is given).
     `is_end`: the step-0 baseline or the last step (quantized variants run there unless quantized_at=all)."""
+    if backend is None or backend == ev.backend:  # the recipe's backend, its options under the caller's
+        backend, backend_options = ev.backend, {**ev.backend_options, **(backend_options or {})}
     new_rows = []
     for p in passes_for(ev):
         if p.at_ends_only and not is_end:
             continue
-        if model_ref is None and (p.needs_saved_weights or model is None):
+        if model_ref is None and (p.needs_saved_weights or model is None or backend != "hf"):
             continue
         with curves.curves_lock(run_dir):
             if (step, p.variant) in curves.done(run_dir):

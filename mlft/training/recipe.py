@@ -9,6 +9,7 @@ overrides on the command line win over the YAML, which wins over the defaults be
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from dataclasses import dataclass, field
 from enum import Enum
@@ -99,6 +100,13 @@ class EvaluationOptions:
     timeout_s: int = field(default=3600, metadata={
         "help": "Limit for one separate-process evaluation; the training job's process-group timeout is raised "
                 "above it (the other ranks wait for the evaluation in a collective)."})
+    backend: Literal["hf", "vllm"] = field(default="hf", metadata={
+        "help": "Generation backend of the passes: 'hf' (the live model, in-process) or 'vllm' (the *saved* "
+                "checkpoint in a separate `mlft evaluate-run` process, on rank 0's GPU after the training "
+                "process frees its cache; LoRA checkpoints merged). Quantized variants always run on hf."})
+    backend_options: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Options of the backend (e.g. {gpu_memory_utilization: 0.3, max_model_len: 4096}); with vllm during "
+                "training, gpu_memory_utilization is also capped to the GPU memory the training process leaves free."})
 
 
 @dataclass
@@ -236,10 +244,22 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
     ev = recipe.evaluation
     if not ev.enabled:
         return
+    from mlft.generation.backends import backend_options, check_interventions
+
+    backend_options(ev.backend, ev.backend_options, f"{src}: evaluation.backend_options")
     for p in passes_for(ev):
         key = "evaluation.suite" if p.variant == "model" else f"evaluation pass {p.variant!r}"
         try:
-            load_pass_suite(p)
+            suite = load_pass_suite(p)
+            if not p.needs_saved_weights:  # quantized variants run on hf
+                from mlft.evals.runner import check_kind_backend
+                from mlft.generation.interventions import build_interventions
+
+                check_kind_backend(suite, ev.backend)
+                ivs = getattr(suite.options, "interventions", None) or []
+                variants = [v.interventions for v in getattr(suite.options, "variants", []) if v.interventions]
+                for specs in [ivs, *variants]:
+                    check_interventions(ev.backend, build_interventions(specs, "interventions"), "interventions")
         except ConfigError as exc:
             raise ConfigError(f"{src}: {key}: {exc}") from None
 
@@ -258,6 +278,9 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
             raise ConfigError(f"{src}: accelerate_config: file not found: {recipe.accelerate_config}")
         recipe.accelerate_config = str(path)
     ev = recipe.evaluation
+    if ev.backend == "vllm" and recipe.chat_template != "auto" and "chat_template" not in ev.backend_options:
+        # a base model has no chat template of its own: evaluate with the one the recipe trains with
+        ev.backend_options = {**ev.backend_options, "chat_template": os.path.abspath(recipe.chat_template)}
     if ev.every_steps is not None:
         if ev.every_steps < 1:
             raise ConfigError(f"{src}: evaluation.every_steps: must be >= 1, got {ev.every_steps}")

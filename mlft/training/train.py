@@ -27,9 +27,9 @@ import yaml
 
 from mlft.console import get_logger
 from mlft.errors import ConfigError
+from mlft.io.jsonl import read_jsonl
 from mlft.io.locks import OutputLock
 from mlft.provenance import write_results
-from mlft.io.jsonl import read_jsonl
 from mlft.training.recipe import Recipe, accumulation_steps, dump_recipe
 
 COMPLETE = "complete"

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from mlft.io.jsonl import JsonlAppender, read_jsonl
 from mlft.errors import ConfigError
 from mlft.evals.multisense import metrics, prompts
 from mlft.evals.multisense.data import Item, load_items
 from mlft.evals.multisense.parser import parse_prediction
+from mlft.io.jsonl import JsonlAppender, read_jsonl
 
 CONDITIONS = ("T", "I", "X")
 # chat_fn(ids, user_texts, max_new_tokens) -> replies (same order); the system message is added by the caller

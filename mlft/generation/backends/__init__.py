@@ -48,6 +48,7 @@ def _check_backend_class(name: str, cls) -> None:
 REGISTRY = Registry("backend", {
     "hf": "mlft.generation.backends.hf:HFBackend",
     "openai": "mlft.generation.backends.openai:OpenAIBackend",
+    "vllm": "mlft.generation.backends.vllm:VLLMBackend",
 }, check=_check_backend_class)
 BACKENDS = tuple(REGISTRY)  # the built-in names (REGISTRY holds any added later)
 
@@ -114,6 +115,11 @@ def holds_weights(name: str) -> bool:
     return "weights" in provides(name)
 
 
+def loads_model(name: str) -> bool:
+    """The backend loads a model reference itself (hf, vllm); a served backend (openai) names a served model."""
+    return holds_weights(name) or bool(getattr(backend_class(name), "loads_model", False))
+
+
 def backend_options(name: str, options: dict | Any | None, where: str = "backend options"):
     """The backend's Options instance from a dict (validated: unknown keys get a 'did you mean')."""
     cls = backend_class(name)
@@ -133,14 +139,17 @@ def create_backend(name: str, options: dict | Any | None = None, *, model_ref: s
 
 def check_interventions(name: str, interventions: Sequence, where: str) -> None:
     """Refuse, before any generation, interventions this backend cannot apply."""
-    caps = backend_class(name).capabilities
+    cls = backend_class(name)
     for iv in interventions:
-        missing = sorted(set(iv.needs) - set(caps))
+        missing = sorted(set(iv.needs) - set(cls.capabilities))
         if missing:
+            hint = getattr(cls, "refusal", "use a backend that runs the model locally "
+                                            f"({', '.join(b for b in REGISTRY if holds_weights(b))})")
             raise ConfigError(f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
-                              f"which the {name} backend cannot apply; use a backend that runs the model "
-                              f"locally ({', '.join(b for b in REGISTRY if holds_weights(b))}), or drop the "
-                              f"intervention")
+                              f"which the {name} backend cannot apply: {hint}, or drop the intervention")
+        problem = cls.unsupported(iv) if hasattr(cls, "unsupported") else None
+        if problem:
+            raise ConfigError(f"{where}: intervention {iv.name!r} on the {name} backend: {problem}")
 
 
 # --- CLI flags generated from the options dataclasses ---------------------------------------------------

@@ -46,6 +46,9 @@ class OpenAIOptions:
     backoff: float = field(default=1.0, metadata={
         "help": "base of the exponential backoff in seconds (full jitter: a wait is uniform in [0, base*2^k])"})
     max_backoff: float = field(default=60.0, metadata={"help": "longest wait between two attempts (seconds)"})
+    logprobs: bool = field(default=True, metadata={
+        "help": "ask for the generated tokens' log-probabilities (the fluency NLL column; vLLM servers give the raw "
+                "ones, before temperature/top-p); a server that rejects them is asked again without, once"})
 
 
 class _Retry(Exception):
@@ -79,6 +82,7 @@ class OpenAIBackend:
         self._openai = openai
         self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=o.timeout, max_retries=0)
         self._abort = threading.Event()
+        self._no_logprobs = False  # set when the server rejected a request for logprobs
 
     @classmethod
     def create(cls, options: OpenAIOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16,
@@ -127,6 +131,11 @@ class OpenAIBackend:
                 "top_p": d.top_p if d.sampling else 1.0, "n": 1}
         if d.seed is not None:
             body["seed"] = d.seed
+        if self.options.logprobs and not self._no_logprobs:
+            if req.messages is not None:
+                body.update(logprobs=True, top_logprobs=0)
+            else:
+                body["logprobs"] = 0
         extra = {}
         if d.top_k and d.sampling:
             extra["top_k"] = d.top_k  # vLLM / llama.cpp extension
@@ -181,8 +190,12 @@ class OpenAIBackend:
             # EOS: take it as the newline (an end of reply then shows as an empty continuation)
             if choice.get("stop_reason", "\n") == "\n":
                 completion, finish = completion + "\n", "newline"
-        return Result(req.id, completion, finish, usage.get("prompt_tokens"),
-                      usage.get("completion_tokens"), time.perf_counter() - started)
+        res = Result(req.id, completion, finish, usage.get("prompt_tokens"), usage.get("completion_tokens"),
+                     time.perf_counter() - started)
+        nll = _mean_nll(choice.get("logprobs"))
+        if nll is not None and completion.strip():
+            res.extra["nll"] = nll
+        return res
 
     def _one(self, req: Request, decoding) -> Result:
         body = self._payload(req, decoding)
@@ -194,6 +207,11 @@ class OpenAIBackend:
                 return Result(req.id, error="not sent: the run was stopped", seconds=0.0)
             try:
                 res = self._attempt(req, body)
+                if res.error and res.error.startswith("HTTP 400") and "logprob" in res.error.lower() and (
+                        "logprobs" in body):  # the server offers no logprobs: ask without, from now on
+                    self._no_logprobs = True
+                    body = self._payload(req, decoding)
+                    res = self._attempt(req, body)
                 res.seconds = time.perf_counter() - started
                 return res
             except _ServerGone as exc:
@@ -238,6 +256,18 @@ class OpenAIBackend:
             for fut in pending:
                 fut.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _mean_nll(logprobs) -> float | None:
+    """Mean negative log-probability of the generated tokens from a choice's `logprobs` (chat: `content` entries;
+    completions: `token_logprobs`); None when absent."""
+    if not isinstance(logprobs, dict):
+        return None
+    values = logprobs.get("token_logprobs")
+    if values is None and isinstance(logprobs.get("content"), list):
+        values = [e.get("logprob") for e in logprobs["content"] if isinstance(e, dict)]
+    values = [float(v) for v in values or [] if isinstance(v, (int, float)) and v > float("-inf")]
+    return round(-sum(values) / len(values), 5) if values else None
 
 
 def _reason(exc: Exception) -> str:

