@@ -63,7 +63,7 @@ def _sha256(path: Path) -> str:
 
 def parallel_texts(source: str, per_language: int | None = None, languages: list[str] | None = None,
                    polyglot_dir: str | Path | None = None) -> tuple[dict[str, list[str]], list[dict]]:
-    """({language: [texts]}, [source records with path, sha256, rows]) from `seed`, `polyglot` or a file."""
+    """({language: [texts]}, [source records with path and sha256]) from `seed`, `polyglot` or a file."""
     if source == "seed":
         from mlft.data.seed import SEED_DIR, training_items
 
@@ -104,8 +104,6 @@ def parallel_texts(source: str, per_language: int | None = None, languages: list
         texts = {k: v[:per_language] for k, v in texts.items()}
     if len(texts) < 2:
         raise DataError(f"{source}: language vectors need text in at least two languages, got {sorted(texts)}")
-    for r in records:
-        r["rows"] = {k: len(v) for k, v in sorted(texts.items())}
     return dict(sorted(texts.items())), records
 
 
