@@ -12,7 +12,10 @@ Text sources (never LCB test prompts):
   a file     JSONL or CSV with `id, text, language` per row
 
 Each text is run through the frozen model once; every decoder layer's output (the residual stream) is
-mean-pooled over the text's tokens. Methods:
+mean-pooled over the text's tokens except the first: that position is the attention sink, whose states are
+10-100x larger than the rest (SmolLM2-135M, layer 15: 20,969 vs a median 167); pooled in, it dominated both
+the language differences and the residual norm the shift is sized by (measured: r_15 733 instead of ~170),
+and steering at alpha = 0.1 over all layers turned every reply into `ititit`. Methods:
   mean  per layer, v_L = mean over L's texts - the unweighted mean over languages (ReCoVeR)
   lda   at one layer (default the middle one), standardised states -> LDA over languages; each language's
         mean in LDA space is mapped back (pseudo-inverse of the scalings, times the scale) to the residual
@@ -166,6 +169,9 @@ def pooled_states(model, tokenizer, texts: list[str], batch_size: int = 16, max_
                 ids = torch.tensor([e + [pad] * (width - len(e)) for e in enc], device=device)
                 mask = torch.tensor([[1] * len(e) + [0] * (width - len(e)) for e in enc], device=device)
                 model(input_ids=ids, attention_mask=mask, use_cache=False)
+                if width > 1:  # the first token is the attention sink: norms 10-100x the rest, left out
+                    mask = mask.clone()
+                    mask[torch.tensor([len(e) > 1 for e in enc], device=device), 0] = 0
                 m = mask[:, :, None].float()
                 states = torch.stack([captured[i].float() for i in range(len(layers))], dim=1)  # [b, L, T, d]
                 pooled.append(((states * m[:, None]).sum(2) / m[:, None].sum(2)).cpu())
