@@ -229,3 +229,19 @@ def test_contrastive_batch_equals_two_separate_passes(embedded_model):
                 a = b = torch.tensor([[token]])
         want = tok.decode([t for t in out if t not in backend.eos_ids], skip_special_tokens=True)
         assert got[req.id] == want, req.id
+
+
+def test_user_text_file_and_errors(tmp_path):
+    from mlft.errors import DataError
+    from mlft.generation.steering import parallel_texts
+
+    good = tmp_path / "t.csv"
+    good.write_text("id,text,language\n1,Hello there,en\n2,Bonjour,fr\n3,Salut,fr\n", encoding="utf-8")
+    texts, records = parallel_texts(str(good))
+    assert texts == {"en": ["Hello there"], "fr": ["Bonjour", "Salut"]} and records[0]["sha256"] == _sha256(good)
+    bad = tmp_path / "b.csv"
+    bad.write_text("id,text,language\n1,Hello,en\n2,,de\n", encoding="utf-8")
+    with pytest.raises(DataError, match="row 3: missing or empty `text`"):
+        parallel_texts(str(bad))
+    with pytest.raises(ConfigError, match="not `seed`, `polyglot` or a file"):
+        parallel_texts(str(tmp_path / "nope.csv"))

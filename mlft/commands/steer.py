@@ -50,7 +50,8 @@ def run(args) -> int:
     weights = {f.name: _sha256(f) for f in sorted(folder.glob("*.safetensors"))} if folder.is_dir() else {}
     vec = build_vectors(model, tok, texts, args.method, layers, ref.name, args.batch_size)
     path = save_vectors(vec, args.out, provenance={
-        "sources": sources, "rows": {k: len(v) for k, v in texts.items()}, "model_ref": {"name": ref.name, "path": str(ref.path), "kind": ref.kind,
+        "sources": sources, "rows": {k: len(v) for k, v in texts.items()},
+        "model_ref": {"name": ref.name, "path": str(ref.path), "kind": ref.kind,
                       "weights_sha256": weights},
         "options": {"method": args.method, "layers": layers, "per_language": args.per_language},
         "seconds": round(time.time() - started, 1), "versions": versions(), "git_commit": git_commit()})

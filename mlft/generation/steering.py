@@ -101,7 +101,8 @@ def parallel_texts(source: str, per_language: int | None = None, languages: list
     if languages:
         unknown = sorted(set(languages) - set(texts))
         if unknown:
-            raise ConfigError(f"--languages: no text in {', '.join(unknown)} in {source} (it has {', '.join(sorted(texts))})")
+            raise ConfigError(f"--languages: no text in {', '.join(unknown)} in {source} "
+                              f"(it has {', '.join(sorted(texts))})")
         texts = {k: v for k, v in texts.items() if k in languages}
     if per_language:
         texts = {k: v[:per_language] for k, v in texts.items()}

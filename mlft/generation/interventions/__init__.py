@@ -135,4 +135,5 @@ def split(interventions: Sequence[Intervention]) -> tuple[list[Intervention], li
 
 
 # built-ins (each module registers its classes)
-from mlft.generation.interventions import builtin, contrastive, gate, prior, quantize, resample, steer  # noqa: E402,F401
+from mlft.generation.interventions import (  # noqa: E402,F401
+    builtin, contrastive, gate, prior, quantize, resample, steer)
