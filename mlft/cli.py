@@ -20,6 +20,7 @@ COMMANDS = [
     "mix",
     "score",
     "paper_tables",
+    "steer",
     "generate",
     "eval",
     "train",

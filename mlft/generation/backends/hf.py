@@ -23,6 +23,7 @@ from typing import Iterator, Literal, Sequence
 
 from mlft.errors import ConfigError, ModelError
 from mlft.generation.backends import Request, Result
+from mlft.generation.interventions.contrastive import PairedRows
 
 
 @dataclass
@@ -65,7 +66,7 @@ def _cache_of(output):
 class HFBackend:
     name = "hf"
     Options = HFOptions
-    capabilities = frozenset({"processors", "hooks", "transform", "strategy"})
+    capabilities = frozenset({"processors", "hooks", "transform", "strategy", "rows"})
     provides = frozenset({"weights", "chat", "logprobs"})
 
     def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
@@ -178,16 +179,27 @@ class HFBackend:
         from mlft.generation.processors import GreedyPicker, NewlineStop, NucleusSampler, NucleusWarper, StepLog
 
         device = next(self.model.parameters()).device
-        width = max(len(e) for e in encoded)
-        prefix = self._shared_prefix(encoded, decoding, interventions)
+        n = len(requests)
+        paired = [iv for iv in interventions if "rows" in iv.needs]
+        rows, row_enc, weights = list(requests), list(encoded), None
+        if paired:  # contrastive rows: n more rows in the same batch, fed the main rows' tokens
+            extra, weights = paired[0].contrast_requests(requests)
+            rows += extra
+            row_enc += [self.encode(r) for r in extra]
+        width = max(len(e) for e in row_enc)
+        prefix = self._shared_prefix(row_enc, decoding, interventions)
         p = len(prefix)  # rows: shared prefix, padding, each row's own tokens (positions follow the mask)
-        input_ids = torch.tensor([e[:p] + [self.pad_id] * (width - len(e)) + e[p:] for e in encoded], device=device)
-        mask = torch.tensor([[1] * p + [0] * (width - len(e)) + [1] * (len(e) - p) for e in encoded], device=device)
+        input_ids = torch.tensor([e[:p] + [self.pad_id] * (width - len(e)) + e[p:] for e in row_enc], device=device)
+        mask = torch.tensor([[1] * p + [0] * (width - len(e)) + [1] * (len(e) - p) for e in row_enc], device=device)
         languages = [r.language for r in requests]
         beams = decoding.num_beams > 1
         log = None if beams else StepLog(decoding, self.token_stats)
         processors = [log] if log else []
+        contrastive = None
         for iv in interventions:
+            if "rows" in iv.needs:
+                contrastive = iv.paired_processor(weights)
+                processors.append(contrastive)
             processors += iv.logits_processors(self.tokenizer, languages, self.model)
         generator = None
         if decoding.seed is not None:  # the batch's own stream (the global one is also seeded, for beam sampling)
@@ -198,25 +210,31 @@ class HFBackend:
                                              generator=generator))
         elif log is not None:
             processors.append(GreedyPicker(log))
+        chain = processors
+        if contrastive is not None:
+            if beams:
+                raise ConfigError("contrastive decoding needs num_beams=1 (a beam is not paired with its contrast)")
+            chain = [PairedRows(processors, n, contrastive)]
         started = time.perf_counter()
         devices = [device] if device.type == "cuda" else []
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.random.fork_rng(devices=devices))
             stack.enter_context(torch.inference_mode())
+            cache = self._prefix_kv(prefix, len(rows)) if p else None  # before the hooks: the prompt's own states
+            if p and cache is None:  # the model returned no cache (e.g. checkpointing on): the whole prompt
+                input_ids, mask = self._unprefixed(row_enc, width, device)
+            extra = {_cache_kwarg(self.model): cache} if cache is not None else {}
             for iv in interventions:
-                stack.enter_context(iv.hooks(self.model, languages))
+                stack.enter_context(iv.hooks_batch(self.model, rows, mask))
             if decoding.seed is not None:
                 torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
-            cache = self._prefix_kv(prefix, len(requests)) if p else None
-            if p and cache is None:  # the model returned no cache (e.g. checkpointing on): the whole prompt
-                input_ids, mask = self._unprefixed(encoded, width, device)
-            extra = {_cache_kwarg(self.model): cache} if cache is not None else {}
             if any(r.stop_at_newline for r in requests):
                 extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(self._newline_ids(),
-                                                                               [r.stop_at_newline for r in requests])])
+                                                                               [r.stop_at_newline for r in rows])])
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                logits_processor=LogitsProcessorList(processors), **decoding.hf_kwargs(), **extra)
+                logits_processor=LogitsProcessorList(chain), **decoding.hf_kwargs(), **extra)
+            out = out[:n]
         seconds = (time.perf_counter() - started) / len(requests)
         generated = out[:, width:].tolist()
         for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):
@@ -255,8 +273,10 @@ class HFBackend:
 
     def _shared_prefix(self, encoded: list[list[int]], decoding, interventions) -> list[int]:
         """The longest prefix every row shares (at least MIN_PREFIX tokens, each row keeping one token of its
-        own), or [] when prefix caching does not apply (off, beam search, forward-hook interventions)."""
-        if not self.prefix_cache or decoding.num_beams > 1 or any("hooks" in iv.needs for iv in interventions):
+        own), or [] when prefix caching does not apply (off, beam search, forward hooks that change the
+        prompt's states)."""
+        if not self.prefix_cache or decoding.num_beams > 1 or any(
+                "hooks" in iv.needs and not iv.prefix_safe for iv in interventions):
             return []
         n = min(len(e) for e in encoded) - 1
         first = encoded[0]

@@ -13,7 +13,12 @@ front (`backends.check_interventions`):
   "processors"  logits_processors(tokenizer, languages, model) -> [callable(input_ids, scores) -> scores]
                 built per batch; `languages[i]` is row i's target language (e.g. a script gate); a processor
                 may have `stats(row) -> dict` (e.g. how often it intervened), kept in the completion record
-  "hooks"       hooks(model, languages) -> context manager entered around generation (forward hooks, steering)
+  "hooks"       hooks(model, languages) -> context manager entered around generation (forward hooks); a hook
+                needing more than the target languages overrides hooks_batch(model, requests, attention_mask)
+                instead (e.g. `steer` infers each row's source language from its prompt); `prefix_safe` says
+                whether the prompt's states stay untouched (the hf backend then keeps its shared-prefix cache)
+  "rows"        extra model rows batched with the main rows: contrast_requests(requests) -> (requests, weights)
+                and paired_processor(weights) (e.g. `contrastive`): only a backend running the model itself
   "transform"   transform(model, tokenizer, model_ref) -> (model, tokenizer): a changed model (quantization);
                 with `from_saved_weights`, model may be None and the weights are read from model_ref
   "strategy"    wrap(generate, backend) -> generate: loop-level control (e.g. line-by-line resampling); the
@@ -37,7 +42,7 @@ from mlft.config import from_dict
 from mlft.errors import ConfigError
 from mlft.registry import Registry
 
-HOOK_KINDS = ("processors", "hooks", "transform", "strategy")
+HOOK_KINDS = ("processors", "hooks", "transform", "strategy", "rows")
 
 
 @dataclass
@@ -68,6 +73,12 @@ class Intervention:
     def hooks(self, model, languages: Sequence[str | None]):
         return contextlib.nullcontext()
 
+    def hooks_batch(self, model, requests: Sequence, attention_mask=None):
+        """The hooks context for one batch (default: `hooks` with the rows' target languages)."""
+        return self.hooks(model, [r.language for r in requests])
+
+    prefix_safe: ClassVar[bool] = False  # a "hooks" intervention that leaves the prompt's states alone
+
     def transform(self, model, tokenizer, model_ref: str | None):
         return model, tokenizer
 
@@ -85,6 +96,8 @@ REGISTRY = Registry("intervention", {
     "language_prior": "mlft.generation.interventions.prior:LanguagePrior",
     "quantize": "mlft.generation.interventions.quantize:Quantize",
     "line_resample": "mlft.generation.interventions.resample:LineResample",
+    "steer": "mlft.generation.interventions.steer:Steer",
+    "contrastive": "mlft.generation.interventions.contrastive:Contrastive",
 })
 
 

@@ -1,0 +1,58 @@
+"""`mlft steer build`: language vectors for the `steer` intervention, from parallel text, with provenance."""
+
+from __future__ import annotations
+
+from mlft.errors import ConfigError
+from mlft.generation.models import load, resolve
+from mlft.generation.steering import _sha256, build_vectors, parallel_texts, save_vectors
+from mlft.provenance import git_commit, versions
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("steer", help="build language vectors for the steer intervention",
+                       description="Language steering vectors (ReCoVeR `mean` per layer, ITLC `lda` at one layer).")
+    s = p.add_subparsers(dest="steer_command", metavar="ACTION", required=True)
+    b = s.add_parser("build", help="build language vectors from parallel text",
+                     description="Run the frozen model over parallel text (never LCB test prompts) and save one "
+                                 "vector per language and layer (safetensors) with a provenance JSON beside it.")
+    b.add_argument("--out", required=True, help="vector file to write (.safetensors)")
+    b.add_argument("--from", dest="source", default="seed",
+                   help="seed (mlft's seed data, held-out items excluded), polyglot, or a JSONL/CSV file of "
+                        "`id, text, language` rows")
+    b.add_argument("--model", default=None, help="model (default: the embedded SmolLM2-135M-Instruct)")
+    b.add_argument("--method", choices=("mean", "lda"), default="mean")
+    b.add_argument("--layers", default=None, help="comma-separated 0-based layers (default: all for mean, the "
+                                                  "middle one for lda)")
+    b.add_argument("--languages", default=None, help="comma-separated language codes (default: all in the source)")
+    b.add_argument("--per-language", type=int, default=None, help="texts per language at most")
+    b.add_argument("--polyglot-dir", default=None, help="folder of the polyglot parquet files")
+    b.add_argument("--batch-size", type=int, default=16)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    import time
+
+    try:
+        layers = [int(x) for x in args.layers.split(",")] if args.layers else None
+    except ValueError:
+        raise ConfigError(f"--layers: comma-separated integers, got {args.layers!r}") from None
+    languages = [x.strip() for x in args.languages.split(",")] if args.languages else None
+    texts, sources = parallel_texts(args.source, args.per_language, languages, args.polyglot_dir)
+    ref = resolve(args.model)
+    started = time.time()
+    model, tok = load(ref, dtype="float32")
+    from pathlib import Path
+
+    folder = Path(str(ref.path))
+    weights = {f.name: _sha256(f) for f in sorted(folder.glob("*.safetensors"))} if folder.is_dir() else {}
+    vec = build_vectors(model, tok, texts, args.method, layers, ref.name, args.batch_size)
+    path = save_vectors(vec, args.out, provenance={
+        "sources": sources, "rows": {k: len(v) for k, v in texts.items()},
+        "model_ref": {"name": ref.name, "path": str(ref.path), "kind": ref.kind,
+                      "weights_sha256": weights},
+        "options": {"method": args.method, "layers": layers, "per_language": args.per_language},
+        "seconds": round(time.time() - started, 1), "versions": versions(), "git_commit": git_commit()})
+    print(f"wrote {path} ({len(vec.languages)} languages x {len(vec.layers)} layers, {vec.method}) "
+          f"and {path}.provenance.json")
+    return 0
