@@ -30,6 +30,7 @@ class _Crash:
     def __init__(self, inner):
         self.inner, self.calls = inner, 0
         self.name, self.batch_size, self.prompt_length = inner.name, inner.batch_size, inner.prompt_length
+        self.placement = inner.placement  # where it generates (recorded with each completion)
 
     def check(self, decoding, interventions=()):
         self.inner.check(decoding, interventions)

@@ -319,8 +319,8 @@ def per_device_batch(recipe: Recipe) -> int:
     """per_device_train_batch_size: the recipe's, else the installed trl config's default."""
     if "per_device_train_batch_size" in recipe.training_args:
         return int(recipe.training_args["per_device_train_batch_size"])
-    field_ = next(f for f in dataclasses.fields(recipe.config_class()) if f.name == "per_device_train_batch_size")
-    return int(field_.default)
+    return int(next((f.default for f in dataclasses.fields(recipe.config_class())
+                     if f.name == "per_device_train_batch_size"), 8))
 
 
 def accumulation_steps(recipe: Recipe, world_size: int, where: str = "global_batch_size") -> int:

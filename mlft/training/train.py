@@ -55,7 +55,8 @@ def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
 def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None):
     args = dict(recipe.training_args)
     args["output_dir"] = str(run_dir / "checkpoints")
-    args["ddp_timeout"] = int(process_group_timeout(recipe))
+    if any(f.name == "ddp_timeout" for f in dataclasses.fields(recipe.config_class())):
+        args["ddp_timeout"] = int(process_group_timeout(recipe))
     if recipe.global_batch_size is not None:
         world = world_size if world_size is not None else int(os.environ.get("WORLD_SIZE", "1") or 1)
         args["gradient_accumulation_steps"] = accumulation_steps(recipe, world, f"{recipe.source}: global_batch_size")
@@ -107,9 +108,8 @@ def _share_checkpointing_kwargs(config) -> None:
 def process_group_timeout(recipe: Recipe) -> float:
     """Seconds a rank may wait in a collective: the recipe's ddp_timeout (trl's default when unset), raised above
     the evaluation's limit (ranks 1..N-1 wait for rank 0's evaluation pass at a barrier)."""
-    import dataclasses
 
-    default = next(f.default for f in dataclasses.fields(recipe.config_class()) if f.name == "ddp_timeout")
+    default = next((f.default for f in dataclasses.fields(recipe.config_class()) if f.name == "ddp_timeout"), 1800)
     seconds = float(recipe.training_args.get("ddp_timeout") or default)
     if recipe.evaluation.enabled:
         seconds = max(seconds, float(recipe.evaluation.timeout_s) + PG_TIMEOUT_MARGIN_S)
