@@ -15,6 +15,7 @@ from mlft.generation import models
 from mlft.training import callback as cb
 from mlft.training import train as tr
 from mlft.training.recipe import accumulation_steps, load_recipe
+from tests.training_helpers import templateless_base
 
 CPU_SFT = "recipes/cpu/multilingual_sft.yaml"
 
@@ -185,17 +186,7 @@ def test_base_model_without_template_gets_the_runs_template(tmp_path, embedded_m
     from mlft.commands.evaluate_run import backend_settings
 
     model, tok = embedded_model
-    base = tmp_path / "base"
-    model.save_pretrained(base)
-    tok.save_pretrained(base)
-    for f in base.glob("chat_template.*"):
-        f.unlink()
-    cfg = base / "tokenizer_config.json"
-    import json
-
-    data = json.loads(cfg.read_text())
-    data.pop("chat_template", None)
-    cfg.write_text(json.dumps(data))
+    base = templateless_base(tmp_path / "base", model, tok)
     _, bare = models.load(str(base), device="cpu")
     assert not bare.chat_template
     run = tmp_path / "run"

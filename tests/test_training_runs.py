@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mlft.training import curves
-from tests.training_helpers import REPO, TINY, accelerate, env, mlft, noisy_lines, run
+from tests.training_helpers import REPO, TINY, accelerate, env, mlft, noisy_lines, run, templateless_base
 
 pytestmark = pytest.mark.slow
 SFT = "recipes/cpu/multilingual_sft.yaml"
@@ -63,29 +63,12 @@ def test_two_process_launch_with_eval_callback(shared, tmp_path, config, expect_
     assert {p["mode"] for p in curves.read_passes(run_dir)} == {expect_mode}
 
 
-def _templateless_base(tmp_path: Path) -> Path:
-    """A local copy of the embedded model whose tokenizer has no chat template (like a hub base model)."""
-    from mlft.generation.models import load
-
-    model, tok = load(None, device="cpu")
-    out = tmp_path / "base"
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    for f in out.glob("chat_template.*"):
-        f.unlink()
-    cfg = out / "tokenizer_config.json"
-    data = json.loads(cfg.read_text())
-    data.pop("chat_template", None)
-    cfg.write_text(json.dumps(data))
-    return out
-
-
 def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared, tmp_path):
     """ZeRO-3 evaluates in a separate process. Finding 3: at step 0 the child loads the base model, whose tokenizer
     has no chat template; it must use the run's (the in-process pass would). Finding 6: LoRA + activation
     checkpointing under ZeRO-3 (trl forces reentrant checkpointing) trains its steps."""
     run_dir = tmp_path / "run"
-    base = _templateless_base(tmp_path)
+    base = templateless_base(tmp_path / "base")
     overrides = [*TINY, f"run_dir={run_dir}", f"model={base}", "training_args.save_steps=2",
                  "chat_template=mlft/training/templates/chatml_training.jinja",
                  "training_args.activation_checkpointing=true"]

@@ -51,3 +51,22 @@ def accelerate(config: str, recipe: str, *overrides: str, short: bool = False) -
 
 def mlft(*args: str) -> list[str]:
     return [sys.executable, "-m", "mlft", *args]
+
+
+def templateless_base(out: Path, model=None, tok=None) -> Path:
+    """A local copy of the embedded model whose tokenizer has no chat template (like a hub base model)."""
+    import json
+
+    if model is None:
+        from mlft.generation.models import load
+
+        model, tok = load(None, device="cpu")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    for f in out.glob("chat_template.*"):
+        f.unlink()
+    cfg = out / "tokenizer_config.json"
+    data = json.loads(cfg.read_text())
+    data.pop("chat_template", None)
+    cfg.write_text(json.dumps(data))
+    return out

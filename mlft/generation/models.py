@@ -181,6 +181,24 @@ def resolve(ref: str | None) -> ModelRef:
                      "an existing folder, or a hub id like org/name")
 
 
+@contextlib.contextmanager
+def single_process_load():
+    """Load a whole model in this process alone, also inside a DeepSpeed ZeRO-3 training job: transformers'
+    from_pretrained otherwise partitions the weights with collectives every rank must join (a rank-0-only load, such
+    as merging the final adapter or an evaluation copy, then waits forever)."""
+    try:
+        from transformers.integrations import deepspeed as hf_ds
+    except ImportError:  # pragma: no cover - transformers without the integration
+        yield
+        return
+    saved = getattr(hf_ds, "_hf_deepspeed_config_weak_ref", None)
+    hf_ds._hf_deepspeed_config_weak_ref = None
+    try:
+        yield
+    finally:
+        hf_ds._hf_deepspeed_config_weak_ref = saved
+
+
 def default_device() -> str:
     """This process's accelerator: `cuda:LOCAL_RANK` (one GPU per rank under torchrun/accelerate; `cuda` in a
     single process) when CUDA is available, else `cpu`. What generation uses when no device is given."""
@@ -210,23 +228,24 @@ def load(ref: str | ModelRef | None, dtype: str = "auto", device: str | None = N
                    "float16": torch.float16}.get(dtype)
     if torch_dtype is None:
         raise ModelError(f"unknown dtype {dtype!r}; valid: auto, float32, bfloat16, float16")
-    try:
-        if mref.kind == "adapter":
-            from peft import PeftModel
+    with single_process_load():  # rank-0-only loads inside a ZeRO-3 job must not partition
+        try:
+            if mref.kind == "adapter":
+                from peft import PeftModel
 
-            # base, then every ancestor adapter merged in order, then this one (merged: a plain model again)
-            model = AutoModelForCausalLM.from_pretrained(mref.base.path, dtype=torch_dtype,
-                                                         trust_remote_code=trust_remote_code)
-            for adapter in (*mref.merge, mref.path):
-                model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
-        else:
-            model = AutoModelForCausalLM.from_pretrained(mref.path, dtype=torch_dtype,
-                                                         trust_remote_code=trust_remote_code)
-        has_tok = mref.kind != "adapter" or (Path(mref.path) / "tokenizer_config.json").is_file()
-        tok = AutoTokenizer.from_pretrained(mref.path if has_tok else mref.base.path,
-                                            trust_remote_code=trust_remote_code)
-    except OSError as exc:
-        raise ModelError(f"cannot load model {mref.name!r} from {mref.path}: {exc}") from None
+                # base, then every ancestor adapter merged in order, then this one (merged: a plain model again)
+                model = AutoModelForCausalLM.from_pretrained(mref.base.path, dtype=torch_dtype,
+                                                             trust_remote_code=trust_remote_code)
+                for adapter in (*mref.merge, mref.path):
+                    model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+            else:
+                model = AutoModelForCausalLM.from_pretrained(mref.path, dtype=torch_dtype,
+                                                             trust_remote_code=trust_remote_code)
+            has_tok = mref.kind != "adapter" or (Path(mref.path) / "tokenizer_config.json").is_file()
+            tok = AutoTokenizer.from_pretrained(mref.path if has_tok else mref.base.path,
+                                                trust_remote_code=trust_remote_code)
+        except OSError as exc:
+            raise ModelError(f"cannot load model {mref.name!r} from {mref.path}: {exc}") from None
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     if chat_template and not getattr(tok, "chat_template", None):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Protocol, Sequence, runtime_checkable
 
 from mlft.config import from_dict
-from mlft.errors import ConfigError
+from mlft.errors import ConfigError, ModelError
 from mlft.registry import Registry
 
 PROVIDES = ("weights", "chat", "logprobs")  # what a backend can offer an eval kind (EvalKind.needs)
@@ -77,6 +77,19 @@ class Result:
     seconds: float = 0.0
     error: str | None = None
     extra: dict = field(default_factory=dict)  # e.g. token_stats for confusion-point analysis
+
+
+def encode_request(tokenizer, req: Request, no_template: str = "use prompting mode 'qa' or 'raw'") -> list[int]:
+    """The prompt token ids of `req` as the model's tokenizer builds them (chat template + generation prompt, or
+    the raw text with special tokens), followed by the reply so far (`prefix`). Backends that run the model
+    (hf, vllm) share it, so they see identical inputs."""
+    if req.messages is not None:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ModelError(f"this model's tokenizer has no chat template: {no_template}")
+        text = tokenizer.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
+        return tokenizer(text + req.prefix, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(req.text, add_special_tokens=True)["input_ids"]
+    return ids + tokenizer(req.prefix, add_special_tokens=False)["input_ids"] if req.prefix else ids
 
 
 @runtime_checkable

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence
 
-from mlft.errors import ConfigError, ModelError
-from mlft.generation.backends import Request, Result
+from mlft.errors import ConfigError
+from mlft.generation.backends import Request, Result, encode_request
 from mlft.generation.interventions.contrastive import PairedRows
 
 
@@ -124,14 +124,7 @@ class HFBackend:
                           self.prefix_cache)
 
     def encode(self, req: Request) -> list[int]:
-        tok = self.tokenizer
-        if req.messages is not None:
-            if not getattr(tok, "chat_template", None):
-                raise ModelError("this model's tokenizer has no chat template: use prompting mode 'qa' or 'raw'")
-            text = tok.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
-            return tok(text + req.prefix, add_special_tokens=False)["input_ids"]
-        ids = tok(req.text, add_special_tokens=True)["input_ids"]
-        return ids + tok(req.prefix, add_special_tokens=False)["input_ids"] if req.prefix else ids
+        return encode_request(self.tokenizer, req)
 
     def prompt_length(self, req: Request) -> int:
         return len(self.encode(req))

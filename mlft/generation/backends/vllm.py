@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
 from mlft.errors import ConfigError, ModelError
-from mlft.generation.backends import Request, Result
+from mlft.generation.backends import Request, Result, encode_request
 
 
 @dataclass
@@ -159,15 +159,8 @@ class VLLMBackend:
 
     # -- protocol ---------------------------------------------------------------------------------------
     def encode(self, req: Request) -> list[int]:
-        tok = self.tokenizer
-        if req.messages is not None:
-            if not getattr(tok, "chat_template", None):
-                raise ModelError("this model's tokenizer has no chat template: use prompting mode 'qa' or 'raw', or "
-                                 "give the vllm backend a chat_template file")
-            text = tok.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
-            return tok(text + req.prefix, add_special_tokens=False)["input_ids"]
-        ids = tok(req.text, add_special_tokens=True)["input_ids"]
-        return ids + tok(req.prefix, add_special_tokens=False)["input_ids"] if req.prefix else ids
+        return encode_request(self.tokenizer, req, "use prompting mode 'qa' or 'raw', or give the vllm backend a "
+                                                   "chat_template file")
 
     def prompt_length(self, req: Request) -> int:
         return len(self.encode(req))
