@@ -37,7 +37,11 @@ def _check_run(run_dir: Path, steps: list[int], variants=("model",)) -> dict:
                 (row,) = [r for r in rows if (r["step"], r["variant"], r["task"], r["language"], r["metric"])
                           == (step, "model", task, "avg", metric)]
                 assert 0.0 <= row["value"] <= 1.0
-    assert (run_dir / "final" / "adapter_config.json").is_file()
+    if marker["final"] == "merged":  # a LoRA run on a local model: merged weights in final/, its adapter beside
+        assert (run_dir / "final" / "config.json").is_file()
+        assert (run_dir / "final_adapter" / "adapter_config.json").is_file()
+    else:
+        assert (run_dir / "final" / "adapter_config.json").is_file()
     assert (run_dir / "recipe.yaml").is_file()
     assert list((run_dir / "mix").iterdir())  # the data helper's mix files and stats
     return marker
@@ -76,6 +80,7 @@ def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared,
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     marker = _check_run(run_dir, steps=[0, 2])
     assert marker["global_step"] == 2 and marker["train_loss"] > 0
+    assert marker["final"] == "merged"  # merged on rank 0 alone inside the ZeRO-3 job (it used to deadlock)
     passes = curves.read_passes(run_dir)
     assert [(p["step"], p["mode"], p["error"]) for p in passes] == [(0, "separate-process", None),
                                                                     (2, "separate-process", None)]
