@@ -92,6 +92,20 @@ def encode_request(tokenizer, req: Request, no_template: str = "use prompting mo
     return ids + tokenizer(req.prefix, add_special_tokens=False)["input_ids"] if req.prefix else ids
 
 
+def cut_reply(ids: list[int], eos_ids, newline_ids, stop_at_newline: bool) -> tuple[list[int], str]:
+    """(the reply's token ids, finish reason) of generated `ids`: up to and including the first end-of-sequence token
+    ("stop"), else up to and including the first newline token when the request stops there ("newline"), else all
+    ("length"). Shared by the backends that decode token ids themselves (hf, vllm)."""
+    n = next((k + 1 for k, t in enumerate(ids) if t in eos_ids), None)
+    if n is not None:
+        return ids[:n], "stop"
+    if stop_at_newline:
+        nl = next((k + 1 for k, t in enumerate(ids) if t in newline_ids), None)
+        if nl is not None:
+            return ids[:nl], "newline"
+    return ids, "length"
+
+
 @runtime_checkable
 class Backend(Protocol):
     name: str

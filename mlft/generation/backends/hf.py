@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence
 
 from mlft.errors import ConfigError
-from mlft.generation.backends import Request, Result, encode_request
+from mlft.generation.backends import Request, Result, cut_reply, encode_request
 from mlft.generation.interventions.contrastive import PairedRows
 
 
@@ -231,13 +231,8 @@ class HFBackend:
         seconds = (time.perf_counter() - started) / len(requests)
         generated = out[:, width:].tolist()
         for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):
-            n = next((k + 1 for k, t in enumerate(ids) if t in self.eos_ids), None)
-            finish = "stop" if n is not None else "length"
-            if req.stop_at_newline and n is None:
-                nl = next((k + 1 for k, t in enumerate(ids) if t in self._newline_ids()), None)
-                if nl is not None:
-                    ids, finish = ids[:nl], "newline"
-            ids = ids[:n] if n is not None else ids
+            ids, finish = cut_reply(ids, self.eos_ids, self._newline_ids() if req.stop_at_newline else (),
+                                    req.stop_at_newline)
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             res = Result(req.id, text, finish, len(enc), len(ids), seconds)
             if log is not None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
 from mlft.errors import ConfigError, ModelError
-from mlft.generation.backends import Request, Result, encode_request
+from mlft.generation.backends import Request, Result, cut_reply, encode_request
 
 
 @dataclass
@@ -275,13 +275,8 @@ class VLLMBackend:
         return result
 
     def _result(self, req: Request, enc: list[int], ids: list[int], logprobs, seconds: float) -> Result:
-        n = next((k + 1 for k, t in enumerate(ids) if t in self.eos_ids), None)
-        finish = "stop" if n is not None else "length"
-        if req.stop_at_newline and n is None:
-            nl = next((k + 1 for k, t in enumerate(ids) if t in self._newline_ids()), None)
-            if nl is not None:
-                ids, finish = ids[:nl], "newline"
-        ids = ids[:n] if n is not None else ids
+        ids, finish = cut_reply(ids, self.eos_ids, self._newline_ids() if req.stop_at_newline else (),
+                                req.stop_at_newline)
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         res = Result(req.id, text, finish, len(enc), len(ids), seconds)
         if self._procs:
