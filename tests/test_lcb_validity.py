@@ -104,6 +104,22 @@ def test_lid_detail_unknown_share():
     assert row["unknown"] == pytest.approx(0.28125) and row["skipped"] == 0.0 and row["lines"] == 15
 
 
+def test_unknown_share_interval_resamples_replies_not_lines():
+    # 40 replies of 5 lines: in A the unknown lines sit in 4 replies (clustered), in B spread one per reply over
+    # 20 replies; same pooled share (20 / 200 = 10 %). Resampling replies widens A's interval, as it should.
+    clustered = [_outcome(i, "fr", 1.0, lines=5, unknown_lines=5 if i < 4 else 0) for i in range(40)]
+    spread = [_outcome(i, "fr", 1.0, lines=5, unknown_lines=1 if i < 20 else 0) for i in range(40)]
+    a, b = (lid_detail(x, n=4000)[("monolingual", "all", "all")] for x in (clustered, spread))
+    assert a["unknown"] == b["unknown"] == pytest.approx(0.1)
+    for d in (a, b):
+        assert d["unknown_ci_low"] < 0.1 < d["unknown_ci_high"]
+    width = {k: d["unknown_ci_high"] - d["unknown_ci_low"] for k, d in (("a", a), ("b", b))}
+    assert width["a"] > 1.5 * width["b"]
+    assert a["unknown_ci_high"] > 0.18 and b["unknown_ci_high"] < 0.16
+    none = lid_detail([_outcome(0, "fr", 1.0)])[("monolingual", "all", "all")]  # written before the count existed
+    assert none["unknown"] is None and none["unknown_ci_low"] is None
+
+
 def test_analyze_reply_counts_unknown_lines():
     from mlft.lcb.metrics import analyze_reply
 

@@ -152,13 +152,13 @@ GUARD = GUARD_METRICS
 def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed: int = 0) -> list[dict]:
     """Long-format rows of one variant: LPR / WPR / LCPR and the guard (coverage, degeneracy, lexical validity,
     fluency NLL) per task and language ('avg' = the task average), each with its interval (`low`, `high`) and
-    `n` replies, and the LID detail: `unknown` (share of counted lines labelled unknown; no interval, `n` =
-    counted lines) and `skipped` (share of replies LCB leaves out = 1 - coverage). Point values are the
+    `n` replies, and the LID detail: `unknown` (share of counted lines labelled unknown; reply-cluster bootstrap
+    interval, `n` = counted lines) and `skipped` (share of replies LCB leaves out = 1 - coverage). Point values are the
     official scorer's, bit for bit."""
     from mlft.lcb.stats import intervals
 
     rows = []
-    detail = lid_detail(outcomes)
+    detail = lid_detail(outcomes, confidence=confidence, seed=seed)
     for (task, source, lang), ms in intervals(outcomes, confidence=confidence, n=resamples, seed=seed).items():
         if source != "all":
             continue
@@ -174,7 +174,8 @@ def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed:
         unknown = detail.get((task, source, lang), {})
         if unknown.get("unknown") is not None:
             rows.append({"variant": variant, "task": task, "language": language, "metric": "unknown",
-                         "value": unknown["unknown"], "low": None, "high": None, "n": unknown["lines"]})
+                         "value": unknown["unknown"], "low": unknown["unknown_ci_low"],
+                         "high": unknown["unknown_ci_high"], "n": unknown["lines"]})
     rows += nll_rows(variant, outcomes, confidence)
     return rows
 

@@ -59,6 +59,7 @@ import functools
 import math
 import re
 import unicodedata
+import warnings
 from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
@@ -247,42 +248,73 @@ def is_lexically_valid(text: str, lang: str) -> bool | None:
 
 from mlft.constants import GUARD_METRICS  # noqa: E402  (coverage, degeneracy, validity)
 
-LID_DETAIL = ("unknown", "skipped")  # the metric's silent failure modes (no flags, no intervals for unknown)
+LID_DETAIL = ("unknown", "skipped")  # the metric's silent failure modes (intervals, no flags)
 
 
-def lid_detail(outcomes: Sequence[Outcome]) -> dict[tuple[str, str, str], dict]:
-    """{(task, source, language): {"unknown", "lines", "unknown_lines"}}: the share of counted lines fastText
-    labels "unknown" (score <= threshold), pooled over the lines of a (source, language) group and aggregated
-    the official unweighted way ((source, all), (all, language), (all, all)); None without counted lines
-    (or for outcomes written before the count existed)."""
-    groups: dict[tuple[str, str, str], list[int]] = {}
+def lid_detail(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 2000,
+               seed: int = 0) -> dict[tuple[str, str, str], dict]:
+    """{(task, source, language): {"unknown", "unknown_ci_low", "unknown_ci_high", "lines", "unknown_lines"}}:
+    the share of counted lines fastText labels "unknown" (score <= threshold), pooled over the lines of a
+    (source, language) group and aggregated the official unweighted way ((source, all), (all, language),
+    (all, all)); None without counted lines (or for outcomes written before the count existed).
+
+    Interval: lines cluster in replies (a salad reply has many unknown lines), so replies - not lines - are
+    resampled, within each (source, language) stratum with n_s - 1 draws as `mlft.lcb.stats.intervals` does;
+    each resample's ratio of pooled counts is aggregated like the point value; percentile interval."""
+    from mlft.lcb.stats import _check_confidence
+
+    _check_confidence(confidence, n)
+    rng = np.random.default_rng(seed)
+    alpha = 1 - confidence
+    groups: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
     for o in outcomes:
-        g = groups.setdefault((o.task, o.source, o.language), [0, 0])
+        g = groups.setdefault((o.task, o.source, o.language), [])
         if o.lines is not None:
-            g[0] += o.lines
-            g[1] += o.unknown_lines or 0
-    out: dict[tuple[str, str, str], dict] = {}
-    for key, (lines, unknown) in groups.items():
-        out[key] = {"unknown": unknown / lines if lines else None, "lines": lines, "unknown_lines": unknown}
+            g.append((o.lines, o.unknown_lines or 0))
+    point: dict[tuple[str, str, str], float | None] = {}
+    boot: dict[tuple[str, str, str], np.ndarray] = {}
+    counts: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for key in sorted(groups):
+        pairs = np.array(groups[key], dtype=np.float64).reshape(-1, 2)
+        lines, unknown = pairs.sum(0) if len(pairs) else (0.0, 0.0)
+        counts[key] = (int(lines), int(unknown))
+        point[key] = unknown / lines if lines else None
+        if len(pairs):
+            idx = rng.integers(0, len(pairs), size=(n, max(1, len(pairs) - 1)))
+            drawn = pairs[idx].sum(1)  # (n, 2)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                boot[key] = np.where(drawn[:, 0] > 0, drawn[:, 1] / np.maximum(drawn[:, 0], 1), np.nan)
+        else:
+            boot[key] = np.full(n, np.nan)
 
-    def avg(keys):
-        values = [out[k]["unknown"] for k in keys if out[k]["unknown"] is not None]
-        return {"unknown": sum(values) / len(values) if values else None,
-                "lines": sum(out[k]["lines"] for k in keys),
-                "unknown_lines": sum(out[k]["unknown_lines"] for k in keys)}
+    def row(keys: list, value: float | None, draws: np.ndarray) -> dict:
+        lo = hi = None
+        if value is not None and np.isfinite(draws).any():
+            lo, hi = (float(q) for q in np.nanquantile(draws, [alpha / 2, 1 - alpha / 2]))
+        return {"unknown": value, "unknown_ci_low": lo, "unknown_ci_high": hi,
+                "lines": sum(counts[k][0] for k in keys), "unknown_lines": sum(counts[k][1] for k in keys)}
 
+    def avg(keys: list, values: dict, draws: dict) -> tuple[float | None, np.ndarray]:
+        known = [k for k in keys if values[k] is not None]
+        if not known:
+            return None, np.full(n, np.nan)
+        # resamples where a group lost all its lines average over the others (as the point value skips None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a resample with no lines in any group: NaN
+            return sum(values[k] for k in known) / len(known), np.nanmean(np.stack([draws[k] for k in known]), 0)
+
+    out = {key: row([key], point[key], boot[key]) for key in groups}
     for task in sorted({k[0] for k in groups}):
         keys = sorted(k for k in groups if k[0] == task)
         for source in sorted({k[1] for k in keys}):
-            out[(task, source, "all")] = avg([k for k in keys if k[1] == source])
-        langs = sorted({k[2] for k in keys})
-        for lang in langs:
-            out[(task, "all", lang)] = avg([k for k in keys if k[2] == lang])
-        by_lang = [out[(task, "all", lang)]["unknown"] for lang in langs]
-        by_lang = [v for v in by_lang if v is not None]
-        out[(task, "all", "all")] = {"unknown": sum(by_lang) / len(by_lang) if by_lang else None,
-                                     "lines": sum(out[k]["lines"] for k in keys),
-                                     "unknown_lines": sum(out[k]["unknown_lines"] for k in keys)}
+            sub = [k for k in keys if k[1] == source]
+            out[(task, source, "all")] = row(sub, *avg(sub, point, boot))
+        lang_point, lang_boot = {}, {}
+        for lang in sorted({k[2] for k in keys}):
+            sub = [k for k in keys if k[2] == lang]
+            lang_point[lang], lang_boot[lang] = avg(sub, point, boot)
+            out[(task, "all", lang)] = row(sub, lang_point[lang], lang_boot[lang])
+        out[(task, "all", "all")] = row(keys, *avg(sorted(lang_point), lang_point, lang_boot))
     return out
 
 
@@ -293,7 +325,7 @@ def guard_rows(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int 
     `skipped` (share of replies LCB leaves out = 1 - coverage). `sources=True` adds the (source, language)
     rows (key `source`; "all" for the aggregates)."""
     rows = []
-    detail = lid_detail(outcomes)
+    detail = lid_detail(outcomes, confidence=confidence, seed=seed)
     for (task, source, lang), ms in intervals(outcomes, confidence=confidence, n=n, seed=seed).items():
         if source != "all" and not sources:
             continue
@@ -305,7 +337,8 @@ def guard_rows(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int 
                 row.update({"validity": None, "validity_ci_low": None, "validity_ci_high": None})
         cov = ms["coverage"]
         row.update({"skipped": 1 - cov.value, "skipped_ci_low": 1 - cov.high, "skipped_ci_high": 1 - cov.low})
-        row.update(detail.get((task, source, lang), {"unknown": None, "lines": 0, "unknown_lines": 0}))
+        row.update(detail.get((task, source, lang), {"unknown": None, "unknown_ci_low": None, "unknown_ci_high": None,
+                                                     "lines": 0, "unknown_lines": 0}))
         rows.append(row)
     return rows
 

@@ -11,8 +11,8 @@ LONG_COLUMNS = ["task", "model", "source", "language", "lpr", "wpr", "acc", "lcp
                 "n_line_err", "n_word_err", "n_lines_scored", "n_lines_wrong"]
 CI_COLUMNS = ["lpr_ci_low", "lpr_ci_high", "wpr_ci_low", "wpr_ci_high", "lcpr_ci_low", "lcpr_ci_high"]
 GUARD_COLUMNS = ["coverage", "coverage_ci_low", "coverage_ci_high", "degeneracy", "degeneracy_ci_low",
-                 "degeneracy_ci_high", "validity", "validity_ci_low", "validity_ci_high", "unknown", "skipped",
-                 "guard_flags"]
+                 "degeneracy_ci_high", "validity", "validity_ci_low", "validity_ci_high", "unknown", "unknown_ci_low",
+                 "unknown_ci_high", "skipped", "skipped_ci_low", "skipped_ci_high", "guard_flags"]
 GUARD_LINES = [("coverage", "Coverage"), ("degeneracy", "Degeneracy"), ("validity", "Lexical validity"),
                ("unknown", "Unknown lines"), ("skipped", "Skipped replies")]
 GUARD_NOTE = ("Guard (mlft, not part of the official metric; --no-guard hides it): coverage = replies with a line "
