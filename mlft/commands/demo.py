@@ -5,8 +5,9 @@ variants), then LoRA runs, each evaluated at its end by the per-checkpoint callb
 (eval/lcb_demo.yaml: 10 prompts per task and language):
   default   English-only SFT (the paper's negative control) and cross-lingual SFT (instructions that ask for a
             reply in another language, phrasings disjoint from LCB's): ~14 min on 2 cores;
-  --decoding-row  the inference-time mitigation (soft script gate + line resampling) on the base model as a
-            row of the same table (+3.5 min);
+  --decoding-row  the best inference-time mitigation row of eval/mitigation_decoding.yaml (DECODE_SMARTER) on the
+            base model and on the cross-lingual SFT checkpoint: fine-tune, decode smarter, or both, as rows of
+            the same table (+~7 min);
   --full    also cross-lingual preference tuning on top of the cross-lingual SFT run, the paper's multilingual
             SFT and preference tuning, English preference tuning, few-shot prompting, the quantized variants,
             the decoding row, and a mid-run checkpoint for every SFT run (~1 h).
@@ -60,8 +61,8 @@ def add_parser(sub) -> None:
     p.add_argument("--suite", default="lcb_demo", help="eval suite of the callback")
     p.add_argument("--max-new-tokens", type=int, help="override the suite's max_new_tokens (faster passes)")
     p.add_argument("--decoding-row", action=argparse.BooleanOptionalAction, default=None,
-                   help="add the inference-time mitigation (soft script gate + line resampling) on the base model "
-                        "as a row (default: only with --full)")
+                   help=f"add the inference-time mitigation ({DECODE_SMARTER['variant']}) on the base model and on "
+                        "the cross-lingual SFT checkpoint as rows (default: only with --full)")
     p.set_defaults(func=run)
 
 
@@ -111,6 +112,20 @@ def _share_baseline(base: Path, dst: Path) -> None:
     curves.append_pass(dst, 0, "model", rows, 0.0, f"copied from {base}")
 
 
+def run_overrides(out: Path, key: str, steps: int, full: bool, parent_dir: Path | None, ev_args: list[str],
+                  decoding_row: bool) -> list[str]:
+    """The recipe overrides of one demo run; with the decoding row, the cross-lingual SFT run's callback also
+    evaluates every checkpoint with DECODE_SMARTER (fine-tune and decode smarter)."""
+    every = max(1, steps // 2) if full and parent_dir is None else steps
+    overrides = [f"run_dir={out / key}", f"training_args.max_steps={steps}", f"training_args.save_steps={every}",
+                 *ev_args]
+    if parent_dir is not None:
+        overrides.append(f"model={parent_dir / 'final'}")
+    if decoding_row and key == "crosslingual_sft":
+        overrides.append(f"evaluation.variants={json.dumps([DECODE_SMARTER])}")
+    return overrides
+
+
 def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decoding_row: bool) -> Path:
     from mlft.training import curves
 
@@ -123,6 +138,9 @@ def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodi
         rows.append({"label": DECODE_SMARTER["variant"], "run": str(base), "step": 0,
                      "variant": DECODE_SMARTER["variant"]})
     rows += [{"label": label, "run": str(runs[key])} for key, _, label, _, _ in RUNS if key in runs]
+    if decoding_row and "crosslingual_sft" in runs:  # fine-tune and decode smarter: the callback's variant pass
+        rows.append({"label": f"+Cross-lingual SFT {DECODE_SMARTER['variant']}", "run": str(runs["crosslingual_sft"]),
+                     "variant": DECODE_SMARTER["variant"]})
     spec = {"title": "Language confusion mitigation on SmolLM2-135M-Instruct (CPU demo, Table 11 layout, %)",
             "base": "base", "rows": rows}
     if full and "crosslingual_sft" in runs:
@@ -155,12 +173,9 @@ def run(args) -> int:
         if not (default or args.full) or (parent is not None and args.dpo_steps <= 0):
             continue
         steps = args.dpo_steps if parent else args.sft_steps
-        every = max(1, steps // 2) if args.full and not parent else steps
-        overrides = [f"run_dir={out / key}", f"training_args.max_steps={steps}", f"training_args.save_steps={every}",
-                     *ev_args]
-        if parent:
-            overrides.append(f"model={runs[parent] / 'final'}")
-        else:
+        overrides = run_overrides(out, key, steps, args.full, runs[parent] if parent else None, ev_args,
+                                  decoding_row)
+        if not parent:
             _share_baseline(base, out / key)
         runs[key] = _train(recipe, overrides)
 
