@@ -27,3 +27,24 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def lcb_override(shared: Path) -> str:
     return f"decontaminate.lcb_path={shared / 'lcb' / 'test_sets.zip'}"
+
+
+def matching_interval_rows(score_rows: list[dict], eval_rows: list[dict], values: bool = False) -> int:
+    """Assert that `mlft score` rows (source "all") and `mlft eval` metric rows give the same LPR / WPR / LCPR
+    intervals (and, with `values`, the same point values); returns how many were compared."""
+    import pytest
+
+    ev = {(r["task"], r["language"], r["metric"]): r for r in eval_rows}
+    checked = 0
+    for r in score_rows:
+        if r["source"] != "all":
+            continue
+        for m in ("lpr", "wpr", "lcpr"):
+            e = ev.get((r["task"], "avg" if r["language"] == "all" else r["language"], m))
+            if e is None or r.get(f"{m}_ci_low") is None:
+                continue
+            assert (r[f"{m}_ci_low"], r[f"{m}_ci_high"]) == (e["low"], e["high"]), (r["task"], r["language"], m)
+            if values:
+                assert r[m] == pytest.approx(e["value"], abs=1e-12)
+            checked += 1
+    return checked
