@@ -98,3 +98,15 @@ def test_eval_judge_rows_and_column(reports, tmp_path):
     col = judge_column(rows, tmp_path, ["base", "better"], "langdetect", resamples=1000)
     cells = col["Cross LPR (langdetect)"]
     assert cells["base"].startswith("25.0 ±") and "(+75.0" in cells["better"]
+
+
+def test_empty_group_note():
+    """A language with no counted reply scores LPR 100 % by the official rule: the variants table says so."""
+    from mlft.evals.lcb import empty_group_notes
+
+    rows = [{"variant": v, "task": "crosslingual", "language": lang, "metric": "coverage", "value": cov, "n": 24}
+            for v, lang, cov in (("base", "bn", 4 / 24), ("base", "cs", 0.6), ("gate", "bn", 0.0), ("gate", "cs", 0.5))]
+    rows.append({"variant": "gate", "task": "crosslingual", "language": "avg", "metric": "coverage", "value": 0.25,
+                 "n": 48})
+    (note,) = empty_group_notes(rows, ["base", "gate"])
+    assert note.startswith("⚠ gate: crosslingual: no counted reply in bn") and "50 pp of the average" in note

@@ -385,7 +385,7 @@ def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[
     table_rows = []
     for v in variants:
         mine = [r for r in rows if r["variant"] == v]
-        rel = next((r["outcomes"] for r in mine if r.get("outcomes")), None)
+        rel = next((r["outcomes"] for r in mine if r.get("outcomes") and "@" not in r["metric"]), None)
         table_rows.append(Row(v, {(r["task"], r["language"], r["metric"]): r for r in mine},
                               out_dir / rel if rel else None))
     base = seconds.get(variants[0])
@@ -397,7 +397,24 @@ def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[
         table.notes.append(f"LPR ({judge}) = NON-OFFICIAL second judge: the same replies and counted lines, each "
                            f"line labelled by {judge} instead of fastText (mlft.lcb.judge); (±d) = difference from "
                            f"the '{variants[0]}' row, * = paired bootstrap p < 0.05 (Holm-adjusted down the column).")
+    table.notes += empty_group_notes(rows, variants)
     return table
+
+
+def empty_group_notes(rows: list[dict], variants: list[str]) -> list[str]:
+    """A note per (variant, task) with languages none of whose replies LCB counts (coverage 0): the official rule
+    scores such a group LPR 100 %, which moves the language average by 100 / languages pp without one reply in
+    the target language (e.g. short replies in a script the tokenizer spends many tokens on)."""
+    out = []
+    for v in variants:
+        for task in TASKS:
+            cov = [r for r in rows if (r["variant"], r["task"], r["metric"]) == (v, task, "coverage")
+                   and r["language"] != "avg"]
+            empty = sorted(r["language"] for r in cov if r["value"] == 0 and r.get("n"))
+            if empty:
+                out.append(f"⚠ {v}: {task}: no counted reply in {', '.join(empty)} (coverage 0): LPR 100 % there by "
+                           f"the official empty-group rule, {100 * len(empty) / len(cov):.0f} pp of the average")
+    return out
 
 
 KIND = EvalKind("lcb", LcbOptions, validate, run,
