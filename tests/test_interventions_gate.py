@@ -35,6 +35,10 @@ def test_bytes_fragments_digits_and_specials(tok):
     assert byte_scripts("안".encode()[:2]) == {"hangul"}              # 0xEC 0x95: Hangul syllables
     assert byte_scripts("é".encode()[:1]) == {"latin"} and byte_scripts("д".encode()[:1]) == {"cyrillic"}
     assert byte_scripts("न".encode()[:2]) == {"devanagari"} and byte_scripts("中".encode()[:2]) == {"han"}
+    assert byte_scripts("বাংলা".encode()) == {"bengali"} and byte_scripts("ক".encode()[:2]) == {"bengali"}
+    from mlft.generation.interventions.vocab import language_scripts
+
+    assert language_scripts("bn") == {"bengali"}  # a target outside LCB's 15 the gate can keep in its script
     assert byte_scripts(b"2024, ok?") == {"latin"} and byte_scripts(b" 2024.") == frozenset()
     v = vocab_index(tok)
     assert v.scripts[tok.eos_token_id] == {"special"}

@@ -245,3 +245,12 @@ def test_user_text_file_and_errors(tmp_path):
         parallel_texts(str(bad))
     with pytest.raises(ConfigError, match="not `seed`, `polyglot` or a file"):
         parallel_texts(str(tmp_path / "nope.csv"))
+    jsonl = tmp_path / "t.jsonl"  # JSONL rows too (iter_objects yields (line, object) pairs)
+    jsonl.write_text('{"id": "a", "text": "Hello there", "language": "en"}\n\n'
+                     '{"id": "b", "text": "Ahoj", "language": "cs"}\n{"id": "c", "text": " ", "language": "cs"}\n',
+                     encoding="utf-8")
+    with pytest.raises(DataError, match="row 4: missing or empty `text`"):
+        parallel_texts(str(jsonl))
+    jsonl.write_text('{"id": "a", "text": "Hello there", "language": "en"}\n'
+                     '{"id": "b", "text": "Ahoj", "language": "cs"}\n', encoding="utf-8")
+    assert parallel_texts(str(jsonl))[0] == {"en": ["Hello there"], "cs": ["Ahoj"]}

@@ -106,3 +106,34 @@ def test_generate_and_eval_on_a_prompt_file(tmp_path, capsys):
     assert sorted(r["id"] for r in recs) == ["bg-1", "cs-x", "fi-1"] and {r["source"] for r in recs} == {"mine"}
     rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
     assert {r["language"] for r in rows} >= {"bg", "fi", "cs", "avg"}
+
+
+def test_outside_lcb_prompt_file():
+    """eval/outside_lcb_prompts.jsonl (issue 21, languages outside LCB's 15): it loads, holds >= 20 cross-lingual
+    and 10 monolingual prompts per language, every language is one fastText, langdetect and the lexical-validity
+    guard know, and every prompt's own text is identified by fastText as what it claims (monolingual: the target
+    language; cross-lingual: English, the instruction's language)."""
+    from collections import Counter
+    from pathlib import Path
+
+    from mlft.languages import LANGUAGES
+    from mlft.lcb.guard import lexical_validity
+    from mlft.lcb.langid import identifier
+
+    path = Path(__file__).resolve().parents[1] / "eval" / "outside_lcb_prompts.jsonl"
+    prompts = load_prompt_file(path)
+    counts = Counter((p.task, p.language) for p in prompts)
+    langs = {p.language for p in prompts}
+    assert langs == {"cs", "fi", "bg", "bn", "uk"} and not langs & set(LANGUAGES)
+    assert all(counts[("crosslingual", lang)] >= 20 and counts[("monolingual", lang)] == 10 for lang in langs)
+    ft, ld = identifier(None), identifier("langdetect")
+    wrong = [(p.id, ft.predict(p.prompt)[0])
+             for p in prompts if ft.predict(p.prompt)[0] != (p.language if p.task == "monolingual" else "en")]
+    assert wrong == []
+    assert all(ld.predict(p.prompt)[0] == p.language for p in prompts if p.task == "monolingual")
+    for lang in langs:  # the validity guard has a lexicon for every language: the prompts themselves are valid
+        texts = [p.prompt for p in prompts if p.task == "monolingual" and p.language == lang]
+        assert all(lexical_validity(t, lang) > 0.5 for t in texts), lang
+    cross = [p for p in prompts if p.task == "crosslingual"]
+    names = {"cs": "Czech", "fi": "Finnish", "bg": "Bulgarian", "bn": "Bengali", "uk": "Ukrainian"}
+    assert all(names[p.language] in p.prompt and p.location in ("Start", "Middle", "End") for p in cross)

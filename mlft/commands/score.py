@@ -10,6 +10,7 @@ from pathlib import Path
 from mlft.completions import read_completions
 from mlft.errors import ConfigError
 from mlft.languages import check_language
+from mlft.lcb.judge import JUDGES, beside_rows, beside_table, judge_report, metric_name
 from mlft.lcb.metrics import WORD_CHECKS, ScoreOptions
 from mlft.lcb.scoring import score_completions, score_guard
 from mlft.reports.format import render
@@ -31,6 +32,10 @@ def add_parser(sub) -> None:
                         "cache; the paper's model) or a path; also $MLFT_LID_MODEL. NON-OFFICIAL: py3langid or "
                         "langdetect judge lines with another language-ID model (e.g. to check a gain that a "
                         "fastText-tuned mitigation might overstate)")
+    p.add_argument("--judge", choices=JUDGES, default=None,
+                   help="NON-OFFICIAL second judge: also label the same counted lines with this language-ID model "
+                        "and report its LPR beside the official one (per language, with the difference and the "
+                        "replies the two judges disagree on)")
     p.add_argument("--words", metavar="PATH", help="English word list for WPR (default: cache/download, or "
                                                     "$MLFT_LCB_DATA/words)")
     p.add_argument("--details", metavar="FILE.jsonl",
@@ -75,18 +80,34 @@ def run(args) -> int:
     guard = None
     if not args.no_guard:
         guard = score_guard(completions, report.replies, confidence=args.confidence, seed=args.seed)
+    judged = None
+    if args.judge:
+        if args.lid in JUDGES:
+            raise ConfigError(f"--judge {args.judge}: the first judge must be a fastText model (--lid ftz|bin|PATH), "
+                              f"got --lid {args.lid}")
+        judged = beside_rows(completions, report, judge_report(completions, args.judge, options, words=args.words,
+                                                               workers=args.workers), args.judge)
     if args.format == "json":
         data = {"lid_model": report.lid_name, "options": report.options, "rows": guarded_rows(report, guard)}
         if guard is not None:
             data["guard_flags"] = guard[1]
+        if judged is not None:
+            data["judge"] = {"lid_model": args.judge, "rows": judged}
         text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
     elif args.format in ("tsv", "csv"):
-        text = render(*long_table(report, guard), args.format)
+        header, body = long_table(report, guard)
+        if judged is not None:  # rows in the official report's order
+            header = header + [metric_name(args.judge)]
+            body = [line + ["NA" if j[metric_name(args.judge)] is None else j[metric_name(args.judge)]]
+                    for line, j in zip(body, judged)]
+        text = render(header, body, args.format)
     else:
         fmt = "markdown" if args.format == "markdown" else "table"
         text = f"LID model: {report.lid_name} · {report.options}\n\n" + matrix_tables(report, fmt)
         if guard is not None:
             text += "\n" + guard_tables(report, guard, fmt)
+        if judged is not None:
+            text += "\n" + beside_table(judged, args.judge, report.lid_name, fmt)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)

@@ -70,6 +70,10 @@ class LcbOptions:
                 "generating model's own logits before any logits processor (free; hf backend), 'unmodified' = "
                 "a second pass under the evaluated model without its interventions (hooks and transforms too), a "
                 "model reference = a second pass under that fixed model (e.g. a training run's base), null = off"})
+    judge: str | None = field(default=None, metadata={
+        "help": "NON-OFFICIAL second judge (py3langid or langdetect, mlft.lcb.judge): every reply is scored again "
+                "with this LID labelling the same counted lines; its LPR is reported beside the official one "
+                "(metric lpr@<judge>, a column of the variants table with paired tests); null = off"})
     confidence: float = field(default=0.95, metadata={"help": "level of the intervals on every metric row"})
     resamples: int = field(default=2000, metadata={"help": "bootstrap resamples for the intervals (seeded)"})
 
@@ -122,6 +126,10 @@ def validate(o: LcbOptions, where: str) -> None:
         raise ConfigError(f"{where}: variants: names must be unique, got {names}")
     if o.token_stats and any(r.decoding.num_beams > 1 for r in resolved):
         raise ConfigError(f"{where}: token_stats needs num_beams=1 in every variant")
+    if o.judge is not None:
+        from mlft.lcb.judge import check_judge
+
+        check_judge(o.judge, f"{where}: judge")
     if not 0 < o.confidence < 1 or o.resamples < 100:
         raise ConfigError(f"{where}: confidence must be in (0, 1) and resamples >= 100")
 
@@ -259,11 +267,14 @@ def run(suite, ctx) -> KindOutput:
         rows += [{**row, "outcomes": f"{slug(r.name)}/outcomes.jsonl"}
                  for row in metric_rows(r.name, outcomes, o.confidence, o.resamples)]
         files += [vdir / "completions.jsonl", vdir / "completions.csv", vdir / "outcomes.jsonl"]
+        if o.judge:
+            rows += judge_rows(r.name, completions, outcomes, o, vdir)
+            files.append(vdir / judge_file(o.judge))
         all_records += records
     tables = sweep_tables(rows)
     text = "\n".join(t for _, t in tables)
     if len(resolved) > 1:  # the variants as mitigations: intervals, paired tests against the first, the guard
-        table = variant_table(rows, ctx.out_dir, [r.name for r in resolved], seconds, suite.name)
+        table = variant_table(rows, ctx.out_dir, [r.name for r in resolved], seconds, suite.name, o.judge)
         text = table.render("markdown") + "\n" + text
         tables = [("mitigation", table.render("csv")), *tables]
     if o.token_stats:
@@ -278,6 +289,71 @@ def run(suite, ctx) -> KindOutput:
     if len(resolved) > 1:
         files.append(plot_sweep(rows, ctx.out_dir / "sweep.png", suite.name))
     return KindOutput(rows, text, [t for t in tables if t[0] == "mitigation"] + sweep_tables(rows, "csv"), files)
+
+
+def judge_file(judge: str) -> str:
+    return f"outcomes.{judge}.jsonl"
+
+
+def judge_rows(variant: str, completions, outcomes, o: LcbOptions, vdir) -> list[dict]:
+    """The second judge's LPR rows (metric `lpr@<judge>`, per task and language with intervals): the variant's
+    replies scored again with `o.judge` labelling the lines; its per-reply outcomes (the official ones with the
+    judge's line errors) go to `<variant>/outcomes.<judge>.jsonl` for the paired tests."""
+    from mlft.lcb.judge import judge_report, metric_name
+    from mlft.lcb.stats import intervals, save_outcomes
+
+    judged = judge_report(completions, o.judge)
+    mine = [dataclasses.replace(x, line_error=j.line_error, word_error=j.word_error,
+                                unknown_lines=j.n_unknown if j.counted else None)
+            for x, j in zip(outcomes, judged.replies)]
+    save_outcomes(vdir / judge_file(o.judge), mine)
+    rows = []
+    for (task, source, lang), ms in intervals(mine, confidence=o.confidence, n=o.resamples).items():
+        if source == "all":
+            est = ms["lpr"]
+            rows.append({"variant": variant, "task": task, "language": "avg" if lang == "all" else lang,
+                         "metric": metric_name(o.judge), "value": est.value, "low": est.low, "high": est.high,
+                         "n": est.n, "outcomes": f"{slug(variant)}/{judge_file(o.judge)}"})
+    return rows
+
+
+def judge_column(rows: list[dict], out_dir, variants: list[str], judge: str, resamples: int = 4000,
+                 confidence: float = 0.95) -> dict[str, dict[str, str]]:
+    """Columns 'Mono / Cross LPR (<judge>)' of the variants table: the judged LPR ±half-width, and for every row
+    but the first its difference from the first row with a paired bootstrap (`*` = p < 1 - confidence, Holm-
+    adjusted down the column)."""
+    from mlft.errors import MlftError
+    from mlft.lcb.judge import metric_name
+    from mlft.lcb.stats import holm, load_outcomes, paired_test
+
+    metric = metric_name(judge)
+    cols = {}
+    for task in TASKS:
+        got = {r["variant"]: r for r in rows if r["metric"] == metric and r["task"] == task and r["language"] == "avg"}
+        if not got:
+            continue
+        base = got.get(variants[0])
+        tests = []
+        for v in variants[1:]:
+            if base is None or v not in got:
+                continue
+            try:
+                res = paired_test(load_outcomes(Path(out_dir) / base["outcomes"]),
+                                  load_outcomes(Path(out_dir) / got[v]["outcomes"]), "lpr", task=task, n=resamples,
+                                  confidence=confidence)
+            except MlftError:
+                continue
+            tests.append((v, res))
+        adjusted = dict(zip([v for v, _ in tests], holm([res.p_value for _, res in tests])))
+        cells = {}
+        for v, r in got.items():
+            text = f"{100 * r['value']:.1f} ±{100 * (r['high'] - r['low']) / 2:.1f}"
+            res = dict(tests).get(v)
+            if res is not None:
+                text += f" ({100 * res.diff:+.1f}{'*' if adjusted[v] < 1 - confidence else ''})"
+            cells[v] = text
+        cols[f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({judge})"] = cells
+    return cols
 
 
 def _timing(vdir, seconds: float, generated: int) -> float | None:
@@ -301,7 +377,8 @@ def _done(path) -> int:
     return sum(1 for r in read_jsonl(path) if not r.get("error"))
 
 
-def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[str, float], title: str):
+def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[str, float], title: str,
+                  judge: str | None = None):
     """Table 11 layout with one row per variant (the first is the base of the paired tests) and the time per
     prompt of each variant relative to the first."""
     from mlft.reports.mitigation import Row, mitigation_table
@@ -309,13 +386,36 @@ def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[
     table_rows = []
     for v in variants:
         mine = [r for r in rows if r["variant"] == v]
-        rel = next((r["outcomes"] for r in mine if r.get("outcomes")), None)
+        rel = next((r["outcomes"] for r in mine if r.get("outcomes") and "@" not in r["metric"]), None)
         table_rows.append(Row(v, {(r["task"], r["language"], r["metric"]): r for r in mine},
                               out_dir / rel if rel else None))
     base = seconds.get(variants[0])
     cost = {v: f"{s:.2f}" + (f" ({s / base:.1f}x)" if base else "") for v, s in seconds.items()}
-    return mitigation_table(table_rows, variants[0], f"{title}: variants as mitigations (Table 11 layout, %)",
-                            extra={"s / prompt (x base)": cost})
+    extra = judge_column(rows, out_dir, variants, judge) if judge else {}
+    table = mitigation_table(table_rows, variants[0], f"{title}: variants as mitigations (Table 11 layout, %)",
+                             extra={**extra, "s / prompt (x base)": cost})
+    if judge:
+        table.notes.append(f"LPR ({judge}) = NON-OFFICIAL second judge: the same replies and counted lines, each "
+                           f"line labelled by {judge} instead of fastText (mlft.lcb.judge); (±d) = difference from "
+                           f"the '{variants[0]}' row, * = paired bootstrap p < 0.05 (Holm-adjusted down the column).")
+    table.notes += empty_group_notes(rows, variants)
+    return table
+
+
+def empty_group_notes(rows: list[dict], variants: list[str]) -> list[str]:
+    """A note per (variant, task) with languages none of whose replies LCB counts (coverage 0): the official rule
+    scores such a group LPR 100 %, which moves the language average by 100 / languages pp without one reply in
+    the target language (e.g. short replies in a script the tokenizer spends many tokens on)."""
+    out = []
+    for v in variants:
+        for task in TASKS:
+            cov = [r for r in rows if (r["variant"], r["task"], r["metric"]) == (v, task, "coverage")
+                   and r["language"] != "avg"]
+            empty = sorted(r["language"] for r in cov if r["value"] == 0 and r.get("n"))
+            if empty:
+                out.append(f"⚠ {v}: {task}: no counted reply in {', '.join(empty)} (coverage 0): LPR 100 % there by "
+                           f"the official empty-group rule, {100 * len(empty) / len(cov):.0f} pp of the average")
+    return out
 
 
 KIND = EvalKind("lcb", LcbOptions, validate, run,

@@ -139,7 +139,7 @@ def _polyglot_dir() -> Path:
 def _read_text_file(path: Path) -> dict[str, list[str]]:
     rows: list[tuple[int, dict]] = []
     if path.suffix.lower() in (".jsonl", ".json"):
-        rows = [(n + 1, r) for n, r in enumerate(iter_objects(path))]
+        rows = list(iter_objects(path))  # (line number, object)
     else:
         try:
             with open(path, newline="", encoding="utf-8") as f:

@@ -26,14 +26,15 @@ LANGUAGE_SCRIPTS: dict[str, frozenset[str]] = {
     "bg": frozenset({"cyrillic"}), "uk": frozenset({"cyrillic"}), "sr": frozenset({"cyrillic"}),
     "fa": frozenset({"arabic"}), "ur": frozenset({"arabic"}), "mr": frozenset({"devanagari"}),
     "ne": frozenset({"devanagari"}), "el": frozenset({"greek"}), "he": frozenset({"hebrew"}),
-    "th": frozenset({"thai"}), **{lang: frozenset({"latin"}) for lang in (
+    "th": frozenset({"thai"}), "bn": frozenset({"bengali"}), "as": frozenset({"bengali"}), **{lang: frozenset({"latin"}) for lang in (
         "nl", "pl", "cs", "sk", "sv", "da", "no", "fi", "hu", "ro", "ca", "hr", "sl", "et", "lv", "lt", "ms", "sw")},
 }
 NO_SCRIPT = frozenset({"fragment", "special"})
 
 _NAME_SCRIPTS = {"LATIN": "latin", "FULLWIDTH LATIN": "latin", "CYRILLIC": "cyrillic", "ARABIC": "arabic",
                  "DEVANAGARI": "devanagari", "HANGUL": "hangul", "HIRAGANA": "kana", "KATAKANA": "kana",
-                 "HALFWIDTH KATAKANA": "kana", "CJK": "han", "GREEK": "greek", "HEBREW": "hebrew", "THAI": "thai"}
+                 "HALFWIDTH KATAKANA": "kana", "CJK": "han", "GREEK": "greek", "HEBREW": "hebrew", "THAI": "thai",
+                 "BENGALI": "bengali"}
 
 
 def char_script(ch: str) -> str | None:
@@ -64,7 +65,8 @@ def _lead_script(lead: int, nxt: int | None) -> str:
     if nxt is None:
         return "fragment"        # a 3/4-byte lead alone: not yet placeable
     if lead == 0xE0:
-        return {0xA4: "devanagari", 0xA5: "devanagari", 0xA2: "arabic", 0xB8: "thai", 0xB9: "thai"}.get(nxt, "other")
+        return {0xA4: "devanagari", 0xA5: "devanagari", 0xA6: "bengali", 0xA7: "bengali", 0xA2: "arabic",
+                0xB8: "thai", 0xB9: "thai"}.get(nxt, "other")
     if lead == 0xE1:
         if 0xB8 <= nxt <= 0xBB:
             return "latin"       # U+1E00-U+1EFF: Latin extended additional (Vietnamese)
