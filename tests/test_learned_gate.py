@@ -80,11 +80,9 @@ def test_masks_only_when_needed():
     ]
     ids = torch.tensor([prompt + g + [4] * (2 - len(g)) for g, _ in rows])
     scores = torch.stack([s for _, s in rows])
-    for needed in ("top1", "candidates"):
-        proc = _processor([latin_only] * len(rows), needed=needed, alternative_k=2)
+    for needed in ("top1", "candidates"):  # candidates at T=1, p=0.95: the cj token of row 0 may be drawn
+        proc = _processor([latin_only] * len(rows), needed=needed, alternative_k=2, temperature=1.0, top_p=0.95)
         proc.prompt_width = len(prompt)  # the first call's width is the prompt's
-        proc.fired = torch.zeros(len(rows), dtype=torch.long)
-        proc.top1 = torch.zeros(len(rows), dtype=torch.long)
         out = proc(ids, scores.clone())
         cj_cyr = torch.tensor([2, 3, 5])
         assert torch.equal(out[1, cj_cyr], torch.full((3,), float("-inf")))  # top-1 disallowed: masked
@@ -100,9 +98,12 @@ def test_masks_only_when_needed():
         assert proc.stats(1) == {"learned_gate_steps": 1, "learned_gate_top1": 1}
         assert proc.stats(0) == {"learned_gate_steps": int(needed == "candidates"), "learned_gate_top1": 0}
         assert proc.stats(2)["learned_gate_steps"] == 0
+    sharp = _processor([latin_only] * len(rows), alternative_k=2)  # T=0.3, p=0.75: row 0 draws only its top-1
+    sharp.prompt_width = len(prompt)
+    out = sharp(ids, scores.clone())
+    assert torch.equal(out[0], scores[0]) and out[1, 2] == float("-inf")
     off = _processor([latin_only] * len(rows), threshold=0.0)  # every family allowed: never masks
     off.prompt_width = len(prompt)
-    off.fired, off.top1 = torch.zeros(len(rows), dtype=torch.long), torch.zeros(len(rows), dtype=torch.long)
     assert torch.equal(off(ids, scores.clone()), scores) and off.stats(1)["learned_gate_steps"] == 0
 
 

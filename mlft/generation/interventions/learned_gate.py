@@ -10,10 +10,11 @@ states; families cj, hangul, devanagari, arabic, cyrillic, latin, other, fragmen
             before the reply's first letter token nothing is gated
   masked    the families not allowed, among cj / hangul / devanagari / arabic / cyrillic / latin (symbol,
             fragment and the low-resource catch-all `other` are never masked)
-  needed    the step is gated only if a masked family is among the candidates (`needed: candidates`: the top
-            `top_k` tokens cut at cumulative probability `top_p`, the paper's 20 / 0.95; `top1`: the most
-            likely token) and a family the gate allows is within the top `alternative_k` tokens or the
-            candidates; then every token of the masked families gets -inf, otherwise the logits are untouched.
+  needed    the step is gated only if a masked family is among the candidates (`needed: candidates`: the tokens
+            the sampler may draw, i.e. the nucleus of the logits at `temperature` / `top_p` / `top_k`, which should
+            be the decoding's own — the defaults are LCB's paper sampling, T=0.3, p=0.75; `top1`: the most likely
+            token, for greedy decoding) and a family the gate allows is within the top `alternative_k` tokens or
+            the candidates; then every token of the masked families gets -inf, otherwise the logits are untouched.
 
 The gate reads no target language: it is the same for every row. `threshold: 0` allows every family (the gate
 never masks: the base model's completions exactly). Each completion records `learned_gate_steps` (steps gated)
@@ -39,10 +40,14 @@ class LearnedGateOptions:
         "help": "a family is allowed when its gate probability is >= threshold (the most likely family always "
                 "is); 0 = every family allowed (the gate never masks)"})
     needed: Literal["candidates", "top1"] = field(default="candidates", metadata={
-        "help": "when a step is gated: candidates = a masked family is among the top_k / top_p candidates "
-                "(the paper); top1 = the most likely token is in a masked family"})
-    top_k: int = field(default=20, metadata={"help": "candidates: tokens considered (paper: 20)"})
-    top_p: float = field(default=0.95, metadata={"help": "candidates: cumulative probability cut (paper: 0.95)"})
+        "help": "when a step is gated: candidates = a masked family is among the tokens the sampler may draw "
+                "(temperature / top_p / top_k; the paper); top1 = the most likely token is (greedy decoding)"})
+    temperature: float = field(default=0.3, metadata={
+        "help": "candidates: the sampler's temperature (set it to the decoding's; default: LCB's paper sampling)"})
+    top_p: float = field(default=0.75, metadata={
+        "help": "candidates: the sampler's nucleus cut (set it to the decoding's; default: LCB's paper sampling)"})
+    top_k: int | None = field(default=None, metadata={
+        "help": "candidates: the sampler's top-k (null = off, as the default decoding)"})
     alternative_k: int = field(default=5, metadata={
         "help": "gate only if an allowed family is within the top alternative_k tokens or the candidates (paper: 5)"})
     keep_last: bool = field(default=True, metadata={
@@ -104,8 +109,9 @@ class LearnedGateProcessor:
         if self.capture.value is None:
             raise RuntimeError("learned_gate: no hidden state captured (the hooks context was not entered)")
         rows, width = scores.shape
-        if self.prompt_width is None:
+        if self.prompt_width is None:  # the first call sees the prompt (and its padding) only
             self.prompt_width = input_ids.shape[1]
+        if self.fired is None:
             self.fired = torch.zeros(rows, dtype=torch.long)
             self.top1 = torch.zeros(rows, dtype=torch.long)
         self._tables(width)
@@ -117,7 +123,8 @@ class LearnedGateProcessor:
         if self.o.needed == "top1":
             cand = torch.nn.functional.one_hot(self.families[top], len(FAMILIES)).bool()
         else:
-            cand = candidate_families(logits, self.families, self.o.top_k, self.o.top_p)
+            cand = candidate_families(logits / self.o.temperature, self.families, self.o.top_k or width,
+                                      self.o.top_p)
         near = candidate_families(logits, self.families, self.o.alternative_k, 1.0) | cand
         apply = (cand & to_mask).any(-1) & (near & pred).any(-1) & may_gate
         self.fired += apply.long()
@@ -167,8 +174,10 @@ class LearnedGate(Intervention):
             raise ConfigError(f"{where}.gate: give the gate file trained by `mlft gate train`")
         if not 0 <= o.threshold <= 1:
             raise ConfigError(f"{where}.threshold: must be in [0, 1], got {o.threshold}")
-        if o.top_k < 1 or o.alternative_k < 1 or not 0 < o.top_p <= 1:
-            raise ConfigError(f"{where}: top_k >= 1, alternative_k >= 1 and top_p in (0, 1] required")
+        if (o.top_k is not None and o.top_k < 1) or o.alternative_k < 1 or not 0 < o.top_p <= 1 \
+                or o.temperature <= 0:
+            raise ConfigError(f"{where}: top_k >= 1 (or null), alternative_k >= 1, top_p in (0, 1] and temperature > 0 "
+                              "required")
         load_gate(o.gate, where=f"{where}.gate")
 
     def logits_processors(self, tokenizer, languages, model=None):
