@@ -268,7 +268,7 @@ def train_gate(data: Distilled, families, *, model: str = "", top_k: int = 20, t
                 opt.step()
                 total += float(loss.detach()) * len(b)
                 bar.update(1)
-                bar.set_postfix(loss=f"{float(loss.detach()):.4f}")
+                bar.set_postfix(loss=f"{float(loss.detach()):.4f}", refresh=False)
             history.append(round(total / n, 6))
     net.eval()
     for p in net.parameters():
