@@ -131,6 +131,21 @@ def test_candidate_families_and_token_families():
     assert family_shares(VOCAB)["latin"] == 30.0
 
 
+def test_candidate_families_equal_the_full_sort():
+    """The nucleus is looked up in the top 64 first: the same families as sorting the whole vocabulary."""
+    fam = torch.randint(0, len(FAMILIES), (3000,), generator=torch.Generator().manual_seed(0))
+    gen = torch.Generator().manual_seed(1)
+    for scale in (0.05, 1.0, 6.0):  # flat (the nucleus goes far beyond 64 tokens) to peaked
+        logits = torch.randn(8, 3000, generator=gen) * scale
+        for k, p in ((5, 1.0), (20, 0.95), (3000, 0.75), (3000, 0.999), (200, 0.5)):
+            top, idx = logits.topk(k)
+            probs = (top - torch.logsumexp(logits, -1, keepdim=True)).exp()
+            keep = (probs.cumsum(-1) - probs) < p
+            keep[:, 0] = True
+            want = (torch.nn.functional.one_hot(fam[idx], len(FAMILIES)).bool() & keep[..., None]).any(1)
+            assert torch.equal(candidate_families(logits, fam, k, p), want), (scale, k, p)
+
+
 # --- distillation, training and files on a tiny random Llama ------------------------------------------------
 
 def tiny_llama(hidden=32):

@@ -80,14 +80,25 @@ def candidate_families(logits, families, top_k: int, top_p: float):
     probability top-p; the first token always kept)."""
     import torch
 
-    k = min(top_k, logits.shape[-1])
-    top, idx = logits.float().topk(k, dim=-1)
-    probs = (top - torch.logsumexp(logits.float(), dim=-1, keepdim=True)).exp()
-    keep = (probs.cumsum(-1) - probs) < top_p
-    keep[:, 0] = True
-    fam = families.to(idx.device)[idx]  # [rows, k]
-    hot = torch.nn.functional.one_hot(fam, len(FAMILIES)).bool() & keep[..., None]
-    return hot.any(1)
+    logits = logits.float()
+    limit = min(top_k, logits.shape[-1])
+    lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+    fam_table = families.to(logits.device)
+
+    def families_in(rows, k):
+        top, idx = logits[rows].topk(k, dim=-1)
+        probs = (top - lse[rows]).exp()
+        keep = (probs.cumsum(-1) - probs) < top_p
+        keep[:, 0] = True
+        hot = torch.nn.functional.one_hot(fam_table[idx], len(FAMILIES)).bool() & keep[..., None]
+        return hot.any(1), keep[:, -1]
+
+    # a nucleus is usually a few tokens: look at the top 64 first, the rest only for rows whose cut lies beyond
+    out, more = families_in(slice(None), min(limit, 64))
+    if limit > 64 and bool(more.any()):
+        rows = more.nonzero().flatten()
+        out[rows] = families_in(rows, limit)[0]
+    return out
 
 
 # --- training rows ------------------------------------------------------------------------------------------
