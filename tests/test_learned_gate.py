@@ -107,6 +107,29 @@ def test_masks_only_when_needed():
     assert torch.equal(off(ids, scores.clone()), scores) and off.stats(1)["learned_gate_steps"] == 0
 
 
+def test_shortcuts_give_the_plain_rule():
+    """The processor skips work (no letter yet, the top token alone fills the nucleus, nothing masked among the
+    candidates): on random gates and logits it masks exactly where the plain rule, computed for every row, does."""
+    gen = torch.Generator().manual_seed(3)
+    for temperature, top_p in ((0.3, 0.75), (1.0, 0.95), (2.0, 0.99)):
+        rows = 64
+        probs = torch.rand(rows, len(FAMILIES), generator=gen)
+        scores = torch.randn(rows, len(VOCAB), generator=gen) * 3
+        gen_ids = torch.randint(0, len(VOCAB), (rows, 3), generator=gen)
+        ids = torch.cat([torch.full((rows, 2), 4), gen_ids], 1)
+        proc = _processor(probs.tolist(), temperature=temperature, top_p=top_p, alternative_k=3)
+        proc.prompt_width = 2
+        out = proc(ids, scores.clone())
+        allowed, pred, may_gate = proc.allowed(probs, ids)  # the plain rule, every row
+        to_mask = ~allowed & proc.maskable
+        cand = candidate_families(scores / temperature, VOCAB, len(VOCAB), top_p)
+        near = candidate_families(scores, VOCAB, 3, 1.0) | cand
+        apply = (cand & to_mask).any(-1) & (near & pred).any(-1) & may_gate
+        want = scores.masked_fill((to_mask.float() @ proc.family_masks).bool() & apply[:, None], float("-inf"))
+        assert torch.equal(out, want) and 0 < int(apply.sum()) < rows
+        assert proc.fired.tolist() == apply.long().tolist()
+
+
 def test_first_call_sets_prompt_width_and_argmax_family_always_allowed():
     proc = _processor([_probs(cj=0.3)])  # nothing >= 0.5: the most likely family (cj) is still allowed
     ids = torch.tensor([[4, 0]])

@@ -118,19 +118,27 @@ class LearnedGateProcessor:
         probs = self.gate.predict(self.capture.value[:rows]).cpu()
         allowed, pred, may_gate = self.allowed(probs, input_ids)
         to_mask = ~allowed & self.maskable
-        logits = scores.detach().float().cpu()
-        top = logits.argmax(-1)
-        if self.o.needed == "top1":
+        open_rows = may_gate & to_mask.any(-1)
+        apply = torch.zeros(rows, dtype=torch.bool)
+        top = None
+        if bool(open_rows.any()):  # (before the reply's first letter nothing is gated: no work at all)
+            logits = scores.detach().float().cpu()
+            top = logits.argmax(-1)
             cand = torch.nn.functional.one_hot(self.families[top], len(FAMILIES)).bool()
-        else:
-            cand = candidate_families(logits / self.o.temperature, self.families, self.o.top_k or width,
-                                      self.o.top_p)
-        near = candidate_families(logits, self.families, self.o.alternative_k, 1.0) | cand
-        apply = (cand & to_mask).any(-1) & (near & pred).any(-1) & may_gate
-        self.fired += apply.long()
-        self.top1 += (apply & to_mask.gather(1, self.families[top][:, None]).squeeze(1)).long()
+            if self.o.needed == "candidates" and self.o.top_k != 1:  # the nucleus; when the top token alone
+                scaled = logits / self.o.temperature
+                first = (scaled.gather(1, top[:, None]) - torch.logsumexp(scaled, -1, keepdim=True)).exp()
+                wide = open_rows & (first.squeeze(1) < self.o.top_p)  # fills it, that is all
+                if bool(wide.any()):
+                    cand[wide] = candidate_families(scaled[wide], self.families, self.o.top_k or width, self.o.top_p)
+            need = open_rows & (cand & to_mask).any(-1)
+            if bool(need.any()):  # an allowed family must be near the top
+                near = candidate_families(logits[need], self.families, self.o.alternative_k, 1.0) | cand[need]
+                apply[need] = (near & pred[need]).any(-1)
         if not bool(apply.any()):
             return scores
+        self.fired += apply.long()
+        self.top1 += (apply & to_mask.gather(1, self.families[top][:, None]).squeeze(1)).long()
         vocab_mask = (to_mask.float() @ self.family_masks).bool() & apply[:, None]
         return scores.masked_fill(vocab_mask.to(scores.device), float("-inf"))
 
