@@ -125,7 +125,8 @@ def test_shortcuts_give_the_plain_rule():
         cand = candidate_families(scores / temperature, VOCAB, len(VOCAB), top_p)
         near = candidate_families(scores, VOCAB, 3, 1.0) | cand
         apply = (cand & to_mask).any(-1) & (near & pred).any(-1) & may_gate
-        want = scores.masked_fill((to_mask.float() @ proc.family_masks).bool() & apply[:, None], float("-inf"))
+        family_masks = torch.nn.functional.one_hot(VOCAB, len(FAMILIES)).T.float()  # [families, vocab]
+        want = scores.masked_fill((to_mask.float() @ family_masks).bool() & apply[:, None], float("-inf"))
         assert torch.equal(out, want) and 0 < int(apply.sum()) < rows
         assert proc.fired.tolist() == apply.long().tolist()
 

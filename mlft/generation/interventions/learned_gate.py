@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mlft.errors import ConfigError
-from mlft.generation.gating import FAMILIES, MASKABLE, candidate_families, load_gate
+from mlft.generation.gating import FAMILIES, MASKABLE, candidate_families, load_gate, logsumexp
 from mlft.generation.interventions import Intervention, register
 
 
@@ -68,7 +68,6 @@ class LearnedGateProcessor:
         self.maskable = torch.tensor([f in MASKABLE for f in FAMILIES])
         self.no_letter = torch.tensor([f in ("symbol", "fragment") for f in FAMILIES])
         self.families = None      # [vocab] sized to the scores
-        self.family_masks = None  # [families, vocab] float
         self.prompt_width = None
         self.fired = None
         self.top1 = None
@@ -81,7 +80,6 @@ class LearnedGateProcessor:
             if len(fam) < width:  # logits padded beyond the tokenizer: symbol (never masked)
                 fam = torch.cat([fam, torch.full((width - len(fam),), FAMILIES.index("symbol"), dtype=fam.dtype)])
             self.families = fam
-            self.family_masks = torch.nn.functional.one_hot(fam, len(FAMILIES)).T.float()
 
     def allowed(self, probs, input_ids):
         """([rows, families] allowed, [rows, families] the gate's own prediction, [rows] may gate)."""
@@ -127,7 +125,7 @@ class LearnedGateProcessor:
             cand = torch.nn.functional.one_hot(self.families[top], len(FAMILIES)).bool()
             if self.o.needed == "candidates" and self.o.top_k != 1:  # the nucleus; when the top token alone
                 scaled = logits / self.o.temperature
-                first = (scaled.gather(1, top[:, None]) - torch.logsumexp(scaled, -1, keepdim=True)).exp()
+                first = (scaled.gather(1, top[:, None]) - logsumexp(scaled)).exp()
                 wide = open_rows & (first.squeeze(1) < self.o.top_p)  # fills it, that is all
                 if bool(wide.any()):
                     cand[wide] = candidate_families(scaled[wide], self.families, self.o.top_k or width, self.o.top_p)
@@ -139,8 +137,11 @@ class LearnedGateProcessor:
             return scores
         self.fired += apply.long()
         self.top1 += (apply & to_mask.gather(1, self.families[top][:, None]).squeeze(1)).long()
-        vocab_mask = (to_mask.float() @ self.family_masks).bool() & apply[:, None]
-        return scores.masked_fill(vocab_mask.to(scores.device), float("-inf"))
+        vocab_mask = to_mask[apply][:, self.families]  # [gated rows, vocab]: the masked families' tokens
+        out = scores.clone()
+        out[apply.to(scores.device)] = scores[apply.to(scores.device)].masked_fill(vocab_mask.to(scores.device),
+                                                                                   float("-inf"))
+        return out
 
     def stats(self, row: int) -> dict:
         if self.fired is None or row >= len(self.fired):
