@@ -141,6 +141,21 @@ def test_first_call_sets_prompt_width_and_argmax_family_always_allowed():
     assert out[0, 5] == float("-inf") and int(out[0].argmax()) == 2 and proc.stats(0)["learned_gate_top1"] == 1
 
 
+def test_reply_prefix_counts_as_reply():
+    """Line resampling continues a reply: its prefix (the prompt's last tokens) is the reply for `keep_last`."""
+    ids, scores = torch.tensor([[4, 0, 3]]), _logits([1, 2])[None]  # prompt: symbol, latin; reply prefix: cj
+    fresh = _processor([_probs(cj=0.9)])  # no prefix: no letter in the reply yet -> nothing gated
+    assert torch.equal(fresh(ids, scores.clone()), scores)
+    cont = _processor([_probs(cj=0.9)], needed="top1")
+    cont.capture.prefix_tokens = [1]
+    out = cont(ids, scores.clone())  # the reply so far is cj: the latin top-1 is masked, cj wins
+    assert out[0, 1] == float("-inf") and int(out[0].argmax()) == 2
+    before = _processor([_probs(cj=0.9)], needed="top1")
+    before.capture.prefix_tokens = [1]  # reply prefix: a symbol; the cj letter before it is the prompt's
+    ids2 = torch.tensor([[3, 4, 4]])
+    assert torch.equal(before(ids2, scores.clone()), scores) and before.stats(0)["learned_gate_steps"] == 0
+
+
 def test_candidate_families_and_token_families():
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05, 0, 0, 0, 0, 0, 0]]) + 1e-12)
     # top_p 0.75: 0.5, then 0.3 (cumulative before it 0.5 < 0.75), then stop (0.8 >= 0.75)

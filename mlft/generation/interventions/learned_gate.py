@@ -16,7 +16,8 @@ states; families cj, hangul, devanagari, arabic, cyrillic, latin, other, fragmen
             token, for greedy decoding) and a family the gate allows is within the top `alternative_k` tokens or
             the candidates; then every token of the masked families gets -inf, otherwise the logits are untouched.
 
-The gate reads no target language: it is the same for every row. `threshold: 0` allows every family (the gate
+The gate reads no target language: it is the same for every row. A request's reply prefix (line resampling
+continues a reply) counts as reply for `keep_last`. `threshold: 0` allows every family (the gate
 never masks: the base model's completions exactly). Each completion records `learned_gate_steps` (steps gated)
 and `learned_gate_top1` (of those, steps whose most likely token was masked, i.e. the greedy choice changed).
 The hidden state comes from a forward pre-hook on the output embeddings, so only a backend running the model in
@@ -55,9 +56,11 @@ class LearnedGateOptions:
 
 
 class _Capture:
-    """The last position's last hidden state of the latest forward pass ([rows, hidden])."""
+    """The last position's last hidden state of the latest forward pass ([rows, hidden]), and per row how many
+    tokens at the end of the prompt already belong to the reply (a request's `prefix`, e.g. line resampling)."""
 
     value = None
+    prefix_tokens: list[int] | None = None
 
 
 class LearnedGateProcessor:
@@ -91,9 +94,13 @@ class LearnedGateProcessor:
         rows = len(pred)
         may_gate = torch.ones(rows, dtype=torch.bool)
         if self.o.keep_last:
-            gen = input_ids[:, self.prompt_width:].cpu()
+            own = self.capture.prefix_tokens or [0] * rows  # reply tokens already in the prompt
+            start = self.prompt_width - max(own[:rows], default=0)
+            gen = input_ids[:, start:].cpu()
             fam = self.families[gen.clamp_max(len(self.families) - 1)] if gen.numel() else gen
             letter = ~self.no_letter[fam] if gen.numel() else torch.zeros(rows, 0, dtype=torch.bool)
+            for r, n in enumerate(own[:rows]):  # the prompt's tokens before a row's own reply prefix
+                letter[r, :self.prompt_width - start - n] = False
             may_gate = letter.any(-1)
             if bool(may_gate.any()):
                 pos = letter.shape[1] - 1 - letter.flip(-1).float().argmax(-1)  # the last letter token
@@ -200,7 +207,12 @@ class LearnedGate(Intervention):
         if len(gate.families) < len(tokenizer):
             raise ConfigError(f"learned_gate: {self.options.gate} covers {len(gate.families)} tokens, this "
                               f"tokenizer has {len(tokenizer)} ({gate.model}): train a gate for this model")
+        self._tokenizer = tokenizer
         return [LearnedGateProcessor(gate, self.options, self._capture)]
 
     def hooks_batch(self, model, requests, attention_mask=None):
+        tok = getattr(self, "_tokenizer", None)
+        self._capture.prefix_tokens = [
+            len(tok(r.prefix, add_special_tokens=False)["input_ids"]) if r.prefix and tok is not None else 0
+            for r in requests]
         return _HiddenHook(model, self._capture)
