@@ -21,6 +21,7 @@ COMMANDS = [
     "score",
     "paper_tables",
     "steer",
+    "gate",
     "generate",
     "eval",
     "train",

@@ -81,3 +81,36 @@ def write_results(folder: Path, config: dict, started_at: float, seconds: float,
     tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+# --- provenance beside an artefact (language vectors, gates) ---------------------------------------------------
+
+def model_provenance(ref) -> dict:
+    """A ModelRef's name, path, kind and the sha256 of its weight files (a folder's *.safetensors)."""
+    from mlft.io.download import file_digest
+
+    folder = Path(str(ref.path))
+    weights = {f.name: file_digest(f) for f in sorted(folder.glob("*.safetensors"))} if folder.is_dir() else {}
+    return {"name": ref.name, "path": str(ref.path), "kind": ref.kind, "weights_sha256": weights}
+
+
+def sidecar_path(path: Path | str) -> Path:
+    return Path(str(path) + ".provenance.json")
+
+
+def write_sidecar(path: Path | str, record: dict) -> Path:
+    """`<path>.provenance.json`: `record` plus the artefact's own sha256, versions and git commit (atomic)."""
+    from mlft.io.download import file_digest
+
+    out = sidecar_path(path)
+    full = {**record, "file": str(path), "sha256": file_digest(Path(path))}
+    full.setdefault("versions", versions())
+    full.setdefault("git_commit", git_commit())
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(full, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    return out
+
+
+def read_sidecar(path: Path | str) -> dict:
+    return json.loads(sidecar_path(path).read_text(encoding="utf-8"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from mlft.errors import ConfigError
 from mlft.generation.models import load, resolve
-from mlft.generation.steering import _sha256, build_vectors, parallel_texts, save_vectors
-from mlft.provenance import git_commit, versions
+from mlft.generation.steering import build_vectors, parallel_texts, save_vectors
+from mlft.provenance import model_provenance
 
 
 def add_parser(sub) -> None:
@@ -42,17 +42,12 @@ def run(args) -> int:
     ref = resolve(args.model)
     started = time.time()
     model, tok = load(ref, dtype="float32")
-    from pathlib import Path
-
-    folder = Path(str(ref.path))
-    weights = {f.name: _sha256(f) for f in sorted(folder.glob("*.safetensors"))} if folder.is_dir() else {}
     vec = build_vectors(model, tok, texts, args.method, layers, ref.name, args.batch_size)
     path = save_vectors(vec, args.out, provenance={
         "sources": sources, "rows": {k: len(v) for k, v in texts.items()},
-        "model_ref": {"name": ref.name, "path": str(ref.path), "kind": ref.kind,
-                      "weights_sha256": weights},
+        "model_ref": model_provenance(ref),
         "options": {"method": args.method, "layers": layers, "per_language": args.per_language},
-        "seconds": round(time.time() - started, 1), "versions": versions(), "git_commit": git_commit()})
+        "seconds": round(time.time() - started, 1)})
     print(f"wrote {path} ({len(vec.languages)} languages x {len(vec.layers)} layers, {vec.method}) "
           f"and {path}.provenance.json")
     return 0

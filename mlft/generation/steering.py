@@ -29,16 +29,16 @@ model, method, options, versions, the vector file's own sha256.
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from mlft.data.seed import SEED_DIR, training_items
 from mlft.errors import ConfigError, DataError
+from mlft.io.download import file_digest
 from mlft.io.jsonl import iter_objects
 from mlft.paths import shared_dir
+from mlft.provenance import write_sidecar
 
 METHODS = ("mean", "lda")
 
@@ -75,14 +75,16 @@ def decoder_layers(model):
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_digest(Path(path))
 
 
 # --- text sources -------------------------------------------------------------------------------------------
+
+def seed_records(note: str = "training items; held-out items excluded") -> list[dict]:
+    """Provenance of the seed files a build read (path and sha256)."""
+    return [{"source": f"seed ({note})", "path": str(p), "sha256": _sha256(p)}
+            for p in (SEED_DIR / "parallel.jsonl", SEED_DIR / "heldout.txt")]
+
 
 def parallel_texts(source: str, per_language: int | None = None, languages: list[str] | None = None,
                    polyglot_dir: str | Path | None = None) -> tuple[dict[str, list[str]], list[dict]]:
@@ -92,9 +94,7 @@ def parallel_texts(source: str, per_language: int | None = None, languages: list
         for it in training_items():
             for lang, pair in it["langs"].items():
                 texts.setdefault(lang, []).extend([pair["instruction"], pair["response"]])
-        files = [SEED_DIR / "parallel.jsonl", SEED_DIR / "heldout.txt"]
-        records = [{"source": "seed (training items; held-out items excluded)", "path": str(p),
-                    "sha256": _sha256(p)} for p in files]
+        records = seed_records()
     elif source == "polyglot":
         folder = Path(polyglot_dir) if polyglot_dir else _polyglot_dir()
         texts, records = {}, []
@@ -259,9 +259,8 @@ def save_vectors(vec: LanguageVectors, path: str | Path, provenance: dict | None
                "norms": vec.norms.contiguous()}, str(tmp),
               metadata={"languages": ",".join(vec.languages), "method": vec.method, "model": vec.model})
     tmp.replace(path)
-    prov = {**(provenance or {}), "file": str(path), "sha256": _sha256(path), "method": vec.method,
-            "model": vec.model, "languages": vec.languages, "layers": vec.layers, "hidden_size": vec.hidden_size}
-    Path(str(path) + ".provenance.json").write_text(json.dumps(prov, indent=2, ensure_ascii=False) + "\n")
+    write_sidecar(path, {**(provenance or {}), "method": vec.method, "model": vec.model, "languages": vec.languages,
+                         "layers": vec.layers, "hidden_size": vec.hidden_size})
     load_vectors.cache_clear()
     return path
 

@@ -98,6 +98,7 @@ REGISTRY = Registry("intervention", {
     "line_resample": "mlft.generation.interventions.resample:LineResample",
     "steer": "mlft.generation.interventions.steer:Steer",
     "contrastive": "mlft.generation.interventions.contrastive:Contrastive",
+    "learned_gate": "mlft.generation.interventions.learned_gate:LearnedGate",
 })
 
 

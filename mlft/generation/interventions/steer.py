@@ -19,7 +19,6 @@ the backend's shared-prefix cache still applies); `all` also shifts the prompt's
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -28,6 +27,7 @@ from mlft.errors import ConfigError
 from mlft.generation.interventions import Intervention, register
 from mlft.generation.steering import decoder_layers, load_vectors
 from mlft.lcb.langid import check_lid_spec, identifier
+from mlft.provenance import read_sidecar
 
 
 @dataclass
@@ -191,4 +191,4 @@ class Steer(Intervention):
 
 
 def read_provenance(path: str | Path) -> dict:
-    return json.loads(Path(str(path) + ".provenance.json").read_text())
+    return read_sidecar(path)
