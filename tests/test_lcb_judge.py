@@ -7,7 +7,8 @@ import pytest
 
 from mlft.completions import Completion
 from mlft.errors import ConfigError
-from mlft.lcb.judge import beside_rows, beside_table, check_judge, judge_report
+from mlft.lcb.judge import beside_rows, check_judge, judge_report
+from mlft.reports.score_tables import beside_table
 
 # lid.176.ftz labels this Bulgarian line ru (0.78); langdetect labels it bg (0.86)
 BG = "Библиотеката отваря в девет сутринта и затваря в шест вечерта."

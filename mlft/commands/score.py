@@ -10,11 +10,11 @@ from pathlib import Path
 from mlft.completions import read_completions
 from mlft.errors import ConfigError
 from mlft.languages import check_language
-from mlft.lcb.judge import JUDGES, beside_rows, beside_table, judge_report, metric_name
+from mlft.lcb.judge import JUDGES, beside_rows, judge_report, metric_name
 from mlft.lcb.metrics import WORD_CHECKS, ScoreOptions
 from mlft.lcb.scoring import score_completions, score_guard
 from mlft.reports.format import render
-from mlft.reports.score_tables import guard_tables, guarded_rows, long_table, matrix_tables
+from mlft.reports.score_tables import beside_table, guard_tables, guarded_rows, long_table, matrix_tables
 
 OUTPUT_FORMATS = ("table", "markdown", "tsv", "csv", "json")
 

@@ -29,6 +29,7 @@ from mlft.generation.prompting import Prompting
 from mlft.languages import check_language, check_scorable
 from mlft.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
 from mlft.lcb.guard import lid_detail
+from mlft.lcb.judge import check_judge, judge_report, metric_name
 
 
 @dataclass
@@ -127,7 +128,6 @@ def validate(o: LcbOptions, where: str) -> None:
     if o.token_stats and any(r.decoding.num_beams > 1 for r in resolved):
         raise ConfigError(f"{where}: token_stats needs num_beams=1 in every variant")
     if o.judge is not None:
-        from mlft.lcb.judge import check_judge
 
         check_judge(o.judge, f"{where}: judge")
     if not 0 < o.confidence < 1 or o.resamples < 100:
@@ -299,7 +299,6 @@ def judge_rows(variant: str, completions, outcomes, o: LcbOptions, vdir) -> list
     """The second judge's LPR rows (metric `lpr@<judge>`, per task and language with intervals): the variant's
     replies scored again with `o.judge` labelling the lines; its per-reply outcomes (the official ones with the
     judge's line errors) go to `<variant>/outcomes.<judge>.jsonl` for the paired tests."""
-    from mlft.lcb.judge import judge_report, metric_name
     from mlft.lcb.stats import intervals, save_outcomes
 
     judged = judge_report(completions, o.judge)
@@ -323,7 +322,6 @@ def judge_column(rows: list[dict], out_dir, variants: list[str], judge: str, res
     but the first its difference from the first row with a paired bootstrap (`*` = p < 1 - confidence, Holm-
     adjusted down the column)."""
     from mlft.errors import MlftError
-    from mlft.lcb.judge import metric_name
     from mlft.lcb.stats import holm, load_outcomes, paired_test
 
     metric = metric_name(judge)

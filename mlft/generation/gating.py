@@ -35,7 +35,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from mlft.data.crosslingual import crosslingual_prompt
+from mlft.data.seed import heldout_items, training_items
 from mlft.errors import ConfigError, DataError
+from mlft.generation.interventions.vocab import vocab_index
+from mlft.generation.steering import parallel_texts
+from mlft.provenance import write_sidecar
 
 FAMILIES = ("cj", "hangul", "devanagari", "arabic", "cyrillic", "latin", "other", "fragment", "symbol")
 MASKABLE = frozenset({"cj", "hangul", "devanagari", "arabic", "cyrillic", "latin"})
@@ -57,8 +62,6 @@ def family_of(scripts: frozenset[str]) -> str:
 def token_families(tokenizer, vocab_size: int | None = None):
     """[vocab_size] int64 tensor: the family index of every token (ids beyond the tokenizer: symbol)."""
     import torch
-
-    from mlft.generation.interventions.vocab import vocab_index
 
     index = vocab_index(tokenizer)
     fam = [FAMILIES.index(family_of(s)) for s in index.scripts]
@@ -115,9 +118,6 @@ def seed_rows(heldout: bool = False, languages: list[str] | None = None, items: 
     and, for X != en, the cross-lingual one (the English instruction + a request for X -> the reply in X, with
     mlft's training phrasings, never LCB's). `heldout`: the held-out items instead of the training ones; `items`:
     the first N items only."""
-    from mlft.data.crosslingual import crosslingual_prompt
-    from mlft.data.seed import heldout_items, training_items
-
     rows = []
     for it in (heldout_items() if heldout else training_items())[:items]:
         for lang, pair in it["langs"].items():
@@ -134,8 +134,6 @@ def seed_rows(heldout: bool = False, languages: list[str] | None = None, items: 
 
 def text_rows(source: str, per_language: int | None = None, polyglot_dir=None) -> tuple[list[dict], list[dict]]:
     """Raw-text rows (no chat template) from `polyglot` or a file of `id, text, language` rows."""
-    from mlft.generation.steering import parallel_texts
-
     texts, records = parallel_texts(source, per_language, None, polyglot_dir)
     rows = [{"id": f"{source}:{lang}:{i}", "language": lang, "text": t}
             for lang, ts in texts.items() for i, t in enumerate(ts)]
@@ -319,8 +317,6 @@ def save_gate(gate: Gate, path: str | Path, provenance: dict | None = None) -> P
     """The gate as safetensors (`pre`, `head`, `families`; metadata: family names, model, candidate settings)
     and `<file>.provenance.json` beside it."""
     from safetensors.torch import save_file
-
-    from mlft.provenance import write_sidecar
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

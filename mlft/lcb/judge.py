@@ -13,15 +13,14 @@ from typing import Sequence
 
 from mlft.completions import Completion
 from mlft.errors import ConfigError
-from mlft.lcb.langid import OTHER_LIDS
+from mlft.lcb.langid import OTHER_LIDS, check_lid_spec
+from mlft.lcb.scoring import score_completions
 
 JUDGES = OTHER_LIDS
 
 
 def check_judge(judge: str, where: str) -> str:
     """The judge's name, or a ConfigError naming the valid judges (and the package to install)."""
-    from mlft.lcb.langid import check_lid_spec
-
     if judge not in JUDGES:
         raise ConfigError(f"{where}: unknown judge {judge!r}; valid: {', '.join(JUDGES)} (the official scorer's "
                           f"fastText model is the first judge)")
@@ -36,8 +35,6 @@ def metric_name(judge: str) -> str:
 
 def judge_report(completions: Sequence[Completion], judge: str, options=None, *, words=None, workers=None):
     """`mlft.lcb.scoring.score_completions` with `judge` labelling the lines (a ScoreReport, NON-OFFICIAL)."""
-    from mlft.lcb.scoring import score_completions
-
     check_judge(judge, "judge")
     return score_completions(list(completions), options, lid=judge, words=words, workers=workers)
 
@@ -68,23 +65,3 @@ def beside_rows(completions: Sequence[Completion], official, judged, judge: str)
                     "difference": None if r["lpr"] is None or j is None else j - r["lpr"],
                     "counted": counted.get(key, 0), "disagree": disagree.get(key, 0)})
     return out
-
-
-def beside_table(rows: list[dict], judge: str, lid_name: str, fmt: str = "table") -> str:
-    """Per (task, model): languages (and avg) x official LPR, judged LPR, difference (percent), counted replies and
-    replies the judges disagree on."""
-    from mlft.reports.format import render
-
-    pct = lambda v: "–" if v is None else f"{100 * v:.1f}"  # noqa: E731
-    out = []
-    for task, model in dict.fromkeys((r["task"], r["model"]) for r in rows):
-        mine = [r for r in rows if (r["task"], r["model"]) == (task, model) and r["source"] == "all"]
-        mine.sort(key=lambda r: (r["language"] == "all", r["language"]))
-        body = [["avg" if r["language"] == "all" else r["language"], pct(r["lpr"]), pct(r[metric_name(judge)]),
-                 "–" if r["difference"] is None else f"{100 * r['difference']:+.1f}", r["counted"], r["disagree"]]
-                for r in mine]
-        out.append(render(["language", f"LPR ({lid_name.split(' (')[0]})", f"LPR ({judge})", "difference (pp)", "counted replies",
-                           "judges disagree"], body, fmt,
-                          f"{task} · {model}: LPR judged by {judge} beside the official (NON-OFFICIAL second judge: "
-                          f"same counted lines, same threshold)"))
-    return "\n".join(out)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from mlft.languages import NON_LATIN
+from mlft.lcb.judge import metric_name
 from mlft.lcb.scoring import ScoreReport
 from mlft.reports.format import cell, render
 
@@ -107,4 +108,23 @@ def matrix_tables(report: ScoreReport, fmt: str = "table") -> str:
             top = get[("all", "all")]
             line = ["all", cell(head["lcpr"]) + _ci(top, "lcpr"), *(cell(by_lang[x]["lcpr"]) for x in lc_langs)]
             out.append(render(["LCPR %", "avg", *lc_langs], [line], fmt, title=f"{model} · {task} · LCPR"))
+    return "\n".join(out)
+
+
+def beside_table(rows: list[dict], judge: str, lid_name: str, fmt: str = "table") -> str:
+    """Per (task, model): languages (and avg) x official LPR, judged LPR, difference (percent), counted replies and
+    replies the judges disagree on."""
+    pct = lambda v: "–" if v is None else f"{100 * v:.1f}"  # noqa: E731
+    out = []
+    for task, model in dict.fromkeys((r["task"], r["model"]) for r in rows):
+        mine = [r for r in rows if (r["task"], r["model"]) == (task, model) and r["source"] == "all"]
+        mine.sort(key=lambda r: (r["language"] == "all", r["language"]))
+        body = [["avg" if r["language"] == "all" else r["language"], pct(r["lpr"]), pct(r[metric_name(judge)]),
+                 "–" if r["difference"] is None else f"{100 * r['difference']:+.1f}", r["counted"], r["disagree"]]
+                for r in mine]
+        head = ["language", f"LPR ({lid_name.split(' (')[0]})", f"LPR ({judge})", "difference (pp)",
+                "counted replies", "judges disagree"]
+        out.append(render(head, body, fmt,
+                          f"{task} · {model}: LPR judged by {judge} beside the official (NON-OFFICIAL second judge: "
+                          f"same counted lines, same threshold)"))
     return "\n".join(out)
