@@ -2,7 +2,8 @@
 
 For each variant folder (completions.jsonl + outcomes.jsonl): the guard's numbers (coverage, degeneracy, lexical
 validity) and N replies it passes and N it flags (degenerate or lexically invalid), drawn at random (seeded),
-each with LCB's verdict, so a reader can judge whether the guard separates fixes from word salad.
+each with LCB's verdict, so a reader can judge whether the guard separates fixes from word salad. Outcomes
+written before lexical validity existed get it computed from the reply (`mlft.lcb.guard.lexical_validity`).
 Usage: python benchmarks/guard_samples.py EVAL_DIR [N]
 """
 
@@ -11,9 +12,11 @@ from __future__ import annotations
 import json
 import random
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from mlft.constants import VALID_SHARE
+from mlft.lcb.guard import lexical_validity
 from mlft.lcb.stats import load_outcomes
 
 
@@ -32,6 +35,8 @@ def main() -> None:
                    if x.strip()]
         pairs = [(r, outcomes[key]) for r in records
                  if (key := (r["task"], r["source"], r["language"], str(r["id"]))) in outcomes]
+        if all(o.validity is None for _, o in pairs):  # outcomes from before the validity column
+            pairs = [(r, replace(o, validity=lexical_validity(r["completion"], r["language"]))) for r, o in pairs]
         flagged = [(r, o) for r, o in pairs
                    if o.degenerate or (o.validity is not None and o.validity <= VALID_SHARE)]
         passed = [(r, o) for r, o in pairs if (r, o) not in flagged]
