@@ -11,7 +11,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 SHIPPED = ("eval", "recipes", "data_mixes", "configs")
-SUFFIXES = {".yaml", ".yml", ".json", ".jinja", ".sh", ".sbatch", ".slurm"}
+SUFFIXES = {".yaml", ".yml", ".json", ".jsonl", ".jinja", ".sh", ".sbatch", ".slurm"}
 
 
 class BuildWithShipped(build_py):

@@ -47,7 +47,8 @@ def test_wheel_holds_the_shipped_files(installed):
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     for rel in ["eval/lcb_tiny.yaml", "eval/_lcb_base.yaml", "recipes/cpu/english_sft.yaml",
-                "data_mixes/cpu/english_sft.yaml", "configs/accelerate/zero2.yaml", "configs/deepspeed/zero2.json"]:
+                "data_mixes/cpu/english_sft.yaml", "configs/accelerate/zero2.yaml", "configs/deepspeed/zero2.json",
+                "eval/steer_dev_prompts.jsonl", "eval/outside_lcb_prompts.jsonl"]:  # prompt files suites name
         assert f"mlft/shipped/{rel}" in names
     assert "mlft/training/templates/chatml_training.jinja" in names and "mlft/resources/seed/parallel.jsonl" in names
     for rel in ["lcb/lcb.yaml", "lcb/_lcb_template_yaml", "lcb/utils.py", "mlft_polyglot_mc/utils.py"]:

@@ -30,6 +30,7 @@ from mlft.languages import check_language, check_scorable
 from mlft.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
 from mlft.lcb.guard import lid_detail
 from mlft.lcb.judge import check_judge, judge_report, metric_name
+from mlft.paths import resolve_path
 
 
 @dataclass
@@ -110,7 +111,7 @@ def validate(o: LcbOptions, where: str) -> None:
     for i, lang in enumerate(o.languages or []):
         (check_scorable if o.prompts else check_language)(lang, f"{where}: languages[{i}]")
     if o.prompts is not None:
-        if not Path(o.prompts).is_file():
+        if not resolve_path(o.prompts).is_file():  # cwd, else the shipped eval/ files (e.g. eval/steer_dev_prompts)
             raise ConfigError(f"{where}: prompts: file not found: {o.prompts}")
     else:
         valid_sources = {s for t in o.tasks for pair in SOURCES[t].items() for s in pair}
@@ -136,7 +137,7 @@ def validate(o: LcbOptions, where: str) -> None:
 
 def select_prompts(o: LcbOptions):
     if o.prompts is not None:
-        prompts = [p for p in load_prompt_file(o.prompts) if p.task in o.tasks
+        prompts = [p for p in load_prompt_file(resolve_path(o.prompts)) if p.task in o.tasks
                    and (not o.sources or p.source in o.sources) and (not o.languages or p.language in o.languages)]
         if not prompts:
             raise ConfigError(f"{o.prompts}: no prompts left after the suite's filters (tasks {o.tasks}, sources "
