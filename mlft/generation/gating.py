@@ -40,7 +40,7 @@ from mlft.data.seed import heldout_items, training_items
 from mlft.errors import ConfigError, DataError
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.steering import parallel_texts
-from mlft.provenance import write_sidecar
+from mlft.provenance import read_tensor_file, save_tensor_file
 
 FAMILIES = ("cj", "hangul", "devanagari", "arabic", "cyrillic", "latin", "other", "fragment", "symbol")
 MASKABLE = frozenset({"cj", "hangul", "devanagari", "arabic", "cyrillic", "latin"})
@@ -316,20 +316,14 @@ def evaluate_gate(gate: Gate, data: Distilled, threshold: float = 0.5) -> dict:
 def save_gate(gate: Gate, path: str | Path, provenance: dict | None = None) -> Path:
     """The gate as safetensors (`pre`, `head`, `families`; metadata: family names, model, candidate settings)
     and `<file>.provenance.json` beside it."""
-    from safetensors.torch import save_file
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file({"pre": gate.net[0].weight.detach().contiguous(), "head": gate.net[2].weight.detach().contiguous(),
-               "families": gate.families.contiguous()}, str(tmp),
-              metadata={"family_names": ",".join(FAMILIES), "model": gate.model, "top_k": str(gate.top_k),
-                        "top_p": str(gate.top_p), "norm_adjust": str(gate.norm_adjust)})
-    tmp.replace(path)
-    write_sidecar(path, {**(provenance or {}), "model": gate.model, "hidden_size": gate.hidden_size,
-                         "families": list(FAMILIES), "maskable": sorted(MASKABLE),
-                         "family_shares": family_shares(gate.families), "top_k": gate.top_k, "top_p": gate.top_p,
-                         "norm_adjust": gate.norm_adjust, "train_loss": gate.history})
+    save_tensor_file(path, {"pre": gate.net[0].weight.detach().contiguous(),
+                            "head": gate.net[2].weight.detach().contiguous(), "families": gate.families.contiguous()},
+                     {"family_names": ",".join(FAMILIES), "model": gate.model, "top_k": str(gate.top_k),
+                      "top_p": str(gate.top_p), "norm_adjust": str(gate.norm_adjust)},
+                     {**(provenance or {}), "model": gate.model, "hidden_size": gate.hidden_size,
+                      "families": list(FAMILIES), "maskable": sorted(MASKABLE),
+                      "family_shares": family_shares(gate.families), "top_k": gate.top_k, "top_p": gate.top_p,
+                      "norm_adjust": gate.norm_adjust, "train_loss": gate.history})
     load_gate.cache_clear()
     return path
 
@@ -337,20 +331,8 @@ def save_gate(gate: Gate, path: str | Path, provenance: dict | None = None) -> P
 @lru_cache(maxsize=8)
 def load_gate(path: str | Path, where: str = "gate") -> Gate:
     import torch
-    from safetensors import SafetensorError
-    from safetensors.torch import safe_open
-
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{where}: {path} not found (train one with `mlft gate train`)")
-    try:
-        with safe_open(str(p), framework="pt") as f:
-            meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-    except (SafetensorError, OSError) as exc:
-        raise ConfigError(f"{where}: {path} is not a safetensors gate file ({exc})") from None
-    if set(tensors) != {"pre", "head", "families"} or "family_names" not in meta:
-        raise ConfigError(f"{where}: {path} is not a gate file of `mlft gate train` (tensors {sorted(tensors)})")
+    tensors, meta = read_tensor_file(path, where, {"pre", "head", "families"}, "gate file",
+                                     "train one with `mlft gate train`", "family_names")
     if tuple(meta["family_names"].split(",")) != FAMILIES:
         raise ConfigError(f"{where}: {path} has families {meta['family_names']}, this mlft {','.join(FAMILIES)}: "
                           "retrain it")

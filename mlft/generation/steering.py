@@ -38,7 +38,7 @@ from mlft.errors import ConfigError, DataError
 from mlft.io.download import file_digest
 from mlft.io.jsonl import iter_objects
 from mlft.paths import shared_dir
-from mlft.provenance import write_sidecar
+from mlft.provenance import read_tensor_file, save_tensor_file
 
 METHODS = ("mean", "lda")
 
@@ -250,36 +250,19 @@ def _lda_vectors(x, y, n_classes: int):
 
 def save_vectors(vec: LanguageVectors, path: str | Path, provenance: dict | None = None) -> Path:
     import torch
-    from safetensors.torch import save_file
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file({"vectors": vec.vectors.contiguous(), "layers": torch.tensor(vec.layers, dtype=torch.int64),
-               "norms": vec.norms.contiguous()}, str(tmp),
-              metadata={"languages": ",".join(vec.languages), "method": vec.method, "model": vec.model})
-    tmp.replace(path)
-    write_sidecar(path, {**(provenance or {}), "method": vec.method, "model": vec.model, "languages": vec.languages,
-                         "layers": vec.layers, "hidden_size": vec.hidden_size})
+    layers = torch.tensor(vec.layers, dtype=torch.int64)
+    save_tensor_file(path, {"vectors": vec.vectors.contiguous(), "layers": layers, "norms": vec.norms.contiguous()},
+                     {"languages": ",".join(vec.languages), "method": vec.method, "model": vec.model},
+                     {**(provenance or {}), "method": vec.method, "model": vec.model, "languages": vec.languages,
+                      "layers": vec.layers, "hidden_size": vec.hidden_size})
     load_vectors.cache_clear()
     return path
 
 
 @lru_cache(maxsize=8)
 def load_vectors(path: str | Path, where: str = "vectors") -> LanguageVectors:
-    from safetensors import SafetensorError
-    from safetensors.torch import safe_open
-
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{where}: {path} not found (build it with `mlft steer build`)")
-    try:
-        with safe_open(str(p), framework="pt") as f:
-            meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-    except (SafetensorError, OSError) as exc:
-        raise ConfigError(f"{where}: {path} is not a safetensors vector file ({exc})") from None
-    if set(tensors) != {"vectors", "layers", "norms"} or "languages" not in meta:
-        raise ConfigError(f"{where}: {path} is not a vector file of `mlft steer build` (tensors {sorted(tensors)})")
+    tensors, meta = read_tensor_file(path, where, {"vectors", "layers", "norms"}, "vector file",
+                                     "build it with `mlft steer build`", "languages")
     return LanguageVectors(meta["languages"].split(","), tensors["layers"].tolist(), tensors["vectors"],
                            tensors["norms"], meta.get("method", "?"), meta.get("model", "?"))
