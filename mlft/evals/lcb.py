@@ -129,7 +129,6 @@ def validate(o: LcbOptions, where: str) -> None:
     if o.token_stats and any(r.decoding.num_beams > 1 for r in resolved):
         raise ConfigError(f"{where}: token_stats needs num_beams=1 in every variant")
     if o.judge is not None:
-
         check_judge(o.judge, f"{where}: judge")
     if not 0 < o.confidence < 1 or o.resamples < 100:
         raise ConfigError(f"{where}: confidence must be in (0, 1) and resamples >= 100")
