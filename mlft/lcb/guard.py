@@ -56,6 +56,7 @@ character zh salad, or a reply in a language whose lexicon shares its words (Eng
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 import unicodedata
@@ -113,33 +114,134 @@ def _ids(items: list[str]) -> np.ndarray:
     return np.array([table.setdefault(x, len(table)) for x in items], np.int64)
 
 
-def degeneracy_reason(text: str) -> str | None:
-    """Which rule marks `text` degenerate (module docstring), or None for a normal reply."""
-    text = text.strip()
-    if not text:
-        return "empty"
-    clean = text.translate(_punct_to_space()).lower()
-    tokens = _TOKEN.findall(clean)
-    if not tokens:
-        return "no-words"
-    chars = np.frombuffer(_WS.sub(" ", text).encode("utf-32-le"), np.uint32).astype(np.int64)
-    if tandem_cover(chars, 24, 3, 6).mean() >= SHARE:
-        return "repeated-chars"
-    seq = _ids(tokens)
-    if 3 * len(set(tokens)) <= 2 * len(tokens) and tandem_cover(seq, 64, 3, 4).mean() >= SHARE:
-        return "repeated-tokens"  # (a tandem covering half the tokens needs half of them to be repeats)
-    lines = [s for s in (_WS.sub(" ", x).strip() for x in clean.split("\n")) if s]
-    if len(lines) >= 2:
+_CELLS = 1 << 25  # (item, period) cells of one vectorised pass (memory: a byte each)
+
+
+def _joined(seqs: list[np.ndarray], gap: int) -> tuple[np.ndarray, np.ndarray]:
+    """`seqs` joined with `gap` unique negative sentinels after each (a sentinel equals nothing, so no repeat of
+    period <= gap crosses a border), and the start of each sequence."""
+    sizes = np.array([len(x) for x in seqs], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes + gap)[:-1]])
+    out = -2 - np.arange(int(sizes.sum()) + gap * len(seqs), dtype=np.int64)  # sentinels everywhere ...
+    for s, x in zip(starts, seqs):
+        out[s:s + len(x)] = x  # ... but where the sequences go
+    return out, starts
+
+
+def _tandem_fires(seqs: list[np.ndarray], max_period: int, min_copies: int, min_len: int) -> list[bool]:
+    """For each sequence: do its tandem repeats (`tandem_cover`) cover >= SHARE of it? Exact, and fast on many
+    sequences. A kept run of period p is a row of L >= m_p = max((min_copies - 1) p, min_len - p) equal
+    comparisons (seq[i] == seq[i + p]) and covers L + p items; with k_p the largest power of two <= m_p it
+    holds L - k_p + 1 rows of k_p equal comparisons, and L + p <= (L - k_p + 1)(k_p + p). One vectorised pass
+    over all sequences (doubling: rows of 1, 2, 4, ... equal comparisons) bounds each sequence's cover from
+    above by (k_p + p) per such row; only a sequence the bound cannot clear gets `tandem_cover` itself."""
+    fires = [False] * len(seqs)
+    if not seqs:
+        return fires
+    periods = np.arange(1, max_period + 1)
+    need = np.maximum((min_copies - 1) * periods, min_len - periods)
+    k_of = 2 ** np.floor(np.log2(np.maximum(need, 1))).astype(np.int64)
+    if np.any(np.diff(k_of) < 0):  # the passes below take the periods in order of k_p
+        return [bool(tandem_cover(x, max_period, min_copies, min_len).mean() >= SHARE) for x in seqs]
+    per_pass = max(1, _CELLS // max_period)
+    i = 0
+    while i < len(seqs):
+        j, size = i, 0
+        while j < len(seqs) and (j == i or size + len(seqs[j]) + max_period <= per_pass):
+            size += len(seqs[j]) + max_period
+            j += 1
+        joined, starts = _joined(seqs[i:j], max_period)
+        n = len(joined)
+        run = np.zeros((max_period, n), bool)  # run[p - 1, r]: joined[r + t] == joined[r + t + p] for t < k
+        for p in range(1, max_period + 1):
+            np.equal(joined[:-p], joined[p:], out=run[p - 1, :-p])
+        bound = np.zeros(j - i)
+        lo, k = 0, 1  # periods lo + 1 ... are left; k_p grows with p
+        while True:
+            hi = lo + int((k_of[lo:] == k).sum())
+            if hi > lo:
+                hits = run[:hi - lo]
+                at = np.flatnonzero(hits.any(0))
+                if len(at):
+                    owner = np.searchsorted(starts, at, "right") - 1
+                    np.add.at(bound, owner, (k_of[lo:hi] + periods[lo:hi]) @ hits[:, at])
+                run, lo = run[hi - lo:], hi
+            if lo == max_period:
+                break
+            run = run[:, :-k] & run[:, k:]  # rows of 2k equal comparisons
+            k *= 2
+        for t in range(i, j):
+            if bound[t - i] >= SHARE * len(seqs[t]):  # cannot rule it out: the exact cover
+                fires[t] = bool(tandem_cover(seqs[t], max_period, min_copies, min_len).mean() >= SHARE)
+        i = j
+    return fires
+
+
+def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
+    """`degeneracy_reason` of many texts at once (the tandem repeats of all of them in a few vectorised passes)."""
+    reasons: list[str | None] = [None] * len(texts)
+    table = _punct_to_space()
+    ids: dict[str, int] = {}
+    counter = itertools.count()
+    chars, char_at, toks, tok_at, line_seqs, line_at = [], [], [], [], [], []
+    for k, text in enumerate(texts):
+        text = text.strip()
+        if not text:
+            reasons[k] = "empty"
+            continue
+        clean = text.translate(table).lower()
+        tokens = _TOKEN.findall(clean)
+        if not tokens:
+            reasons[k] = "no-words"
+            continue
+        chars.append(np.frombuffer(_WS.sub(" ", text).encode("utf-32-le"), np.uint32).astype(np.int64))
+        char_at.append(k)
+        if 3 * len(set(tokens)) <= 2 * len(tokens):  # a tandem covering half the tokens needs half to be repeats
+            toks.append(np.fromiter(map(ids.setdefault, tokens, counter), np.int64, len(tokens)))
+            tok_at.append(k)
+        lines = [s for s in (" ".join(x.split()) for x in clean.split("\n")) if s]  # = _WS.sub(" ", x).strip()
+        if len(lines) >= 2:
+            line_seqs.append(np.fromiter(map(ids.setdefault, lines, counter), np.int64, len(lines)))
+            line_at.append((k, lines))
+    char_hit = {k for k, hit in zip(char_at, _tandem_fires(chars, 24, 3, 6)) if hit}
+    tok_hit = {k for k, hit in zip(tok_at, _tandem_fires(toks, 64, 3, 4)) if hit}
+    for k in char_at:
+        if k in char_hit:
+            reasons[k] = "repeated-chars"
+        elif k in tok_hit:
+            reasons[k] = "repeated-tokens"
+    for (k, lines), looped in zip(line_at, _batch_cover_masks(line_seqs, 16, 2, 2)):
+        if reasons[k] is not None:
+            continue
         sizes = np.array([len(s) for s in lines])
         counts = Counter(lines)
-        looped = tandem_cover(_ids(lines), 16, 2, 2) | np.array([counts[s] >= 3 for s in lines])
+        looped = looped | np.array([counts[s] >= 3 for s in lines])
         if sizes[looped].sum() >= SHARE * sizes.sum():
-            return "repeated-lines"
-    return None
+            reasons[k] = "repeated-lines"
+    return reasons
+
+
+def _batch_cover_masks(seqs: list[np.ndarray], max_period: int, min_copies: int, min_len: int) -> list[np.ndarray]:
+    """`tandem_cover` masks of many short sequences in one vectorised pass (joined as `_joined` does)."""
+    if not seqs:
+        return []
+    joined, starts = _joined(seqs, max_period)
+    mask = tandem_cover(joined, max_period, min_copies, min_len)
+    return [mask[s:s + len(seq)] for s, seq in zip(starts, seqs)]
+
+
+def degeneracy_reason(text: str) -> str | None:
+    """Which rule marks `text` degenerate (module docstring), or None for a normal reply."""
+    return degeneracy_reasons([text])[0]
 
 
 def is_degenerate(text: str) -> bool:
     return degeneracy_reason(text) is not None
+
+
+def degenerate_flags(texts: Sequence[str]) -> list[bool]:
+    """`is_degenerate` of many texts at once."""
+    return [r is not None for r in degeneracy_reasons(texts)]
 
 
 # ---------------------------------------------------------------- lexical validity
