@@ -1,21 +1,23 @@
-"""Scoring speed: mlft's end-to-end scorer vs a bare loop that only tokenises and runs fastText.
+"""Scoring speed: mlft's end-to-end scorer, without and with the guard, vs a bare loop that only tokenises and
+runs fastText.
 
-Scores all released outputs (10 models, ~66k replies). Prints wall times and their ratio
-(goal: mlft / bare <= 1.25; mlft forks one worker per core for large inputs).
-Usage: python benchmarks/score_speed.py [OUTPUTS_DIR]
+Scores all released outputs (10 models, ~66k replies). Prints wall times and their ratios to the bare loop in
+one run (goals: `mlft score --no-guard` / bare <= 1.25, `mlft score` (guard on) / bare <= 1.5; mlft forks one
+worker per core for large inputs, so on one core every number is one process).
+Usage: python benchmarks/score_speed.py [OUTPUTS_DIR] [--workers N]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 from mlft.completions import read_completions
 from mlft.lcb.langid import LanguageIdentifier
 from mlft.lcb.metrics import normalize
-from mlft.lcb.scoring import score_completions
+from mlft.lcb.scoring import score_completions, score_guard
 from mlft.lcb.tokenize import tokenize
 from mlft.paths import shared_dir
 
@@ -31,30 +33,33 @@ def bare_loop(completions, lid) -> int:
 
 
 def main() -> None:
-    root = Path(sys.argv[1]) if len(sys.argv) > 1 else shared_dir() / "lcb" / "outputs"
+    ap = argparse.ArgumentParser()
+    ap.add_argument("root", nargs="?", default=None)
+    ap.add_argument("--workers", type=int, default=None, help="scorer processes (default: all cores)")
+    args = ap.parse_args()
+    root = Path(args.root) if args.root else shared_dir() / "lcb" / "outputs"
     files = sorted(root.glob("*.csv"))
+    workers = args.workers or len(os.sched_getaffinity(0))
     lid = LanguageIdentifier.from_spec("ftz")
-    tokenize("预热", "zh"), tokenize("ウォームアップ", "ja")  # load jieba / MeCab outside both timings
+    tokenize("预热", "zh"), tokenize("ウォームアップ", "ja")  # load jieba / MeCab outside every timing
     words = (shared_dir() / "lcb" / "words") if shared_dir() else None
 
-    tokenize.cache_clear()
-    t0 = time.perf_counter()
-    completions = [c for f in files for c in read_completions(f)]
-    n_lines = bare_loop(completions, lid)
-    bare = time.perf_counter() - t0
-
-    results = {}
-    for workers in (1, len(os.sched_getaffinity(0))):
+    def timed(fn):
         tokenize.cache_clear()
         t0 = time.perf_counter()
         completions = [c for f in files for c in read_completions(f)]
-        score_completions(completions, lid=lid, words=words, workers=workers)
-        results[workers] = time.perf_counter() - t0
+        out = fn(completions)
+        return time.perf_counter() - t0, completions, out
 
-    print(f"files: {len(files)}  replies: {len(completions)}  lines identified: {n_lines}")
+    bare, completions, n_lines = timed(lambda cs: bare_loop(cs, lid))
+    plain, _, _ = timed(lambda cs: score_completions(cs, lid=lid, words=words, workers=workers))
+    guarded, _, _ = timed(lambda cs: score_guard(cs, score_completions(cs, lid=lid, words=words,
+                                                                       workers=workers).replies))
+    print(f"files: {len(files)}  replies: {len(completions)}  lines identified: {n_lines}  "
+          f"scorer processes: {workers}")
     print(f"bare loop (read + tokenise + fastText, 1 process): {bare:7.2f} s")
-    for workers, t in results.items():
-        print(f"mlft score, {workers} worker(s):                  {t:7.2f} s   ratio to bare: {t / bare:.2f}")
+    print(f"mlft score --no-guard:                             {plain:7.2f} s   ratio to bare: {plain / bare:.2f}")
+    print(f"mlft score (guard on):                             {guarded:7.2f} s   ratio to bare: {guarded / bare:.2f}")
 
 
 if __name__ == "__main__":

@@ -174,7 +174,7 @@ def test_each_planned_batch_generates_alone_as_in_the_whole_call(embedded_model)
              "please, with examples.", "Was ist das?", "Tell me a joke", "How are you today my friend?", "Bonjour"]
     reqs = [Request(str(i), messages=[{"role": "user", "content": x}], language="de") for i, x in enumerate(texts)]
     decoding = Decoding(max_new_tokens=8, seed=3, temperature=0.7, top_p=0.9)
-    plan = backend.plan(reqs)
+    plan = backend.plan(reqs, decoding)
     assert len(plan) > 1 and sorted(r.id for batch in plan for r in batch) == sorted(r.id for r in reqs)
     whole = {r.id: r.completion for r in backend.generate(reqs, decoding)}
     alone = {r.id: r.completion for batch in reversed(plan) for r in backend.generate(batch, decoding)}

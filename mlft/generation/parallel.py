@@ -71,7 +71,7 @@ class Coordinator:
         The unit of work is one of the backend's own batches (`plan`: the batch a chunk is cut into, generated
         alone it is generated identically), or the whole chunk when a loop strategy (line resampling) works on it."""
         units = chunks if strategies or not hasattr(backend, "plan") else \
-            [batch for chunk in chunks for batch in backend.plan(chunk)]
+            [batch for chunk in chunks for batch in backend.plan(chunk, decoding, per_call)]
         shares = [units[r::self.world] for r in range(self.world)]
         job = _Job(backend.spec(), decoding, describe_all([*per_call, *strategies]), shares)
         self.dist.broadcast_object_list([job], src=0)

@@ -253,6 +253,7 @@ _SEGMENTED = ("zh", "ja", "ko")  # wordfreq's lists hold segmentation units here
 _BY_CHARS = ("zh", "ja", "ko")  # words weigh by their characters (short segmentation units)
 _WORDFREQ_CODE = {"tl": "fil", "no": "nb", "hr": "sh", "bs": "sh", "sr": "sh"}  # LID label -> wordfreq code
 _MAX_PIECE = 8
+_OWN_TOKENIZER = ("zh", "ja")  # `tokenize` splits these by jieba / MeCab, every other language on whitespace
 _KATAKANA = re.compile("[\u30a0-\u30ff\uff66-\uff9f]")
 
 
@@ -333,12 +334,16 @@ def lexical_validity(text: str, lang: str) -> float | None:
     word; None when `lang` has no lexicon."""
     if _lexicon(lang) is None:
         return None
-    words = [w for w in reply_words(text, lang) if any(c.isalpha() for c in w)]
+    if lang in _OWN_TOKENIZER:
+        words = [w for w in reply_words(text, lang) if any(map(str.isalpha, w))]
+    else:  # whitespace tokens: the words of the whole reply at once are the words of its lines' tokens
+        words = [w for w in normalize(text).translate(_punct_to_space()).split() if any(map(str.isalpha, w))]
     if not words:
         return 0.0
-    weights = [len(w) if lang in _BY_CHARS else 1 for w in words]
-    known = sum(wt for w, wt in zip(words, weights) if is_known_word(w, lang))
-    return known / sum(weights)
+    known = map(is_known_word, words, itertools.repeat(lang))
+    if lang in _BY_CHARS:  # weighed by characters
+        return sum(len(w) for w, k in zip(words, known) if k) / sum(map(len, words))
+    return sum(known) / len(words)
 
 
 def is_lexically_valid(text: str, lang: str) -> bool | None:

@@ -15,7 +15,7 @@ from mlft.completions import Completion
 from mlft.errors import DataError
 from mlft.languages import NON_LATIN
 from mlft.lcb.fetch import WORDS, locate
-from mlft.lcb.guard import LIMITS, guard_rows, is_degenerate, lexical_validity, limit_flags
+from mlft.lcb.guard import LIMITS, degenerate_flags, guard_rows, lexical_validity, limit_flags
 from mlft.lcb.langid import LanguageIdentifier
 from mlft.lcb.metrics import GroupCounts, ReplyResult, ScoreOptions, analyze_reply, group_metrics, load_english_words
 from mlft.lcb.stats import Outcome, intervals
@@ -200,12 +200,12 @@ def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Seque
                   nll: Sequence[float | None] | None = None,
                   validity: Sequence[float | None] | None = None) -> list[Outcome]:
     """Outcomes of scored completions (`mlft.completions.Completion` + `metrics.ReplyResult`, same order).
-    `degenerate` defaults to `guard.is_degenerate` and `validity` to `guard.lexical_validity` of each
+    `degenerate` defaults to `guard.is_degenerate` (`guard.degenerate_flags`) and `validity` to `guard.lexical_validity` of each
     completion's text (None for a language without a lexicon)."""
     if len(completions) != len(results):
         raise DataError(f"{len(completions)} completions but {len(results)} scored replies")
     if degenerate is None:
-        degenerate = [is_degenerate(c.completion) for c in completions]
+        degenerate = degenerate_flags([c.completion for c in completions])
     if validity is None:
         validity = [lexical_validity(c.completion, c.language) for c in completions]
     nll = list(nll) if nll is not None else [None] * len(completions)
@@ -244,7 +244,7 @@ def _intervals(completions: list[Completion], results: list[ReplyResult], idx: l
     `mlft.lcb.stats` (the same numbers `mlft eval` reports for the same replies, seed and resamples)."""
     comps = [completions[i] for i in idx]
     # the same outcomes as `mlft eval` (validity included: the bootstrap's draws depend on the reply categories)
-    outcomes = outcomes_from(comps, [results[i] for i in idx], degenerate=[is_degenerate(c.completion) for c in comps])
+    outcomes = outcomes_from(comps, [results[i] for i in idx], degenerate=degenerate_flags([c.completion for c in comps]))
     out = {}
     for key, ms in intervals(outcomes, confidence=confidence, n=n, seed=seed).items():
         cols = {}

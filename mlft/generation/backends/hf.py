@@ -9,9 +9,12 @@ mlft.generation.processors) or, for greedy decoding, the greedy picker. A batch'
 the decoding seed and the batch's first request, so a resumed run re-draws exactly what the uninterrupted run
 would have drawn.
 
-Batches: requests sorted by prompt length, cut at `batch_size` rows or `max_batch_tokens` padded prompt
-tokens, whichever comes first (prefill cost grows with the padded width; decoding is cheaper per token at
-larger batches).
+Batches (mlft.generation.batching): requests sorted by prompt length, cut at `batch_size` rows, at
+`max_batch_tokens` padded prompt tokens in the prefill forward, or where the batch's KV cache at
+max_new_tokens (rows x (width + max_new_tokens) x the model's KV bytes per token) would pass the memory budget
+(on CUDA a share of the free device memory, measured when a generate call starts; `memory_budget_gib`),
+whichever comes first: as few generate calls as memory allows (a call costs about as much per step at 2 rows
+as at 200).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Iterator, Literal, Sequence
 
 from mlft.errors import ConfigError
 from mlft.generation.backends import Request, Result, cut_reply, encode_request
+from mlft.generation.batching import BatchBudget, kv_bytes_per_token, memory_budget, plan_batches
 from mlft.generation.interventions.contrastive import PairedRows
 
 
@@ -36,8 +40,11 @@ class HFOptions:
     chat_template: str | None = field(default=None, metadata={
         "help": "a .jinja chat template for a tokenizer without one (a base model; `mlft evaluate-run` passes the "
                 "training run's template); the model's own template wins"})
-    max_batch_tokens: int = field(default=6144, metadata={
-        "help": "cap on padded prompt tokens per batch (a few long prompts do not pad a whole batch)"})
+    max_batch_tokens: int = field(default=32768, metadata={
+        "help": "cap on padded prompt tokens (rows x longest prompt) of one batch's prefill forward"})
+    memory_budget_gib: float | None = field(default=None, metadata={
+        "help": "GiB of KV cache one batch may hold at max_new_tokens (null: on CUDA 80% of the device's free "
+                "memory when a generate call starts, on CPU 4 GiB)"})
     prefix_cache: bool = field(default=True, metadata={
         "help": "compute the prompts' shared prefix (e.g. the chat template's system prompt) once and reuse its "
                 "KV cache in every batch"})
@@ -70,12 +77,14 @@ class HFBackend:
     provides = frozenset({"weights", "chat", "logprobs"})
 
     def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
-                 max_batch_tokens: int = 6144, model_ref: str | None = None, prefix_cache: bool = True):
+                 max_batch_tokens: int = 32768, model_ref: str | None = None, prefix_cache: bool = True,
+                 memory_budget_gib: float | None = None):
         if batch_size < 1:
             raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.token_stats, self.max_batch_tokens, self.model_ref = token_stats, max_batch_tokens, model_ref
         self.prefix_cache = prefix_cache
+        self.memory_budget_gib = memory_budget_gib
         self.live = False  # True when generating with a caller's (training) model: data-parallel ranks hold a copy
         self._prefix: tuple[tuple[int, ...], object] | None = None  # (prefix ids, its KV cache)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -97,7 +106,7 @@ class HFBackend:
         else:
             live = True
         backend = cls(model, tokenizer, batch_size, token_stats, options.max_batch_tokens, model_ref,
-                      options.prefix_cache)
+                      options.prefix_cache, options.memory_budget_gib)
         backend.live = live
         return backend
 
@@ -113,7 +122,7 @@ class HFBackend:
         """The constructor settings (a data-parallel rank builds the same backend over its copy of the model)."""
         return {"batch_size": self.batch_size, "token_stats": self.token_stats,
                 "max_batch_tokens": self.max_batch_tokens, "model_ref": self.model_ref,
-                "prefix_cache": self.prefix_cache}
+                "prefix_cache": self.prefix_cache, "memory_budget_gib": self.memory_budget_gib}
 
     def transformed(self, transforms: Sequence) -> "HFBackend":
         """A backend over the model changed by `transforms` (e.g. quantized), same settings."""
@@ -121,7 +130,7 @@ class HFBackend:
         for iv in transforms:
             model, tok = iv.transform(model, tok, self.model_ref)
         return type(self)(model, tok, self.batch_size, self.token_stats, self.max_batch_tokens, self.model_ref,
-                          self.prefix_cache)
+                          self.prefix_cache, self.memory_budget_gib)
 
     def encode(self, req: Request) -> list[int]:
         return encode_request(self.tokenizer, req)
@@ -142,26 +151,31 @@ class HFBackend:
     def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
         self.check(decoding, interventions)
         encoded = [self.encode(r) for r in requests]
-        for idx in self._batches(encoded):
+        for idx in self._batches(encoded, decoding, interventions):
             yield from self._generate_batch([requests[i] for i in idx], [encoded[i] for i in idx], decoding,
                                             interventions)
 
-    def plan(self, requests: list[Request]) -> list[list[Request]]:
-        """The batches `generate(requests)` generates, in order (each one, generated alone, is generated the same:
-        data-parallel evaluation hands them to different ranks)."""
+    def plan(self, requests: list[Request], decoding=None, interventions: Sequence = ()) -> list[list[Request]]:
+        """The batches `generate(requests, decoding, interventions)` generates, in order (each one, generated
+        alone, is generated the same: data-parallel evaluation hands them to different ranks)."""
         encoded = [self.encode(r) for r in requests]
-        return [[requests[i] for i in idx] for idx in self._batches(encoded)]
+        return [[requests[i] for i in idx] for idx in self._batches(encoded, decoding, interventions)]
 
-    def _batches(self, encoded: list[list[int]]) -> list[list[int]]:
-        """Indices sorted by prompt length, cut at batch_size rows or max_batch_tokens padded prompt tokens."""
-        batches: list[list[int]] = []
-        for i in sorted(range(len(encoded)), key=lambda i: len(encoded[i])):
-            cur = batches[-1] if batches else None
-            if cur is None or len(cur) >= self.batch_size or (len(cur) + 1) * len(encoded[i]) > self.max_batch_tokens:
-                batches.append([i])
-            else:
-                cur.append(i)
-        return batches
+    def budget(self, decoding=None, interventions: Sequence = ()) -> BatchBudget:
+        """What one batch may hold (`mlft.generation.batching`): batch_size rows, max_batch_tokens prefill tokens,
+        and the KV cache of its rows at `decoding.max_new_tokens` within the memory budget (measured now)."""
+        param = next(self.model.parameters(), None)
+        config = getattr(self.model, "config", None)
+        kv = kv_bytes_per_token(config, param.element_size()) if param is not None and config is not None else 0
+        rows = (decoding.num_beams if decoding is not None else 1) * \
+            (2 if any("rows" in iv.needs for iv in interventions) else 1)  # contrast rows: one per request
+        return BatchBudget(self.batch_size, self.max_batch_tokens,
+                           decoding.max_new_tokens if decoding is not None else 0, kv,
+                           memory_budget(param.device, self.memory_budget_gib) if kv else None, rows)
+
+    def _batches(self, encoded: list[list[int]], decoding=None, interventions: Sequence = ()) -> list[list[int]]:
+        """Indices sorted by prompt length, cut where the next one would not fit `budget`."""
+        return plan_batches([len(e) for e in encoded], self.budget(decoding, interventions))
 
     def _generate_batch(self, requests: list[Request], encoded: list[list[int]], decoding, interventions):
         import contextlib

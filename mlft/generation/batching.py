@@ -1,0 +1,73 @@
+"""Generation batches sized by memory: the KV cache a batch will hold, and the tokens one prefill forward sees.
+
+A batch of r rows padded to a prompt width w that generates up to n new tokens holds r x (w + n) tokens of KV
+cache at the end: 2 (keys, values) x layers x kv heads x head dim x the cache dtype's bytes per token (~192 KiB
+for a 1.7B model in bf16, ~23 KiB for SmolLM2-135M). `plan_batches` sorts the requests by prompt length (padding
+stays small) and fills each batch while it fits its `BatchBudget`: at most `max_rows` requests, at most
+`max_prefill_tokens` padded prompt tokens in the prefill forward, and a KV cache within `memory_bytes` (on CUDA:
+a share of the device's free memory, measured when a generate call starts; on CPU: a configured budget).
+A request that does not fit alone still gets a batch of its own (nothing smaller exists).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+KV_SHARE = 0.8          # of the free device memory (plus PyTorch's cached free blocks) a batch's KV cache may use
+CPU_BUDGET_GIB = 4.0    # KV-cache budget per batch on CPU unless configured
+
+
+@dataclass(frozen=True)
+class BatchBudget:
+    max_rows: int                    # requests per batch (the backend's batch_size)
+    max_prefill_tokens: int          # padded prompt tokens of one prefill forward (rows x width)
+    new_tokens: int = 0              # tokens each row generates at most (decoding.max_new_tokens)
+    kv_bytes_per_token: int = 0      # KV cache bytes of one token of one row; 0: no memory limit
+    memory_bytes: int | None = None  # KV cache bytes one batch may hold; None: no memory limit
+    row_factor: int = 1              # model rows per request (beams, contrast rows)
+
+    def kv_bytes(self, rows: int, width: int) -> int:
+        """KV cache bytes of `rows` requests padded to `width` prompt tokens, once every new token is in."""
+        return rows * self.row_factor * (width + self.new_tokens) * self.kv_bytes_per_token
+
+    def fits(self, rows: int, width: int) -> bool:
+        if rows > self.max_rows or rows * self.row_factor * width > self.max_prefill_tokens:
+            return False
+        return self.memory_bytes is None or self.kv_bytes(rows, width) <= self.memory_bytes
+
+
+def plan_batches(lengths: Sequence[int], budget: BatchBudget) -> list[list[int]]:
+    """Indices of `lengths` (prompt lengths) sorted by length (stable), cut into the largest batches that fit
+    `budget` (a batch's width is its longest prompt: the last one, as they come sorted)."""
+    batches: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        if batches and budget.fits(len(batches[-1]) + 1, lengths[i]):
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def kv_bytes_per_token(config, dtype_bytes: int) -> int:
+    """KV cache bytes per token and row of a transformers model config: 2 x layers x kv heads x head dim x bytes
+    (the text config of a multimodal model; head dim from `head_dim`, else hidden size / heads)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
+    return 2 * text.num_hidden_layers * kv_heads * head_dim * dtype_bytes
+
+
+def memory_budget(device, budget_gib: float | None) -> int:
+    """KV bytes one batch may hold: `budget_gib` when set; on CUDA, KV_SHARE of the device's free memory plus
+    the blocks PyTorch holds unused; else CPU_BUDGET_GIB."""
+    if budget_gib is not None:
+        return int(budget_gib * 2 ** 30)
+    if getattr(device, "type", str(device)) == "cuda":
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(device)
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return int(KV_SHARE * (free + cached))
+    return int(CPU_BUDGET_GIB * 2 ** 30)
