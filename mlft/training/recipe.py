@@ -9,6 +9,7 @@ overrides on the command line win over the YAML, which wins over the defaults be
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import typing
 from dataclasses import dataclass, field
@@ -265,7 +266,9 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
 
 
 def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Recipe:
-    recipe.training_args = validate_training_args(recipe.training_args, recipe.trainer, f"{src}: training_args")
+    args = resolve_auto_args(recipe.training_args, recipe.trainer, f"{src}: training_args")
+    recipe.training_args = validate_training_args(args, recipe.trainer, f"{src}: training_args")
+    check_joined_rows(recipe.training_args, recipe.trainer, f"{src}: training_args")
     _validate_model(recipe.model, f"{src}: model")
     if recipe.chat_template != "auto":
         path = resolve_path(recipe.chat_template)
@@ -349,3 +352,67 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), c
 
 def dump_recipe(recipe: Recipe, path: Path) -> None:
     path.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False, allow_unicode=True), encoding="utf-8")
+
+
+# ---------------------------------------------------------------- attention, padding-free rows, kernels
+
+VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3", "flex_attention")  # no dense L x L mask for joined rows
+AUTO_ARGS = ("padding_free", "use_liger_kernel")  # training_args that may say `auto` (resolved on this machine)
+
+
+def default_attention() -> str:
+    """flash_attention_2 on a GPU with the flash-attn package installed, else PyTorch's sdpa."""
+    if importlib.util.find_spec("flash_attn") is None:
+        return "sdpa"
+    import torch
+
+    return "flash_attention_2" if torch.cuda.is_available() else "sdpa"
+
+
+def attention_of(args: dict) -> str:
+    """The attention implementation training will load the model with (model_init_kwargs, else the default)."""
+    return (args.get("model_init_kwargs") or {}).get("attn_implementation") or default_attention()
+
+
+def joins_rows(args: dict, trainer: str) -> bool:
+    """Does trl join a batch's rows into one row (padding-free)? SFT's `packing` with the bfd strategies turns it
+    on (trl 1.16 SFTTrainer)."""
+    return bool(args.get("padding_free")) or (trainer == "sft" and bool(args.get("packing"))
+                                              and args.get("packing_strategy", "bfd") in ("bfd", "bfd_split"))
+
+
+def resolve_auto_args(args: dict, trainer: str, where: str) -> dict:
+    """`padding_free: auto`: on for SFT where the attention is varlen (flash-attn installed on a GPU, or
+    flex_attention), else off; `use_liger_kernel: auto`: on when liger-kernel is installed. Resolved where the
+    recipe is loaded (the training process writes the resolved values into the run's recipe.yaml)."""
+    out = dict(args)
+    for key in AUTO_ARGS:
+        if out.get(key) == "auto":
+            if key == "padding_free":
+                out[key] = trainer == "sft" and attention_of(out) in VARLEN_ATTENTION
+            else:
+                out[key] = importlib.util.find_spec("liger_kernel") is not None
+        elif isinstance(out.get(key), str):
+            raise ConfigError(f"{where}.{key}: true, false or auto, got {out[key]!r}")
+    return out
+
+
+def check_joined_rows(args: dict, trainer: str, where: str) -> None:
+    """Refuse padding-free rows where they cost more than padding: trl joins a batch's rows into one row of up to
+    rows x max_length tokens and, with sdpa or eager attention, transformers builds a dense L x L block-diagonal
+    mask over it (the attention work of every pair of rows, not of each row with itself)."""
+    if trainer == "dpo" and args.get("padding_free"):
+        raise ConfigError(f"{where}.padding_free: trl's DPOTrainer turns padding_free off (trl 1.16); set it false")
+    if not joins_rows(args, trainer):
+        return
+    attn = attention_of(args)
+    if attn in VARLEN_ATTENTION:
+        return
+    rows = int(args.get("per_device_train_batch_size", 8))
+    what = "packing (bfd strategy: padding-free)" if args.get("packing") else "padding_free"
+    raise ConfigError(
+        f"{where}: {what} with attn_implementation {attn!r}: trl joins the {rows} rows of a batch into one row and "
+        f"{attn} attends over it through a dense L x L block-diagonal mask (up to {rows}x the attention work of "
+        "the rows apart, and an L x L mask in memory). Use a varlen attention (pip install flash-attn for "
+        "flash_attention_2 on a GPU, or model_init_kwargs: {attn_implementation: flex_attention}), "
+        "padding_free: auto (on only where it is cheap), or packing_strategy: wrapped.")

@@ -30,7 +30,7 @@ from mlft.errors import ConfigError
 from mlft.io.jsonl import read_jsonl
 from mlft.io.locks import OutputLock
 from mlft.provenance import write_results
-from mlft.training.recipe import Recipe, accumulation_steps, dump_recipe
+from mlft.training.recipe import Recipe, accumulation_steps, default_attention, dump_recipe
 
 COMPLETE = "complete"
 CHAT_TEMPLATE = "chat_template.jinja"
@@ -78,17 +78,6 @@ def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None
         raise ConfigError(f"{recipe.source}: training_args: {exc}") from None
     _share_checkpointing_kwargs(config)
     return config
-
-
-def default_attention() -> str:
-    """flash_attention_2 on a GPU with the flash-attn package installed, else PyTorch's sdpa."""
-    import importlib.util
-
-    import torch
-
-    if torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None:
-        return "flash_attention_2"
-    return "sdpa"
 
 
 def _share_checkpointing_kwargs(config) -> None:
