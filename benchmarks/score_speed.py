@@ -53,8 +53,8 @@ def main() -> None:
 
     bare, completions, n_lines = timed(lambda cs: bare_loop(cs, lid))
     plain, _, _ = timed(lambda cs: score_completions(cs, lid=lid, words=words, workers=workers))
-    guarded, _, _ = timed(lambda cs: score_guard(cs, score_completions(cs, lid=lid, words=words,
-                                                                       workers=workers).replies))
+    guarded, _, _ = timed(lambda cs: score_guard(cs, score_completions(cs, lid=lid, words=words, workers=workers,
+                                                                       guard=True).replies))
     print(f"files: {len(files)}  replies: {len(completions)}  lines identified: {n_lines}  "
           f"scorer processes: {workers}")
     print(f"bare loop (read + tokenise + fastText, 1 process): {bare:7.2f} s")

@@ -76,7 +76,7 @@ def run(args) -> int:
         completions += read_completions(f)
     report = score_completions(completions, options, lid=args.lid, words=args.words, detail=bool(args.details),
                                bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
-                               workers=args.workers, progress=sys.stderr.isatty())
+                               workers=args.workers, progress=sys.stderr.isatty(), guard=not args.no_guard)
     guard = None
     if not args.no_guard:
         guard = score_guard(completions, report.replies, confidence=args.confidence, seed=args.seed)

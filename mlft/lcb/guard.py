@@ -346,6 +346,11 @@ def lexical_validity(text: str, lang: str) -> float | None:
     return sum(known) / len(words)
 
 
+def lexicon_of(lang: str) -> dict[str, float] | None:
+    """The wordfreq lexicon lexical validity reads for `lang` (loaded once per process; None without one)."""
+    return _lexicon(lang)
+
+
 def is_lexically_valid(text: str, lang: str) -> bool | None:
     v = lexical_validity(text, lang)
     return None if v is None else v > VALID_SHARE

@@ -79,6 +79,7 @@ class ReplyResult:
     word_error: bool = False
     lines: list = field(default_factory=list)          # [(text, label, score, ok)] of counted lines
     english_words: list = field(default_factory=list)  # tokens that failed the word check
+    guard: tuple | None = None  # (degenerate, lexical validity) when the scorer computed the guard's per-reply part
 
     @property
     def line_error(self) -> bool:

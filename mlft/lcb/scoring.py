@@ -15,7 +15,7 @@ from mlft.completions import Completion
 from mlft.errors import DataError
 from mlft.languages import NON_LATIN
 from mlft.lcb.fetch import WORDS, locate
-from mlft.lcb.guard import LIMITS, degenerate_flags, guard_rows, lexical_validity, limit_flags
+from mlft.lcb.guard import LIMITS, degenerate_flags, guard_rows, lexical_validity, lexicon_of, limit_flags
 from mlft.lcb.langid import LanguageIdentifier
 from mlft.lcb.metrics import GroupCounts, ReplyResult, ScoreOptions, analyze_reply, group_metrics, load_english_words
 from mlft.lcb.stats import Outcome, intervals
@@ -86,22 +86,36 @@ def _init_worker(lid_path, words, options):
     _WORKER.update(lid=LanguageIdentifier(lid_path), words=words, options=options)
 
 
-def _analyze_chunk(chunk: list[tuple[str, str]], detail: bool) -> list[ReplyResult]:
+def _add_guard(results: list[ReplyResult], items: list[tuple[str, str]]) -> list[ReplyResult]:
+    """The guard's per-reply part (degeneracy, lexical validity) on each result (`ReplyResult.guard`)."""
+    for r, d, (text, lang) in zip(results, degenerate_flags([t for t, _ in items]), items):
+        r.guard = (d, lexical_validity(text, lang))
+    return results
+
+
+def _analyze_chunk(chunk: list[tuple[str, str]], detail: bool, guard: bool = False) -> list[ReplyResult]:
     w = _WORKER
-    return [analyze_reply(t, lang, w["lid"], w["words"], w["options"], detail) for t, lang in chunk]
+    out = [analyze_reply(t, lang, w["lid"], w["words"], w["options"], detail) for t, lang in chunk]
+    return _add_guard(out, chunk) if guard else out
 
 
 def analyze_all(items: list[tuple[str, str]], lid: LanguageIdentifier, words: frozenset[str],
                 options: ScoreOptions, detail: bool = False, workers: int | None = None,
-                progress: bool = False) -> list[ReplyResult]:
-    """Analyze (text, lang) pairs; forks `workers` processes (default: all cores) for large inputs."""
+                progress: bool = False, guard: bool = False) -> list[ReplyResult]:
+    """Analyze (text, lang) pairs; forks `workers` processes (default: all cores) for large inputs. `guard` adds
+    the guard's per-reply part to each result (in the same workers, while the lines' tokens are cached)."""
     from tqdm.auto import tqdm
+
+    if guard:  # the lexicons load once, before forking (the workers share them)
+        for lang in sorted({lang for _, lang in items}):
+            lexicon_of(lang)
 
     workers = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if workers <= 1 or len(items) < PARALLEL_MIN_REPLIES:
         _WORKER.update(lid=lid, words=words, options=options)
-        return [analyze_reply(t, lang, lid, words, options, detail)
-                for t, lang in tqdm(items, desc="scoring", unit="reply", disable=not progress)]
+        out = [analyze_reply(t, lang, lid, words, options, detail)
+               for t, lang in tqdm(items, desc="scoring", unit="reply", disable=not progress)]
+        return _add_guard(out, items) if guard else out
     # languages in contiguous chunks keep each worker's tokeniser cache warm
     order = sorted(range(len(items)), key=lambda i: items[i][1])
     size = max(200, len(items) // (workers * 8))
@@ -111,7 +125,7 @@ def analyze_all(items: list[tuple[str, str]], lid: LanguageIdentifier, words: fr
     ctx = mp.get_context("fork")
     with ctx.Pool(workers) as pool, tqdm(total=len(items), desc="scoring", unit="reply",
                                          disable=not progress) as bar:
-        jobs = [(idx, pool.apply_async(_analyze_chunk, ([items[i] for i in idx], detail))) for idx in chunks]
+        jobs = [(idx, pool.apply_async(_analyze_chunk, ([items[i] for i in idx], detail, guard))) for idx in chunks]
         for idx, job in jobs:
             for i, r in zip(idx, job.get()):
                 results[i] = r
@@ -132,14 +146,15 @@ def load_resources(lid: str | LanguageIdentifier | None = None, words: str | Pat
 def score_completions(completions: list[Completion], options: ScoreOptions | None = None, *,
                       lid: str | LanguageIdentifier | None = None, words: str | Path | None = None,
                       detail: bool = False, bootstrap: int = 0, seed: int = 0, workers: int | None = None,
-                      progress: bool = False, confidence: float = 0.95) -> ScoreReport:
+                      progress: bool = False, confidence: float = 0.95, guard: bool = False) -> ScoreReport:
     """Score completions by the official rules. `bootstrap` > 0 adds intervals at `confidence` for LPR / WPR /
     LCPR on every row (`mlft.lcb.stats.intervals`: stratified bootstrap for aggregates, Wilson for a single
-    (source, language) group), seeded; per model, as `mlft eval` computes them per variant."""
+    (source, language) group), seeded; per model, as `mlft eval` computes them per variant. `guard` computes the
+    guard's per-reply part (degeneracy, lexical validity) in the scoring workers (`score_guard` then reuses it)."""
     options = options or ScoreOptions()
     identifier, word_set = load_resources(lid, words)
     results = analyze_all([(c.completion, c.language) for c in completions], identifier, word_set, options,
-                          detail, workers, progress)
+                          detail, workers, progress, guard or bool(bootstrap))
     # group in first-seen (task, model) order; groups sorted by (source, language) like the official script
     by_group: dict[tuple, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
     for i, c in enumerate(completions):
@@ -204,10 +219,12 @@ def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Seque
     completion's text (None for a language without a lexicon)."""
     if len(completions) != len(results):
         raise DataError(f"{len(completions)} completions but {len(results)} scored replies")
+    scored = all(getattr(r, "guard", None) is not None for r in results)  # computed by the scorer
     if degenerate is None:
-        degenerate = degenerate_flags([c.completion for c in completions])
+        degenerate = [r.guard[0] for r in results] if scored else degenerate_flags([c.completion for c in completions])
     if validity is None:
-        validity = [lexical_validity(c.completion, c.language) for c in completions]
+        validity = [r.guard[1] for r in results] if scored else \
+            [lexical_validity(c.completion, c.language) for c in completions]
     nll = list(nll) if nll is not None else [None] * len(completions)
     if not len(degenerate) == len(nll) == len(validity) == len(completions):
         raise DataError("degenerate / nll / validity must have one value per completion")
@@ -244,7 +261,7 @@ def _intervals(completions: list[Completion], results: list[ReplyResult], idx: l
     `mlft.lcb.stats` (the same numbers `mlft eval` reports for the same replies, seed and resamples)."""
     comps = [completions[i] for i in idx]
     # the same outcomes as `mlft eval` (validity included: the bootstrap's draws depend on the reply categories)
-    outcomes = outcomes_from(comps, [results[i] for i in idx], degenerate=degenerate_flags([c.completion for c in comps]))
+    outcomes = outcomes_from(comps, [results[i] for i in idx])
     out = {}
     for key, ms in intervals(outcomes, confidence=confidence, n=n, seed=seed).items():
         cols = {}

@@ -50,7 +50,7 @@ def load_side(spec: str):
         models = sorted({c.model for c in comps})
         if len(models) > 1:
             comps = [c for c in comps if c.model == (variant or models[0])]
-        return spec, outcomes_from(comps, score_completions(comps).replies)
+        return spec, outcomes_from(comps, score_completions(comps, guard=True).replies)
     if (path / "curves.jsonl").is_file():
         from mlft.training.curves import read_curves
 
