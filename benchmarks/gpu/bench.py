@@ -18,6 +18,7 @@ reads trl's `num_tokens` (non-padding tokens, or packed positions) from the step
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -221,6 +222,10 @@ def write_recipe(variant: str, launch: str) -> tuple[Path, Path | None]:
     }
     if spec["lora"]:
         recipe["lora"] = {"enabled": True, "r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"}
+    if train_args.get("packing") and importlib.util.find_spec("flash_attn") is None:
+        # padding-free rows need a varlen attention (mlft refuses them on sdpa: a dense L x L mask); flex_attention
+        # ships with torch
+        train_args["model_init_kwargs"] = {"attn_implementation": "flex_attention"}
     path = cfg_dir / f"{variant}.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     return path, accel
@@ -251,6 +256,10 @@ class StepTimer:
             def on_step_end(self, args, state, control, **kw):
                 sync()  # before on_save: the checkpoint and the eval callback are not in any step's time
                 self.ends.append([state.global_step, time.perf_counter() - self.t_begin])
+                if state.is_world_process_zero:  # as it happens: a run killed by its time box keeps its steps
+                    with open(path.with_suffix(".steps.jsonl"), "a", encoding="utf-8") as fh:
+                        fh.write(json.dumps({"step": state.global_step, "t": round(self.ends[-1][1], 4),
+                                             "num_tokens": self.tokens.get(state.global_step)}) + "\n")
                 if torch.cuda.is_available():
                     self.peak = max(self.peak, torch.cuda.max_memory_allocated())
                     self.reserved = max(self.reserved, torch.cuda.max_memory_reserved())

@@ -10,6 +10,8 @@
 #             Reports tokens/s, MFU, peak memory, the callback's share of wall time.
 #   generate  hf backend, the paper's decoding, 100 new tokens: tokens/s at batch 16 / 64 / 256 and the time of a
 #             full-LCB pass (6,586 prompts), estimated from a random sample.
+#   ratio     `mlft train` vs plain trl (SFTTrainer with the config mlft builds, the same rows), one process, 8 steps:
+#             median s/step of each, written per step as it finishes, and their ratio (benchmarks/train_speed.py).
 #   zero3     1-GPU ZeRO-3 run whose callback evaluates the saved checkpoint (and step 0) in a separate process:
 #             does it complete, and on which device did the child run.
 #
@@ -32,9 +34,9 @@ mkdir -p "$OUT" "$MLFT_GPU_BENCH_WORK"
 stages=()
 for s in "${@:-all}"; do
   case $s in
-    all) stages+=(train generate zero3) ;;
-    train|generate|zero3) stages+=("$s") ;;
-    *) echo "usage: $0 [train] [generate] [zero3] [all]" >&2; exit 2 ;;
+    all) stages+=(train generate zero3 ratio) ;;
+    train|generate|zero3|ratio) stages+=("$s") ;;
+    *) echo "usage: $0 [train] [generate] [zero3] [ratio] [all]" >&2; exit 2 ;;
   esac
 done
 
@@ -86,6 +88,13 @@ for s in "${stages[@]}"; do
       run_stage train.log 160 train packed ;;
     generate) run_stage generate.log 200 generate ;;
     zero3) run_stage zero3.log 280 train zero3 ;;
+    ratio)  # `mlft train` vs plain trl on the same config, one process, s/step in one run (benchmarks/train_speed.py)
+      t=$SECONDS
+      timeout -k 10 240 $PY benchmarks/train_speed.py recipes/multilingual_sft.yaml --steps 8 \
+        --work "$MLFT_GPU_BENCH_WORK/ratio" -o "model=$MLFT_GPU_BENCH_WORK/model" \
+        -o mix=data_mixes/cpu/multilingual_sft.yaml -o mix_overrides=[total=600] -o global_batch_size=8 \
+        -o accelerate_config=null >>"$OUT/ratio.log" 2>&1
+      echo "ratio -> rc $? in $((SECONDS - t)) s: $(tail -n 1 "$OUT/ratio.log")" | tee -a "$OUT/ratio.log" ;;
   esac
 done
 $PY benchmarks/gpu/bench.py summary
