@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mlft.commands.generate import add_model_args
 from mlft.errors import ConfigError
-from mlft.generation.backends import backend_options, check_backend, options_from_args
+from mlft.generation.backends import backend_options, check_backend, option_names, options_from_args
 from mlft.training.passes import checkpoint_step, evaluate_step
 from mlft.training.recipe import load_recipe
 from mlft.training.train import CHAT_TEMPLATE
@@ -31,7 +31,7 @@ def backend_settings(run_dir: Path, backend: str, options: dict) -> dict:
     """The backend options of a checkpoint evaluation: the user's, plus the run's chat template (a base model
     without one is evaluated at step 0 with the template the run trained with, as the in-process pass does)."""
     template = run_dir / CHAT_TEMPLATE
-    if backend == "hf" and template.is_file():
+    if "chat_template" in option_names(backend) and template.is_file():
         options = {"chat_template": str(template), **options}
     return options
 

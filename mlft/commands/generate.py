@@ -13,6 +13,7 @@ from mlft.errors import ConfigError
 from mlft.evals import lcb
 from mlft.evals.runner import EvalContext
 from mlft.generation.backends import (
+    DEFAULT_BACKEND,
     REGISTRY,
     add_backend_flags,
     check_backend,
@@ -32,7 +33,7 @@ def add_model_args(p) -> None:
     """Model and backend options shared by `mlft generate` and `mlft eval`."""
     p.add_argument("--model", default=None, help="embedded name (default smollm2-135m-instruct), a local folder or "
                    "a hub id; with --backend openai: the served model name")
-    p.add_argument("--backend", default="hf", help=f"one of {', '.join(REGISTRY)} (default hf)")
+    p.add_argument("--backend", default=DEFAULT_BACKEND, help=f"one of {', '.join(REGISTRY)} (default {DEFAULT_BACKEND})")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_backend_flags(p)
 

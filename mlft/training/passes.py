@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
+from mlft.generation.backends import able_backend, capabilities
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
 from mlft.training import curves
 
@@ -42,6 +43,15 @@ class EvalPass:
         """Whether an intervention of this pass reads the checkpoint's saved weights itself (e.g. quantize)."""
         return any(INTERVENTIONS.load(i["name"]).from_saved_weights for i in self.interventions)
 
+    def backend(self, backend: str, options: dict | None = None) -> tuple[str, dict | None]:
+        """(backend, options) this pass runs on: the evaluation's, unless the pass reads saved weights itself
+        (quantized variants) and that backend cannot transform a model: then the first registered backend that
+        can (with its default options)."""
+        if not self.needs_saved_weights:
+            return backend, options
+        hooks = set().union(*(INTERVENTIONS.load(i["name"]).needs for i in self.interventions))
+        return able_backend(backend, sorted(hooks), options)
+
 
 def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
     out = [EvalPass("model", ev.suite, tuple(ev.suite_overrides))]
@@ -55,6 +65,13 @@ def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
     out += [EvalPass(q, ev.suite, tuple(ev.suite_overrides), ({"name": "quantize", "scheme": q},),
                      at_ends_only=ev.quantized_at == "ends") for q in ev.quantized]
     return out
+
+
+def default_backend() -> str:
+    """The backend of a pass given a live model and no backend: the first registered one that takes one."""
+    from mlft.generation.backends import able
+
+    return able(lambda c: c.live_model)[0]
 
 
 def checkpoint_step(path: str | Path) -> int | None:
@@ -129,18 +146,20 @@ def load_pass_suite(p: EvalPass):
 
 
 def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=None, model_ref: str | None = None,
-             progress: bool = True, merge_lora: bool = True, backend: str = "hf",
+             progress: bool = True, merge_lora: bool = True, backend: str | None = None,
              backend_options: dict | None = None) -> list[dict]:
-    """Run one pass and return its curve rows (not yet recorded). `backend`, `backend_options`: for a model
-    loaded from `model_ref` (device, dtype, chat template). A backend other than hf generates from the saved
-    weights (`model_ref`), never the live model; quantized variants always run on hf."""
+    """Run one pass and return its curve rows (not yet recorded). `backend` (default: the first registered
+    backend that takes a live model), `backend_options`: for a model loaded from `model_ref` (device, dtype,
+    chat template). A backend that takes no live model generates from the saved weights (`model_ref`); quantized
+    variants run on a backend that can transform a model (`EvalPass.backend`)."""
     from mlft.evals.runner import run_suite
 
     suite = load_pass_suite(p)
     out_dir = run_dir / "evals" / f"step-{step:06d}" / p.variant
-    if p.needs_saved_weights and backend != "hf":  # quantized variants always run on hf
-        backend, backend_options = "hf", None
-    if model is not None and not p.needs_saved_weights and backend == "hf":
+    if backend is None:
+        backend = default_backend()
+    backend, backend_options = p.backend(backend, backend_options)
+    if model is not None and not p.needs_saved_weights and capabilities(backend).live_model:
         with eval_mode(model, merge_lora) as live:
             result = run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
                                progress=progress)
@@ -178,7 +197,7 @@ def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None
     for p in passes_for(ev):
         if p.at_ends_only and not is_end:
             continue
-        if model_ref is None and (p.needs_saved_weights or model is None or backend != "hf"):
+        if model_ref is None and (p.needs_saved_weights or model is None or not capabilities(backend).live_model):
             continue
         with curves.curves_lock(run_dir):
             if (step, p.variant) in curves.done(run_dir):

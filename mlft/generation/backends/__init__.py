@@ -13,12 +13,13 @@ key, unreachable or vanished server); everything else ends as a per-request erro
 The CLI flags of `mlft generate` / `mlft eval` are generated from each backend's `Options` dataclass
 (`add_backend_flags`), so a new backend option is one field with a `help` text.
 
-To add a backend: a module with a class that has `name`, `Options` (a dataclass), `capabilities` (which
-intervention hooks it can apply: "processors", "hooks", "transform", "strategy"), `provides` (what eval kinds
-may need from it: "weights" = a local torch model and tokenizer as `.model` / `.tokenizer`, "chat" = chat
-messages, "logprobs" = per-token log-probabilities), a classmethod
+To add a backend: a module with a class that has `name`, `Options` (a dataclass), `capabilities` (a
+`Capabilities`: what it can do -- the rest of mlft asks these, never a backend's name), a classmethod
 `create(options, *, model_ref, model, tokenizer, batch_size, token_stats)`, and the `Backend` methods below;
 then one line in `REGISTRY` (or, from another package: `REGISTRY.add("name", "package.module:Class")`).
+Optional: `refusal` (a hint when an intervention needs a hook it lacks), `unsupported(iv)`, and
+`lm_eval_model(options, *, model_ref, api, batch_size, tokenizer)` (a native lm-eval model; without it an
+`lm_eval` suite runs its generation tasks through the backend's `generate`).
 """
 
 from __future__ import annotations
@@ -26,22 +27,64 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterator, Literal, Protocol, Sequence, runtime_checkable
 
 from mlft.config import from_dict
 from mlft.errors import ConfigError, ModelError
 from mlft.registry import Registry
 
-PROVIDES = ("weights", "chat", "logprobs")  # what a backend can offer an eval kind (EvalKind.needs)
+HOOKS = ("processors", "hooks", "transform", "strategy", "rows")  # intervention hooks (Intervention.needs)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do. Recipes, passes, the training callback, evaluate-run, the runner and the eval kinds
+    ask these (`capabilities(name)`), never a backend's name; eval kinds name the flags they need (`CAPABILITIES`)."""
+
+    weights: bool = field(default=False, metadata={
+        "help": "holds a local torch model and its tokenizer as `.model` / `.tokenizer` (weight-level evals, "
+                "lm-eval's HFLM, the fluency reference)"})
+    chat: bool = field(default=False, metadata={"help": "takes chat messages"})
+    logprobs: bool = field(default=False, metadata={"help": "can return per-token log-probabilities"})
+    live_model: bool = field(default=False, metadata={
+        "help": "generates with a live in-process model object (`create(model=..., tokenizer=...)`): the training "
+                "callback evaluates the model it trains in place"})
+    data_parallel: bool = field(default=False, metadata={
+        "help": "the ranks of a training job can share its live-model generation (mlft.generation.parallel)"})
+    saved_weights: bool = field(default=False, metadata={
+        "help": "loads a model reference or a saved checkpoint itself (a served backend names a served model "
+                "instead): sharded weights are evaluated from the saved checkpoint in a separate process"})
+    placement_options: bool = field(default=False, metadata={
+        "help": "its Options place it (device, dtype): a separate-process evaluation gets the training rank's "
+                "device and dtype"})
+    own_devices: bool = field(default=False, metadata={
+        "help": "places itself on devices through the environment (vLLM: CUDA_VISIBLE_DEVICES and a GPU memory "
+                "share capped to what the training process leaves free)"})
+    hooks: frozenset = field(default=frozenset(), metadata={
+        "help": f"the intervention hooks it can apply (any of {', '.join(HOOKS)})"})
+
+    def __post_init__(self):
+        object.__setattr__(self, "hooks", frozenset(self.hooks))
+        unknown = self.hooks - set(HOOKS)
+        if unknown:
+            raise TypeError(f"Capabilities: unknown hooks {sorted(unknown)}; valid: {', '.join(HOOKS)}")
+
+    def flags(self) -> frozenset[str]:
+        """The names of the flags that are set."""
+        return frozenset(f for f in CAPABILITIES if getattr(self, f))
+
+
+# The one list of capability names (an eval kind's `needs` names some of them)
+CAPABILITIES = tuple(f.name for f in dataclasses.fields(Capabilities) if f.name != "hooks")
 
 
 def _check_backend_class(name: str, cls) -> None:
     for attr in ("Options", "capabilities", "create"):
         if not hasattr(cls, attr):
             raise TypeError(f"backend {name!r} ({cls!r}) has no {attr!r} (see mlft/generation/backends/__init__.py)")
-    unknown = set(getattr(cls, "provides", ())) - set(PROVIDES)
-    if unknown:
-        raise TypeError(f"backend {name!r}: unknown provides {sorted(unknown)}; valid: {', '.join(PROVIDES)}")
+    if not isinstance(cls.capabilities, Capabilities):
+        raise TypeError(f"backend {name!r}: `capabilities` must be a mlft.generation.backends.Capabilities, got "
+                        f"{cls.capabilities!r}")
 
 
 # name -> "module:Class" (imported on first use: the hf backend pulls in torch)
@@ -51,6 +94,7 @@ REGISTRY = Registry("backend", {
     "vllm": "mlft.generation.backends.vllm:VLLMBackend",
 }, check=_check_backend_class)
 BACKENDS = tuple(REGISTRY)  # the built-in names (REGISTRY holds any added later)
+DEFAULT_BACKEND = "hf"      # what --backend / evaluation.backend default to
 
 
 @dataclass
@@ -110,7 +154,7 @@ def cut_reply(ids: list[int], eos_ids, newline_ids, stop_at_newline: bool) -> tu
 class Backend(Protocol):
     name: str
     batch_size: int  # requests the runner hands over per call (hf: one seeded batch)
-    # class attributes (see the module docstring): Options, capabilities, provides; classmethod create(...)
+    # class attributes (see the module docstring): Options, capabilities; classmethod create(...)
 
     def prompt_length(self, request: Request) -> int:
         """A cheap length used to order requests (similar lengths batch together)."""
@@ -133,18 +177,45 @@ def backend_class(name: str, where: str = "backend") -> type:
     return REGISTRY.load(name, where)
 
 
+def capabilities(name: str, where: str = "backend") -> Capabilities:
+    """What backend `name` can do."""
+    return backend_class(name, where).capabilities
+
+
 def provides(name: str) -> frozenset[str]:
-    """What backend `name` offers eval kinds ("weights", "chat", "logprobs")."""
-    return frozenset(getattr(backend_class(name), "provides", ()))
+    """The capability flags backend `name` has (e.g. "weights", "chat", "logprobs")."""
+    return capabilities(name).flags()
 
 
 def holds_weights(name: str) -> bool:
-    return "weights" in provides(name)
+    return capabilities(name).weights
 
 
 def loads_model(name: str) -> bool:
-    """The backend loads a model reference itself (hf, vllm); a served backend (openai) names a served model."""
-    return holds_weights(name) or bool(getattr(backend_class(name), "loads_model", False))
+    """The backend loads a model reference itself; a served backend names a served model instead."""
+    return capabilities(name).weights or capabilities(name).saved_weights
+
+
+def able(test: Callable[[Capabilities], bool]) -> list[str]:
+    """The registered backends whose capabilities pass `test`, in registry order."""
+    return [b for b in REGISTRY if test(capabilities(b))]
+
+
+def able_backend(name: str, hooks: Sequence[str] = (), options: dict | Any | None = None) -> tuple[str, Any]:
+    """(backend, options) that can apply intervention `hooks`: `name` with `options` when it can, else the first
+    registered backend that can and loads saved weights (with its default options); e.g. quantized variants of a
+    vllm evaluation run on a backend that can transform a model."""
+    need = set(hooks)
+    if need <= capabilities(name).hooks:
+        return name, options
+    for b in able(lambda c: need <= c.hooks and (c.weights or c.saved_weights)):
+        return b, None
+    raise ConfigError(f"no registered backend can apply the intervention hooks {sorted(need)}")
+
+
+def option_names(name: str) -> frozenset[str]:
+    """The fields of backend `name`'s Options."""
+    return frozenset(f.name for f in dataclasses.fields(backend_class(name).Options))
 
 
 def backend_options(name: str, options: dict | Any | None, where: str = "backend options"):
@@ -168,10 +239,10 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
     """Refuse, before any generation, interventions this backend cannot apply."""
     cls = backend_class(name)
     for iv in interventions:
-        missing = sorted(set(iv.needs) - set(cls.capabilities))
+        missing = sorted(set(iv.needs) - cls.capabilities.hooks)
         if missing:
-            hint = getattr(cls, "refusal", "use a backend that runs the model locally "
-                                            f"({', '.join(b for b in REGISTRY if holds_weights(b))})")
+            ok = [b for b in REGISTRY if set(iv.needs) <= capabilities(b).hooks]
+            hint = getattr(cls, "refusal", f"use a backend that can ({', '.join(ok)})")
             raise ConfigError(f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
                               f"which the {name} backend cannot apply: {hint}, or drop the intervention")
         problem = cls.unsupported(iv) if hasattr(cls, "unsupported") else None

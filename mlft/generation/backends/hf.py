@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence
 
 from mlft.errors import ConfigError
-from mlft.generation.backends import Request, Result, cut_reply, encode_request
+from mlft.generation.backends import Capabilities, Request, Result, cut_reply, encode_request
 from mlft.generation.interventions.contrastive import PairedRows
 
 
@@ -66,8 +66,9 @@ def _cache_of(output):
 class HFBackend:
     name = "hf"
     Options = HFOptions
-    capabilities = frozenset({"processors", "hooks", "transform", "strategy", "rows"})
-    provides = frozenset({"weights", "chat", "logprobs"})
+    capabilities = Capabilities(weights=True, chat=True, logprobs=True, live_model=True, data_parallel=True,
+                                saved_weights=True, placement_options=True,
+                                hooks={"processors", "hooks", "transform", "strategy", "rows"})
 
     def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
                  max_batch_tokens: int = 6144, model_ref: str | None = None, prefix_cache: bool = True):
