@@ -162,7 +162,7 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
     if model is not None and not p.needs_saved_weights and capabilities(backend).live_model:
         with eval_mode(model, merge_lora) as live:
             result = run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
-                               progress=progress)
+                               progress=progress, backend=backend, backend_options=backend_options)
     else:
         result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
                            backend_options=backend_options)
