@@ -156,3 +156,48 @@ def test_an_lm_eval_suite_runs_on_the_third_backend(canned, tmp_path):
     with pytest.raises(ConfigError, match="score log-likelihoods, which the canned backend cannot.*holds weights "
                                           r"\(hf\)"):
         run_suite(mc, backend="canned", model_ref="m", out_dir=tmp_path / "c", progress=False)
+
+
+# -- one shape of metric rows ------------------------------------------------------------------------------------
+
+OLD_SCORES = [  # scores.jsonl lines as mlft wrote them before MetricRow (an lcb row, a polyglot row, an lm_eval row)
+    {"suite": "lcb_tiny", "variant": "default", "task": "crosslingual", "language": "de", "metric": "lpr",
+     "value": 0.75, "low": 0.5, "high": 0.9, "n": 12, "outcomes": "default/outcomes.jsonl"},
+    {"suite": "polyglot_quick", "variant": "default", "task": "cka", "language": "avg", "metric": "accuracy",
+     "value": 0.4},
+    {"suite": "cap", "variant": "default", "task": "arc_easy", "language": "avg", "metric": "acc", "value": 0.6,
+     "low": 0.5, "high": 0.7, "n": 40, "stderr": 0.05, "harness": True, "samples": "samples/arc_easy.jsonl"},
+]
+OLD_CURVE = {"step": 10, "variant": "model", "suite": "cap", "suite_variant": "default", "task": "arc_easy",
+             "language": "avg", "metric": "acc", "value": 0.6, "low": 0.5, "high": 0.7, "n": 40, "outcomes": None,
+             "model": "ckpt-10", "harness": True, "stderr": 0.05, "samples": "evals/step-000010/model/s.jsonl"}
+
+
+def test_old_scores_and_curve_rows_read_as_metric_rows_and_write_back_the_same():
+    from mlft.io.metric_rows import CurveRow, HarnessStats, MetricRow, rows_of
+
+    lcb, poly, cap = rows_of(OLD_SCORES)
+    assert (lcb.value, lcb.low, lcb.n, lcb.outcomes, lcb.harness) == (0.75, 0.5, 12, "default/outcomes.jsonl", None)
+    assert cap.harness == HarnessStats(0.05, "samples/arc_easy.jsonl") and cap.extra == {}
+    assert poly.to_dict() == OLD_SCORES[1]  # a row without an interval is written without one
+    assert lcb.to_dict() == OLD_SCORES[0] and cap.to_dict() == OLD_SCORES[2]
+    curve = rows_of([OLD_CURVE])[0]
+    assert isinstance(curve, CurveRow) and curve.step == 10 and curve.harness.samples.endswith("s.jsonl")
+    assert curve.to_dict() == OLD_CURVE and list(curve.to_dict()) == list(OLD_CURVE)  # same keys, same order
+    odd = MetricRow.from_dict({**OLD_SCORES[1], "seconds": 3.5})  # a key of another writer survives
+    assert odd.extra == {"seconds": 3.5} and odd.to_dict()["seconds"] == 3.5
+    assert cap["stderr"] == 0.05 and cap.get("low") == 0.5  # reads like its dict
+
+
+def test_trackers_and_the_table_read_old_curve_files(tmp_path):
+    """curves.jsonl written before MetricRow: the trackers' scalars and the mitigation table still read it."""
+    from mlft.training.tracking import scalars
+
+    assert scalars([OLD_CURVE]) == {"harness/model/arc_easy/acc": 0.6, "harness/model/arc_easy/acc_low": 0.5,
+                                    "harness/model/arc_easy/acc_high": 0.7}
+    from mlft.reports.mitigation import Capability, RowSpec, _capability_row
+
+    (tmp_path / "curves.jsonl").write_text(json.dumps(OLD_CURVE) + "\n")
+    row = _capability_row(RowSpec("r", run=str(tmp_path)), Capability(task="arc_easy", metric="acc",
+                                                                       variant="model", label="ARC"))
+    assert row.value == 0.6 and row.harness.samples == str(tmp_path / OLD_CURVE["samples"])

@@ -35,6 +35,7 @@ from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.generation.backends import able, backend_class, backend_options
 from mlft.harness import check_tasks, require_lm_eval
+from mlft.io.metric_rows import HarnessStats, MetricRow
 from mlft.lcb.stats import _percentile_test
 
 
@@ -190,7 +191,7 @@ def backend_lm(backend, o: LmEvalOptions, chat: bool = False):
     return BackendLM()
 
 
-def result_rows(results: dict, confidence: float = 0.95, variant: str = "default") -> list[dict]:
+def result_rows(results: dict, confidence: float = 0.95, variant: str = "default") -> list[MetricRow]:
     """mlft metric rows from lm-eval's results dict (tasks and groups)."""
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     n_samples = results.get("n-samples", {})
@@ -209,19 +210,18 @@ def result_rows(results: dict, confidence: float = 0.95, variant: str = "default
             stderr = metrics.get(f"{metric}_stderr,{filt}")
             stderr = float(stderr) if isinstance(stderr, (int, float)) and not math.isnan(float(stderr)) else None
             low, high = (value - z * stderr, value + z * stderr) if stderr is not None else (None, None)
-            rows.append({"variant": variant, "task": task, "language": "avg",
-                         "metric": metric if filt == "none" else f"{metric}/{filt}", "value": float(value),
-                         "low": low, "high": high, "n": n, "stderr": stderr, "harness": True})
+            rows.append(MetricRow(variant, task, "avg", metric if filt == "none" else f"{metric}/{filt}",
+                                  float(value), low, high, n, harness=HarnessStats(stderr)))
     return rows
 
 
-def _report(rows: list[dict], versions: str) -> str:
+def _report(rows: list[MetricRow], versions: str) -> str:
     lines = [f"lm-evaluation-harness {versions}; ± = half-width of the interval value ± z·stderr (harness stderr).",
              "", "| task | metric | value | n |", "|---|---|---:|---:|"]
     for r in rows:
-        half = f" ±{(r['high'] - r['low']) / 2:.4f}" if r["low"] is not None else ""
-        n = "" if r["n"] is None else r["n"]
-        lines.append(f"| {r['task']} | {r['metric']} | {r['value']:.4f}{half} | {n} |")
+        half = f" ±{(r.high - r.low) / 2:.4f}" if r.low is not None else ""
+        n = "" if r.n is None else r.n
+        lines.append(f"| {r.task} | {r.metric} | {r.value:.4f}{half} | {n} |")
     return "\n".join(lines) + "\n"
 
 
@@ -229,7 +229,7 @@ def _leaves(name: str, groups: dict[str, list[str]]) -> list[str]:
     return [leaf for child in groups[name] for leaf in _leaves(child, groups)] if name in groups else [name]
 
 
-def _write_samples(results: dict, rows: list[dict], sdir: Path) -> list[Path]:
+def _write_samples(results: dict, rows: list[MetricRow], sdir: Path) -> list[Path]:
     """samples/<task>.jsonl per task (each record with its `task`), and per group the records of its tasks; the
     rows of each task / group name their file."""
     from lm_eval.utils import handle_non_serializable
@@ -248,8 +248,8 @@ def _write_samples(results: dict, rows: list[dict], sdir: Path) -> list[Path]:
                 fh.write(json.dumps(x, default=handle_non_serializable, ensure_ascii=False) + "\n")
         files.append(path)
         for r in rows:
-            if r["task"] == name:
-                r["samples"] = str(Path("samples") / path.name)
+            if r.task == name:
+                r.harness.samples = str(Path("samples") / path.name)
     return files
 
 
@@ -335,8 +335,8 @@ def run(suite, ctx) -> KindOutput:
     files.append(ctx.out_dir / "lm_eval_results.json")
     version = getattr(lm_eval, "__version__", "")
     table = "task,metric,value,low,high,n\n" + "".join(
-        f"{r['task']},{r['metric']},{r['value']},{'' if r['low'] is None else r['low']},"
-        f"{'' if r['high'] is None else r['high']},{'' if r['n'] is None else r['n']}\n" for r in rows)
+        f"{r.task},{r.metric},{r.value},{'' if r.low is None else r.low},"
+        f"{'' if r.high is None else r.high},{'' if r.n is None else r.n}\n" for r in rows)
     return KindOutput(rows, _report(rows, version), [("lm_eval", table)], files)
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mlft.generation.backends import CAPABILITIES
+from mlft.io.metric_rows import MetricRow
 from mlft.registry import Registry
 
 # name -> module holding `KIND` (imported on first use)
@@ -41,7 +42,8 @@ KINDS = Registry("eval kind", {
 
 @dataclass
 class KindOutput:
-    rows: list[dict]                                         # {variant, task, language, metric, value}
+    rows: list[MetricRow | dict]                             # MetricRows (dicts {variant, task, language,
+                                                             # metric, value, ...} are read as MetricRows)
     report: str = ""                                         # markdown for report.md
     tables: list[tuple[str, str]] = field(default_factory=list)  # (name, CSV text) -> table_<name>.csv
     files: list[Path] = field(default_factory=list)          # other files the kind wrote

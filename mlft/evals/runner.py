@@ -33,6 +33,7 @@ from mlft.generation.backends import (
 )
 from mlft.generation.interventions import split
 from mlft.io.jsonl import write_jsonl
+from mlft.io.metric_rows import MetricRow
 
 
 def progress_desc(suite: str, variant: str) -> str:
@@ -139,11 +140,12 @@ def _reference_model(ref: str, backend_name: str, backend_opts):
 @dataclass
 class SuiteResult:
     suite: str
-    rows: list[dict]
+    rows: list[dict]             # as written to scores.jsonl
     out_dir: Path
     report: str = ""
     seconds: float = 0.0
     files: list[Path] = field(default_factory=list)
+    metric_rows: list[MetricRow] = field(default_factory=list)  # the same rows, typed
 
     def value(self, metric: str, task: str, language: str = "avg", variant: str = "default") -> float | None:
         return next((r["value"] for r in self.rows if (r["metric"], r["task"], r["language"], r["variant"])
@@ -188,7 +190,8 @@ def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, token
         out = get_kind(suite.kind).run(suite, ctx)
     finally:
         ctx.close()
-    rows = [{"suite": suite.name, **r} for r in out.rows]
+    typed = [_with_suite(MetricRow.coerce(r), suite.name) for r in out.rows]
+    rows = [r.to_dict() for r in typed]
     write_jsonl(out_dir / "scores.jsonl", rows)
     files = [out_dir / "scores.jsonl"]
     for name, text in out.tables:
@@ -202,7 +205,13 @@ def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, token
     files.append(write_results(out_dir, {"suite": suite.to_dict(), "backend": backend,
                                          "backend_options": _safe_options(backend, backend_options),
                                          "model": ctx.model_name}, started_at, seconds))
-    return SuiteResult(suite.name, rows, out_dir, report, seconds, files)
+    return SuiteResult(suite.name, rows, out_dir, report, seconds, files, typed)
+
+
+def _with_suite(row: MetricRow, name: str) -> MetricRow:
+    import dataclasses
+
+    return row if row.suite is not None else dataclasses.replace(row, suite=name)
 
 
 def _safe_options(backend: str, options) -> dict:

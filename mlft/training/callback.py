@@ -163,7 +163,7 @@ class EvalCallback(TrainerCallback):
             raise RuntimeError(f"`{' '.join(cmd)}` exited with {proc.returncode}")
         return curves.read_curves(self.run_dir)[before:]
 
-    def _log(self, rows: list[dict], step: int) -> None:
+    def _log(self, rows: list, step: int) -> None:  # MetricRows (in-process) or curve dicts (child)
         """Per-language numbers, intervals and sample completions to the trainer's trackers (report_to)."""
         if not (self.ev.log_to_trainer and self.trainer is not None and rows):
             return

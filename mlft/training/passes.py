@@ -21,6 +21,7 @@ from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
 from mlft.generation.backends import able_backend, capabilities
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
+from mlft.io.metric_rows import CurveRow, HarnessStats, MetricRow, rows_of
 from mlft.training import curves
 
 if TYPE_CHECKING:  # the recipe imports this module (its validation builds the passes)
@@ -147,7 +148,7 @@ def load_pass_suite(p: EvalPass):
 
 def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=None, model_ref: str | None = None,
              progress: bool = True, merge_lora: bool = True, backend: str | None = None,
-             backend_options: dict | None = None) -> list[dict]:
+             backend_options: dict | None = None) -> list[CurveRow]:
     """Run one pass and return its curve rows (not yet recorded). `backend` (default: the first registered
     backend that takes a live model), `backend_options`: for a model loaded from `model_ref` (device, dtype,
     chat template). A backend that takes no live model generates from the saved weights (`model_ref`); quantized
@@ -167,25 +168,24 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
         result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
                            backend_options=backend_options)
     rel = out_dir.relative_to(run_dir)
-    return [{"step": step, "variant": p.variant, "suite": r.get("suite", p.suite),
-             "suite_variant": r.get("variant"), "task": r["task"], "language": r["language"],
-             "metric": r["metric"], "value": r["value"], "low": r.get("low"), "high": r.get("high"),
-             "n": r.get("n"), "outcomes": str(rel / r["outcomes"]) if r.get("outcomes") else None,
-             "model": model_ref, **_harness_keys(r, rel)} for r in result.rows]
+    return [curve_row(r, step, p, rel, model_ref) for r in result.metric_rows]
 
 
-def _harness_keys(r: dict, rel: Path) -> dict:
-    """An lm_eval suite's rows keep their stderr and per-document samples file (paired comparisons)."""
-    if not r.get("harness"):
-        return {}
-    return {"harness": True, "stderr": r.get("stderr"),
-            "samples": str(rel / r["samples"]) if r.get("samples") else None}
+def curve_row(r: MetricRow, step: int, p: EvalPass, rel: Path, model_ref: str | None) -> CurveRow:
+    """The curve row of a suite's metric row: the pass as its variant, its files relative to the run directory
+    (an lm_eval row keeps its stderr and per-document samples file: paired comparisons)."""
+    harness = None
+    if r.harness is not None:
+        harness = HarnessStats(r.harness.stderr, str(rel / r.harness.samples) if r.harness.samples else None)
+    return CurveRow(p.variant, r.task, r.language, r.metric, r.value, r.low, r.high, r.n,
+                    suite=r.suite or p.suite, outcomes=str(rel / r.outcomes) if r.outcomes else None,
+                    harness=harness, step=step, suite_variant=r.variant, model=model_ref)
 
 
 def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None, tokenizer=None,
                   model_ref: str | None = None, is_end: bool = True, progress: bool = True,
                   mode: str = "in-process", backend: str | None = None,
-                  backend_options: dict | None = None) -> list[dict]:
+                  backend_options: dict | None = None) -> list[CurveRow]:
     """Run every pass of `ev` not yet recorded for `step`; record and return the new rows.
 
     `model`/`tokenizer`: the live model; `model_ref`: the saved checkpoint or base model (passes that need saved
@@ -203,25 +203,25 @@ def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None
             if (step, p.variant) in curves.done(run_dir):
                 continue
             t0 = time.time()
-            rows = run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
-                            progress=progress, merge_lora=ev.merge_lora, backend=backend,
-                            backend_options=backend_options)
-            curves.append_pass(run_dir, step, p.variant, rows, time.time() - t0, mode)
+            rows = rows_of(run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
+                                    progress=progress, merge_lora=ev.merge_lora, backend=backend,
+                                    backend_options=backend_options))
+            curves.append_pass(run_dir, step, p.variant, [r.to_dict() for r in rows], time.time() - t0, mode)
         log.info("[mlft eval] step %s %s: %s (%.1f s)", step, p.variant, headline_text(rows), time.time() - t0)
         new_rows += rows
     return new_rows
 
 
-def headline(rows: list[dict]) -> dict[str, float]:
+def headline(rows: list[MetricRow | dict]) -> dict[str, float]:
     """{"variant/task/metric": value} for the language-averaged LPR/WPR/LCPR rows."""
     out = {}
-    for r in rows:
-        if r["language"] == "avg" and r["metric"] in METRICS and r["value"] is not None:
-            out[f"{r['variant']}/{r['task']}/{r['metric']}"] = float(r["value"])
+    for r in rows_of(rows):
+        if r.language == "avg" and r.metric in METRICS and r.value is not None:
+            out[f"{r.variant}/{r.task}/{r.metric}"] = float(r.value)
     return out
 
 
-def headline_text(rows: list[dict]) -> str:
-    parts = sorted(f"{r['task']}/{r['metric']}={r['value']:.3f}" for r in rows
-                   if r["language"] == "avg" and r["metric"] in METRICS and r["value"] is not None)
+def headline_text(rows: list[MetricRow | dict]) -> str:
+    parts = sorted(f"{r.task}/{r.metric}={r.value:.3f}" for r in rows_of(rows)
+                   if r.language == "avg" and r.metric in METRICS and r.value is not None)
     return ", ".join(parts) or f"{len(rows)} rows"
