@@ -33,7 +33,8 @@ from typing import Literal
 
 from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
-from mlft.generation.backends import able, backend_class, backend_options
+from mlft.generation.backends import Request, able, backend_class, backend_options
+from mlft.generation.decoding import Decoding
 from mlft.harness import check_tasks, require_lm_eval
 from mlft.io.metric_rows import HarnessStats, MetricRow
 from mlft.lcb.stats import _percentile_test
@@ -136,9 +137,6 @@ def backend_lm(backend, o: LmEvalOptions, chat: bool = False):
     Requests (chat messages with `apply_chat_template` on a chat backend, else raw text); `until` strings cut the
     reply, `max_gen_toks` / `temperature` / `do_sample` set the decoding. Log-likelihood tasks are refused."""
     from lm_eval.api.model import LM
-
-    from mlft.generation.backends import Request
-    from mlft.generation.decoding import Decoding
 
     class BackendLM(LM):
         def __init__(self):

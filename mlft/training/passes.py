@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
-from mlft.generation.backends import able_backend, capabilities
+from mlft.generation.backends import able, able_backend, capabilities, option_names
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
 from mlft.io.metric_rows import CurveRow, HarnessStats, MetricRow, rows_of
 from mlft.training import curves
@@ -68,10 +68,32 @@ def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
     return out
 
 
+RUN_CHAT_TEMPLATE = "chat_template.jinja"  # the template a run trained with, in its run directory (= train.CHAT_TEMPLATE)
+
+
+def evaluation_backend(ev: EvaluationOptions, backend: str | None = None, options: dict | None = None,
+                       run_dir: Path | None = None) -> tuple[str, dict]:
+    """The one place a run's evaluation backend options are merged: (backend, options) from the recipe's
+    `evaluation.backend_options` (when `backend` is the recipe's), then the run's chat template (`run_dir`: for a
+    backend that takes one), then the caller's `options` (e.g. --device / the callback's placement)."""
+    backend = backend or ev.backend
+    merged = dict(ev.backend_options) if backend == ev.backend else {}
+    if run_dir is not None:
+        merged = {**merged, **backend_settings(run_dir, backend, {})}
+    return backend, {**merged, **(options or {})}
+
+
+def backend_settings(run_dir: Path, backend: str, options: dict) -> dict:
+    """`options` plus the run's chat template, for a backend that takes a chat template option (a base model
+    without one is evaluated at step 0 with the template the run trained with, as the in-process pass does)."""
+    template = Path(run_dir) / RUN_CHAT_TEMPLATE
+    if "chat_template" in option_names(backend) and template.is_file():
+        options = {"chat_template": str(template), **options}
+    return options
+
+
 def default_backend() -> str:
     """The backend of a pass given a live model and no backend: the first registered one that takes one."""
-    from mlft.generation.backends import able
-
     return able(lambda c: c.live_model)[0]
 
 
@@ -191,8 +213,7 @@ def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None
     `model`/`tokenizer`: the live model; `model_ref`: the saved checkpoint or base model (passes that need saved
     weights — quantized variants — always load it; the others load it when no live model is given).
     `is_end`: the step-0 baseline or the last step (quantized variants run there unless quantized_at=all)."""
-    if backend is None or backend == ev.backend:  # the recipe's backend, its options under the caller's
-        backend, backend_options = ev.backend, {**ev.backend_options, **(backend_options or {})}
+    backend, backend_options = evaluation_backend(ev, backend, backend_options)
     new_rows = []
     for p in passes_for(ev):
         if p.at_ends_only and not is_end:

@@ -25,11 +25,10 @@ Optional: `refusal` (a hint when an intervention needs a hook it lacks), `unsupp
 from __future__ import annotations
 
 import dataclasses
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
 
-from mlft.config import from_dict
+from mlft.config import add_dataclass_flags, flag_name, flag_values, from_dict
 from mlft.errors import ConfigError, ModelError
 from mlft.registry import Registry
 
@@ -250,56 +249,31 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
             raise ConfigError(f"{where}: intervention {iv.name!r} on the {name} backend: {problem}")
 
 
-# --- CLI flags generated from the options dataclasses ---------------------------------------------------
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _arg_type(tp):
-    origin = typing.get_origin(tp)
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if origin is Literal:
-        return {"type": str, "choices": list(typing.get_args(tp))}
-    if args and origin is not None:  # X | None
-        return _arg_type(args[0])
-    if tp is bool:
-        return {"action": "store_true"}
-    if tp in (int, float, str):
-        return {"type": tp}
-    return {"type": str}
-
+# --- CLI flags generated from the options dataclasses (config.py's generator) -----------------------------
 
 def add_backend_flags(parser) -> None:
     """One flag per field of every backend's Options (shared when two backends have a field of that name)."""
-    seen: dict[str, list[str]] = {}
-    specs: dict[str, tuple] = {}
+    owners: dict[str, list[str]] = {}
     for name in REGISTRY:
-        cls = backend_class(name)
-        hints = typing.get_type_hints(cls.Options)
-        for f in dataclasses.fields(cls.Options):
-            seen.setdefault(f.name, []).append(name)
-            specs.setdefault(f.name, (hints[f.name], f))
+        for f in dataclasses.fields(backend_class(name).Options):
+            owners.setdefault(f.name, []).append(name)
+    prefix = {f: f"{', '.join(names)}: " for f, names in owners.items()}
     group = parser.add_argument_group("backend options (generated from each backend's options)")
-    for fname, (tp, f) in specs.items():
-        default = f.default if f.default is not dataclasses.MISSING else None
-        kw = _arg_type(tp)
-        shown = "" if kw.get("action") or default in (None, "") else f"; default {default}"
-        help_text = f"{', '.join(seen[fname])}: {f.metadata.get('help', '')}{shown}"
-        group.add_argument(_flag(fname), dest=f"backend__{fname}", default=None, help=help_text, **kw)
+    done: set[str] = set()
+    for name in REGISTRY:
+        cls = backend_class(name).Options
+        add_dataclass_flags(group, cls, "backend__", exclude=done, help_prefix=prefix)
+        done |= {f.name for f in dataclasses.fields(cls)}
 
 
 def options_from_args(name: str, args) -> dict:
     """The options the user set on the command line for backend `name`; a flag of another backend is refused."""
-    own = {f.name for f in dataclasses.fields(backend_class(name).Options)}
+    own = option_names(name)
     out = {}
-    for key, value in vars(args).items():
-        if not key.startswith("backend__") or value in (None, False):
-            continue
-        fname = key[len("backend__"):]
+    for fname, value in flag_values(args, "backend__").items():
         if fname not in own:
-            owners = [b for b in REGISTRY if fname in {f.name for f in dataclasses.fields(backend_class(b).Options)}]
-            raise ConfigError(f"{_flag(fname)} is an option of the {'/'.join(owners)} backend, not {name} "
+            owners = [b for b in REGISTRY if fname in option_names(b)]
+            raise ConfigError(f"{flag_name(fname)} is an option of the {'/'.join(owners)} backend, not {name} "
                               f"(--backend {name})")
         out[fname] = value
     return out
