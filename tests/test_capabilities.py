@@ -201,3 +201,38 @@ def test_trackers_and_the_table_read_old_curve_files(tmp_path):
     row = _capability_row(RowSpec("r", run=str(tmp_path)), Capability(task="arc_easy", metric="acc",
                                                                        variant="model", label="ARC"))
     assert row.value == 0.6 and row.harness.samples == str(tmp_path / OLD_CURVE["samples"])
+
+
+# -- thin front doors ------------------------------------------------------------------------------------------------
+
+def test_pass_suites_are_loaded_once_per_run(tmp_path, monkeypatch):
+    """Recipe validation builds every pass's suite; the checkpoints' passes reuse them (copies: a pass cannot change
+    the next one's suite)."""
+    import mlft.evals.runner as runner
+    from mlft.training import passes
+    from mlft.training.recipe import load_recipe
+
+    loads = []
+    real = passes.load_suite
+    monkeypatch.setattr(passes, "load_suite", lambda *a, **k: loads.append(a) or real(*a, **k))
+    monkeypatch.setattr(passes, "_SUITES", {})
+    monkeypatch.setattr(runner, "run_suite", lambda suite, **kw: runner.SuiteResult(suite.name, [], kw["out_dir"]))
+    recipe = load_recipe("recipes/crosslingual_sft.yaml", [
+        "evaluation.suite=lcb_tiny", "evaluation.fewshot=true", "evaluation.quantized=[w8]"])
+    n = len(passes.passes_for(recipe.evaluation))
+    assert n == 5 and len(loads) == n  # model, Q/A, 1-shot, 5-shot, w8
+    for step in (0, 10, 20):
+        passes.evaluate_step(tmp_path, recipe.evaluation, step, model_ref=f"ckpt-{step}")
+    assert len(loads) == n
+    a = passes.load_pass_suite(passes.passes_for(recipe.evaluation)[0])
+    a.options.per_group = 999
+    assert passes.load_pass_suite(passes.passes_for(recipe.evaluation)[0]).options.per_group != 999
+
+
+def test_eval_flags_reach_the_suite_typed_over_the_overrides():
+    from mlft.evals.suite import load_suite
+
+    suite = load_suite("lcb_tiny", ["decoding.max_new_tokens=9", "per_group=2"],
+                       {"decoding": {"max_new_tokens": 20, "temperature": 0.0}, "prompts": None})
+    assert suite.options.decoding.max_new_tokens == 20 and suite.options.decoding.temperature == 0.0
+    assert suite.options.per_group == 2 and suite.to_dict()["settings"]["decoding"]["max_new_tokens"] == 20

@@ -10,6 +10,9 @@ file's lock is held from the "already done?" check to the append.
 
 from __future__ import annotations
 
+import copy
+import json
+import os
 import re
 import time
 from contextlib import contextmanager
@@ -19,6 +22,9 @@ from typing import TYPE_CHECKING
 
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
+from mlft.errors import ConfigError
+from mlft.evals.registry import get_kind
+from mlft.evals.suite import EvalSuite, load_suite, suite_path
 from mlft.generation.backends import able, able_backend, capabilities, option_names
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
 from mlft.io.metric_rows import CurveRow, HarnessStats, MetricRow, rows_of
@@ -147,23 +153,31 @@ def _checkpointing_off(model) -> None:
             return
 
 
-def load_pass_suite(p: EvalPass):
-    """The pass's suite with its overrides; the pass's interventions are appended to the suite's own."""
-    from mlft.evals.suite import load_suite
+_SUITES: dict[str, EvalSuite] = {}  # pass suites of this process, built once (recipe validation, then each pass)
 
+
+def load_pass_suite(p: EvalPass) -> EvalSuite:
+    """The pass's suite with its overrides; the pass's interventions are appended to the suite's own. Loaded and
+    validated once per process (recipe validation builds every pass's suite; each checkpoint's pass reuses it: a
+    copy, so a run never changes it); the suite file's change time is part of the key."""
+    path = suite_path(p.suite)
+    key = json.dumps([str(path.resolve()), path.stat().st_mtime_ns, p.overrides, p.interventions,
+                      os.environ.get("MLFT_LCB_DATA")], sort_keys=True, default=str)
+    if key not in _SUITES:
+        _SUITES[key] = _build_pass_suite(p)
+    return copy.deepcopy(_SUITES[key])
+
+
+def _build_pass_suite(p: EvalPass) -> EvalSuite:
     suite = load_suite(p.suite, list(p.overrides))
     if p.interventions:
         opts = suite.options
         if not hasattr(opts, "interventions"):
-            from mlft.errors import ConfigError
-
             raise ConfigError(f"evaluation pass {p.variant!r}: suite {p.suite!r} ({suite.kind}) takes no interventions")
         opts.interventions = [*opts.interventions, *p.interventions]
         for v in getattr(opts, "variants", []):
             if v.interventions is not None:
                 v.interventions = [*v.interventions, *p.interventions]
-        from mlft.evals.registry import get_kind
-
         get_kind(suite.kind).validate(opts, f"evaluation pass {p.variant!r}")
     return suite
 
