@@ -54,4 +54,4 @@ def check_scorable(code: str, where: str = "language") -> str:
 
     raise ConfigError(f"{where}: language {code!r} is unknown to the language-ID model "
                       f"({len(lid_labels())} languages){did_you_mean(str(code), lid_labels())}; use its ISO 639 code "
-                      "as fastText names it (e.g. bg, cs, fi, sw)")
+                      f"as fastText names it (e.g. bg, cs, fi, sw); valid: {', '.join(sorted(lid_labels()))}")

@@ -138,7 +138,7 @@ def load_mix(path: str | Path, overrides=()) -> MixConfig:
     """Read (with `include:`), apply `key=value` overrides (`total=500`, `seed=1`, `decontaminate.enabled=false`;
     `sources` is a list, so change a source in the file) and validate a mix, before any data is loaded."""
     path = Path(path)
-    data = apply_overrides(load_yaml(path), list(overrides))
+    data = apply_overrides(load_yaml(path, shipped="data_mixes"), list(overrides))
     data["path"] = str(path)
     where = f"{path}: mix"
     mix = from_dict(MixConfig, data, where)

@@ -338,7 +338,7 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), c
     """Read, merge (`include:`), override and validate a recipe — before any model or dataset is loaded."""
     path = resolve_path(path)
     src = str(path)
-    data = load_yaml(path)
+    data = load_yaml(path, shipped="recipes")
     data = apply_overrides(data, list(overrides))
     recipe = from_dict(Recipe, data, src)
     recipe.source = src
