@@ -24,22 +24,6 @@ PATH = re.compile(r"(?<![\w./$-])((?:mlft|eval|recipes|data_mixes|configs|benchm
                   r"/[\w./{},-]*[\w/}])")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
-# Issue 28's planned module moves (new path -> today's): a page may already name the new path while main still has
-# the old one. Remove an entry once main has the move; the new path is then required.
-PLANNED_MOVES = [
-    ("mlft/stats.py", "mlft/lcb/stats.py"),
-    ("mlft/format.py", "mlft/reports/format.py"),
-    ("mlft/io/curve_file.py", "mlft/training/curves.py"),
-    ("mlft/langid.py", "mlft/lcb/langid.py"),
-    ("mlft/benchmarks/lcb/", "mlft/lcb/"),
-    ("mlft/benchmarks/multisense/", "mlft/evals/multisense/"),
-    ("mlft/benchmarks/polyglot/", "mlft/evals/polyglot/"),
-    ("mlft/benchmarks/", "mlft/lcb/"),
-    ("mlft/data/parallel_corpus.py", "mlft/data/parallel.py"),
-    ("mlft/generation/data_parallel.py", "mlft/generation/parallel.py"),
-]
-
-
 def _commands(text: str) -> list[list[str]]:
     """argv (after `mlft`) of every mlft command in the page's bash blocks: continuation lines joined, comments
     and leading VAR=value assignments dropped, `a && b` split; `accelerate launch ... -m mlft ARGS` gives ARGS."""
@@ -97,15 +81,6 @@ def _expand(path: str) -> list[str]:
     return ["".join(c) for c in product(*choices)]
 
 
-def _exists(rel: str) -> bool:
-    if (ROOT / rel).exists():
-        return True
-    for new, old in PLANNED_MOVES:
-        if rel.startswith(new) and (ROOT / (old + rel[len(new):])).exists():
-            return True
-    return False
-
-
 def _anchors(page: Path) -> set[str]:
     """GitHub's heading anchors: lower case, punctuation but `-` and `_` dropped, spaces to `-`."""
     heads = re.findall(r"^#+ (.+)$", BASH_BLOCK.sub("", page.read_text(encoding="utf-8")), re.M)
@@ -119,7 +94,7 @@ def path_problems(text: str, page: str, folder: Path = ROOT) -> list[str]:
         if "*" in raw:
             continue
         for rel in _expand(raw.rstrip(".,")):
-            if not _exists(rel):
+            if not (ROOT / rel).exists():
                 problems.append(f"{page}: names {rel}, which does not exist")
     for link in sorted(set(LINK.findall(text))):
         if re.match(r"[a-z]+:", link):
@@ -188,9 +163,3 @@ mlft score c.jsonl --format json \\
                      "made-up.md: names recipes/cpu/nope.yaml, which does not exist",
                      "made-up.md: link README.md#no-such-heading: no heading #no-such-heading in README.md",
                      "made-up.md: link docs/missing.md: no file docs/missing.md"], paths
-
-
-def test_planned_moves_accept_the_old_path_only_while_it_exists():
-    assert _exists("mlft/cli.py") and not _exists("mlft/nowhere.py")
-    for new, old in PLANNED_MOVES:
-        assert (ROOT / new).exists() or (ROOT / old).exists(), (new, old)
