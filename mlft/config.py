@@ -78,9 +78,10 @@ def _include_path(path: Path, inc, shipped: str | None) -> Path:
         if found is not None:
             return found
     known = sorted({p.relative_to(d).as_posix() for d in resource_dirs(shipped) for p in d.rglob("*.y*ml")})
+    stem = str(Path(inc).with_suffix("")) if Path(inc).suffix in (".yaml", ".yml") else inc
+    hint = did_you_mean(stem, [str(Path(k).with_suffix("")) for k in known])
     raise ConfigError(f"{path}: include {inc}: file not found beside it ({path.parent}) nor among the shipped "
-                      f"{shipped}/ files{did_you_mean(inc, known + [Path(k).with_suffix('').as_posix() for k in known])};"
-                      f" shipped: {', '.join(known)}")
+                      f"{shipped}/ files{hint}; shipped: {', '.join(known)}")
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str = "command line") -> dict:
