@@ -96,7 +96,7 @@ def test_a_recipe_evaluates_with_the_third_backend_in_process(canned, tmp_path, 
     """evaluation.backend: canned -> the callback's pass runs in-process on the live model through the new backend
     (it takes a live model); its rows reach curves.jsonl with the canned replies' numbers."""
     import mlft.training.callback as cb
-    from mlft.training import curves
+    from mlft.io import curve_file
     from mlft.training.recipe import load_recipe
 
     recipe = load_recipe("recipes/crosslingual_sft.yaml", [
@@ -111,7 +111,7 @@ def test_a_recipe_evaluates_with_the_third_backend_in_process(canned, tmp_path, 
     callback.on_train_begin(SimpleNamespace(), state, None, model=live)
     assert canned.seen and all(m is live for m, _ in canned.seen)  # the live model, not a reload
     assert live.training  # train mode restored after the pass
-    rows = curves.read_curves(tmp_path)
+    rows = curve_file.read_curves(tmp_path)
     lpr = {(r["variant"], r["language"]): r["value"] for r in rows if r["metric"] == "lpr"
            and r["task"] == "crosslingual"}
     assert lpr[("model", "de")] == 1.0 and lpr[("model", "zh")] == 1.0  # always the right language

@@ -89,7 +89,7 @@ def load_suite(name_or_path: str | Path, overrides: list[str] | tuple = (), sett
     """Read, merge includes, apply `key=value` overrides, then the typed `settings` (e.g. the command line's flags:
     {"decoding": {"max_new_tokens": 20}, "prompts": "my.jsonl"}), and validate an eval suite."""
     path = suite_path(name_or_path)
-    data = deep_merge(apply_overrides(load_yaml(path), list(overrides)), dict(settings or {}))
+    data = deep_merge(apply_overrides(load_yaml(path, shipped=SUITE_FOLDER), list(overrides)), dict(settings or {}))
     data.setdefault("name", path.stem)
     data["source_file"] = str(path)
     try:

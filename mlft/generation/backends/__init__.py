@@ -49,7 +49,7 @@ class Capabilities:
         "help": "generates with a live in-process model object (`create(model=..., tokenizer=...)`): the training "
                 "callback evaluates the model it trains in place"})
     data_parallel: bool = field(default=False, metadata={
-        "help": "the ranks of a training job can share its live-model generation (mlft.generation.parallel)"})
+        "help": "the ranks of a training job can share its live-model generation (mlft.generation.data_parallel)"})
     saved_weights: bool = field(default=False, metadata={
         "help": "loads a model reference or a saved checkpoint itself (a served backend names a served model "
                 "instead): sharded weights are evaluated from the saved checkpoint in a separate process"})
