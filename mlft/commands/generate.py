@@ -12,7 +12,7 @@ from mlft.evals.runner import EvalContext
 from mlft.generation.backends import check_backend, check_interventions, holds_weights, loads_model, options_from_args
 from mlft.generation.cli_flags import add_generation_flags, add_model_args, generation_settings, parse_interventions
 from mlft.generation.models import DEFAULT_MODEL, resolve
-from mlft.generation.runner import failed_count, generate_completions
+from mlft.generation.runner import failed_count
 from mlft.io.locks import OutputLock
 
 
@@ -64,12 +64,10 @@ def _generate(args, opts, run_, model_ref, backend_opts) -> int:
         if holds_weights(args.backend):  # cheapest first: the model reference, then the data, then the weights
             resolve(model_ref)
             prompts = lcb.select_prompts(opts)
-            backend = ctx.backend(opts.batch_size, opts.token_stats, run_.interventions)
-        else:  # the server answers first (key, reachability), then the data
-            backend = ctx.backend(opts.batch_size, opts.token_stats, run_.interventions)
+        else:  # the server answers first (key, reachability; the backend is kept for the run), then the data
+            ctx.backend(opts.batch_size, opts.token_stats, run_.interventions)
             prompts = lcb.select_prompts(opts)
-        records = generate_completions(prompts, backend, run_.decoding, run_.prompting, args.out, ctx.model_name,
-                                       progress=not args.no_progress, interventions=run_.interventions)
+        records = lcb.generate_run(ctx, opts, run_, prompts, Path(args.out))  # the lcb kind, scoring off
     finally:
         ctx.close()
     failed = failed_count(args.out)
