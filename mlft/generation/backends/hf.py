@@ -222,12 +222,14 @@ class HFBackend:
             if decoding.seed is not None:
                 torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
             if any(r.stop_at_newline for r in requests):
-                extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(self._newline_ids(),
-                                                                               [r.stop_at_newline for r in rows])])
+                extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(
+                    self._newline_ids(), [r.stop_at_newline for r in rows], device=device)])
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
                 logits_processor=LogitsProcessorList(chain), **decoding.hf_kwargs(), **extra)
             out = out[:n]
+            if log is not None:
+                log.to_host()  # the per-step records, stacked and copied once
         seconds = (time.perf_counter() - started) / len(requests)
         generated = out[:, width:].tolist()
         for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):
