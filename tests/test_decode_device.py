@@ -175,3 +175,52 @@ def test_aten_ops_per_step_within_a_tenth_of_plain_greedy():
     for decoding in (Decoding(temperature=0.0), Decoding()):
         ops = sync_count.per_step(mlft_runner(model, tok, reqs, decoding, []), model, 2, 4)["ops"]
         assert ops <= 1.1 * plain, (decoding, ops, plain)
+
+
+# --- the static-cache (compiled) path -----------------------------------------------------------------------
+
+def test_decode_auto_compiles_on_a_gpu_only_without_forward_hooks(tiny):
+    from mlft.generation.backends.hf import HFBackend, HFOptions
+
+    model, tok, specs = tiny
+    assert HFOptions().decode == "auto"
+    backend = HFBackend(model, tok)
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert backend.decode_mode(cuda, Decoding()) == "compiled"
+    assert backend.decode_mode(cpu, Decoding()) == "eager"  # the CPU default: op by op anyway
+    assert backend.decode_mode(cuda, Decoding(num_beams=2)) == "eager"  # beams reorder the cache
+    steer = build_interventions([specs["steer"]], "x")
+    assert backend.decode_mode(cuda, Decoding(), steer) == "eager"  # its hooks' Python state: a recompile a step
+    assert backend.decode_mode(cuda, Decoding(), build_interventions([specs["script_gate"]], "x")) == "compiled"
+    assert HFBackend(model, tok, decode="static").decode_mode(cuda, Decoding(), steer) == "static"
+    kw = backend._static_kwargs("compiled", own_cache=True)
+    assert kw["cache_implementation"] == "static" and kw["compile_config"] is not None
+    assert backend._static_kwargs("static", own_cache=False) == {"disable_compile": True}
+    assert HFBackend(model, tok, decode="static").spec()["decode"] == "static"
+
+
+@pytest.mark.parametrize("prefix_cache", [True, False])
+def test_static_cache_generates_what_the_dynamic_one_does(tiny, prefix_cache):
+    """The compiled path's cache (transformers' StaticCache; with the shared prefix copied into its first
+    positions), run eagerly here: the same tokens and log-probabilities, greedy and seeded sampling. With the
+    prefix cache, the prefill runs only the rows' own tokens."""
+    from mlft.generation.backends.hf import HFBackend
+
+    model, tok, _ = tiny
+    reqs = requests(6)
+    widths = []
+    handle = model.register_forward_pre_hook(lambda m, args, kw: widths.append(kw["input_ids"].shape[1]),
+                                             with_kwargs=True)
+    try:
+        for decoding in (Decoding(temperature=0.0, max_new_tokens=6), Decoding(max_new_tokens=6)):
+            runs = {}
+            for mode in ("eager", "static"):
+                widths.clear()
+                backend = HFBackend(model, tok, batch_size=6, decode=mode, prefix_cache=prefix_cache)
+                runs[mode] = [(r.completion, r.extra["nll"]) for r in backend.generate(reqs, decoding)]
+                prefill = widths[-6]  # the first of the batch's 6 forward passes
+            assert runs["static"] == runs["eager"] and len({c for c, _ in runs["eager"]}) > 1
+            full = max(len(backend.encode(r)) for r in reqs)
+            assert (prefill < full) == prefix_cache, (prefill, full)
+    finally:
+        handle.remove()

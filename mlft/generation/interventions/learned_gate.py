@@ -64,6 +64,11 @@ class _Capture:
     prefix_tokens: list[int] | None = None
 
 
+def _on(t, device):
+    """`t` on `device` (no call at all when it is there already: nothing per step)."""
+    return t if t.device == device else t.to(device)
+
+
 class LearnedGateProcessor:
     """Per step on the logits' device: the gate's prediction, the reply's last letter family (tracked
     incrementally, one new token a step), the `needed` test and the mask; no host read on an accelerator (on a
@@ -129,8 +134,8 @@ class LearnedGateProcessor:
         if not self.o.keep_last:
             return pred.clone(), pred, torch.ones(len(pred), dtype=torch.bool, device=pred.device)
         self._scan(input_ids)
-        may_gate = self._has_letter.to(pred.device)
-        last = torch.nn.functional.one_hot(self._last.to(pred.device), pred.shape[-1]).bool()
+        may_gate, last = (_on(t, pred.device) for t in (self._has_letter, self._last))
+        last = torch.nn.functional.one_hot(last, pred.shape[-1]).bool()
         return pred | (last & may_gate[:, None]), pred, may_gate
 
     def __call__(self, input_ids, scores):
@@ -145,7 +150,7 @@ class LearnedGateProcessor:
         if self.fired is None:
             self.fired = torch.zeros(rows, dtype=torch.long, device=scores.device)
             self.top1 = torch.zeros(rows, dtype=torch.long, device=scores.device)
-        probs = self.gate.predict(self.capture.value[:rows]).to(scores.device)  # a no-op: the gate runs there
+        probs = _on(self.gate.predict(self.capture.value[:rows]), scores.device)  # the gate runs there
         allowed, pred, may_gate = self.allowed(probs, input_ids)
         to_mask = ~allowed & self.maskable
         open_rows = may_gate & to_mask.any(-1)
