@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from mlft.generation import sync_count  # noqa: E402
 from mlft.generation.sync_count import per_step  # noqa: E402
 from tests.device_helpers import VARIANTS, intervention_specs, mlft_runner, plain_runner, requests, tiny_model  # noqa: E402
 
@@ -41,18 +42,22 @@ def main(argv=None):
     ap.add_argument("--short", type=int, default=3)
     ap.add_argument("--long", type=int, default=7)
     ap.add_argument("--only", nargs="*", help="only these rows (names as printed)")
+    ap.add_argument("--cpu-path", action="store_true",
+                    help="the CPU's own path (samplers may read the host there); default: the GPU's sync-free path")
+    ap.add_argument("--decode", default="eager", choices=["eager", "static"], help="the hf backend's decode option")
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    sync_count.SYNC_FREE = not args.cpu_path
     model, tok = tiny_model(args.layers, args.hidden)
     reqs = requests(args.rows)
     paper, greedy = Decoding(temperature=0.3, top_p=0.75), Decoding(temperature=0.0)
     rows: list[tuple[str, str, object]] = [
         ("plain greedy", "greedy", plain_runner(model, tok, reqs, False)),
         ("plain sampling", "sampling", plain_runner(model, tok, reqs, True)),
-        ("mlft greedy", "greedy", mlft_runner(model, tok, reqs, greedy, [])),
-        ("mlft sampling", "sampling", mlft_runner(model, tok, reqs, paper, [])),
-        ("mlft sampling +token_stats", "sampling", mlft_runner(model, tok, reqs, paper, [], token_stats=True)),
+        ("mlft greedy", "greedy", mlft_runner(model, tok, reqs, greedy, [], decode=args.decode)),
+        ("mlft sampling", "sampling", mlft_runner(model, tok, reqs, paper, [], decode=args.decode)),
+        ("mlft sampling +token_stats", "sampling", mlft_runner(model, tok, reqs, paper, [], token_stats=True, decode=args.decode)),
     ]
     with tempfile.TemporaryDirectory() as tmp:
         specs = intervention_specs(model, tok, Path(tmp))
@@ -64,7 +69,7 @@ def main(argv=None):
                 label = name + "".join(f" {k}={v}" for k, v in variant.items())
                 ivs = build_interventions([{**spec, **variant}], "bench")
                 rr = requests(args.rows, stop_at_newline=False)
-                rows.append((label, "sampling", mlft_runner(model, tok, rr, paper, ivs)))
+                rows.append((label, "sampling", mlft_runner(model, tok, rr, paper, ivs, decode=args.decode)))
         results = {}
         for label, kind, run in rows:
             if args.only and label not in args.only and not label.startswith("plain"):
@@ -72,7 +77,9 @@ def main(argv=None):
             results[label] = dict(per_step(run, model, args.short, args.long), kind=kind)
     base = {"greedy": results["plain greedy"]["ops"], "sampling": results["plain sampling"]["ops"]}
     base_sync = {"greedy": results["plain greedy"]["total"], "sampling": results["plain sampling"]["total"]}
-    print(f"\nper decode step, {args.layers}-layer {args.hidden}-wide Llama, vocab {len(tok)}, {args.rows} rows")
+    path = "CPU path (host shortcuts)" if args.cpu_path else "GPU path (sync-free)"
+    print(f"\nper decode step, {args.layers}-layer {args.hidden}-wide Llama, vocab {len(tok)}, {args.rows} rows, "
+          f"{path}, decode={args.decode}")
     print(f"{'':34} {'syncs':>6} {'+mlft':>6} {'ops':>7} {'x plain':>8}  kinds")
     for label, r in results.items():
         kinds = ", ".join(f"{k} {v:g}" for k, v in r["syncs"].items())

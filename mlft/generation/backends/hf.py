@@ -307,7 +307,9 @@ class HFBackend:
         else:
             from transformers import CompileConfig
 
-            kw["compile_config"] = CompileConfig(fullgraph=False)
+            config = CompileConfig(fullgraph=False)
+            config._compile_all_devices = True  # `compiled` asked for explicitly compiles on any device (a CPU too)
+            kw["compile_config"] = config
         return kw
 
     def _prefix_kv(self, prefix: list[int], rows: int, static_len: int | None = None):
