@@ -88,7 +88,7 @@ class StepLog(LogitsProcessor):
 
     def __init__(self, decoding, token_stats: bool = False):
         self.decoding, self.token_stats = decoding, token_stats
-        self.logprob: list = []  # per step a [rows] tensor on the device; after to_host(): [steps][rows] floats
+        self.logprob: list = []  # per step a [rows] tensor on the device; after to_host(): [steps, rows] on the CPU
         self.entropy: list = []
         self.nucleus: list = []
         self._raw = None
@@ -106,11 +106,12 @@ class StepLog(LogitsProcessor):
         self._raw = None
 
     def to_host(self) -> "StepLog":
-        """Stack the per-step records and copy them to the host once (after generation): [steps][rows] lists."""
+        """Stack the per-step records and copy them to the host once (after generation): [steps, rows] CPU
+        tensors, indexed [step][row] as the lists were (the same float32 values, so the same sums)."""
         for name in ("logprob", "entropy", "nucleus"):
             steps = getattr(self, name)
-            if steps and isinstance(steps[0], torch.Tensor):
-                setattr(self, name, torch.stack(steps).cpu().tolist())
+            if isinstance(steps, list) and steps:
+                setattr(self, name, torch.stack(steps).cpu())
         return self
 
 
