@@ -101,8 +101,8 @@ def mlft_runner(model, tok, reqs, decoding, interventions, token_stats=False, **
     from mlft.generation.backends.hf import HFBackend
 
     backend = HFBackend(model, tok, batch_size=len(reqs), token_stats=token_stats, **options)
-    strategies = [iv for iv in interventions if "strategy" in iv.needs]
-    others = [iv for iv in interventions if "strategy" not in iv.needs]
+    strategies = [iv for iv in interventions if "strategy" in iv.applies_via]
+    others = [iv for iv in interventions if "strategy" not in iv.applies_via]
     generate = backend.generate
     for iv in strategies:
         generate = iv.wrap(generate, backend)

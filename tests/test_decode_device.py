@@ -53,7 +53,7 @@ def meta_decode(model, tok, interventions, steps: int = 3, sampling: bool = True
     meta = copy.deepcopy(model).to("meta")
     reqs = requests(4)
     rows, weights, contrastive = list(reqs), None, None
-    paired = [iv for iv in interventions if "rows" in iv.needs]
+    paired = [iv for iv in interventions if "rows" in iv.applies_via]
     if paired:
         extra, weights = paired[0].contrast_requests(reqs)
         rows += extra
@@ -64,7 +64,7 @@ def meta_decode(model, tok, interventions, steps: int = 3, sampling: bool = True
     log = StepLog(decoding, token_stats=True)
     processors = [log]
     for iv in interventions:
-        if "rows" in iv.needs:
+        if "rows" in iv.applies_via:
             contrastive = iv.paired_processor(weights)
             processors.append(contrastive)
         processors += iv.logits_processors(tok, [r.language for r in reqs], meta)
@@ -108,7 +108,7 @@ def test_every_intervention_stays_on_the_device(tiny, case):
     model, tok, specs = tiny
     ivs = build_interventions([{**specs[name], **variant}], "test")
     try:
-        log = meta_decode(model, tok, [iv for iv in ivs if "strategy" not in iv.needs])
+        log = meta_decode(model, tok, [iv for iv in ivs if "strategy" not in iv.applies_via])
     finally:
         load_gate.cache_clear()  # the learned gate's net moved to meta with the model
     assert len(log.logprob) == 3 and log.logprob[0].device.type == "meta"

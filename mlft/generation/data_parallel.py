@@ -134,8 +134,8 @@ def _run_job(job: _Job, rank: int, model, tokenizer, backend_cls) -> list[Result
     try:
         backend = backend_cls(model, tokenizer, **job.backend)
         interventions = build_interventions(job.interventions, f"data-parallel rank {rank}")
-        strategies = [iv for iv in interventions if "strategy" in iv.needs]
-        per_call = [iv for iv in interventions if "strategy" not in iv.needs]
+        strategies = [iv for iv in interventions if "strategy" in iv.applies_via]
+        per_call = [iv for iv in interventions if "strategy" not in iv.applies_via]
         generate = backend.generate
         for iv in strategies:
             generate = iv.wrap(generate, backend)

@@ -84,8 +84,8 @@ def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, pro
     # Model transforms (e.g. quantize) are already applied to `backend`'s model by the caller; strategies wrap
     # the backend's generate; the rest (logits processors, hooks) go to every generate call.
     _, per_call = split(interventions)
-    strategies = [iv for iv in per_call if "strategy" in iv.needs]
-    per_call = [iv for iv in per_call if "strategy" not in iv.needs]
+    strategies = [iv for iv in per_call if "strategy" in iv.applies_via]
+    per_call = [iv for iv in per_call if "strategy" not in iv.applies_via]
     backend.check(decoding, per_call)
     generate = backend.generate
     for iv in strategies:

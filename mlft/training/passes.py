@@ -57,7 +57,7 @@ class EvalPass:
         can (with its default options)."""
         if not self.needs_saved_weights:
             return backend, options
-        hooks = set().union(*(INTERVENTIONS.load(i["name"]).needs for i in self.interventions))
+        hooks = set().union(*(INTERVENTIONS.load(i["name"]).applies_via for i in self.interventions))
         return able_backend(backend, sorted(hooks), options)
 
 

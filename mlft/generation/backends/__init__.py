@@ -32,7 +32,7 @@ from mlft.config import add_dataclass_flags, flag_name, flag_values, from_dict
 from mlft.errors import ConfigError, ModelError
 from mlft.registry import Registry
 
-HOOKS = ("processors", "hooks", "transform", "strategy", "rows")  # intervention hooks (Intervention.needs)
+HOOKS = ("processors", "hooks", "transform", "strategy", "rows")  # intervention hooks (Intervention.applies_via)
 
 
 @dataclass(frozen=True)
@@ -238,9 +238,9 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
     """Refuse, before any generation, interventions this backend cannot apply."""
     cls = backend_class(name)
     for iv in interventions:
-        missing = sorted(set(iv.needs) - cls.capabilities.hooks)
+        missing = sorted(set(iv.applies_via) - cls.capabilities.hooks)
         if missing:
-            ok = [b for b in REGISTRY if set(iv.needs) <= capabilities(b).hooks]
+            ok = [b for b in REGISTRY if set(iv.applies_via) <= capabilities(b).hooks]
             hint = getattr(cls, "refusal", f"use a backend that can ({', '.join(ok)})")
             raise ConfigError(f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
                               f"which the {name} backend cannot apply: {hint}, or drop the intervention")

@@ -140,7 +140,7 @@ class HFBackend:
     def check(self, decoding, interventions: Sequence = ()) -> None:
         if self.token_stats and decoding.num_beams > 1:
             raise ConfigError("token statistics (confusion analysis) need num_beams=1")
-        if any("transform" in iv.needs for iv in interventions):
+        if any("transform" in iv.applies_via for iv in interventions):
             raise ConfigError("hf backend: model transforms are applied by building a transformed backend "
                               "(HFBackend.transformed), not per generate call")
 
@@ -181,7 +181,7 @@ class HFBackend:
 
         device = next(self.model.parameters()).device
         n = len(requests)
-        paired = [iv for iv in interventions if "rows" in iv.needs]
+        paired = [iv for iv in interventions if "rows" in iv.applies_via]
         rows, row_enc, weights = list(requests), list(encoded), None
         if paired:  # contrastive rows: n more rows in the same batch, fed the main rows' tokens
             extra, weights = paired[0].contrast_requests(requests)
@@ -198,7 +198,7 @@ class HFBackend:
         processors = [log] if log else []
         contrastive = None
         for iv in interventions:
-            if "rows" in iv.needs:
+            if "rows" in iv.applies_via:
                 contrastive = iv.paired_processor(weights)
                 processors.append(contrastive)
             processors += iv.logits_processors(self.tokenizer, languages, self.model)
@@ -276,7 +276,7 @@ class HFBackend:
         own), or [] when prefix caching does not apply (off, beam search, forward hooks that change the
         prompt's states)."""
         if not self.prefix_cache or decoding.num_beams > 1 or any(
-                "hooks" in iv.needs and not iv.prefix_safe for iv in interventions):
+                "hooks" in iv.applies_via and not iv.prefix_safe for iv in interventions):
             return []
         n = min(len(e) for e in encoded) - 1
         first = encoded[0]
@@ -293,7 +293,7 @@ class HFBackend:
             return "eager"
         if self.decode != "auto":
             return self.decode
-        if device.type != "cuda" or any("hooks" in iv.needs for iv in interventions):
+        if device.type != "cuda" or any("hooks" in iv.applies_via for iv in interventions):
             return "eager"  # a CPU runs op by op anyway; hooks' Python state would recompile every step
         return "compiled"
 

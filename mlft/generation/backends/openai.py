@@ -144,7 +144,7 @@ class OpenAIBackend:
         if decoding.num_beams > 1:
             raise ConfigError("openai backend: beam search (num_beams > 1) is not offered by the API; use hf")
         for iv in interventions:
-            if set(iv.needs) - self.capabilities.hooks:
+            if set(iv.applies_via) - self.capabilities.hooks:
                 raise ConfigError(f"openai backend: intervention {iv.name!r} needs the model's internals; use hf")
 
     def preflight(self) -> None:

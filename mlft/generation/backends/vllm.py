@@ -174,7 +174,7 @@ class VLLMBackend:
             raise ConfigError("vllm backend: beam search runs with temperature 0 only (vLLM has no beam sampling); "
                               "set decoding.temperature: 0 or use hf")
         for iv in interventions:
-            missing = set(iv.needs) - self.capabilities.hooks
+            missing = set(iv.applies_via) - self.capabilities.hooks
             if missing:
                 raise ConfigError(f"vllm backend: intervention {iv.name!r} needs {', '.join(sorted(missing))}: "
                                   f"{self.refusal}")
@@ -198,7 +198,7 @@ class VLLMBackend:
 
     def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
         self.check(decoding, interventions)
-        self._procs = [iv.describe() for iv in interventions if "processors" in iv.needs]
+        self._procs = [iv.describe() for iv in interventions if "processors" in iv.applies_via]
         encoded, ready, todo = {}, [], []
         for r in requests:
             ids = self.encode(r)

@@ -39,7 +39,7 @@ class BanTokensProcessor:
 class BanTokens(Intervention):
     name = "ban_tokens"
     Options = BanTokensOptions
-    needs = frozenset({"processors"})
+    applies_via = frozenset({"processors"})
     description = "never generate the given tokens"
 
     def validate(self, where: str) -> None:

@@ -107,7 +107,7 @@ class PairedRows:
 class Contrastive(Intervention):
     name = "contrastive"
     Options = ContrastiveOptions
-    needs = frozenset({"processors", "rows"})
+    applies_via = frozenset({"processors", "rows"})
     description = "language-contrastive decoding: subtract lambda x the log-probs under a wrong-language prompt"
 
     def validate(self, where: str) -> None:

@@ -109,7 +109,7 @@ def _mask(tokenizer, scripts):
 class ScriptGate(Intervention):
     name = "script_gate"
     Options = ScriptGateOptions
-    needs = frozenset({"processors"})
+    applies_via = frozenset({"processors"})
     description = "keep replies in the scripts of the target language (hard / soft / only when needed)"
 
     def validate(self, where: str) -> None:

@@ -205,7 +205,7 @@ class _HiddenHook:
 class LearnedGate(Intervention):
     name = "learned_gate"
     Options = LearnedGateOptions
-    needs = frozenset({"processors", "hooks"})
+    applies_via = frozenset({"processors", "hooks"})
     prefix_safe = True  # it only reads the last hidden state
     description = "learned Language Confusion Gate: mask wrong token families only when needed (Zhang et al. 2026)"
 

@@ -100,7 +100,7 @@ class PriorProcessor:
 class LanguagePrior(Intervention):
     name = "language_prior"
     Options = LanguagePriorOptions
-    needs = frozenset({"processors"})
+    applies_via = frozenset({"processors"})
     description = "for Latin-script targets, mask clearly foreign (e.g. English) words when a target word is near"
 
     def validate(self, where: str) -> None:

@@ -36,7 +36,7 @@ class QuantizeOptions:
 class Quantize(Intervention):
     name = "quantize"
     Options = QuantizeOptions
-    needs = frozenset({"transform"})
+    applies_via = frozenset({"transform"})
     description = "generate with a quantized copy of the model"
     from_saved_weights = True
 

@@ -48,7 +48,7 @@ class _Line:
 class LineResample(Intervention):
     name = "line_resample"
     Options = LineResampleOptions
-    needs = frozenset({"strategy"})
+    applies_via = frozenset({"strategy"})
     description = "redraw reply lines that a verifier LID places in the wrong language"
 
     def validate(self, where: str) -> None:

@@ -107,7 +107,7 @@ _SOURCES: dict = {}
 class Steer(Intervention):
     name = "steer"
     Options = SteerOptions
-    needs = frozenset({"hooks"})
+    applies_via = frozenset({"hooks"})
     description = "add the source->target language direction to the residual stream at chosen layers"
 
     def validate(self, where: str) -> None:
