@@ -26,15 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlft import __version__
+from mlft.console import get_logger
 from mlft.completions import read_completions
 from mlft.constants import GUARD_METRICS, METRICS, VALID_SHARE
 from mlft.errors import DataError, MlftError
 from mlft.io.jsonl import read_jsonl
+from mlft.languages import NON_LATIN
 from mlft.lcb.guard import degeneracy_reason, lexical_validity
 from mlft.lcb.metrics import normalize
 from mlft.lcb.scoring import load_resources, score_completions
 from mlft.training.curves import CURVES, PASSES
 
+log = get_logger(__name__)
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "report"
 PAGE = "report.html"
 # line states in the page: not counted (< MIN_TOKENS tokens, or after the scorer's "\nQ:" cut), counted in the
@@ -107,8 +110,9 @@ def run_views(run_dir: Path, name: str, messages: list[str]) -> list[View]:
         if key not in views:
             series = r["variant"] if suite_variant == "default" else f"{r['variant']} · {suite_variant}"
             folder = (run_dir / r["outcomes"]).parent if r.get("outcomes") else None
-            views[key] = View(f"step {key[0]} · {series}", f"{name} · {series}" if name else series, key[0],
-                              str(key[0]), folder)
+            label = f"step {key[0]} · {series}"
+            views[key] = View(f"{name} · {label}" if name else label, f"{name} · {series}" if name else series,
+                              key[0], str(key[0]), folder)
         m = _metric(r)
         if m:
             views[key].metrics.append(m)
@@ -162,12 +166,13 @@ def judged_lines(text: str, detail: dict) -> list[list]:
 
 def verdict(detail: dict) -> str:
     """LCB's verdict on one reply: 'not counted' (no line of >= 5 tokens), 'line' (a counted line in another
-    language: LPR fails), 'word' (an English word in a non-Latin reply: WPR fails), or 'pass'."""
+    language: LPR fails), 'word' (an English word in a non-Latin reply: WPR fails; the scorer also marks words in
+    Latin-script replies, which no metric counts), or 'pass'."""
     if not detail["counted"]:
         return "not counted"
     if detail["line_error"]:
         return "line"
-    return "word" if detail["word_error"] else "pass"
+    return "word" if detail["word_error"] and detail["language"] in NON_LATIN else "pass"
 
 
 def view_replies(view: View, resources, prompts: dict[str, str], messages: list[str], workers: int | None) -> None:
@@ -199,7 +204,8 @@ def view_replies(view: View, resources, prompts: dict[str, str], messages: list[
         flag = "degenerate" if reason else "invalid" if invalid else ""
         view.replies.append([c.id, c.task, c.language, c.source, verdict(d), flag, reason,
                              None if validity is None else round(float(validity), 3),
-                             judged_lines(c.completion, d), d["english_words"], c.extra.get("finish_reason"),
+                             judged_lines(c.completion, d), d["english_words"] if c.language in NON_LATIN else [],
+                             c.extra.get("finish_reason"),
                              o.get("nll")])
 
 
@@ -277,3 +283,17 @@ def write_page(paths: list[str | Path], out: str | Path, workers: int | None = N
     tmp.write_text(render(page), encoding="utf-8")
     tmp.replace(out)
     return out, page
+
+
+def write_report_page(paths: list[str | Path], out: str | Path) -> Path | None:
+    """The page written after `mlft eval` and `mlft train`: never fails the command that produced the results (a
+    problem is reported, with the command that rebuilds the page)."""
+    try:
+        path, page = write_page(paths, out)
+    except (MlftError, OSError) as exc:
+        log.warning("mlft report: no page written (%s); rebuild it with `mlft report %s`", exc,
+                    " ".join(map(str, paths)))
+        return None
+    replies = sum(len(v.replies) for v in page.views)
+    log.info("report page: %s (%.1f MB, %d replies, %.1f s)", path, path.stat().st_size / 1e6, replies, page.seconds)
+    return path

@@ -127,8 +127,13 @@
     var rate = metric !== 'nll';
     var pad = Math.max((y1 - y0) * 0.08, rate ? 0.02 : 0.05);
     y0 -= pad; y1 += pad;
-    if (rate) { y0 = Math.max(0, y0); y1 = Math.min(1, y1); }
+    if (rate) {
+      if (y1 - y0 < 0.1) { var mid = (y0 + y1) / 2; y0 = mid - 0.05; y1 = mid + 0.05; }
+      if (y0 < 0) { y1 -= y0; y0 = 0; }
+      if (y1 > 1) { y0 = Math.max(0, y0 - (y1 - 1)); y1 = 1; }
+    }
     if (y1 - y0 < 1e-9) { y1 = y0 + 1; }
+    var digits = rate ? ((y1 - y0) < 0.2 ? 1 : 0) : 2;
     function X(x) { return L + (x - x0) / (x1 - x0) * (W - L - R); }
     function Y(y) { return T + (1 - (y - y0) / (y1 - y0)) * (H - T - B); }
     var out = '<div class="chart" data-metric="' + metric + '"><h3>' + esc(NAMES[metric] || metric) +
@@ -138,7 +143,7 @@
     for (var k = 0; k <= ticks; k++) {
       var yv = y0 + (y1 - y0) * k / ticks;
       g += '<line x1="' + L + '" x2="' + (W - R) + '" y1="' + Y(yv).toFixed(1) + '" y2="' + Y(yv).toFixed(1) + '"/>';
-      ax += '<text x="' + (L - 4) + '" y="' + (Y(yv) + 3).toFixed(1) + '" text-anchor="end">' + (rate ? (100 * yv).toFixed(0) : yv.toFixed(2)) + '</text>';
+      ax += '<text x="' + (L - 4) + '" y="' + (Y(yv) + 3).toFixed(1) + '" text-anchor="end">' + (rate ? (100 * yv).toFixed(digits) : yv.toFixed(digits)) + '</text>';
     }
     var xt = IDX.axis === 'step' ? uniq(xs).sort(function (a, b) { return a - b; }) : cats.map(function (c, i) { return i; });
     var every = Math.max(1, Math.ceil(xt.length / 8));
@@ -276,6 +281,7 @@
       return w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'); }).join('|') + ')(?=$|[^\\p{L}\\p{N}])', 'gu') : null;
     var lines = r[8].map(function (l) {
       var state = ['short', 'ok', 'wrong', 'cut'][l[1]];
+      if (l[1] === 0 && !l[0].trim()) return '<div class="ln blank"></div>';
       var tag = l[1] === 0 ? 'not counted' : l[1] === 3 ? 'cut (after \\nQ:)' : esc(l[2]) + ' ' + (+l[3]).toFixed(2);
       var txt = esc(l[0]);
       if (wre && l[1] === 1) txt = txt.replace(wre, function (m, a, w) { return a + '<mark>' + w + '</mark>'; });
