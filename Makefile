@@ -23,7 +23,7 @@ demo: install
 
 test: install
 	$(PY) -m ruff check mlft tests benchmarks
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 	$(MAKE) test-vllm
 
 install-vllm:

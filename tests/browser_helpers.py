@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -148,7 +147,3 @@ class Browser:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def headless_env_ok() -> bool:
-    return os.name == "posix"

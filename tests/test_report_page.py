@@ -155,8 +155,17 @@ def test_bad_input_and_missing_completions(folders, tmp_path, capsys):
     assert len(page.views) == 2 and not any(v.replies for v in page.views) and all(v.metrics for v in page.views)
 
 
-chromium = pytest.mark.skipif(find_chromium() is None, reason="chromium not installed (apt-get install chromium; "
-                                                                ".ci/run installs it)")
+def _no_browser() -> str | None:
+    if find_chromium() is None:
+        return "chromium not installed (apt-get install chromium; .ci/run installs it)"
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        return "websocket-client not installed (pip install websocket-client; in mlft[dev])"
+    return None
+
+
+chromium = pytest.mark.skipif(_no_browser() is not None, reason=_no_browser() or "")
 
 
 @chromium

@@ -32,6 +32,7 @@ from mlft.constants import FEWSHOT_BASELINES
 from mlft.errors import DataError
 from mlft.generation.interventions.quantize import SCHEMES
 from mlft.paths import shared_dir
+from mlft.reports.page import PAGE, write_report_page
 
 log = get_logger(__name__)
 BASE_MODEL = "smollm2-135m-instruct"
@@ -185,6 +186,7 @@ def run(args) -> int:
     png = plot_curves(loaded, out / "curves.png")
     heatmaps = [plot_heatmap(label, rows, out / f"heatmap_{label}.png") for label, rows in loaded.items()]
     log.info("wrote %s and %d heatmaps", png, len(heatmaps))
+    page = write_report_page([base, *runs.values()], out / PAGE)  # every checkpoint's replies, one page
     log.info("\n=== mitigation table")
     spec = load_spec(_table_spec(out, runs, base, args.full, decoding_row))
     built = tables(spec)
@@ -203,7 +205,7 @@ def run(args) -> int:
     log.info("eval passes (s): %s", ", ".join(f"{p['run']}@{p['step']}/{p['variant']}={p['seconds']:.0f}"
                                               for p in passes if p["seconds"]))
     log.info("demo wall time: %.0f s (training runs %.0f s, of which the eval callback %.0f s = %.0f %%; shared "
-             "step-0 passes %.0f s); wrote %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
+             "step-0 passes %.0f s); wrote %s, %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
              100 * (timing["callback_share"] or 0), timing["baseline_s"], out / "mitigation.md", table_png, png,
-             out / "timings.json")
+             out / "timings.json", page or "no report page")
     return 0

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlft import __version__
-from mlft.console import get_logger
 from mlft.completions import read_completions
+from mlft.console import get_logger
 from mlft.constants import GUARD_METRICS, METRICS, VALID_SHARE
 from mlft.errors import DataError, MlftError
 from mlft.io.jsonl import read_jsonl

@@ -198,14 +198,15 @@
   }
   function color(metric, v) {
     if (v == null || metric === 'nll') return '#f3f4f6';
-    var good = LOWER_IS_BETTER[metric] ? 1 - v : v;
-    var hue = Math.max(0, Math.min(1, (good - 0.4) / 0.6)) * 120;
-    return 'hsl(' + hue.toFixed(0) + ',70%,' + (82 - 10 * (1 - Math.abs(good - 0.7))).toFixed(0) + '%)';
+    var good = Math.max(0, Math.min(1, LOWER_IS_BETTER[metric] ? 1 - v : v));
+    return 'hsl(' + (good * good * 120).toFixed(0) + ',65%,' + (good > 0.97 ? 82 : 78) + '%)';
   }
   function heat() {
     var langs = languages(S.hTask);
+    var multi = uniq(VIEWS.map(function (v) { return v.series; })).length > 1;
     var h = '<table class="heat"><tr><th>language</th>' + VIEWS.map(function (v) {
-      return '<th title="' + esc(v.label) + '">' + esc(IDX.axis === 'step' ? v.series + ' · ' + v.xlabel : v.label) + '</th>'; }).join('') + '</tr>';
+      return '<th title="' + esc(v.label) + '">' + (multi ? '<span class="hint">' + esc(v.series) + '</span><br>' : '') +
+        esc(IDX.axis === 'step' ? 'step ' + v.xlabel : v.xlabel) + '</th>'; }).join('') + '</tr>';
     langs.forEach(function (l) {
       h += '<tr><th>' + esc(l === 'avg' ? 'average' : l) + '</th>';
       VIEWS.forEach(function (v, i) {
