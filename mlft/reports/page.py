@@ -105,6 +105,8 @@ def run_views(run_dir: Path, name: str, messages: list[str]) -> list[View]:
         return []
     views: dict[tuple, View] = {}
     for r in rows:
+        if r.get("harness"):  # an lm_eval capability pass: no LCB replies (its numbers are in `mlft curves`)
+            continue
         suite_variant = r.get("suite_variant") or "default"
         key = (int(r["step"]), r["variant"], suite_variant)
         if key not in views:
@@ -119,7 +121,7 @@ def run_views(run_dir: Path, name: str, messages: list[str]) -> list[View]:
     return sorted(views.values(), key=lambda v: (v.series, v.x))
 
 
-def eval_views(folder: Path, name: str, messages: list[str]) -> list[View]:
+def eval_views(folder: Path, name: str, messages: list[str], series: str | None = None) -> list[View]:
     rows = read_jsonl(folder / "scores.jsonl")
     if not rows:
         messages.append(f"{name}: {folder / 'scores.jsonl'} holds no metric rows")
@@ -128,7 +130,7 @@ def eval_views(folder: Path, name: str, messages: list[str]) -> list[View]:
         variant = str(r.get("variant") or "default")
         if variant not in views:
             sub = (folder / r["outcomes"]).parent if r.get("outcomes") else folder / variant
-            views[variant] = View(f"{name} · {variant}" if name else variant, name or "eval", None, variant,
+            views[variant] = View(f"{name} · {variant}" if name else variant, series or name or "eval", None, variant,
                                   sub if (sub / "completions.jsonl").is_file() or r.get("outcomes") else None)
         m = _metric(r)
         if m:
@@ -223,7 +225,8 @@ def collect(paths: list[str | Path], workers: int | None = None, lid: str | None
     messages: list[str] = []
     views: list[View] = []
     for f, kind, name in zip(folders, kinds, names):
-        views += (run_views if kind == "run" else eval_views)(f, name if len(folders) > 1 else "", messages)
+        prefix = name if len(folders) > 1 else ""
+        views += run_views(f, prefix, messages) if kind == "run" else eval_views(f, prefix, messages, name)
     resources = load_resources(lid)
     prompts: dict[str, str] = {}
     for v in views:

@@ -139,9 +139,11 @@
     var out = '<div class="chart" data-metric="' + metric + '"><h3>' + esc(NAMES[metric] || metric) +
       (LOWER_IS_BETTER[metric] ? ' <span class="hint">(lower is better)</span>' : '') + '</h3>' +
       '<svg viewBox="0 0 ' + W + ' ' + H + '" role="img" aria-label="' + esc(metric) + '">';
-    var ticks = 5, g = '<g class="grid">', ax = '<g class="axis">';
-    for (var k = 0; k <= ticks; k++) {
-      var yv = y0 + (y1 - y0) * k / ticks;
+    var g = '<g class="grid">', ax = '<g class="axis">';
+    var raw = (y1 - y0) / 5, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 2.5, 5, 10].map(function (f) { return f * mag; }).filter(function (s) { return s >= raw; })[0];
+    digits = Math.max(0, -Math.floor(Math.log10(rate ? 100 * step : step) + 1e-9) + (step / mag === 2.5 ? 1 : 0));
+    for (var yv = Math.ceil(y0 / step - 1e-9) * step; yv <= y1 + 1e-9; yv += step) {
       g += '<line x1="' + L + '" x2="' + (W - R) + '" y1="' + Y(yv).toFixed(1) + '" y2="' + Y(yv).toFixed(1) + '"/>';
       ax += '<text x="' + (L - 4) + '" y="' + (Y(yv) + 3).toFixed(1) + '" text-anchor="end">' + (rate ? (100 * yv).toFixed(digits) : yv.toFixed(digits)) + '</text>';
     }
