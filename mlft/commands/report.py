@@ -13,7 +13,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("report", help="one offline HTML page of runs / eval folders: curves, heatmap, every reply",
                        description="Write one self-contained HTML file (no server, no network) for training runs "
                                    "(every evaluated checkpoint) and eval folders (every variant): LPR / WPR / LCPR "
-                                   "and guard curves with 95 %% bands, the per-language heatmap, every reply with its "
+                                   "and guard curves with 95 % bands, the per-language heatmap, every reply with its "
                                    "lines as the LCB scorer judged them (filters: verdict, guard flag, language, "
                                    "source), and the same prompt under two checkpoints or variants side by side.")
     p.add_argument("folders", nargs="+", metavar="RUN_OR_EVAL_DIR",
