@@ -20,16 +20,16 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from mlft.benchmarks.lcb.data import load_prompts
+from mlft.benchmarks.lcb.scoring import load_resources, outcomes_from, score_completions
 from mlft.completions import Completion
 from mlft.constants import TASKS
 from mlft.evals.lcb import metric_rows, select_prompts
 from mlft.evals.suite import load_suite
 from mlft.io.jsonl import write_jsonl
-from mlft.lcb.data import load_prompts
-from mlft.lcb.scoring import load_resources, outcomes_from, score_completions
-from mlft.lcb.stats import save_outcomes
 from mlft.paths import shared_dir
 from mlft.reports.page import write_page
+from mlft.stats import save_outcomes
 
 MODELS = ["llama-2-instruct", "mistral-8x7b", "command-r-base", "llama-3-instruct", "command-r", "gpt-3.5-turbo",
           "command-r-plus-base", "mistral-large", "command-r-plus", "gpt-4-turbo"]

@@ -252,7 +252,7 @@ def test_lora_eval_copy_of_a_checkpointed_model_keeps_its_kv_cache(embedded_mode
     from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
-    from mlft.training.passes import eval_mode
+    from mlft.generation.models import eval_mode
 
     model, tok = embedded_model
     train_copy = copy.deepcopy(model)

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from mlft.benchmarks.lcb.metrics import normalize
+from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
 from mlft.cli import main
 from mlft.completions import Completion
 from mlft.errors import DataError
 from mlft.evals.lcb import metric_rows
 from mlft.io.jsonl import write_jsonl
-from mlft.lcb.metrics import normalize
-from mlft.lcb.scoring import outcomes_from, score_completions
-from mlft.lcb.stats import save_outcomes
 from mlft.reports.page import OK, SHORT, WRONG, collect, judged_lines, write_page
+from mlft.stats import save_outcomes
 from tests.browser_helpers import Browser, find_chromium
 
 PROMPTS = {

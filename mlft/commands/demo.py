@@ -31,8 +31,14 @@ from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES
 from mlft.errors import DataError
 from mlft.generation.interventions.quantize import SCHEMES
+from mlft.io import curve_file
 from mlft.paths import shared_dir
+from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap
+from mlft.reports.mitigation import load_spec, plot_table, tables
 from mlft.reports.page import PAGE, write_report_page
+from mlft.training.passes import evaluate_step
+from mlft.training.recipe import EvaluationOptions, PassVariant, load_recipe
+from mlft.training.train import train
 
 log = get_logger(__name__)
 BASE_MODEL = "smollm2-135m-instruct"
@@ -76,9 +82,6 @@ def _ensure_lcb_data() -> None:
 
 
 def _train(recipe_path: str, overrides: list[str]) -> Path:
-    from mlft.training.recipe import load_recipe
-    from mlft.training.train import train
-
     recipe = load_recipe(recipe_path, overrides)
     log.info("\n=== mlft train %s %s", recipe_path, " ".join(overrides))
     return train(recipe, progress=True)
@@ -86,8 +89,6 @@ def _train(recipe_path: str, overrides: list[str]) -> Path:
 
 def _baseline(base: Path, ev_overrides: list[str], full: bool, decoding_row: bool) -> None:
     """Every step-0 pass, once, in its own run folder `base/` (the runs share it instead of redoing it)."""
-    from mlft.training.passes import evaluate_step
-    from mlft.training.recipe import EvaluationOptions, PassVariant
 
     suite, suite_overrides = ev_overrides
     variants = [PassVariant(**DECODE_SMARTER)] if decoding_row else []
@@ -101,16 +102,14 @@ def _baseline(base: Path, ev_overrides: list[str], full: bool, decoding_row: boo
 
 def _share_baseline(base: Path, dst: Path) -> None:
     """Copy the base model's step-0 pass (rows and files) into a run: its curve starts there."""
-    from mlft.training import curves
-
-    if (0, "model") in curves.done(dst):
+    if (0, "model") in curve_file.done(dst):
         return
-    rows = [r for r in curves.read_curves(base) if r["step"] == 0 and r["variant"] == "model"]
+    rows = [r for r in curve_file.read_curves(base) if r["step"] == 0 and r["variant"] == "model"]
     src = base / "evals" / "step-000000" / "model"
     if src.is_dir():
         shutil.copytree(src, dst / "evals" / "step-000000" / "model", dirs_exist_ok=True)
     dst.mkdir(parents=True, exist_ok=True)
-    curves.append_pass(dst, 0, "model", rows, 0.0, f"copied from {base}")
+    curve_file.append_pass(dst, 0, "model", rows, 0.0, f"copied from {base}")
 
 
 def run_overrides(out: Path, key: str, steps: int, full: bool, parent_dir: Path | None, ev_args: list[str],
@@ -128,9 +127,7 @@ def run_overrides(out: Path, key: str, steps: int, full: bool, parent_dir: Path 
 
 
 def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decoding_row: bool) -> Path:
-    from mlft.training import curves
-
-    done = curves.done(base)
+    done = curve_file.done(base)
     rows = [{"label": "base", "run": str(base), "step": 0}]
     if full:
         rows += [{"label": f"+{f['variant']}" if f["variant"] != "Q/A template" else "+Q/A template",
@@ -153,10 +150,6 @@ def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodi
 
 
 def run(args) -> int:
-    from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap
-    from mlft.reports.mitigation import load_spec, plot_table, tables
-    from mlft.training import curves
-
     t0 = time.time()
     _ensure_lcb_data()
     if not os.environ.get("MLFT_LCB_DATA"):
@@ -193,7 +186,7 @@ def run(args) -> int:
     (out / "mitigation.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
     table_png = plot_table(built[0], out / "mitigation.png")
     log.info("%s", "\n".join(t.render("table") for t in built))
-    passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curves.read_passes(d)]
+    passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curve_file.read_passes(d)]
     in_training = [p for p in passes if p["mode"] in ("in-process", "separate-process")]
     train_wall = sum(json.loads((d / "complete").read_text())["wall_s"] for d in runs.values())
     timing = {"wall_s": round(time.time() - t0, 1), "train_wall_s": round(train_wall, 1),

@@ -6,13 +6,12 @@ import os
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 from mlft.config import help_of
 from mlft.errors import ConfigError
-from mlft.reports.page import PAGE, write_report_page
 from mlft.training.launch import launch_command, slurm_allocation
 from mlft.training.recipe import Recipe, load_recipe
+from mlft.training.train import train
 
 
 def add_parser(sub) -> None:
@@ -84,9 +83,6 @@ def run(args) -> int:
             sys.stderr.flush()
             os.execve(cmd[0], cmd, env)
         return subprocess.run(cmd, env=env).returncode
-    from mlft.training.train import train
 
-    run_dir = train(recipe, progress=not args.no_progress)
-    if int(os.environ.get("RANK", "0") or 0) == 0:  # one page per run, by the main process
-        write_report_page([run_dir], Path(run_dir) / PAGE)
+    train(recipe, progress=not args.no_progress)
     return 0

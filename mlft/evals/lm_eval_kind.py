@@ -15,7 +15,7 @@ Every metric of every task and group becomes an mlft metric row {variant, task, 
 low, high, n, stderr, harness: true, samples}: task = the harness name, metric = the harness metric
 (`metric/filter` when the filter is not `none`), the interval value ± z·stderr (the harness's standard error;
 none when it reports N/A). The per-document samples land in `samples/<task or group>.jsonl` (paired
-comparisons between runs: `paired_samples_test`, Table 11's capability columns). Task names are checked
+comparisons between runs: `mlft.harness.samples.paired_samples_test`, Table 11's capability columns). Task names are checked
 (TaskManager) before any model loads.
 """
 
@@ -33,7 +33,6 @@ from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.generation.backends import backend_options
 from mlft.harness import check_tasks, require_lm_eval
-from mlft.lcb.stats import _percentile_test
 
 
 @dataclass
@@ -196,37 +195,6 @@ def _write_samples(results: dict, rows: list[dict], sdir: Path) -> list[Path]:
             if r["task"] == name:
                 r["samples"] = str(Path("samples") / path.name)
     return files
-
-
-def paired_samples_test(base: str | Path, run: str | Path, metric: str, *, n: int = 4000, seed: int = 0,
-                        confidence: float = 0.95):
-    """Paired bootstrap of run − base on the documents both evaluated (per-document `metric` values of lm-eval's
-    samples, keyed by task and doc_id): the statistic is the unweighted mean over tasks of the mean difference
-    (a group's aggregation), documents resampled within each task. Returns (difference, low, high, p, pairs),
-    or None when fewer than 2 documents pair up or the metric has no per-document number."""
-    import numpy as np
-
-    def load(path):
-        out = {}
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                x = json.loads(line)
-                v = x.get(metric.split("/")[0])
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    out[(x.get("task"), x.get("doc_id"))] = float(v)
-        return out
-
-    a, b = load(base), load(run)
-    keys = sorted(a.keys() & b.keys(), key=str)
-    if len(keys) < 2:
-        return None
-    tasks = sorted({k[0] for k in keys}, key=str)
-    diffs = [np.array([b[k] - a[k] for k in keys if k[0] == t]) for t in tasks]
-    point = float(np.mean([d.mean() for d in diffs]))
-    rng = np.random.default_rng(seed)
-    boot = np.mean([d[rng.integers(0, len(d), (n, len(d)))].mean(1) for d in diffs], axis=0)
-    lo, hi, p = _percentile_test(boot, confidence)
-    return point, lo, hi, p, len(keys)
 
 
 @contextmanager

@@ -30,7 +30,9 @@ from mlft.generation.backends import (
     provides,
 )
 from mlft.generation.interventions import split
+from mlft.generation.models import load, resolve
 from mlft.io.jsonl import write_jsonl
+from mlft.provenance import write_results
 
 
 def progress_desc(suite: str, variant: str) -> str:
@@ -118,7 +120,6 @@ _REFERENCE: dict = {}
 
 def _reference_model(ref: str, backend_name: str, backend_opts):
     """A fixed reference model (e.g. a training run's base model), cached: one at a time per process."""
-    from mlft.generation.models import load
 
     opts = backend_options("hf", backend_opts if backend_name == "hf" else None)
     key = (ref, opts.dtype, opts.device)
@@ -159,15 +160,12 @@ def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> N
     check_kind_backend(suite, backend)
     backend_options(backend, backend_opts, f"{backend} backend options")
     if loads_model(backend) and model is None:  # backends that load the weights themselves
-        from mlft.generation.models import resolve
-
         resolve(model_ref)
 
 
 def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, tokenizer=None,
               model_ref: str | None = None, backend: str = "hf", backend_options: dict | Any | None = None,
               progress: bool = True) -> SuiteResult:
-    from mlft.provenance import write_results
 
     started_at = time.time()
     started = time.perf_counter()

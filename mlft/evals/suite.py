@@ -86,7 +86,7 @@ def build_suite(data: dict, where: str, overrides: list[str] | tuple = ()) -> Ev
 def load_suite(name_or_path: str | Path, overrides: list[str] | tuple = ()) -> EvalSuite:
     """Read, merge includes, apply `key=value` overrides and validate an eval suite."""
     path = suite_path(name_or_path)
-    data = apply_overrides(load_yaml(path), list(overrides))
+    data = apply_overrides(load_yaml(path, shipped=SUITE_FOLDER), list(overrides))
     data.setdefault("name", path.stem)
     data["source_file"] = str(path)
     try:

@@ -20,7 +20,7 @@ A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at 
 Cells read `value ±h`: h is half the width of the row's 95 % interval (stored with the rows). When the rows'
 per-reply outcomes are at hand, each row is tested against the base row over the same prompts (paired
 bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage,
-degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.lcb.guard), or whose mean
+degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.benchmarks.lcb.guard), or whose mean
 reply NLL (fluency) is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
 
 Capability columns (`capability:`) show any metric row — typically an `lm_eval` suite's (a harness task's acc
@@ -37,13 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from mlft.benchmarks.lcb.guard_report import guard_flags
 from mlft.config import from_dict, load_yaml
 from mlft.constants import GUARD_METRICS, TASKS
-from mlft.errors import ConfigError, DataError
-from mlft.evals.lm_eval_kind import paired_samples_test
+from mlft.errors import ConfigError, DataError, MlftError
+from mlft.format import render
+from mlft.harness.samples import paired_samples_test
+from mlft.io.curve_file import read_curves
 from mlft.languages import LANGUAGES
-from mlft.reports.format import render
-from mlft.training.curves import read_curves
+from mlft.stats import holm, load_outcomes, paired_test, paired_tests_by_language, ratio_interval, unpaired_test
 
 SIG = 0.05  # the default significance level (1 - TableSpec.confidence)
 
@@ -143,8 +145,6 @@ class Row:
         return text + mark
 
     def outcomes(self):
-        from mlft.lcb.stats import load_outcomes
-
         return load_outcomes(self.outcomes_path) if self.outcomes_path and self.outcomes_path.is_file() else None
 
 
@@ -216,8 +216,6 @@ def _select(r: RowSpec, variant: str | None = None) -> Row:
 
 def _tests(rows: list[Row], base: Row, columns: list[tuple[str, str]], resamples: int) -> dict:
     """{(row label, task, metric): Holm-adjusted p} for every row but the base, paired when the prompts match."""
-    from mlft.errors import MlftError
-    from mlft.lcb.stats import holm, paired_test, unpaired_test
 
     base_out = base.outcomes()
     if base_out is None:
@@ -248,7 +246,6 @@ def _guard(rows: list[Row], base: Row, resamples: int, confidence: float = 0.95)
     """{row label: [reasons]} for rows whose coverage, degeneracy or lexical validity is worse than the base row's
     beyond chance, or whose mean reply NLL (fluency) is more than MAX_NLL_INCREASE above the base row's on the same
     prompts."""
-    from mlft.lcb.guard import guard_flags
 
     base_out = base.outcomes()
     flags = {}
@@ -267,8 +264,7 @@ def _guard(rows: list[Row], base: Row, resamples: int, confidence: float = 0.95)
 
 def _fluency_flags(run, base, resamples: int, seed: int = 0, confidence: float = 0.95) -> list[str]:
     """Per task: the ratio of mean reply NLLs (run / base) over the prompts both scored, flagged above
-    1 + MAX_NLL_INCREASE, with a paired-bootstrap interval of the ratio (`mlft.lcb.stats.ratio_interval`)."""
-    from mlft.lcb.stats import ratio_interval
+    1 + MAX_NLL_INCREASE, with a paired-bootstrap interval of the ratio (`mlft.stats.ratio_interval`)."""
 
     out = []
     for task in TASKS:
@@ -339,7 +335,6 @@ def capability_tests(rows: list[Row], base: Row, capability: list[Capability] | 
                      resamples: int) -> dict[tuple[str, str], tuple]:
     """{(row label, column header): (difference, low, high, p, pairs)}: paired bootstrap over the documents both
     rows evaluated, where both rows name lm-eval per-document samples (Holm-adjusted down each column)."""
-    from mlft.lcb.stats import holm
 
     out = {}
     for cap in capability:
@@ -411,8 +406,6 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
 
 
 def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = None) -> Table:
-    from mlft.lcb.stats import paired_tests_by_language
-
     rows = rows or [select(r) for r in spec.rows]
     base = _base_row(spec, rows)
     langs = [lang for lang in LANGUAGES if any((detail.task, lang, detail.metric) in r.values for r in rows)]

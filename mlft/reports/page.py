@@ -5,9 +5,9 @@
 
 A *view* is one set of replies: a (step, pass variant, suite variant) of a training run, or a variant of an eval
 folder. The page holds, per view, its metric rows (curves.jsonl / scores.jsonl: value, 95 % interval, n) and its
-replies, each with its lines as the official scorer judged them (`mlft.lcb.scoring.score_completions(...,
+replies, each with its lines as the official scorer judged them (`mlft.benchmarks.lcb.scoring.score_completions(...,
 detail=True)`: counted or not, fastText label and score, stray English words), its lexical validity and
-degeneracy (`mlft.lcb.guard`), the LCB verdict and the guard flag. Nothing is re-scored by other rules.
+degeneracy (`mlft.benchmarks.lcb.guard`), the LCB verdict and the guard flag. Nothing is re-scored by other rules.
 
 Offline: the JavaScript and CSS are inlined (mlft/resources/report/); no CDN, no request. The replies of each view
 and the prompts (stored once) are gzip-compressed base64 blocks that the page inflates when a view is first shown
@@ -26,16 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mlft import __version__
+from mlft.benchmarks.lcb.guard import degeneracy_reason, lexical_validity
+from mlft.benchmarks.lcb.metrics import normalize
+from mlft.benchmarks.lcb.scoring import load_resources, score_completions
 from mlft.completions import read_completions
 from mlft.console import get_logger
 from mlft.constants import GUARD_METRICS, METRICS, VALID_SHARE
 from mlft.errors import DataError, MlftError
+from mlft.io.curve_file import CURVES, PASSES
 from mlft.io.jsonl import read_jsonl
 from mlft.languages import NON_LATIN
-from mlft.lcb.guard import degeneracy_reason, lexical_validity
-from mlft.lcb.metrics import normalize
-from mlft.lcb.scoring import load_resources, score_completions
-from mlft.training.curves import CURVES, PASSES
 
 log = get_logger(__name__)
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "report"

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import re
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
+from mlft.errors import ConfigError
+from mlft.evals import runner
+from mlft.evals.registry import get_kind
+from mlft.evals.suite import load_suite
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
-from mlft.training import curves
+from mlft.generation.models import eval_mode
+from mlft.io import curve_file
 
 if TYPE_CHECKING:  # the recipe imports this module (its validation builds the passes)
     from mlft.training.recipe import EvaluationOptions
@@ -62,67 +66,18 @@ def checkpoint_step(path: str | Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-@contextmanager
-def eval_mode(model, merge_lora: bool = True):
-    """Generate in eval mode with the KV cache on; restore train mode and the cache setting afterwards
-    (gradient checkpointing turns the cache off, and generating in train mode with it yields garbage).
-
-    With `merge_lora`, a LoRA model is evaluated as a merged copy (plain weights: ~10 % faster generation here,
-    the same model up to float rounding); the live model and its base weights are not touched, so training
-    continues (and resumes) exactly as without evaluation."""
-    if merge_lora and hasattr(model, "merge_and_unload") and getattr(model, "peft_config", None):
-        import copy
-
-        merged = copy.deepcopy(model).merge_and_unload()
-        merged.eval()
-        _checkpointing_off(merged)  # a copy: checkpointing would force use_cache off (no KV cache, no prefix reuse)
-        merged.config.use_cache = True
-        if getattr(merged, "generation_config", None) is not None:
-            merged.generation_config.use_cache = True
-        try:
-            yield merged
-        finally:
-            del merged
-        return
-    was_training = model.training
-    configs = [c for c in (getattr(model, "config", None), getattr(model, "generation_config", None)) if c]
-    saved = [getattr(c, "use_cache", None) for c in configs]
-    model.eval()
-    for c in configs:
-        c.use_cache = True
-    try:
-        yield model
-    finally:
-        for c, v in zip(configs, saved):
-            c.use_cache = v
-        if was_training:
-            model.train()
-
-
-def _checkpointing_off(model) -> None:
-    """Turn activation (gradient) checkpointing off on an evaluation copy (the name differs across transformers)."""
-    for name in ("activation_checkpointing_disable", "gradient_checkpointing_disable"):
-        if getattr(model, "is_gradient_checkpointing", False) and hasattr(model, name):
-            getattr(model, name)()
-            return
-
-
 def load_pass_suite(p: EvalPass):
     """The pass's suite with its overrides; the pass's interventions are appended to the suite's own."""
-    from mlft.evals.suite import load_suite
 
     suite = load_suite(p.suite, list(p.overrides))
     if p.interventions:
         opts = suite.options
         if not hasattr(opts, "interventions"):
-            from mlft.errors import ConfigError
-
             raise ConfigError(f"evaluation pass {p.variant!r}: suite {p.suite!r} ({suite.kind}) takes no interventions")
         opts.interventions = [*opts.interventions, *p.interventions]
         for v in getattr(opts, "variants", []):
             if v.interventions is not None:
                 v.interventions = [*v.interventions, *p.interventions]
-        from mlft.evals.registry import get_kind
 
         get_kind(suite.kind).validate(opts, f"evaluation pass {p.variant!r}")
     return suite
@@ -134,7 +89,6 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
     """Run one pass and return its curve rows (not yet recorded). `backend`, `backend_options`: for a model
     loaded from `model_ref` (device, dtype, chat template). A backend other than hf generates from the saved
     weights (`model_ref`), never the live model; quantized variants always run on hf."""
-    from mlft.evals.runner import run_suite
 
     suite = load_pass_suite(p)
     out_dir = run_dir / "evals" / f"step-{step:06d}" / p.variant
@@ -142,10 +96,10 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
         backend, backend_options = "hf", None
     if model is not None and not p.needs_saved_weights and backend == "hf":
         with eval_mode(model, merge_lora) as live:
-            result = run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
+            result = runner.run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
                                progress=progress)
     else:
-        result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
+        result = runner.run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
                            backend_options=backend_options)
     rel = out_dir.relative_to(run_dir)
     return [{"step": step, "variant": p.variant, "suite": r.get("suite", p.suite),
@@ -180,14 +134,14 @@ def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None
             continue
         if model_ref is None and (p.needs_saved_weights or model is None or backend != "hf"):
             continue
-        with curves.curves_lock(run_dir):
-            if (step, p.variant) in curves.done(run_dir):
+        with curve_file.curves_lock(run_dir):
+            if (step, p.variant) in curve_file.done(run_dir):
                 continue
             t0 = time.time()
             rows = run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
                             progress=progress, merge_lora=ev.merge_lora, backend=backend,
                             backend_options=backend_options)
-            curves.append_pass(run_dir, step, p.variant, rows, time.time() - t0, mode)
+            curve_file.append_pass(run_dir, step, p.variant, rows, time.time() - t0, mode)
         log.info("[mlft eval] step %s %s: %s (%.1f s)", step, p.variant, headline_text(rows), time.time() - t0)
         new_rows += rows
     return new_rows

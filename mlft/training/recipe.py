@@ -19,9 +19,15 @@ from typing import Any, Literal
 import yaml
 
 from mlft.config import _coerce, apply_overrides, did_you_mean, from_dict, load_yaml
+from mlft.data.mix import load_mix
 from mlft.errors import ConfigError
+from mlft.evals.runner import check_kind_backend
+from mlft.generation.backends import backend_options, check_interventions
+from mlft.generation.interventions import build_interventions
 from mlft.generation.interventions.quantize import SCHEMES, Scheme
+from mlft.generation.models import EMBEDDED
 from mlft.paths import resolve_path
+from mlft.training.launch import read_accelerate_config
 from mlft.training.passes import load_pass_suite, passes_for
 
 TRAINERS = ("sft", "dpo")
@@ -212,8 +218,6 @@ def validate_training_args(args: dict, trainer: str, where: str) -> dict:
 
 
 def _validate_model(model: str, where: str) -> None:
-    from mlft.generation.models import EMBEDDED
-
     if model in EMBEDDED:
         return
     path = Path(model).expanduser()
@@ -229,7 +233,6 @@ def _validate_model(model: str, where: str) -> None:
 
 def _validate_linked(recipe: Recipe, src: str) -> None:
     """Load the mix and suites (config files only: no data, no model) so their errors surface now."""
-    from mlft.data.mix import load_mix
 
     mix_path = resolve_path(recipe.mix)
     if not mix_path.is_file():
@@ -244,7 +247,6 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
     ev = recipe.evaluation
     if not ev.enabled:
         return
-    from mlft.generation.backends import backend_options, check_interventions
 
     backend_options(ev.backend, ev.backend_options, f"{src}: evaluation.backend_options")
     for p in passes_for(ev):
@@ -252,9 +254,6 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
         try:
             suite = load_pass_suite(p)
             if not p.needs_saved_weights:  # quantized variants run on hf
-                from mlft.evals.runner import check_kind_backend
-                from mlft.generation.interventions import build_interventions
-
                 check_kind_backend(suite, ev.backend)
                 ivs = getattr(suite.options, "interventions", None) or []
                 variants = [v.interventions for v in getattr(suite.options, "variants", []) if v.interventions]
@@ -296,8 +295,6 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
             raise ConfigError(f"{src}: global_batch_size and training_args.gradient_accumulation_steps are both set "
                               "(accumulation is derived from global_batch_size: set one)")
         if recipe.accelerate_config is not None:  # the world size it will launch with: check now, not on the GPUs
-            from mlft.training.launch import read_accelerate_config
-
             cfg = read_accelerate_config(recipe.accelerate_config)
             accumulation_steps(recipe, int(cfg.num_processes or 1), f"{src}: global_batch_size")
     if len(set(ev.quantized)) != len(ev.quantized):
@@ -338,7 +335,7 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), c
     """Read, merge (`include:`), override and validate a recipe — before any model or dataset is loaded."""
     path = resolve_path(path)
     src = str(path)
-    data = load_yaml(path)
+    data = load_yaml(path, shipped="recipes")
     data = apply_overrides(data, list(overrides))
     recipe = from_dict(Recipe, data, src)
     recipe.source = src

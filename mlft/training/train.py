@@ -25,11 +25,15 @@ from pathlib import Path
 
 import yaml
 
-from mlft.console import get_logger
+from mlft.console import get_logger, quiet_transformers
+from mlft.data.mix import build_mix, load_mix
 from mlft.errors import ConfigError
+from mlft.generation.models import load, resolve
 from mlft.io.jsonl import read_jsonl
 from mlft.io.locks import OutputLock
 from mlft.provenance import write_results
+from mlft.training.card import push, write_card
+from mlft.training.chat_template import training_chat_template
 from mlft.training.recipe import Recipe, accumulation_steps, dump_recipe
 
 COMPLETE = "complete"
@@ -136,7 +140,6 @@ def _load_dataset(recipe: Recipe, run_dir: Path, state):
     the other ranks read that file (run_dir is on a filesystem every node sees)."""
     import datasets
 
-    from mlft.data.mix import build_mix, load_mix
 
     mix = load_mix(recipe.mix, list(recipe.mix_overrides))
     if state.is_main_process:
@@ -157,7 +160,6 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
     reload the reference from the config's name: the base, without the adapters)."""
     from transformers import AutoTokenizer
 
-    from mlft.generation.models import load, resolve
 
     mref = resolve(start)
     ref_model = None
@@ -173,8 +175,6 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
     if recipe.chat_template != "auto":
         tok.chat_template = Path(recipe.chat_template).read_text(encoding="utf-8")
     elif recipe.trainer == "sft" and getattr(config, "assistant_only_loss", False):
-        from mlft.training.chat_template import training_chat_template
-
         template = training_chat_template(tok)
         if template is not None:
             tok.chat_template = template
@@ -215,7 +215,6 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
 
     from accelerate import PartialState
 
-    from mlft.console import quiet_transformers
 
     t0 = time.time()
     run_dir = Path(recipe.run_dir)
@@ -295,7 +294,6 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
                   "process_group_timeout_s": group_timeout_s(), "eval_in_process": in_process, "resumed_from": last, "final": final_kind, "pid": os.getpid()}
         write_results(run_dir, {"recipe": recipe.to_dict()}, t0, time.time() - t0, {"complete": marker})
         (run_dir / COMPLETE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        from mlft.training.card import push, write_card
 
         try:
             log.info("mlft train: model card %s", write_card(run_dir))

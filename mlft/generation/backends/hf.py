@@ -24,6 +24,8 @@ from typing import Iterator, Literal, Sequence
 from mlft.errors import ConfigError
 from mlft.generation.backends import Request, Result, cut_reply, encode_request
 from mlft.generation.interventions.contrastive import PairedRows
+from mlft.generation.interventions.vocab import vocab_index
+from mlft.generation.models import load
 
 
 @dataclass
@@ -87,8 +89,6 @@ class HFBackend:
     def create(cls, options: HFOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16,
                token_stats=False) -> "HFBackend":
         if model is None:
-            from mlft.generation.models import load
-
             model, tokenizer = load(model_ref, dtype=options.dtype, device=options.device,
                                     trust_remote_code=options.trust_remote_code, chat_template=options.chat_template)
             live = False
@@ -254,8 +254,6 @@ class HFBackend:
     def _newline_ids(self) -> frozenset[int]:
         """Token ids whose text holds a newline (byte-level vocabularies have many)."""
         if getattr(self, "_nl", None) is None:
-            from mlft.generation.interventions.vocab import vocab_index
-
             self._nl = frozenset(i for i, t in enumerate(vocab_index(self.tokenizer).texts) if t and "\n" in t)
         return self._nl
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from mlft.errors import ConfigError
 from mlft.generation.interventions import Intervention, register
 from mlft.generation.interventions.steer import prompt_text
+from mlft.langid import check_lid_spec, identifier
 from mlft.languages import LANGUAGES
-from mlft.lcb.langid import check_lid_spec, identifier
 
 # names of languages outside LCB's 15 that a user prompt file may target
 OTHER_NAMES = {

@@ -26,7 +26,7 @@ from typing import Literal
 from mlft.errors import ConfigError
 from mlft.generation.interventions import Intervention, register
 from mlft.generation.steering import decoder_layers, load_vectors
-from mlft.lcb.langid import check_lid_spec, identifier
+from mlft.langid import check_lid_spec, identifier
 from mlft.provenance import read_sidecar
 
 

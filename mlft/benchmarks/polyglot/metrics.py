@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
+from mlft.stats import proportion_halfwidth
+
 N_RESAMPLES = 10_000
 
 
@@ -21,10 +23,9 @@ def bootstrap_halfwidth(known: Sequence[bool], n_resamples: int = N_RESAMPLES, s
 
     Resampling n facts with replacement and counting the known ones is a Binomial(n, accuracy) draw, so the
     10,000 resampled accuracies are drawn as binomials (26k facts x 10k resamples would not fit otherwise);
-    computed by `mlft.lcb.stats.proportion_halfwidth`, the one statistics module.
+    computed by `mlft.stats.proportion_halfwidth`, the one statistics module.
     """
     accuracy(known)  # an empty set is an error
-    from mlft.lcb.stats import proportion_halfwidth
 
     return proportion_halfwidth(sum(map(bool, known)), len(known), confidence=level, n=n_resamples, seed=seed)
 

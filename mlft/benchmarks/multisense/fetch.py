@@ -15,8 +15,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from mlft.benchmarks.multisense.prompts import LANGUAGES, TASKS
 from mlft.errors import DataError
-from mlft.evals.multisense.prompts import LANGUAGES, TASKS
 from mlft.paths import cache_dir
 
 SOURCES = {"pawsx": "google-research-datasets/paws-x", "xnli": "facebook/xnli"}

@@ -16,8 +16,8 @@ from collections import defaultdict
 from itertools import accumulate
 
 from mlft.constants import LID_THRESHOLD
+from mlft.format import render
 from mlft.languages import NON_LATIN
-from mlft.reports.format import render
 
 LATIN_LETTER = re.compile(r"[A-Za-z\u00C0-\u024F]")
 

@@ -1,6 +1,6 @@
 """Multisense test sets (PAWS-X, XNLI in en/de/zh) and the authors' stored run files.
 
-Layout of a data folder (the same as `../shared/multisense/`, and what `mlft.evals.multisense.fetch` writes):
+Layout of a data folder (the same as `../shared/multisense/`, and what `mlft.benchmarks.multisense.fetch` writes):
 `{task}/test-{lang}.tsv` with a header and the columns `id`, the task's two sentence columns, `label`.
 Row i of every language is item i (PAWS-X and XNLI are parallel), so items pair up across languages by row.
 """
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlft import paths
+from mlft.benchmarks.multisense.prompts import LANGUAGES, TASKS
 from mlft.config import check_choice
 from mlft.errors import DataError
-from mlft.evals.multisense.prompts import LANGUAGES, TASKS
+from mlft.io.jsonl import iter_objects
 
 ENV_VAR = "MLFT_MULTISENSE_DATA"
 
@@ -83,7 +84,6 @@ def read_run(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: run file not found")
-    from mlft.io.jsonl import iter_objects
 
     rows = []
     for line_no, row in iter_objects(path):  # invalid JSON / not an object: DataError naming the line

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.evals.polyglot.data import LANGUAGES
+from mlft.benchmarks.polyglot.data import LANGUAGES
 from mlft.io.download import RemoteFile, download, file_digest
 from mlft.paths import cache_dir
 

@@ -10,10 +10,11 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mlft.benchmarks.lcb.fetch import TEST_SETS, locate
 from mlft.constants import TASKS
 from mlft.errors import ConfigError, DataError
-from mlft.languages import LANGUAGES
-from mlft.lcb.fetch import TEST_SETS, locate
+from mlft.io.jsonl import iter_objects
+from mlft.languages import LANGUAGES, check_scorable
 
 # folder name in the archive -> the `source` value its rows (and the released outputs) carry
 SOURCES: dict[str, dict[str, str]] = {
@@ -132,7 +133,6 @@ def load_prompt_file(path: str | Path) -> list[Prompt]:
     """A prompt set of your own: JSONL or CSV with `id, prompt, language` and optional `task` (default
     monolingual), `source` (default: the file's stem), `location`, `phrasing`. Any language the LID model knows
     can be scored. Every bad row is named (file, line/row, field)."""
-    from mlft.languages import check_scorable
 
     path = Path(path)
     if not path.is_file():
@@ -143,8 +143,6 @@ def load_prompt_file(path: str | Path) -> list[Prompt]:
         raise DataError(f"{path}: not UTF-8 text ({exc})") from None
     rows: list[tuple[str, dict]] = []
     if path.suffix.lower() in (".jsonl", ".json") or text.lstrip().startswith("{"):
-        from mlft.io.jsonl import iter_objects
-
         rows = [(f"line {n}", rec) for n, rec in iter_objects(path, text)]
     else:
         reader = csv.DictReader(io.StringIO(text, newline=None))

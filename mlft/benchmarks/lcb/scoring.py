@@ -1,6 +1,6 @@
 """Score completions: LPR / WPR / acc per (task, model, source, language), the official aggregation
 ((source, all), (all, lang), (all, all); unweighted means), LCPR as the paper defines it, optional per-reply
-details and seeded confidence intervals (computed by mlft.lcb.stats, the one statistics module)."""
+details and seeded confidence intervals (computed by mlft.stats, the one statistics module)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from mlft.benchmarks.lcb.fetch import WORDS, locate
+from mlft.benchmarks.lcb.guard import is_degenerate, lexical_validity
+from mlft.benchmarks.lcb.guard_report import LIMITS, guard_rows, limit_flags
+from mlft.benchmarks.lcb.metrics import (
+    GroupCounts,
+    ReplyResult,
+    ScoreOptions,
+    analyze_reply,
+    group_metrics,
+    load_english_words,
+)
 from mlft.completions import Completion
 from mlft.errors import DataError
+from mlft.langid import OTHER_LIDS, LanguageIdentifier, OtherIdentifier
 from mlft.languages import NON_LATIN
-from mlft.lcb.fetch import WORDS, locate
-from mlft.lcb.guard import LIMITS, guard_rows, is_degenerate, lexical_validity, limit_flags
-from mlft.lcb.langid import LanguageIdentifier
-from mlft.lcb.metrics import GroupCounts, ReplyResult, ScoreOptions, analyze_reply, group_metrics, load_english_words
-from mlft.lcb.stats import Outcome, intervals
+from mlft.stats import Outcome, intervals
 
 PARALLEL_MIN_REPLIES = 3000  # below this, forking costs more than it saves
 _WORKER: dict = {}
@@ -120,8 +128,6 @@ def analyze_all(items: list[tuple[str, str]], lid: LanguageIdentifier, words: fr
 
 
 def load_resources(lid: str | LanguageIdentifier | None = None, words: str | Path | None = None):
-    from mlft.lcb.langid import OTHER_LIDS, OtherIdentifier
-
     if isinstance(lid, (LanguageIdentifier, OtherIdentifier)):
         identifier = lid
     else:
@@ -134,7 +140,7 @@ def score_completions(completions: list[Completion], options: ScoreOptions | Non
                       detail: bool = False, bootstrap: int = 0, seed: int = 0, workers: int | None = None,
                       progress: bool = False, confidence: float = 0.95) -> ScoreReport:
     """Score completions by the official rules. `bootstrap` > 0 adds intervals at `confidence` for LPR / WPR /
-    LCPR on every row (`mlft.lcb.stats.intervals`: stratified bootstrap for aggregates, Wilson for a single
+    LCPR on every row (`mlft.stats.intervals`: stratified bootstrap for aggregates, Wilson for a single
     (source, language) group), seeded; per model, as `mlft eval` computes them per variant."""
     options = options or ScoreOptions()
     identifier, word_set = load_resources(lid, words)
@@ -241,7 +247,7 @@ def score_guard(completions: Sequence, replies: Sequence, *, confidence: float =
 def _intervals(completions: list[Completion], results: list[ReplyResult], idx: list[int], n: int, seed: int,
                confidence: float) -> dict:
     """{(task, source, lang): {lpr_ci_low, ..., lcpr_ci_high}} of one model's replies: the intervals of
-    `mlft.lcb.stats` (the same numbers `mlft eval` reports for the same replies, seed and resamples)."""
+    `mlft.stats` (the same numbers `mlft eval` reports for the same replies, seed and resamples)."""
     comps = [completions[i] for i in idx]
     # the same outcomes as `mlft eval` (validity included: the bootstrap's draws depend on the reply categories)
     outcomes = outcomes_from(comps, [results[i] for i in idx], degenerate=[is_degenerate(c.completion) for c in comps])

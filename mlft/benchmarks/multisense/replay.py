@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlft.benchmarks.multisense import metrics
+from mlft.benchmarks.multisense.data import read_run
 from mlft.errors import DataError
-from mlft.evals.multisense import metrics
-from mlft.evals.multisense.data import read_run
 
 
 def consistency_table(reference: Path) -> list[dict]:

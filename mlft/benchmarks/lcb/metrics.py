@@ -19,9 +19,9 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.constants import LID_THRESHOLD, MIN_TOKENS
 from mlft.languages import NON_LATIN, SCRIPT_RANGES
-from mlft.lcb.tokenize import tokenize
 
 WORD_CHECKS = ("dictionary", "latin", "latin+dictionary")
 _PUNCT = str.maketrans("", "", string.punctuation)

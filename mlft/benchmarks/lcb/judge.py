@@ -1,7 +1,7 @@
 """A second language-ID judge beside the official LPR (NON-OFFICIAL): the same replies, the same counted lines
 (LCB's rule: >= 5 tokens in the expected language's tokenisation, which no LID decides), the same threshold
 (score > 0.3) and the official aggregation, with each counted line labelled by another model family
-(`mlft.lcb.langid.OTHER_LIDS`: py3langid or langdetect) instead of fastText. A mitigation tuned against one LID
+(`mlft.langid.OTHER_LIDS`: py3langid or langdetect) instead of fastText. A mitigation tuned against one LID
 (line resampling with a verifier, steering towards fastText's notion of a language) can overstate its gain; a
 gain that the second judge sees too is not an artefact of the first. Used by `mlft score --judge` and by the
 `judge:` key of an lcb eval suite (a `lpr@<judge>` metric row and a column beside the official one)."""
@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Sequence
 
+from mlft.benchmarks.lcb.scoring import score_completions
 from mlft.completions import Completion
 from mlft.errors import ConfigError
-from mlft.lcb.langid import OTHER_LIDS, check_lid_spec
-from mlft.lcb.scoring import score_completions
+from mlft.langid import OTHER_LIDS, check_lid_spec
 
 JUDGES = OTHER_LIDS
 
@@ -34,7 +34,7 @@ def metric_name(judge: str) -> str:
 
 
 def judge_report(completions: Sequence[Completion], judge: str, options=None, *, words=None, workers=None):
-    """`mlft.lcb.scoring.score_completions` with `judge` labelling the lines (a ScoreReport, NON-OFFICIAL)."""
+    """`mlft.benchmarks.lcb.scoring.score_completions` with `judge` labelling the lines (a ScoreReport, NON-OFFICIAL)."""
     check_judge(judge, "judge")
     return score_completions(list(completions), options, lid=judge, words=words, workers=workers)
 

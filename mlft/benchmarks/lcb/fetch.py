@@ -6,11 +6,10 @@ Lookup order for each file: an explicit path (`--from`), the environment variabl
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from mlft.errors import DataError
 from mlft.io.download import RemoteFile, download, file_digest
+from mlft.io.download import locate as _locate
 from mlft.paths import cache_dir
 
 __all__ = ["RemoteFile", "download", "file_digest", "locate", "REPO_RAW", "TEST_SETS", "WORDS", "FEW_SHOT",
@@ -31,29 +30,7 @@ ENV_VAR = "MLFT_LCB_DATA"
 OFFLINE_HINT = f"offline, import a local copy with --from PATH or set {ENV_VAR}=PATH"
 
 
-def _verified(path: Path, remote: RemoteFile, verify: bool) -> Path:
-    if verify and file_digest(path, remote.algo) != remote.digest:
-        raise DataError(f"{path}: not the official {remote.name} ({remote.algo} mismatch); "
-                        "pass --no-verify to use a modified copy")
-    return path
-
-
 def locate(remote: RemoteFile, explicit: str | Path | None = None, verify: bool = True) -> Path:
     """Path of a local, verified copy of `remote`: `explicit` (a file, or a folder holding it), else
     `$MLFT_LCB_DATA`, else the cache, else a download into the cache."""
-    if explicit is not None:
-        given = Path(explicit)
-        cand = given / remote.name if given.is_dir() else given
-        if not cand.is_file():
-            raise DataError(f"{explicit}: no {remote.name} there")
-        return _verified(cand, remote, verify)
-    env = os.environ.get(ENV_VAR)
-    if env:
-        given = Path(env)
-        cand = given / remote.name if given.is_dir() else given
-        if cand.is_file() and cand.name == remote.name:
-            return _verified(cand, remote, verify)
-    cached = cache_dir() / "lcb" / remote.name
-    if cached.is_file() and file_digest(cached, remote.algo) == remote.digest:
-        return cached
-    return download(remote, cached, OFFLINE_HINT)
+    return _locate(remote, explicit, verify, env_var=ENV_VAR, cache=cache_dir() / "lcb", offline_hint=OFFLINE_HINT)

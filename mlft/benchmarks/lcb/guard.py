@@ -1,8 +1,8 @@
-"""Guard against scores that degenerate output can buy: coverage and degeneracy, with intervals and flags.
+"""Guard against scores that degenerate output can buy: the per-reply checks (degeneracy, lexical validity).
 
 LPR and WPR leave out every reply without a counted line (>= 5 tokens), so `itititit`, a run of quotes or an empty
 reply scores 100 %. The official numbers stay untouched; the guard reports next to them, per task and
-language (official unweighted aggregation, intervals from `mlft.lcb.stats`):
+language (official unweighted aggregation, intervals from `mlft.stats`):
 - coverage: share of replies with >= 1 counted line (they enter LPR's denominator);
 - degeneracy: share of replies `is_degenerate` flags.
 
@@ -25,12 +25,8 @@ replies), gpt-4-turbo, gpt-3.5-turbo, command-r, command-r-plus and mistral-larg
 refrain (lines repeated, not back to back), a title repeated in the first sentence, tables, lists, code,
 short answers ("No, no, no.", "42") -- see tests/test_lcb_guard.py.
 
-`guard_flags` flags a (task, language) row whose coverage is lower, or degeneracy higher, than a base run's
-beyond chance (paired bootstrap when both runs hold the same ids for the task, else independent resamples;
-Holm over the task's rows x 2 measures), and a row whose whole interval lies beyond an absolute limit
-(defaults: coverage below 80 %, degeneracy above 5 %; None turns a limit off). On the paper's outputs the
-limits fire only for the base models and llama-3-instruct's cross-lingual ko/ja/zh (no strong model's
-language row has coverage under 90 %).
+The rows, intervals and flags that aggregate these checks per task and language are in
+`mlft.benchmarks.lcb.guard_report`.
 
 Lexical validity (`lexical_validity`) sees word salad in the right script, which LPR counts as a success and
 the rules above miss (`文章のラクティ`, `نشرط الإصلية`): the share of a reply's words that are words of the target
@@ -56,22 +52,16 @@ character zh salad, or a reply in a language whose lexicon shares its words (Eng
 from __future__ import annotations
 
 import functools
-import math
 import re
 import unicodedata
-import warnings
 from collections import Counter
-from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
+from mlft.benchmarks.lcb.metrics import normalize
+from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.constants import VALID_SHARE
-from mlft.errors import ConfigError
-from mlft.lcb.langid import LanguageIdentifier
-from mlft.lcb.metrics import normalize
-from mlft.lcb.stats import Outcome, holm, intervals, paired_test, unpaired_test
-from mlft.lcb.tokenize import tokenize
+from mlft.langid import LanguageIdentifier
 
 SHARE = 0.5  # a rule fires when its repeats cover at least this share of the text
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
@@ -242,183 +232,3 @@ def lexical_validity(text: str, lang: str) -> float | None:
 def is_lexically_valid(text: str, lang: str) -> bool | None:
     v = lexical_validity(text, lang)
     return None if v is None else v > VALID_SHARE
-
-
-# ---------------------------------------------------------------- rows and flags
-
-from mlft.constants import GUARD_METRICS  # noqa: E402  (coverage, degeneracy, validity)
-
-LID_DETAIL = ("unknown", "skipped")  # the metric's silent failure modes (intervals, no flags)
-
-
-def lid_detail(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 2000,
-               seed: int = 0) -> dict[tuple[str, str, str], dict]:
-    """{(task, source, language): {"unknown", "unknown_ci_low", "unknown_ci_high", "lines", "unknown_lines"}}:
-    the share of counted lines fastText labels "unknown" (score <= threshold), pooled over the lines of a
-    (source, language) group and aggregated the official unweighted way ((source, all), (all, language),
-    (all, all)); None without counted lines (or for outcomes written before the count existed).
-
-    Interval: lines cluster in replies (a salad reply has many unknown lines), so replies - not lines - are
-    resampled, within each (source, language) stratum with n_s - 1 draws as `mlft.lcb.stats.intervals` does;
-    each resample's ratio of pooled counts is aggregated like the point value; percentile interval."""
-    from mlft.lcb.stats import _check_confidence
-
-    _check_confidence(confidence, n)
-    rng = np.random.default_rng(seed)
-    alpha = 1 - confidence
-    groups: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
-    for o in outcomes:
-        g = groups.setdefault((o.task, o.source, o.language), [])
-        if o.lines is not None:
-            g.append((o.lines, o.unknown_lines or 0))
-    point: dict[tuple[str, str, str], float | None] = {}
-    boot: dict[tuple[str, str, str], np.ndarray] = {}
-    counts: dict[tuple[str, str, str], tuple[int, int]] = {}
-    for key in sorted(groups):
-        pairs = np.array(groups[key], dtype=np.float64).reshape(-1, 2)
-        lines, unknown = pairs.sum(0) if len(pairs) else (0.0, 0.0)
-        counts[key] = (int(lines), int(unknown))
-        point[key] = unknown / lines if lines else None
-        if len(pairs):
-            idx = rng.integers(0, len(pairs), size=(n, max(1, len(pairs) - 1)))
-            drawn = pairs[idx].sum(1)  # (n, 2)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                boot[key] = np.where(drawn[:, 0] > 0, drawn[:, 1] / np.maximum(drawn[:, 0], 1), np.nan)
-        else:
-            boot[key] = np.full(n, np.nan)
-
-    def row(keys: list, value: float | None, draws: np.ndarray) -> dict:
-        lo = hi = None
-        if value is not None and np.isfinite(draws).any():
-            lo, hi = (float(q) for q in np.nanquantile(draws, [alpha / 2, 1 - alpha / 2]))
-        return {"unknown": value, "unknown_ci_low": lo, "unknown_ci_high": hi,
-                "lines": sum(counts[k][0] for k in keys), "unknown_lines": sum(counts[k][1] for k in keys)}
-
-    def avg(keys: list, values: dict, draws: dict) -> tuple[float | None, np.ndarray]:
-        known = [k for k in keys if values[k] is not None]
-        if not known:
-            return None, np.full(n, np.nan)
-        # resamples where a group lost all its lines average over the others (as the point value skips None)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a resample with no lines in any group: NaN
-            return sum(values[k] for k in known) / len(known), np.nanmean(np.stack([draws[k] for k in known]), 0)
-
-    out = {key: row([key], point[key], boot[key]) for key in groups}
-    for task in sorted({k[0] for k in groups}):
-        keys = sorted(k for k in groups if k[0] == task)
-        for source in sorted({k[1] for k in keys}):
-            sub = [k for k in keys if k[1] == source]
-            out[(task, source, "all")] = row(sub, *avg(sub, point, boot))
-        lang_point, lang_boot = {}, {}
-        for lang in sorted({k[2] for k in keys}):
-            sub = [k for k in keys if k[2] == lang]
-            lang_point[lang], lang_boot[lang] = avg(sub, point, boot)
-            out[(task, "all", lang)] = row(sub, lang_point[lang], lang_boot[lang])
-        out[(task, "all", "all")] = row(keys, *avg(sorted(lang_point), lang_point, lang_boot))
-    return out
-
-
-def guard_rows(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 10000, seed: int = 0,
-               sources: bool = False) -> list[dict]:
-    """Per (task, language) and (task, all): coverage, degeneracy and lexical validity (where measured) with
-    intervals, LPR for context, and the LID detail: `unknown` (share of counted lines labelled unknown) and
-    `skipped` (share of replies LCB leaves out = 1 - coverage). `sources=True` adds the (source, language)
-    rows (key `source`; "all" for the aggregates)."""
-    rows = []
-    detail = lid_detail(outcomes, confidence=confidence, seed=seed)
-    for (task, source, lang), ms in intervals(outcomes, confidence=confidence, n=n, seed=seed).items():
-        if source != "all" and not sources:
-            continue
-        row = {"task": task, **({"source": source} if sources else {}), "language": lang, "n": ms["coverage"].n}
-        for m in (*GUARD_METRICS, "lpr"):
-            if m in ms:
-                row.update(ms[m].columns(m))
-            elif m == "validity":
-                row.update({"validity": None, "validity_ci_low": None, "validity_ci_high": None})
-        cov = ms["coverage"]
-        row.update({"skipped": 1 - cov.value, "skipped_ci_low": 1 - cov.high, "skipped_ci_high": 1 - cov.low})
-        row.update(detail.get((task, source, lang), {"unknown": None, "unknown_ci_low": None, "unknown_ci_high": None,
-                                                     "lines": 0, "unknown_lines": 0}))
-        rows.append(row)
-    return rows
-
-
-@dataclass(frozen=True)
-class GuardFlag:
-    task: str
-    language: str          # a language or "all"
-    metric: str            # "coverage" | "degeneracy" | "validity"
-    value: float
-    ci_low: float          # interval of the value (limit flags) or of the difference (base flags)
-    ci_high: float
-    reason: str            # one line for a report
-    base: float | None = None
-    diff: float | None = None
-    p_value: float | None = None
-    p_adjusted: float | None = None
-    paired: bool | None = None
-
-
-def _worse(metric: str, diff: float) -> bool:
-    return diff < 0 if metric in ("coverage", "validity") else diff > 0
-
-
-LIMITS = {"min_coverage": 0.8, "max_degeneracy": 0.05, "min_validity": 0.8}
-
-
-def limit_flags(rows: Sequence[dict], *, min_coverage: float | None = 0.8, max_degeneracy: float | None = 0.05,
-                min_validity: float | None = 0.8) -> list[GuardFlag]:
-    """Guard rows (`guard_rows`) whose whole interval lies below min_coverage / above max_degeneracy / below
-    min_validity (None turns a limit off)."""
-    flags = []
-    for row in rows:
-        for metric, limit in (("coverage", min_coverage), ("degeneracy", max_degeneracy),
-                              ("validity", min_validity)):
-            if limit is None or row.get(metric) is None:
-                continue
-            lo, hi = row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
-            if lo > limit if metric == "degeneracy" else hi < limit:
-                side = "above" if metric == "degeneracy" else "below"
-                where = f"{row['source']}/" if row.get("source", "all") != "all" else ""
-                flags.append(GuardFlag(row["task"], where + row["language"], metric, row[metric], lo, hi,
-                                       f"{metric} {row[metric]:.1%} [{lo:.1%}, {hi:.1%}] is {side} {limit:.0%}"))
-    return flags
-
-
-def guard_flags(run: Sequence[Outcome], base: Sequence[Outcome] | None = None, *, confidence: float = 0.95,
-                n: int = 10000, seed: int = 0, min_diff: float = 0.0, min_coverage: float | None = 0.8,
-                max_degeneracy: float | None = 0.05, min_validity: float | None = 0.8) -> list[GuardFlag]:
-    """Rows of `run` whose coverage, degeneracy or lexical validity is worse than `base`'s (Holm-adjusted
-    p < 1 - confidence, |diff| >= min_diff; paired on ids when both runs hold the same ids for the task), or
-    whose whole interval lies below min_coverage / above max_degeneracy / below min_validity (None turns a
-    limit off). Validity is tested where both runs measured it."""
-    alpha = 1 - confidence
-    flags = limit_flags(guard_rows(run, confidence=confidence, n=n, seed=seed), min_coverage=min_coverage,
-                        max_degeneracy=max_degeneracy, min_validity=min_validity)
-    if base is None:
-        return flags
-    for task in sorted({o.task for o in run} & {o.task for o in base}):
-        ra, rb = [o for o in base if o.task == task], [o for o in run if o.task == task]
-        paired = sorted((o.source, o.language, o.id) for o in ra) == sorted((o.source, o.language, o.id) for o in rb)
-        langs = sorted({o.language for o in ra} & {o.language for o in rb})
-        measured = {o.language for o in ra if o.validity is not None} & {o.language for o in rb
-                                                                         if o.validity is not None}
-        cells = [(lang, metric) for lang in [None, *langs] for metric in GUARD_METRICS
-                 if metric != "validity" or (measured if lang is None else lang in measured)]
-        family = len(cells)
-        if family * 2 / (n + 1) >= alpha:  # the smallest bootstrap p, Holm-adjusted, could never pass
-            raise ConfigError(f"{n} resamples cannot show significance over {family} Holm-adjusted tests; "
-                              f"use n >= {math.ceil(2 * family / alpha)}")
-        tests = []
-        for lang, metric in cells:
-            kw = dict(task=task, language=lang, n=n, seed=seed, confidence=confidence)
-            tests.append(paired_test(ra, rb, metric, **kw) if paired else unpaired_test(ra, rb, metric, **kw))
-        for res, q in zip(tests, holm([t.p_value for t in tests])):
-            if q < alpha and _worse(res.metric, res.diff) and abs(res.diff) >= min_diff:
-                flags.append(GuardFlag(
-                    task, res.language, res.metric, res.b, res.ci_low, res.ci_high,
-                    f"{res.metric} {res.b:.1%} vs base {res.a:.1%}: {res.diff:+.1%} "
-                    f"[{res.ci_low:+.1%}, {res.ci_high:+.1%}], p={res.p_value:.2g} (Holm {q:.2g}, "
-                    f"{'paired' if paired else 'unpaired'})",
-                    base=res.a, diff=res.diff, p_value=res.p_value, p_adjusted=q, paired=paired))
-    return flags

@@ -5,8 +5,8 @@ once by an eval pass (`save_outcomes`) so intervals and tests never need rescori
 official aggregation: a metric per (source, language) group, (all, lang) = mean over sources, (source, all) =
 mean over languages, (all, all) = mean over (all, lang); LCPR = harmonic(LPR, WPR) per language, averaged over
 the non-Latin languages. Coverage (share of replies with >= 1 counted line), degeneracy (share of degenerate
-replies, `mlft.lcb.guard`) and lexical validity (share of replies whose words are mostly words of the language,
-`mlft.lcb.guard.lexical_validity`; defined for a (source, language) group whose replies carry it) are aggregated
+replies, `mlft.benchmarks.lcb.guard`) and lexical validity (share of replies whose words are mostly words of the language,
+`mlft.benchmarks.lcb.guard.lexical_validity`; defined for a (source, language) group whose replies carry it) are aggregated
 the same unweighted way. Point values are the official numbers, bit for bit (same formulas, same summation order).
 
 Intervals (`intervals`, `interval_rows`):
@@ -54,6 +54,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import warnings
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -65,6 +66,7 @@ import numpy as np
 from mlft.constants import GUARD_METRICS, VALID_SHARE
 from mlft.constants import METRICS as LCB_METRICS
 from mlft.errors import ConfigError, DataError
+from mlft.io.jsonl import iter_objects
 from mlft.languages import NON_LATIN
 
 METRICS = (*LCB_METRICS, *GUARD_METRICS)
@@ -85,9 +87,9 @@ class Outcome:
     counted: bool          # has >= 1 counted line (else left out of every denominator)
     line_error: bool       # a counted line is in another language
     word_error: bool       # WPR failure (official: only set for counted, line-clean replies)
-    degenerate: bool       # mlft.lcb.guard.is_degenerate(reply)
-    nll: float | None = None  # mean token NLL under a reference LM (mlft.lcb.fluency)
-    validity: float | None = None  # share of known words (mlft.lcb.guard.lexical_validity); None: not measured
+    degenerate: bool       # mlft.benchmarks.lcb.guard.is_degenerate(reply)
+    nll: float | None = None  # mean token NLL under a reference LM (mlft.generation.fluency)
+    validity: float | None = None  # share of known words (mlft.benchmarks.lcb.guard.lexical_validity); None: not measured
     lines: int | None = None       # counted lines (LID detail)
     unknown_lines: int | None = None  # counted lines fastText labels "unknown" (score <= threshold)
 
@@ -127,8 +129,6 @@ def save_outcomes(path: str | Path, outcomes: Iterable[Outcome]) -> None:
 
 
 def load_outcomes(path: str | Path) -> list[Outcome]:
-    from mlft.io.jsonl import iter_objects
-
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
@@ -259,7 +259,7 @@ def wilson(successes, trials, confidence: float = 0.95) -> tuple[np.ndarray, np.
     return np.where(empty, 0.0, np.clip(centre - half, 0, 1)), np.where(empty, 1.0, np.clip(centre + half, 0, 1))
 
 
-def _check_confidence(confidence: float, n: int) -> None:
+def check_confidence(confidence: float, n: int) -> None:
     if not 0 < confidence < 1:
         raise ConfigError(f"confidence must be in (0, 1), got {confidence}")
     if n < 1:
@@ -270,7 +270,7 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
               group_method: str = "wilson") -> dict[tuple[str, str, str], dict[str, Estimate]]:
     """{(task, source, language): {metric: Estimate}} for every row the official scorer reports (source or
     language "all" for aggregates); WPR/LCPR only where defined. Point values equal the official ones."""
-    _check_confidence(confidence, n)
+    check_confidence(confidence, n)
     if group_method not in ("wilson", "bootstrap"):
         raise ConfigError(f"unknown group_method {group_method!r}; valid: wilson, bootstrap")
     rng = np.random.default_rng(seed)
@@ -303,6 +303,72 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
     return out
 
 
+def unknown_share_intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 2000,
+               seed: int = 0) -> dict[tuple[str, str, str], dict]:
+    """{(task, source, language): {"unknown", "unknown_ci_low", "unknown_ci_high", "lines", "unknown_lines"}}:
+    the share of counted lines fastText labels "unknown" (score <= threshold), pooled over the lines of a
+    (source, language) group and aggregated the official unweighted way ((source, all), (all, language),
+    (all, all)); None without counted lines (or for outcomes written before the count existed).
+
+    Interval: lines cluster in replies (a salad reply has many unknown lines), so replies - not lines - are
+    resampled, within each (source, language) stratum with n_s - 1 draws as `mlft.stats.intervals` does;
+    each resample's ratio of pooled counts is aggregated like the point value; percentile interval."""
+
+    check_confidence(confidence, n)
+    rng = np.random.default_rng(seed)
+    alpha = 1 - confidence
+    groups: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
+    for o in outcomes:
+        g = groups.setdefault((o.task, o.source, o.language), [])
+        if o.lines is not None:
+            g.append((o.lines, o.unknown_lines or 0))
+    point: dict[tuple[str, str, str], float | None] = {}
+    boot: dict[tuple[str, str, str], np.ndarray] = {}
+    counts: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for key in sorted(groups):
+        pairs = np.array(groups[key], dtype=np.float64).reshape(-1, 2)
+        lines, unknown = pairs.sum(0) if len(pairs) else (0.0, 0.0)
+        counts[key] = (int(lines), int(unknown))
+        point[key] = unknown / lines if lines else None
+        if len(pairs):
+            idx = rng.integers(0, len(pairs), size=(n, max(1, len(pairs) - 1)))
+            drawn = pairs[idx].sum(1)  # (n, 2)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                boot[key] = np.where(drawn[:, 0] > 0, drawn[:, 1] / np.maximum(drawn[:, 0], 1), np.nan)
+        else:
+            boot[key] = np.full(n, np.nan)
+
+    def row(keys: list, value: float | None, draws: np.ndarray) -> dict:
+        lo = hi = None
+        if value is not None and np.isfinite(draws).any():
+            lo, hi = (float(q) for q in np.nanquantile(draws, [alpha / 2, 1 - alpha / 2]))
+        return {"unknown": value, "unknown_ci_low": lo, "unknown_ci_high": hi,
+                "lines": sum(counts[k][0] for k in keys), "unknown_lines": sum(counts[k][1] for k in keys)}
+
+    def avg(keys: list, values: dict, draws: dict) -> tuple[float | None, np.ndarray]:
+        known = [k for k in keys if values[k] is not None]
+        if not known:
+            return None, np.full(n, np.nan)
+        # resamples where a group lost all its lines average over the others (as the point value skips None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a resample with no lines in any group: NaN
+            return sum(values[k] for k in known) / len(known), np.nanmean(np.stack([draws[k] for k in known]), 0)
+
+    out = {key: row([key], point[key], boot[key]) for key in groups}
+    for task in sorted({k[0] for k in groups}):
+        keys = sorted(k for k in groups if k[0] == task)
+        for source in sorted({k[1] for k in keys}):
+            sub = [k for k in keys if k[1] == source]
+            out[(task, source, "all")] = row(sub, *avg(sub, point, boot))
+        lang_point, lang_boot = {}, {}
+        for lang in sorted({k[2] for k in keys}):
+            sub = [k for k in keys if k[2] == lang]
+            lang_point[lang], lang_boot[lang] = avg(sub, point, boot)
+            out[(task, "all", lang)] = row(sub, lang_point[lang], lang_boot[lang])
+        out[(task, "all", "all")] = row(keys, *avg(sorted(lang_point), lang_point, lang_boot))
+    return out
+
+
 def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
     """(mean, low, high): normal-approximation interval of a mean (e.g. reply NLLs); NaN bounds below 2 values."""
     if not 0 < confidence < 1:
@@ -321,7 +387,7 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], *, confidence: float 
                    seed: int = 0) -> tuple[float, float, float]:
     """(ratio, low, high) of mean(b) / mean(a) over paired values (same items, same order): a paired percentile
     bootstrap over items (e.g. the fluency guard's NLL ratio of a run to its base)."""
-    _check_confidence(confidence, n)
+    check_confidence(confidence, n)
     xa, xb = np.asarray(a, np.float64), np.asarray(b, np.float64)
     if xa.shape != xb.shape or xa.size == 0:
         raise DataError(f"ratio_interval needs paired values, got {xa.size} and {xb.size}")
@@ -338,7 +404,7 @@ def proportion_halfwidth(successes: int, trials: int, *, confidence: float = 0.9
 
     Resampling `trials` items and counting successes is a Binomial(trials, p) draw, so the resampled proportions
     are drawn as binomials: the same distribution as resampling the items, in O(1) memory per resample."""
-    _check_confidence(confidence, n)
+    check_confidence(confidence, n)
     if trials < 1:
         raise DataError("proportion_halfwidth of an empty set")
     draws = np.random.default_rng(seed).binomial(trials, successes / trials, size=n) / trials
@@ -447,13 +513,30 @@ def _percentile_test(d: np.ndarray, confidence: float) -> tuple[float, float, fl
     return float(lo), float(hi), float(min(1.0, p))
 
 
+def paired_mean_bootstrap(groups: Sequence[Sequence[float]], *, n: int = 4000, seed: int = 0,
+                          confidence: float = 0.95) -> tuple[float, float, float, float]:
+    """Paired differences in groups (e.g. per-document run - base, per task): the statistic is the unweighted
+    mean over groups of each group's mean difference (a group aggregation, as LCB's); values are resampled
+    within each group. Returns (difference, low, high, p) with the percentile interval and the two-sided
+    bootstrap p of `paired_test`."""
+    check_confidence(confidence, n)
+    diffs = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    if not diffs:
+        raise DataError("paired bootstrap: no paired values")
+    point = float(np.mean([d.mean() for d in diffs]))
+    rng = np.random.default_rng(seed)
+    boot = np.mean([d[rng.integers(0, len(d), (n, len(d)))].mean(1) for d in diffs], axis=0)
+    lo, hi, p = _percentile_test(boot, confidence)
+    return point, lo, hi, p
+
+
 def paired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr", *, task: str | None = None,
                 language: str | None = None, source: str | None = None, method: str = "bootstrap",
                 n: int = 10000, seed: int = 0, confidence: float = 0.95) -> PairedResult:
     """B - A for `metric` at the official row (task, source or "all", language or "all"), over the same
     prompts (matched on source, language and id; a DataError names missing ones). Methods: module docstring."""
     _check_metric(metric, method)
-    _check_confidence(confidence, n)
+    check_confidence(confidence, n)
     task, sa = _select(a, task, source, language, "A")
     _, sb = _select(b, task, source, language, "B")
     pairs = _pairs(sa, sb)
@@ -532,7 +615,7 @@ def unpaired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr
                   confidence: float = 0.95) -> PairedResult:
     """B - A when the runs do not share prompts: each run is resampled independently within its own strata."""
     _check_metric(metric, "bootstrap")
-    _check_confidence(confidence, n)
+    check_confidence(confidence, n)
     task, sa = _select(a, task, source, language, "A")
     _, sb = _select(b, task, source, language, "B")
     _defined(metric, sa)

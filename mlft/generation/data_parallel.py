@@ -27,7 +27,9 @@ from typing import Callable, Iterator, Sequence
 
 from mlft.console import get_logger
 from mlft.generation.backends import Request, Result
+from mlft.generation.backends.hf import HFBackend
 from mlft.generation.interventions import build_interventions, describe_all
+from mlft.generation.models import eval_mode
 
 log = get_logger(__name__)
 STOP = "mlft-parallel-stop"
@@ -110,8 +112,6 @@ def coordinate(enabled: bool = True):
 
 def serve(model, tokenizer, merge_lora: bool = True) -> int:
     """Ranks 1..N-1: generate the chunks rank 0 sends, until STOP; return the number of requests served."""
-    from mlft.generation.backends.hf import HFBackend
-    from mlft.training.passes import eval_mode
 
     dist = _dist()
     if dist is None:
