@@ -99,9 +99,9 @@ def run_views(run_dir: Path, name: str, messages: list[str]) -> list[View]:
     rows = read_jsonl(run_dir / CURVES)
     for p in read_jsonl(run_dir / PASSES):
         if p.get("error"):
-            messages.append(f"{name}: step {p['step']} {p['variant']}: the evaluation failed ({p['error']})")
+            messages.append(f"{run_dir}: step {p['step']} {p['variant']}: the evaluation failed ({p['error']})")
     if not rows:
-        messages.append(f"{name}: no evaluated checkpoint yet ({run_dir / CURVES} is empty or missing)")
+        messages.append(f"{run_dir}: no evaluated checkpoint yet ({CURVES} is empty or missing)")
         return []
     views: dict[tuple, View] = {}
     for r in rows:
@@ -124,7 +124,7 @@ def run_views(run_dir: Path, name: str, messages: list[str]) -> list[View]:
 def eval_views(folder: Path, name: str, messages: list[str], series: str | None = None) -> list[View]:
     rows = read_jsonl(folder / "scores.jsonl")
     if not rows:
-        messages.append(f"{name}: {folder / 'scores.jsonl'} holds no metric rows")
+        messages.append(f"{folder / 'scores.jsonl'} holds no metric rows")
     views: dict[str, View] = {}
     for r in rows:
         variant = str(r.get("variant") or "default")

@@ -323,8 +323,9 @@
     Array.prototype.forEach.call($('reply-list').querySelectorAll('button.to-compare'), function (b) {
       b.onclick = function () {
         S.cId = b.getAttribute('data-id');
-        if (S.cA === S.view || S.cA < 0) S.cA = S.view === firstViewWithReplies() ? S.view : firstViewWithReplies();
-        if (S.cB === S.cA) S.cB = S.view !== S.cA ? S.view : lastViewWithReplies();
+        var first = firstViewWithReplies();  // this reply against the first checkpoint / variant (or the last)
+        S.cA = first;
+        S.cB = S.view !== first ? S.view : (S.cB !== first ? S.cB : lastViewWithReplies());
         compare().then(function () { $('compare').scrollIntoView(); });
       };
     });
