@@ -70,6 +70,10 @@ def folders(tmp_path_factory):
         for r in _write_pass(run / rel, replies, "default"):
             curves.append({**r, "step": step, "variant": "model", "suite": "tiny", "suite_variant": "default",
                            "outcomes": str(rel / "outcomes.jsonl")})
+    # what mlft writes for the NLL of a language with one reply: a NaN interval (JSON.parse rejects NaN)
+    curves += [{"step": step, "variant": "model", "suite": "tiny", "suite_variant": "default", "task": "monolingual",
+                "language": "de", "metric": "nll", "value": 1.5 - step / 4, "low": float("nan"), "high": float("nan"),
+                "n": 1} for step in REPLIES]
     write_jsonl(run / "curves.jsonl", curves)
     ev = root / "eval"
     scores = []
@@ -80,9 +84,13 @@ def folders(tmp_path_factory):
     return run, ev
 
 
+def _strict(name: str):
+    raise AssertionError(f"{name} in the page's JSON: the browser's JSON.parse fails on it")
+
+
 def _blocks(html: str) -> dict[str, object]:
     """The page's compressed blocks, decoded as the browser decodes them."""
-    return {m.group(1): json.loads(gzip.decompress(base64.b64decode(m.group(2))))
+    return {m.group(1): json.loads(gzip.decompress(base64.b64decode(m.group(2))), parse_constant=_strict)
             for m in re.finditer(r'<script type="application/x-gzip-base64" id="([^"]+)">([^<]*)</script>', html)}
 
 
@@ -120,7 +128,8 @@ def test_page_reloads_to_what_was_collected(folders, tmp_path):
     blocks = _blocks(html)
     assert blocks["prompts"] == PROMPTS
     assert [blocks[f"view-{i}"] for i in range(len(page.views))] == [v.replies for v in page.views]
-    index = json.loads(re.search(r'<script type="application/json" id="index">(.*?)</script>', html, re.S).group(1))
+    index = json.loads(re.search(r'<script type="application/json" id="index">(.*?)</script>', html, re.S).group(1),
+                       parse_constant=_strict)  # what the browser's JSON.parse accepts: no NaN / Infinity
     assert [v["label"] for v in index["views"]] == ["run · step 0 · model", "run · step 2 · model", "eval · base",
                                                     "eval · T=0.3"]
     assert index["views"][0]["metrics"] == page.views[0].metrics and index["axis"] == "variant"

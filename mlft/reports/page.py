@@ -21,6 +21,7 @@ import base64
 import gzip
 import html
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,11 +89,17 @@ def kind_of(folder: Path) -> str:
                     "give a `mlft train` run_dir or an `mlft eval --out` folder")
 
 
+def _num(x) -> float | None:
+    """A number for the page's JSON: NaN / infinity (e.g. the normal interval of one reply's NLL) become None."""
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
 def _metric(r: dict) -> dict | None:
-    if r.get("value") is None or r.get("harness"):
+    value = _num(r.get("value"))
+    if value is None or r.get("harness"):
         return None
-    return {"task": r["task"], "language": r["language"], "metric": r["metric"], "value": r["value"],
-            "low": r.get("low"), "high": r.get("high"), "n": r.get("n")}
+    return {"task": r["task"], "language": r["language"], "metric": r["metric"], "value": value,
+            "low": _num(r.get("low")), "high": _num(r.get("high")), "n": r.get("n")}
 
 
 def run_views(run_dir: Path, name: str, messages: list[str]) -> list[View]:
@@ -208,7 +215,7 @@ def view_replies(view: View, resources, prompts: dict[str, str], messages: list[
                              None if validity is None else round(float(validity), 3),
                              judged_lines(c.completion, d), d["english_words"] if c.language in NON_LATIN else [],
                              c.extra.get("finish_reason"),
-                             o.get("nll")])
+                             _num(o.get("nll"))])
 
 
 # ---------------------------------------------------------------- the page
@@ -247,7 +254,7 @@ def _names(folders: list[Path]) -> list[str]:
 
 
 def _blob(obj) -> str:
-    raw = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    raw = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
     return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
 
 
@@ -264,7 +271,7 @@ def render(page: Page) -> str:
     blocks = [f'<script type="application/x-gzip-base64" id="prompts">{_blob(page.prompts)}</script>']
     blocks += [f'<script type="application/x-gzip-base64" id="view-{i}">{_blob(v.replies)}</script>'
                for i, v in enumerate(page.views) if v.replies]
-    data = json.dumps(index, ensure_ascii=False).replace("</", "<\\/")
+    data = json.dumps(index, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")  # strict JSON: JSON.parse
     css = (RESOURCES / "page.css").read_text(encoding="utf-8")
     js = (RESOURCES / "page.js").read_text(encoding="utf-8")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
