@@ -170,7 +170,8 @@
         out += '<polygon class="band" fill="' + c + '" fill-opacity="0.15" stroke="none" points="' + top.concat(bot).join(' ') + '"/>';
       }
       if (IDX.axis === 'step' && mine.length > 1) {
-        out += '<path class="line" fill="none" stroke="' + c + '" stroke-width="2" d="' + mine.map(function (p, i) {
+        var dash = /(^|· )model$/.test(series[si]) ? '' : ' stroke-dasharray="6 3"';  // variants: dashed
+        out += '<path class="line" fill="none" stroke="' + c + '" stroke-width="2"' + dash + ' d="' + mine.map(function (p, i) {
           return (i ? 'L' : 'M') + X(p.x).toFixed(1) + ',' + Y(p.r.value).toFixed(1); }).join('') + '"/>';
       }
       mine.forEach(function (p) {
