@@ -12,7 +12,8 @@ variants), then LoRA runs, each evaluated at its end by the per-checkpoint callb
             SFT and preference tuning, English preference tuning, few-shot prompting, the quantized variants,
             the decoding row, and a mid-run checkpoint for every SFT run (~1 h).
 Then the curves PNG (95 % bands; DPO continues its SFT run), per-run heatmaps, and the mitigation table (Table 11
-layout with intervals, paired significance against base and the guard) as markdown and PNG. Rerunning resumes:
+layout with intervals, paired significance against base and the guard) as markdown and PNG, and report.html (every
+reply of every run and checkpoint, `mlft report`). Rerunning resumes:
 finished runs and passes are kept.
 """
 
