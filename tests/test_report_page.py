@@ -11,6 +11,7 @@ import base64
 import gzip
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,19 @@ def test_bad_input_and_missing_completions(folders, tmp_path, capsys):
     assert "no completions" in captured.err and (old / "report.html").is_file()
     page = collect([old])
     assert len(page.views) == 2 and not any(v.replies for v in page.views) and all(v.metrics for v in page.views)
+
+
+def test_an_eval_from_an_older_mlft_without_outcomes(folders, tmp_path):
+    """No outcomes.jsonl beside the completions: said on the page; validity and degeneracy computed by the guard
+    give the same replies as the recorded ones."""
+    _, ev = folders
+    older = tmp_path / "older"
+    shutil.copytree(ev, older)
+    for f in older.glob("*/outcomes.jsonl"):
+        f.unlink()
+    page, before = collect([older]), collect([ev])
+    assert sum("no outcomes.jsonl" in m for m in page.messages) == 2
+    assert [v.replies for v in page.views] == [v.replies for v in before.views]
 
 
 def _no_browser() -> str | None:
