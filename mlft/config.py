@@ -22,11 +22,12 @@ from mlft.paths import find_resource, resource_dirs
 INCLUDE_KEY = "include"
 
 
-def _deep_merge(base: dict, top: dict) -> dict:
+def deep_merge(base: dict, top: dict) -> dict:
+    """`top` over `base`; nested mappings merge key by key."""
     out = dict(base)
     for key, value in top.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -59,8 +60,8 @@ def load_yaml(path: str | Path, _seen: tuple[Path, ...] = (), shipped: str | Non
         includes = [includes]
     merged: dict = {}
     for inc in includes:
-        merged = _deep_merge(merged, load_yaml(_include_path(path, inc, shipped), (*_seen, resolved), shipped))
-    return _deep_merge(merged, data)
+        merged = deep_merge(merged, load_yaml(_include_path(path, inc, shipped), (*_seen, resolved), shipped))
+    return deep_merge(merged, data)
 
 
 def _include_path(path: Path, inc, shipped: str | None) -> Path:
@@ -236,10 +237,11 @@ def arg_spec(tp) -> dict:
 
 
 def add_dataclass_flags(group, cls, dest_prefix: str, *, rename: dict[str, str] | None = None,
-                        exclude: tuple[str, ...] = ()) -> None:
+                        exclude: tuple[str, ...] | set[str] = (), help_prefix: dict[str, str] | None = None) -> None:
     """One flag per field of dataclass `cls` (help from the field's metadata, default shown; the flag's value is
-    None unless given, so only what the user sets overrides a config). `rename`: field -> flag for clashes."""
-    rename = rename or {}
+    None unless given, so only what the user sets overrides a config). `rename`: field -> flag for clashes;
+    `help_prefix`: field -> text before its help (e.g. the backends that have the option)."""
+    rename, help_prefix = rename or {}, help_prefix or {}
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name in exclude or not f.init:
@@ -250,7 +252,7 @@ def add_dataclass_flags(group, cls, dest_prefix: str, *, rename: dict[str, str] 
         default = f.default if f.default is not dataclasses.MISSING else None
         shown = "" if kw.get("action") or default in (None, "") else f" (default {default})"
         group.add_argument(rename.get(f.name, flag_name(f.name)), dest=f"{dest_prefix}{f.name}", default=None,
-                           help=f"{f.metadata.get('help', '')}{shown}", **kw)
+                           help=f"{help_prefix.get(f.name, '')}{f.metadata.get('help', '')}{shown}", **kw)
 
 
 def flag_values(args, dest_prefix: str) -> dict:

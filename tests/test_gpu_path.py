@@ -183,7 +183,7 @@ def test_each_planned_batch_generates_alone_as_in_the_whole_call(embedded_model)
 
 def test_base_model_without_template_gets_the_runs_template(tmp_path, embedded_model):
     """Finding 3: the step-0 child loads the hub base model, whose tokenizer has no chat template."""
-    from mlft.commands.evaluate_run import backend_settings
+    from mlft.training.passes import backend_settings
 
     model, tok = embedded_model
     base = templateless_base(tmp_path / "base", model, tok)

@@ -244,6 +244,14 @@ def reply_nlls(ctx, o: LcbOptions, records: list[dict]) -> list[float | None]:
                      padding_side="left")
 
 
+def generate_run(ctx, o: LcbOptions, r: Run, prompts, path: Path, desc: str | None = None) -> list[dict]:
+    """Generate (resumably) the completions of one variant into `path`: the suite's generation step, also the whole
+    of `mlft generate` (the kind with scoring off)."""
+    backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
+    return generate_completions(prompts, backend, r.decoding, r.prompting, path, ctx.model_name, ctx.progress,
+                                desc=desc or "generate", interventions=r.interventions)
+
+
 def run(suite, ctx) -> KindOutput:
     o: LcbOptions = suite.options
     where = suite.source_file or suite.name
@@ -253,13 +261,10 @@ def run(suite, ctx) -> KindOutput:
     prompts = select_prompts(o)
     rows, all_records, files, seconds = [], [], [], {}
     for r in resolved:
-        backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
         vdir = ctx.out_dir / slug(r.name)
         before = _done(vdir / "completions.jsonl")
         started = time.perf_counter()
-        records = generate_completions(prompts, backend, r.decoding, r.prompting, vdir / "completions.jsonl",
-                                       ctx.model_name, ctx.progress, desc=progress_desc(suite.name, r.name),
-                                       interventions=r.interventions)
+        records = generate_run(ctx, o, r, prompts, vdir / "completions.jsonl", progress_desc(suite.name, r.name))
         spent = _timing(vdir, time.perf_counter() - started, len(records) - before)
         if spent:
             seconds[r.name] = spent

@@ -25,6 +25,7 @@ from transformers import TrainerCallback
 
 from mlft.console import get_logger
 from mlft.generation import data_parallel
+from mlft.generation.backends import capabilities
 from mlft.generation.models import default_device
 from mlft.io import curve_file
 from mlft.reports.page import PAGE, write_report_page
@@ -51,10 +52,10 @@ def child_env() -> dict:
 
 
 def eval_placement(recipe: Recipe, model=None) -> dict:
-    """hf backend options for evaluating a saved checkpoint as this rank trains: its device (cuda:i when the
-    process trains on a GPU) and the training dtype (the recipe's, else bfloat16 for a bf16/fp16 run on a GPU)."""
+    """Placement options (of a backend with `placement_options`) for evaluating a saved checkpoint as this rank
+    trains: its device (cuda:i when the process trains on a GPU) and the training dtype (the recipe's, else
+    bfloat16 for a bf16/fp16 run on a GPU)."""
     import torch
-
 
     device = None
     param = next(model.parameters(), None) if model is not None else None
@@ -70,9 +71,9 @@ def eval_placement(recipe: Recipe, model=None) -> dict:
 
 
 def gpu_for_child() -> dict:
-    """Before a vLLM evaluation in a child process: free this process's cached CUDA blocks, and return the
-    environment that puts the child on this process's GPU with a vLLM memory share capped to what is free
-    (MLFT_VLLM_MAX_GPU_UTILIZATION, read by the vllm backend)."""
+    """Before a child-process evaluation on a backend that places itself (`own_devices`, e.g. vLLM): free this
+    process's cached CUDA blocks, and return the environment that puts the child on this process's GPU with a
+    memory share capped to what is free (MLFT_VLLM_MAX_GPU_UTILIZATION, read by the vllm backend)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -124,10 +125,12 @@ class EvalCallback(TrainerCallback):
         step = state.global_step
         is_end = step == 0 or step >= state.max_steps
         t0 = time.time()
-        shared = self.in_process and self.ev.backend == "hf" and self.ev.data_parallel and data_parallel.world_size() > 1
+        caps = capabilities(self.ev.backend)
+        live = self.in_process and caps.live_model
+        shared = live and caps.data_parallel and self.ev.data_parallel and data_parallel.world_size() > 1
         if state.is_world_process_zero:
             try:
-                if self.in_process and self.ev.backend == "hf":
+                if live:
                     with data_parallel.coordinate(shared):
                         rows = evaluate_step(self.run_dir, self.ev, step, model=model, tokenizer=self.tokenizer,
                                              model_ref=model_ref, is_end=is_end, progress=self.progress,
@@ -152,7 +155,8 @@ class EvalCallback(TrainerCallback):
         before = len(curve_file.read_curves(self.run_dir))
         cmd = [sys.executable, "-m", "mlft", "evaluate-run", str(self.run_dir), "--step", str(step),
                "--model", model_ref]
-        if self.ev.backend == "hf":  # rank 0's device and the training dtype (vllm: CUDA_VISIBLE_DEVICES below)
+        caps = capabilities(self.ev.backend)
+        if caps.placement_options:  # rank 0's device and the training dtype (own_devices: the environment below)
             placement = eval_placement(self.recipe, model)
             cmd += ["--device", placement["device"], "--dtype", placement["dtype"]]
         if not is_end:
@@ -160,17 +164,17 @@ class EvalCallback(TrainerCallback):
         if not self.progress:
             cmd.append("--no-progress")
         _free_accelerator_cache()
-        why = "weights are sharded" if self.ev.backend == "hf" else f"{self.ev.backend} backend"
+        why = "weights are sharded" if caps.live_model else f"the {self.ev.backend} backend takes no live model"
         log.info("[mlft eval] step %s: %s; evaluating %s in a separate process", step, why, model_ref)
         env = child_env()
-        if self.ev.backend == "vllm":
+        if caps.own_devices:
             env.update(gpu_for_child())
         proc = subprocess.run(cmd, env=env, timeout=self.ev.timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` exited with {proc.returncode}")
         return curve_file.read_curves(self.run_dir)[before:]
 
-    def _log(self, rows: list[dict], step: int) -> None:
+    def _log(self, rows: list, step: int) -> None:  # MetricRows (in-process) or curve dicts (child)
         """Per-language numbers, intervals and sample completions to the trainer's trackers (report_to)."""
         if not (self.ev.log_to_trainer and self.trainer is not None and rows):
             return

@@ -35,10 +35,11 @@ from mlft.io.locks import OutputLock
 from mlft.provenance import write_results
 from mlft.training.card import push, write_card
 from mlft.training.chat_template import training_chat_template
+from mlft.training.passes import RUN_CHAT_TEMPLATE
 from mlft.training.recipe import Recipe, accumulation_steps, dump_recipe
 
 COMPLETE = "complete"
-CHAT_TEMPLATE = "chat_template.jinja"
+CHAT_TEMPLATE = RUN_CHAT_TEMPLATE  # the template the run trained with (read by evaluate-run)
 PG_TIMEOUT_MARGIN_S = 600  # the other ranks' wait for an evaluation also covers saving and loading around it
 log = get_logger(__name__)
 

@@ -37,7 +37,7 @@ from typing import Iterator, Literal, Sequence
 
 from mlft.console import quiet_transformers
 from mlft.errors import ConfigError, ModelError
-from mlft.generation.backends import Request, Result, cut_reply, encode_request
+from mlft.generation.backends import Capabilities, Request, Result, cut_reply, encode_request
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.models import DEFAULT_MODEL, load, resolve
 from mlft.paths import cache_dir
@@ -87,9 +87,10 @@ def _is_cpu() -> bool:
 class VLLMBackend:
     name = "vllm"
     Options = VLLMOptions
-    capabilities = frozenset({"strategy", "processors"})
-    provides = frozenset({"chat", "logprobs"})  # no model object for weight-level evals (polyglot)
-    loads_model = True
+    # no model object for weight-level evals (polyglot); loads the saved checkpoint itself, on the GPUs the
+    # environment names
+    capabilities = Capabilities(chat=True, logprobs=True, saved_weights=True, own_devices=True,
+                                hooks={"strategy", "processors"})
     refusal = ("vLLM runs no Python forward hooks inside its model and quantizes only through its own formats; "
                "use the hf backend for this intervention")
 
@@ -173,7 +174,7 @@ class VLLMBackend:
             raise ConfigError("vllm backend: beam search runs with temperature 0 only (vLLM has no beam sampling); "
                               "set decoding.temperature: 0 or use hf")
         for iv in interventions:
-            missing = set(iv.needs) - self.capabilities
+            missing = set(iv.needs) - self.capabilities.hooks
             if missing:
                 raise ConfigError(f"vllm backend: intervention {iv.name!r} needs {', '.join(sorted(missing))}: "
                                   f"{self.refusal}")
