@@ -27,6 +27,7 @@ COMMANDS = [
     "train",
     "evaluate_run",
     "curves",
+    "report",
     "table",
     "compare",
     "card",

@@ -122,11 +122,12 @@ def test_documented_paths_and_links_exist(page):
 
 def test_pages_are_found_and_hold_commands():
     """The checks above would pass vacuously if the pages or their commands were not found."""
-    assert len(PAGES) == 10 and all(p.is_file() for p in PAGES)
+    assert len(PAGES) == 11 and all(p.is_file() for p in PAGES)
     commands = [c for p in PAGES for c in _commands(p.read_text(encoding="utf-8"))]
     assert len(commands) >= 60
     assert {c[0] for c in commands} >= {"lcb", "score", "generate", "eval", "train", "steer", "gate", "compare",
-                                        "table", "demo", "env", "harness", "evaluate-run", "mix", "curves", "card"}
+                                        "table", "demo", "env", "harness", "evaluate-run", "mix", "curves", "card",
+                                        "report"}
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "make demo   # installs everything, then runs the main job on the embedded SmolLM2-135M-Instruct" in readme
     assert "make test   # installs everything, then runs the test suite (exactly what CI runs: .ci/run)" in readme

@@ -12,7 +12,8 @@ variants), then LoRA runs, each evaluated at its end by the per-checkpoint callb
             SFT and preference tuning, English preference tuning, few-shot prompting, the quantized variants,
             the decoding row, and a mid-run checkpoint for every SFT run (~1 h).
 Then the curves PNG (95 % bands; DPO continues its SFT run), per-run heatmaps, and the mitigation table (Table 11
-layout with intervals, paired significance against base and the guard) as markdown and PNG. Rerunning resumes:
+layout with intervals, paired significance against base and the guard) as markdown and PNG, and report.html (every
+reply of every run and checkpoint, `mlft report`). Rerunning resumes:
 finished runs and passes are kept.
 """
 
@@ -35,6 +36,7 @@ from mlft.io import curve_file
 from mlft.paths import shared_dir
 from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap
 from mlft.reports.mitigation import load_spec, plot_table, tables
+from mlft.reports.page import PAGE, write_report_page
 from mlft.training.passes import evaluate_step
 from mlft.training.recipe import EvaluationOptions, PassVariant, load_recipe
 from mlft.training.train import train
@@ -178,6 +180,7 @@ def run(args) -> int:
     png = plot_curves(loaded, out / "curves.png")
     heatmaps = [plot_heatmap(label, rows, out / f"heatmap_{label}.png") for label, rows in loaded.items()]
     log.info("wrote %s and %d heatmaps", png, len(heatmaps))
+    page = write_report_page([base, *runs.values()], out / PAGE)  # every checkpoint's replies, one page
     log.info("\n=== mitigation table")
     spec = load_spec(_table_spec(out, runs, base, args.full, decoding_row))
     built = tables(spec)
@@ -196,7 +199,7 @@ def run(args) -> int:
     log.info("eval passes (s): %s", ", ".join(f"{p['run']}@{p['step']}/{p['variant']}={p['seconds']:.0f}"
                                               for p in passes if p["seconds"]))
     log.info("demo wall time: %.0f s (training runs %.0f s, of which the eval callback %.0f s = %.0f %%; shared "
-             "step-0 passes %.0f s); wrote %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
+             "step-0 passes %.0f s); wrote %s, %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
              100 * (timing["callback_share"] or 0), timing["baseline_s"], out / "mitigation.md", table_png, png,
-             out / "timings.json")
+             out / "timings.json", page or "no report page")
     return 0

@@ -9,6 +9,7 @@ from mlft.evals.suite import available_suites, load_suite
 from mlft.generation.backends import check_backend, loads_model, options_from_args
 from mlft.generation.cli_flags import add_generation_flags, add_model_args, generation_settings
 from mlft.generation.models import DEFAULT_MODEL
+from mlft.reports.page import PAGE, write_report_page
 
 
 def add_parser(sub) -> None:
@@ -45,4 +46,6 @@ def run(args) -> int:
     for f in result.files:
         if f.suffix == ".png":
             print(f"plot: {f}")
+    if suite.kind == "lcb":
+        write_report_page([out], out / PAGE)
     return 0

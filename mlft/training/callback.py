@@ -28,6 +28,7 @@ from mlft.generation import data_parallel
 from mlft.generation.backends import capabilities
 from mlft.generation.models import default_device
 from mlft.io import curve_file
+from mlft.reports.page import PAGE, write_report_page
 from mlft.training.passes import evaluate_step
 from mlft.training.recipe import Recipe
 from mlft.training.tracking import log_samples, log_scalars, scalars
@@ -109,6 +110,15 @@ class EvalCallback(TrainerCallback):
         if self.ev.enabled:
             ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             self._evaluate(args, state, model, model_ref=str(ckpt))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        """The run's report page (every checkpoint's curves and replies), beside curves.jsonl."""
+        if self.ev.enabled and state.is_world_process_zero:
+            try:
+                write_report_page([self.run_dir], self.run_dir / PAGE)
+            except Exception as exc:  # noqa: BLE001 — the page can be rebuilt; it must never fail the run
+                log.warning("[mlft eval] no report page (%s: %s); rebuild it with `mlft report %s`",
+                            type(exc).__name__, exc, self.run_dir)
 
     # -- work ----------------------------------------------------------------------------------------
     def _evaluate(self, args, state, model, model_ref: str) -> None:

@@ -11,6 +11,7 @@ Run directory layout (`recipe.run_dir`):
     chat_template.jinja  the chat template the run trains with (evaluate-run applies it to a base model without one)
     final/               the final model (or LoRA adapter) and tokenizer; merged full weights when the run is a
                          LoRA run on top of other adapters or a local model (its adapter: final_adapter/)
+    report.html          the run's report page (curves, every checkpoint's replies; mlft.reports.page)
     complete             JSON marker written last: steps, wall times
 """
 
