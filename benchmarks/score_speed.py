@@ -14,11 +14,11 @@ import os
 import time
 from pathlib import Path
 
+from mlft.benchmarks.lcb.metrics import normalize
+from mlft.benchmarks.lcb.scoring import score_completions, score_guard
+from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.completions import read_completions
-from mlft.lcb.langid import LanguageIdentifier
-from mlft.lcb.metrics import normalize
-from mlft.lcb.scoring import score_completions, score_guard
-from mlft.lcb.tokenize import tokenize
+from mlft.langid import LanguageIdentifier
 from mlft.paths import shared_dir
 
 

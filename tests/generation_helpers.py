@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from mlft.lcb.data import Prompt
+from mlft.benchmarks.lcb.data import Prompt
 
 API_KEY = "sk-test-secret-0123"
 

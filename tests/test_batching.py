@@ -18,7 +18,7 @@ KV_1_7B = 2 * 24 * 32 * 64 * 2  # SmolLM2-1.7B in bf16: 24 layers x 32 kv heads 
 @pytest.fixture(scope="module")
 def lcb_lengths(embedded_model) -> list[int]:
     from mlft.generation.prompting import Prompting, build_input
-    from mlft.lcb.data import load_prompts
+    from mlft.benchmarks.lcb.data import load_prompts
 
     try:
         prompts = load_prompts()

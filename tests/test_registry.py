@@ -14,7 +14,7 @@ from data_helpers import matching_interval_rows
 from mlft.cli import main
 from mlft.errors import ConfigError
 from mlft.evals.registry import KINDS, get_kind
-from mlft.generation.backends import REGISTRY, Result, backend_class, provides
+from mlft.generation.backends import REGISTRY, Capabilities, Result, backend_class, provides
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
 from mlft.registry import Registry
 
@@ -36,8 +36,7 @@ class ToyOptions:
 class ToyBackend:
     name = "toy"
     Options = ToyOptions
-    capabilities = frozenset({"strategy"})
-    provides = frozenset({"chat"})
+    capabilities = Capabilities(chat=True, hooks={"strategy"})
     batch_size = 8
 
     def __init__(self, options: ToyOptions):

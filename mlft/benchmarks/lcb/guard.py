@@ -1,0 +1,347 @@
+"""Guard against scores that degenerate output can buy: the per-reply checks (degeneracy, lexical validity).
+
+LPR and WPR leave out every reply without a counted line (>= 5 tokens), so `itititit`, a run of quotes or an empty
+reply scores 100 %. The official numbers stay untouched; the guard reports next to them, per task and
+language (official unweighted aggregation, intervals from `mlft.stats`):
+- coverage: share of replies with >= 1 counted line (they enter LPR's denominator);
+- degeneracy: share of replies `is_degenerate` flags.
+
+A reply is degenerate (`degeneracy_reason` says which rule fired, first match wins) when
+1. `empty`: nothing but whitespace;
+2. `no-words`: no letter or digit (only punctuation, symbols, emoji: a run of quotes, `, . , .`, fences);
+3. `repeated-chars`: tandem repeats of a character unit (period <= 24 characters, >= 3 consecutive copies,
+   >= 6 characters long) cover >= 50 % of the whitespace-collapsed text (`itititit`, `1. 1. 1.`, `哈哈哈哈`,
+   a U+FFFD run, a short line looped);
+4. `repeated-tokens`: tandem repeats of a token n-gram (n <= 64 tokens, >= 3 consecutive copies, >= 4
+   tokens long) cover >= 50 % of the tokens (a word or a sentence looped, punctuation varying). Tokens:
+   lowercased words once punctuation and symbols become spaces; every Han / kana character is a token (CJK
+   has no spaces and its characters carry words, so "the same word repeated" is the same character run);
+5. `repeated-lines`: lines that occur >= 3 times, or a block of lines repeated back to back, hold >= 50 % of
+   the characters of the lines with a letter or digit (a paragraph looped twice within 100 tokens).
+Tuned on the paper's 65,816 released completions (~1 ms a reply): the base models command-r-base and
+command-r-plus-base get 26 % and 24 % flagged (prompt echoes, loops), llama-3-instruct 1.8 % (its stripped
+non-Latin output: 23 % of cross-lingual ko), llama-2-instruct and mistral-8x7b 0.1 % (U+FFFD runs, empty
+replies), gpt-4-turbo, gpt-3.5-turbo, command-r, command-r-plus and mistral-large none. Not flagged: a poem's
+refrain (lines repeated, not back to back), a title repeated in the first sentence, tables, lists, code,
+short answers ("No, no, no.", "42") -- see tests/test_lcb_guard.py.
+
+The rows, intervals and flags that aggregate these checks per task and language are in
+`mlft.benchmarks.lcb.guard_report`.
+
+Lexical validity (`lexical_validity`) sees word salad in the right script, which LPR counts as a success and
+the rules above miss (`文章のラクティ`, `نشرط الإصلية`): the share of a reply's words that are words of the target
+language. Words: the official scorer's normalisation and tokenisation in the target language (jieba for zh,
+fugashi/unidic-lite for ja, whitespace else), over every line (short lines too), keeping tokens with a letter.
+A word is known when the wordfreq lexicon of the language holds it with Zipf frequency >= `WORD_ZIPF` (1 in
+10 million words; the lists' long tail holds fragments such as `الأص`), after wordfreq's own normalisation
+(casefolding, Arabic diacritics...). wordfreq segments zh (jieba), ja and ko (MeCab) into shorter units than the
+scorer's tokens, so there a word is also known when it splits into lexicon entries: zh, any number, a single
+character (also as a whole token) only when frequent on its own (Zipf >= `SINGLE_CHAR_ZIPF`); ja and ko, at
+most three (stem + particles / endings), a one-character piece only when frequent (Zipf >= `PIECE_ZIPF`), and
+never a ja word with katakana (loanwords stand whole in the lexicon). zh/ja/ko words weigh by their
+characters. A reply without a word scores 0; a language without a lexicon scores None (`lexicon_languages` /
+`languages_without_lexicon`: 45 of lid.176's labels have one). A reply is lexically valid when its validity is
+> `VALID_SHARE` (most of its words are known); the guard's `validity` is the share of valid replies, aggregated
+like coverage (over all replies), flagged below 80 % (`limit_flags`) or below a base run beyond chance.
+Calibration (benchmarks/lexical_validity.py): 99.1-99.7 % of the released replies of GPT-4/3.5, Command R(+)
+and Mistral Large are valid, 94.3-94.5 % of the base models'; hand-written salad in 10 languages scores <= 0.44,
+real sentences >= 0.9. It cannot see salad made of real words (`la la la`: the degeneracy rule's job), common-
+character zh salad, or a reply in a language whose lexicon shares its words (English terms are in most lists).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import unicodedata
+from collections import Counter
+from typing import Sequence
+
+import numpy as np
+
+from mlft.benchmarks.lcb.metrics import normalize
+from mlft.benchmarks.lcb.tokenize import tokenize
+from mlft.constants import VALID_SHARE
+from mlft.langid import LanguageIdentifier
+
+SHARE = 0.5  # a rule fires when its repeats cover at least this share of the text
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+_TOKEN = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
+_WS = re.compile(r"\s+")
+
+
+@functools.cache
+def _punct_to_space() -> dict[int, str]:
+    """Unicode punctuation (P*) and symbols (S*) of the BMP and SMP (emoji) -> space."""
+    return {cp: " " for cp in range(0x20000) if unicodedata.category(chr(cp))[0] in "PS"}
+
+
+def tandem_cover(seq: np.ndarray, max_period: int, min_copies: int, min_len: int) -> np.ndarray:
+    """Boolean mask of the items of `seq` inside a tandem repeat: a run where seq[i] == seq[i + p] holds for
+    >= (min_copies - 1) * p consecutive i (so >= min_copies copies of a p-unit), at least min_len items long,
+    for any period p <= max_period. All periods at once: O(len(seq) * max_period), vectorised."""
+    n = len(seq)
+    periods = min(max_period, n // min_copies)
+    if periods < 1:
+        return np.zeros(n, bool)
+    padded = np.concatenate([seq, np.full(periods, -1, np.int64)])
+    win = np.lib.stride_tricks.sliding_window_view(padded, periods + 1)[:n]
+    eq = np.zeros((periods, n + 2), np.int8)
+    eq[:, 1:-1] = (win[:, 1:] == win[:, :1]).T  # eq[p - 1, i + 1] = seq[i] == seq[i + p]
+    edge = np.diff(eq, axis=1)
+    _, start = np.nonzero(edge == 1)
+    row, end = np.nonzero(edge == -1)  # row-major: runs pair up in order
+    p = row + 1
+    span = end - start + p  # items covered by the periodic run
+    keep = (span >= min_copies * p) & (span >= min_len)
+    delta = np.bincount(start[keep], minlength=n + 1) - np.bincount(np.minimum(end[keep] + p[keep], n),
+                                                                     minlength=n + 1)
+    return np.cumsum(delta[:n]) > 0
+
+
+def _ids(items: list[str]) -> np.ndarray:
+    table: dict[str, int] = {}
+    return np.array([table.setdefault(x, len(table)) for x in items], np.int64)
+
+
+_CELLS = 1 << 25  # (item, period) cells of one vectorised pass (memory: a byte each)
+
+
+def _joined(seqs: list[np.ndarray], gap: int) -> tuple[np.ndarray, np.ndarray]:
+    """`seqs` joined with `gap` unique negative sentinels after each (a sentinel equals nothing, so no repeat of
+    period <= gap crosses a border), and the start of each sequence."""
+    sizes = np.array([len(x) for x in seqs], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes + gap)[:-1]])
+    out = -2 - np.arange(int(sizes.sum()) + gap * len(seqs), dtype=np.int64)  # sentinels everywhere ...
+    for s, x in zip(starts, seqs):
+        out[s:s + len(x)] = x  # ... but where the sequences go
+    return out, starts
+
+
+def _tandem_fires(seqs: list[np.ndarray], max_period: int, min_copies: int, min_len: int) -> list[bool]:
+    """For each sequence: do its tandem repeats (`tandem_cover`) cover >= SHARE of it? Exact, and fast on many
+    sequences. A kept run of period p is a row of L >= m_p = max((min_copies - 1) p, min_len - p) equal
+    comparisons (seq[i] == seq[i + p]) and covers L + p items; with k_p the largest power of two <= m_p it
+    holds L - k_p + 1 rows of k_p equal comparisons, and L + p <= (L - k_p + 1)(k_p + p). One vectorised pass
+    over all sequences (doubling: rows of 1, 2, 4, ... equal comparisons) bounds each sequence's cover from
+    above by (k_p + p) per such row; only a sequence the bound cannot clear gets `tandem_cover` itself."""
+    fires = [False] * len(seqs)
+    if not seqs:
+        return fires
+    periods = np.arange(1, max_period + 1)
+    need = np.maximum((min_copies - 1) * periods, min_len - periods)
+    k_of = 2 ** np.floor(np.log2(np.maximum(need, 1))).astype(np.int64)
+    if np.any(np.diff(k_of) < 0):  # the passes below take the periods in order of k_p
+        return [bool(tandem_cover(x, max_period, min_copies, min_len).mean() >= SHARE) for x in seqs]
+    per_pass = max(1, _CELLS // max_period)
+    i = 0
+    while i < len(seqs):
+        j, size = i, 0
+        while j < len(seqs) and (j == i or size + len(seqs[j]) + max_period <= per_pass):
+            size += len(seqs[j]) + max_period
+            j += 1
+        joined, starts = _joined(seqs[i:j], max_period)
+        n = len(joined)
+        run = np.zeros((max_period, n), bool)  # run[p - 1, r]: joined[r + t] == joined[r + t + p] for t < k
+        for p in range(1, max_period + 1):
+            np.equal(joined[:-p], joined[p:], out=run[p - 1, :-p])
+        bound = np.zeros(j - i)
+        lo, k = 0, 1  # periods lo + 1 ... are left; k_p grows with p
+        while True:
+            hi = lo + int((k_of[lo:] == k).sum())
+            if hi > lo:
+                hits = run[:hi - lo]
+                at = np.flatnonzero(hits.any(0))
+                if len(at):
+                    owner = np.searchsorted(starts, at, "right") - 1
+                    np.add.at(bound, owner, (k_of[lo:hi] + periods[lo:hi]) @ hits[:, at])
+                run, lo = run[hi - lo:], hi
+            if lo == max_period:
+                break
+            run = run[:, :-k] & run[:, k:]  # rows of 2k equal comparisons
+            k *= 2
+        for t in range(i, j):
+            if bound[t - i] >= SHARE * len(seqs[t]):  # cannot rule it out: the exact cover
+                fires[t] = bool(tandem_cover(seqs[t], max_period, min_copies, min_len).mean() >= SHARE)
+        i = j
+    return fires
+
+
+def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
+    """`degeneracy_reason` of many texts at once (the tandem repeats of all of them in a few vectorised passes)."""
+    reasons: list[str | None] = [None] * len(texts)
+    table = _punct_to_space()
+    ids: dict[str, int] = {}
+    counter = itertools.count()
+    chars, char_at, toks, tok_at, line_seqs, line_at = [], [], [], [], [], []
+    for k, text in enumerate(texts):
+        text = text.strip()
+        if not text:
+            reasons[k] = "empty"
+            continue
+        clean = text.translate(table).lower()
+        tokens = _TOKEN.findall(clean)
+        if not tokens:
+            reasons[k] = "no-words"
+            continue
+        chars.append(np.frombuffer(_WS.sub(" ", text).encode("utf-32-le"), np.uint32).astype(np.int64))
+        char_at.append(k)
+        if 3 * len(set(tokens)) <= 2 * len(tokens):  # a tandem covering half the tokens needs half to be repeats
+            toks.append(np.fromiter(map(ids.setdefault, tokens, counter), np.int64, len(tokens)))
+            tok_at.append(k)
+        lines = [s for s in (" ".join(x.split()) for x in clean.split("\n")) if s]  # = _WS.sub(" ", x).strip()
+        if len(lines) >= 2:
+            line_seqs.append(np.fromiter(map(ids.setdefault, lines, counter), np.int64, len(lines)))
+            line_at.append((k, lines))
+    char_hit = {k for k, hit in zip(char_at, _tandem_fires(chars, 24, 3, 6)) if hit}
+    tok_hit = {k for k, hit in zip(tok_at, _tandem_fires(toks, 64, 3, 4)) if hit}
+    for k in char_at:
+        if k in char_hit:
+            reasons[k] = "repeated-chars"
+        elif k in tok_hit:
+            reasons[k] = "repeated-tokens"
+    for (k, lines), looped in zip(line_at, _batch_cover_masks(line_seqs, 16, 2, 2)):
+        if reasons[k] is not None:
+            continue
+        sizes = np.array([len(s) for s in lines])
+        counts = Counter(lines)
+        looped = looped | np.array([counts[s] >= 3 for s in lines])
+        if sizes[looped].sum() >= SHARE * sizes.sum():
+            reasons[k] = "repeated-lines"
+    return reasons
+
+
+def _batch_cover_masks(seqs: list[np.ndarray], max_period: int, min_copies: int, min_len: int) -> list[np.ndarray]:
+    """`tandem_cover` masks of many short sequences in one vectorised pass (joined as `_joined` does)."""
+    if not seqs:
+        return []
+    joined, starts = _joined(seqs, max_period)
+    mask = tandem_cover(joined, max_period, min_copies, min_len)
+    return [mask[s:s + len(seq)] for s, seq in zip(starts, seqs)]
+
+
+def degeneracy_reason(text: str) -> str | None:
+    """Which rule marks `text` degenerate (module docstring), or None for a normal reply."""
+    return degeneracy_reasons([text])[0]
+
+
+def is_degenerate(text: str) -> bool:
+    return degeneracy_reason(text) is not None
+
+
+def degenerate_flags(texts: Sequence[str]) -> list[bool]:
+    """`is_degenerate` of many texts at once."""
+    return [r is not None for r in degeneracy_reasons(texts)]
+
+
+# ---------------------------------------------------------------- lexical validity
+
+SINGLE_CHAR_ZIPF = 3.5   # zh: a single character is a known word on its own only this frequent
+WORD_ZIPF = 2.0          # a whole word is known from this frequency on (wordfreq's long tail holds fragments)
+PIECE_ZIPF = 5.0         # ja/ko: a one-character piece (particle, ending, stem) must be this frequent
+_SEGMENTED = ("zh", "ja", "ko")  # wordfreq's lists hold segmentation units here: compounds split into entries
+_BY_CHARS = ("zh", "ja", "ko")  # words weigh by their characters (short segmentation units)
+_WORDFREQ_CODE = {"tl": "fil", "no": "nb", "hr": "sh", "bs": "sh", "sr": "sh"}  # LID label -> wordfreq code
+_MAX_PIECE = 8
+_OWN_TOKENIZER = ("zh", "ja")  # `tokenize` splits these by jieba / MeCab, every other language on whitespace
+_KATAKANA = re.compile("[\u30a0-\u30ff\uff66-\uff9f]")
+
+
+@functools.cache
+def _wordfreq_code(lang: str) -> str | None:
+    import wordfreq
+
+    code = _WORDFREQ_CODE.get(lang, lang)
+    return code if code in wordfreq.available_languages(wordlist="best") else None
+
+
+def lexicon_languages(labels=None) -> list[str]:
+    """Languages (LID labels; default: the fastText model's) with a wordfreq lexicon."""
+    if labels is None:
+        labels = LanguageIdentifier.cached().labels
+    return sorted(x for x in labels if _wordfreq_code(x))
+
+
+def languages_without_lexicon(labels=None) -> list[str]:
+    """Languages (LID labels; default: the fastText model's) that lexical validity cannot judge."""
+    if labels is None:
+        labels = LanguageIdentifier.cached().labels
+    return sorted(x for x in labels if not _wordfreq_code(x))
+
+
+@functools.cache
+def _lexicon(lang: str) -> dict[str, float] | None:
+    code = _wordfreq_code(lang)
+    if code is None:
+        return None
+    import wordfreq
+
+    return wordfreq.get_frequency_dict(code, wordlist="best")
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def is_known_word(word: str, lang: str) -> bool:
+    """`word` (a token with a letter) is a word of `lang`'s lexicon, or (zh/ja/ko) splits into entries."""
+    from wordfreq.preprocess import preprocess_text
+
+    lexicon = _lexicon(lang)
+    key = preprocess_text(word, _wordfreq_code(lang))
+    if lang == "zh" and len(key) == 1:
+        return lexicon.get(key, 0.0) >= 10 ** (SINGLE_CHAR_ZIPF - 9)
+    if not key:
+        return False
+    word_floor = 10 ** (WORD_ZIPF - 9)
+    if lexicon.get(key, 0.0) >= word_floor:
+        return True
+    if lang not in _SEGMENTED or (lang == "ja" and _KATAKANA.search(key)):
+        return False  # ja: katakana loanwords stand whole in the lexicon
+    floor = 10 ** ((SINGLE_CHAR_ZIPF if lang == "zh" else PIECE_ZIPF) - 9)
+    most = len(key) if lang == "zh" else 3  # ja/ko: stem + at most two particles / endings
+    pieces = [0] + [most + 1] * len(key)  # fewest pieces that reach position i
+    for i in range(len(key)):
+        if pieces[i] < most:
+            for j in range(i + 1, min(len(key), i + _MAX_PIECE) + 1):
+                f = lexicon.get(key[i:j], 0.0)
+                if f >= (floor if j - i == 1 else word_floor):
+                    pieces[j] = min(pieces[j], pieces[i] + 1)
+    return pieces[-1] <= most
+
+
+def reply_words(text: str, lang: str) -> list[str]:
+    """The reply's words as the official scorer tokenises them in `lang` (every line), edge symbols stripped."""
+
+    words = []
+    for line in normalize(text).split("\n"):
+        for tok in tokenize(line, lang):
+            word = tok.strip().translate(_punct_to_space()).strip()
+            if any(c.isalpha() for c in word):
+                words.extend(word.split())
+    return words
+
+
+def lexical_validity(text: str, lang: str) -> float | None:
+    """Share of the reply's words that are words of `lang` (zh/ja/ko: weighted by characters); 0 without a
+    word; None when `lang` has no lexicon."""
+    if _lexicon(lang) is None:
+        return None
+    if lang in _OWN_TOKENIZER:
+        words = [w for w in reply_words(text, lang) if any(map(str.isalpha, w))]
+    else:  # whitespace tokens: the words of the whole reply at once are the words of its lines' tokens
+        words = [w for w in normalize(text).translate(_punct_to_space()).split() if any(map(str.isalpha, w))]
+    if not words:
+        return 0.0
+    known = map(is_known_word, words, itertools.repeat(lang))
+    if lang in _BY_CHARS:  # weighed by characters
+        return sum(len(w) for w, k in zip(words, known) if k) / sum(map(len, words))
+    return sum(known) / len(words)
+
+
+def lexicon_of(lang: str) -> dict[str, float] | None:
+    """The wordfreq lexicon lexical validity reads for `lang` (loaded once per process; None without one)."""
+    return _lexicon(lang)
+
+
+def is_lexically_valid(text: str, lang: str) -> bool | None:
+    v = lexical_validity(text, lang)
+    return None if v is None else v > VALID_SHARE
