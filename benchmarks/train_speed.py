@@ -3,8 +3,9 @@
 CPU by default: the CPU recipe (recipes/cpu/english_sft.yaml: the embedded SmolLM2-135M-Instruct, LoRA r 16,
 fp32, batch 4 x max_length 256) for a few steps, evaluation off. mlft runs `mlft.training.train.train` (its
 chain, callbacks, progress, curves); trl runs SFTTrainer alone with the SFTConfig mlft built, the rows mlft's mix
-wrote (run_dir/mix/train.jsonl), the same chat template and LoRA config. Both write each step's time as it
-finishes (benchmarks/step_times.py); the ratio compares median step times after the first step.
+wrote (run_dir/mix/train.jsonl), the same chat template and LoRA config. Each runs in a process of its own
+(mlft first: it writes the rows), each step's time written as it finishes (benchmarks/step_times.py); the ratio
+compares median step times after the first step.
 Usage: python benchmarks/train_speed.py [RECIPE] [--steps N] [--work DIR] [-o KEY=VALUE ...]
 """
 
@@ -27,8 +28,26 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--work", default=None, help="work folder (default: a temporary one, deleted)")
     ap.add_argument("-o", "--override", action="append", default=[], help="recipe key=value (repeatable)")
+    ap.add_argument("--only", choices=("mlft", "trl"), default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="mlft_train_speed_"))
+    if args.only is None:  # each side in its own process
+        import subprocess
 
+        shutil.rmtree(work / "mlft", ignore_errors=True)
+        for side in ("mlft", "trl"):
+            (work / f"{side}_steps.jsonl").unlink(missing_ok=True)
+            cmd = [sys.executable, __file__, args.recipe, "--steps", str(args.steps), "--work", str(work),
+                   "--only", side, *[x for o in args.override for x in ("-o", o)]]
+            subprocess.run(cmd, check=True)
+        report(args, work)
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+        return
+    run_side(args, work)
+
+
+def run_side(args, work: Path) -> None:
     import datasets
     from transformers import AutoTokenizer
     from trl import SFTTrainer
@@ -38,12 +57,12 @@ def main() -> None:
     from mlft.training.recipe import load_recipe
     from mlft.training.train import _trainer_config, train
 
-    work = Path(args.work or tempfile.mkdtemp(prefix="mlft_train_speed_"))
     overrides = [f"training_args.max_steps={args.steps}",
                  "training_args.logging_steps=1", "evaluation.at_start=false", *args.override]
-    shutil.rmtree(work / "mlft", ignore_errors=True)
     recipe = load_recipe(args.recipe, [*overrides, f"run_dir={work / 'mlft'}"])
-    train(recipe, progress=False, callbacks=[step_times(work / "mlft_steps.jsonl")])
+    if args.only == "mlft":
+        train(recipe, progress=False, callbacks=[step_times(work / "mlft_steps.jsonl")])
+        return
 
     plain = load_recipe(args.recipe, [*overrides, f"run_dir={work / 'trl'}"])
     config = _trainer_config(plain, work / "trl")
@@ -61,6 +80,8 @@ def main() -> None:
                          callbacks=[step_times(work / "trl_steps.jsonl")])
     trainer.train()
 
+
+def report(args, work: Path) -> None:
     m, t = read_steps(work / "mlft_steps.jsonl"), read_steps(work / "trl_steps.jsonl")
     out = {"recipe": args.recipe, "steps": args.steps}
     for key in ("step_s", "wall_s"):
@@ -70,8 +91,6 @@ def main() -> None:
     print(f"mlft train vs plain trl, median s/step after step 1: {out['step_s']['mlft']:.3f} vs "
           f"{out['step_s']['trl']:.3f} (ratio {out['step_s']['ratio']}); between step ends (callbacks, logging "
           f"included): ratio {out['wall_s']['ratio']}")
-    if not args.work:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
