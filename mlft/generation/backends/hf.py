@@ -45,7 +45,7 @@ class HFOptions:
     max_batch_tokens: int = field(default=32768, metadata={
         "help": "cap on padded prompt tokens (rows x longest prompt) of one batch's prefill forward"})
     memory_budget_gib: float | None = field(default=None, metadata={
-        "help": "GiB of KV cache one batch may hold at max_new_tokens (null: on CUDA 80% of the device's free "
+        "help": "GiB of KV cache one batch may hold at max_new_tokens (null: on CUDA 0.8 x the device's free "
                 "memory when a generate call starts, on CPU 4 GiB)"})
     prefix_cache: bool = field(default=True, metadata={
         "help": "compute the prompts' shared prefix (e.g. the chat template's system prompt) once and reuse its "
