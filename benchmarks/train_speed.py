@@ -1,7 +1,7 @@
 """`mlft train` vs plain trl on the same config, s/step in one run (goal: mlft / trl <= 1.05).
 
 CPU by default: the CPU recipe (recipes/cpu/english_sft.yaml: the embedded SmolLM2-135M-Instruct, LoRA r 16,
-fp32, batch 4 x max_length 256) for a few steps, evaluation off. mlft runs `mlft.training.train.train` (its
+fp32, batch 4 x max_length 256) for a few steps, the eval callback off (evaluation.enabled=false). mlft runs `mlft.training.train.train` (its
 chain, callbacks, progress, curves); trl runs SFTTrainer alone with the SFTConfig mlft built, the rows mlft's mix
 wrote (run_dir/mix/train.jsonl), the same chat template and LoRA config. Each runs in a process of its own
 (mlft first: it writes the rows), each step's time written as it finishes (benchmarks/step_times.py); the ratio
@@ -58,7 +58,7 @@ def run_side(args, work: Path) -> None:
     from mlft.training.train import _trainer_config, train
 
     overrides = [f"training_args.max_steps={args.steps}",
-                 "training_args.logging_steps=1", "evaluation.at_start=false", *args.override]
+                 "training_args.logging_steps=1", "evaluation.enabled=false", *args.override]
     recipe = load_recipe(args.recipe, [*overrides, f"run_dir={work / 'mlft'}"])
     if args.only == "mlft":
         train(recipe, progress=False, callbacks=[step_times(work / "mlft_steps.jsonl")])
