@@ -10,9 +10,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from generation_helpers import TextBackend
 
 from mlft.errors import ConfigError
-from mlft.generation.backends import CAPABILITIES, REGISTRY, Capabilities, Result, capabilities
+from mlft.generation.backends import CAPABILITIES, REGISTRY, Capabilities, capabilities
 
 REPLIES = {"de": "Das ist eine ganz normale Antwort auf Deutsch, mit mehreren Wörtern darin.",
            "zh": "这是一个用中文写的完全正常的回答，里面有很多词语和句子。"}
@@ -24,36 +25,21 @@ class CannedOptions:
     canned_english: bool = field(default=False, metadata={"help": "always reply in English"})
 
 
-class CannedBackend:
+class CannedBackend(TextBackend):
     """Replies canned text in the requested language; takes (and records) a live model object."""
 
     name = "canned"
     Options = CannedOptions
     capabilities = Capabilities(chat=True, live_model=True, hooks={"strategy"})
-    batch_size = 8
     seen: list = []  # (model, model_ref) of every backend built
-
-    def __init__(self, options):
-        self.options = options
 
     @classmethod
     def create(cls, options, *, model_ref=None, model=None, tokenizer=None, batch_size=16, token_stats=False):
         cls.seen.append((model, model_ref))
         return cls(options)
 
-    def prompt_length(self, request) -> int:
-        return len(request.text or json.dumps(request.messages))
-
-    def check(self, decoding, interventions=()) -> None:
-        pass
-
-    def generate(self, requests, decoding, interventions=()):
-        for r in requests:
-            text = ENGLISH if self.options.canned_english else REPLIES.get(r.language or "de", ENGLISH)
-            yield Result(r.id, text, finish_reason="stop")
-
-    def close(self) -> None:
-        pass
+    def reply(self, request) -> str:
+        return ENGLISH if self.options.canned_english else REPLIES.get(request.language or "de", ENGLISH)
 
 
 @pytest.fixture
