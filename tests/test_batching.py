@@ -17,8 +17,8 @@ KV_1_7B = 2 * 24 * 32 * 64 * 2  # SmolLM2-1.7B in bf16: 24 layers x 32 kv heads 
 
 @pytest.fixture(scope="module")
 def lcb_lengths(embedded_model) -> list[int]:
-    from mlft.generation.prompting import Prompting, build_input
     from mlft.benchmarks.lcb.data import load_prompts
+    from mlft.generation.prompting import Prompting, build_input
 
     try:
         prompts = load_prompts()
