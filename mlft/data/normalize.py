@@ -22,7 +22,7 @@ FORMATS: dict[str, dict[str, str | None]] = {
     "messages": {"messages": "messages"},
     "instruction": {"prompt": "instruction", "response": "response", "input": None, "system": None},
     "preference": {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"},
-    "prompt": {"prompt": "prompt", "task": None},
+    "prompt": {"prompt": "prompt", "task": "task"},
 }
 KIND_FORMATS = {"sft": ("messages", "instruction"), "dpo": ("preference",), "prompts": ("prompt",)}
 PROMPT_TASKS = ("monolingual", "crosslingual")

@@ -237,11 +237,11 @@ def validate_training_args(args: dict, trainer: str, where: str) -> dict:
             out[name] = _check_arg_type(value, hints[name], f"{where}.{key}")
             continue
         if key not in fields:
-            hint = did_you_mean(key, fields)
             others = [trl_config_class(t).__name__ for t in TRAINERS if t != trainer
                       and key in {f.name for f in dataclasses.fields(trl_config_class(t))}]
-            if not hint and others:
-                hint = f" (it is a {' / '.join(others)} field, but trainer is {trainer!r})"
+            # another trainer's field: say so (a did-you-mean to a similar name would mislead)
+            hint = f" (it is a {' / '.join(others)} field, but trainer is {trainer!r})" if others else \
+                did_you_mean(key, fields)
             raise ConfigError(f"{where}: unknown {cls.__name__} field {key!r}{hint}")
         out[key] = _check_arg_type(value, hints[key], f"{where}.{key}")
     return out
