@@ -17,8 +17,15 @@ import pytest
 from mlft.errors import ConfigError
 from mlft.training import curves
 from mlft.training.recipe import load_recipe, uses_vllm
-from mlft.training.rewards import (REWARDS, ReplyScorer, RewardSpec, curve_row, read_reward_curves,
-                                   reward_functions, validate_rewards)
+from mlft.training.rewards import (
+    REWARDS,
+    ReplyScorer,
+    RewardSpec,
+    curve_row,
+    read_reward_curves,
+    reward_functions,
+    validate_rewards,
+)
 from tests.training_helpers import REPO, env, mlft, noisy_lines, run
 
 GRPO = REPO / "recipes/cpu/grpo_crosslingual.yaml"

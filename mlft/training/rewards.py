@@ -180,21 +180,26 @@ def _reply_text(completion) -> str:
     return "".join(m.get("content") or "" for m in completion if isinstance(m, dict))
 
 
+class RewardFunction:
+    """One term as a trl reward function: reads the completions' text and the mix's `language` column; named
+    after the term (trl logs `rewards/<name>/mean`)."""
+
+    def __init__(self, spec: RewardSpec, scorer: ReplyScorer):
+        self.__name__ = spec.name
+        self.term = resolve_term(spec.name, "rewards")
+        self.options = dict(spec.options)
+        self.scorer = scorer
+
+    def __call__(self, prompts=None, completions=None, language=None, **_) -> list[float | None]:
+        if language is None:
+            raise ConfigError("reward terms need a `language` column in the prompt mix")
+        return self.term([_reply_text(c) for c in completions], list(language), self.scorer, **self.options)
+
+
 def reward_functions(specs: list[RewardSpec], scorer: ReplyScorer | None = None) -> tuple[list[Callable], list[float]]:
-    """trl reward functions (named after the terms: trl logs `rewards/<name>/mean`) and their weights."""
+    """trl reward functions (one per term, sharing one scorer) and their weights."""
     scorer = scorer or ReplyScorer()
-    funcs = []
-    for spec in specs:
-        term = resolve_term(spec.name, "rewards")
-
-        def fn(prompts=None, completions=None, language=None, _term=term, _opts=dict(spec.options), **_):
-            if language is None:
-                raise ConfigError("reward terms need a `language` column in the prompt mix")
-            return _term([_reply_text(c) for c in completions], list(language), scorer, **_opts)
-
-        fn.__name__ = fn.__qualname__ = spec.name
-        funcs.append(fn)
-    return funcs, [float(s.weight) for s in specs]
+    return [RewardFunction(s, scorer) for s in specs], [float(s.weight) for s in specs]
 
 
 # -- the reward curve file ---------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ from mlft.errors import ConfigError
 from mlft.io.jsonl import read_jsonl
 from mlft.io.locks import OutputLock
 from mlft.provenance import write_results
-from mlft.training.recipe import Recipe, accumulation_steps, dump_recipe
+from mlft.training.recipe import MIX_KINDS, Recipe, accumulation_steps, dump_recipe, uses_vllm
+from mlft.training.rewards import reward_curve_callback, reward_functions
 
 COMPLETE = "complete"
 CHAT_TEMPLATE = "chat_template.jinja"
@@ -74,8 +75,6 @@ def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None
     kwargs.setdefault("attn_implementation", default_attention())
     args["model_init_kwargs"] = kwargs
     if recipe.trainer == "grpo":
-        from mlft.training.recipe import uses_vllm
-
         args["use_vllm"] = uses_vllm(recipe)
     try:
         config = recipe.config_class()(**args)
@@ -143,8 +142,6 @@ def _load_dataset(recipe: Recipe, run_dir: Path, state):
 
     from mlft.data.mix import build_mix, load_mix
 
-    from mlft.training.recipe import MIX_KINDS
-
     mix = load_mix(recipe.mix, list(recipe.mix_overrides))
     if state.is_main_process:
         dataset = build_mix(mix, run_dir, MIX_KINDS[recipe.trainer])
@@ -200,8 +197,6 @@ def _make_trainer(recipe: Recipe, model, ref_model, tok, config, dataset, peft_c
         trainer_cls = SFTTrainer if recipe.trainer == "sft" else DPOTrainer
         return trainer_cls(model=model, args=config, train_dataset=dataset, processing_class=tok,
                            peft_config=peft_config, **kwargs)
-    from mlft.training.rewards import reward_curve_callback, reward_functions
-
     funcs, weights = reward_functions(recipe.rewards)
     config.reward_weights = weights
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=config, train_dataset=dataset, processing_class=tok,
