@@ -167,7 +167,7 @@ def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodi
 
 
 def run(args) -> int:
-    from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap
+    from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
     from mlft.reports.mitigation import load_spec, plot_table, tables
     from mlft.training import curves
 
@@ -207,6 +207,9 @@ def run(args) -> int:
     png = plot_curves(loaded, out / "curves.png")
     heatmaps = [plot_heatmap(label, rows, out / f"heatmap_{label}.png") for label, rows in loaded.items()]
     log.info("wrote %s and %d heatmaps", png, len(heatmaps))
+    rl = {key: runs[key] for key in RL_RUNS if key in runs}
+    if rl:
+        log.info("wrote %s (GRPO reward terms per step)", plot_reward_curves(rl, out / "rewards.png"))
     log.info("\n=== mitigation table")
     spec = load_spec(_table_spec(out, runs, base, args.full, decoding_row))
     built = tables(spec)

@@ -43,6 +43,7 @@ from mlft.io.jsonl import append_jsonl, read_jsonl
 from mlft.languages import NON_LATIN
 from mlft.lcb.guard import is_degenerate, lexical_validity
 from mlft.lcb.metrics import ReplyResult, ScoreOptions, analyze_reply, line_verdict, word_verdict
+from mlft.lcb.scoring import load_resources
 from mlft.registry import Registry
 
 REWARD_CURVES = "rewards.jsonl"
@@ -63,8 +64,6 @@ class ReplyScorer:
     @property
     def resources(self):
         if self._resources is None:
-            from mlft.lcb.scoring import load_resources
-
             self._resources = load_resources(self._lid_spec, self._words_spec)
         return self._resources
 
