@@ -75,7 +75,7 @@ BASE = f"include: {REPO / 'recipes/cpu/english_sft.yaml'}\n"
     ("evaluation: {suit: lcb_tiny}\n", r"r.yaml.evaluation: unknown key 'suit' \(did you mean 'suite'\?\)"),
     ("training_args: {learning_rat: 0.1}\n",
      r"r.yaml: training_args: unknown SFTConfig field 'learning_rat' \(did you mean 'learning_rate'\?\)"),
-    ("training_args: {beta: 0.1}\n", r"'beta' \(it is a DPOConfig field, but trainer is 'sft'\)"),
+    ("training_args: {beta: 0.1}\n", r"'beta' \(it is a DPOConfig / GRPOConfig field, but trainer is 'sft'\)"),
     ("training_args: {output_dir: x}\n", r"training_args.output_dir: managed by mlft"),
     ("training_args: {learning_rate: fast}\n", r"training_args.learning_rate: expected float, got str 'fast'"),
     ("training_args: {max_steps: 2.5}\n", r"training_args.max_steps: expected int"),
