@@ -34,6 +34,7 @@ from mlft.constants import FEWSHOT_BASELINES
 from mlft.errors import DataError
 from mlft.generation.interventions.quantize import SCHEMES
 from mlft.paths import shared_dir
+from mlft.training.rewards import read_reward_curves
 
 log = get_logger(__name__)
 BASE_MODEL = "smollm2-135m-instruct"
@@ -209,7 +210,8 @@ def run(args) -> int:
     log.info("wrote %s and %d heatmaps", png, len(heatmaps))
     rl = {key: runs[key] for key in RL_RUNS if key in runs}
     if rl:
-        log.info("wrote %s (GRPO reward terms per step)", plot_reward_curves(rl, out / "rewards.png"))
+        log.info("wrote %s (GRPO reward terms per step)",
+                 plot_reward_curves({k: read_reward_curves(d) for k, d in rl.items()}, out / "rewards.png"))
     log.info("\n=== mitigation table")
     spec = load_spec(_table_spec(out, runs, base, args.full, decoding_row))
     built = tables(spec)

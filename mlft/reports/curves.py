@@ -17,7 +17,6 @@ from mlft.constants import GUARD_METRICS, METRICS, TASKS
 from mlft.errors import DataError
 from mlft.reports.format import cell, render
 from mlft.training.curves import read_curves
-from mlft.training.rewards import read_reward_curves
 
 PANELS = (*METRICS, *GUARD_METRICS)
 
@@ -219,10 +218,9 @@ def plot_heatmap(label: str, rows: list[dict], out: str | Path, metric: str = "l
     return out
 
 
-def plot_reward_curves(run_dirs: dict[str, str | Path], out: str | Path) -> Path:
-    """GRPO reward curves {label: run directory} (their rewards.jsonl, mlft.training.rewards): one panel per reward
-    term (its mean per logged step) plus the weighted reward and the KL; colour per run."""
-    runs = {label: read_reward_curves(d) for label, d in run_dirs.items()}
+def plot_reward_curves(runs: dict[str, list[dict]], out: str | Path) -> Path:
+    """GRPO reward curves {label: rows of the run's rewards.jsonl} (mlft.training.rewards.read_reward_curves): one
+    panel per reward term (its mean per logged step) plus the weighted reward and the KL; colour per run."""
     import matplotlib
 
     matplotlib.use("Agg")
