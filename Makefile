@@ -23,7 +23,7 @@ demo: install
 
 test: install
 	$(PY) -m ruff check mlft tests benchmarks
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 	$(MAKE) test-vllm
 
 install-vllm:
@@ -41,6 +41,7 @@ bench: install
 	OMP_NUM_THREADS=2 $(PY) benchmarks/generate_speed.py
 	OMP_NUM_THREADS=2 $(PY) benchmarks/eval_pass_speed.py
 	$(PY) benchmarks/callback_share.py runs/demo
+	$(PY) benchmarks/report_page.py demo runs/bench_report
 
 bench-vllm: install-vllm
 	OMP_NUM_THREADS=2 $(VLLM_VENV)/bin/python benchmarks/backend_speed.py

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mlft.training.curves import read_passes
+from mlft.io.curve_file import read_passes
 
 
 def main(demo_dir: str = "runs/demo") -> int:

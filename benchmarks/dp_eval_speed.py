@@ -4,7 +4,7 @@ one run. Prints each pass's wall time, the ratio, and whether both wrote the sam
     python benchmarks/dp_eval_speed.py                       # lcb_demo, 2 ranks (1 thread each) vs 1 rank (2 threads)
     python benchmarks/dp_eval_speed.py lcb_quick --ranks 2 --threads 2
 
-The N-rank pass runs as the training callback runs it (mlft.generation.parallel: rank 0 coordinates, scores and
+The N-rank pass runs as the training callback runs it (mlft.generation.data_parallel: rank 0 coordinates, scores and
 writes; the other ranks generate their share of the hf backend's batches).
 """
 
@@ -25,9 +25,9 @@ from pathlib import Path
 import torch.distributed as dist
 from mlft.evals.runner import run_suite
 from mlft.evals.suite import load_suite
-from mlft.generation import parallel
+from mlft.generation import data_parallel
 from mlft.generation.models import load
-from mlft.training.passes import eval_mode
+from mlft.generation.models import eval_mode
 
 suite, out = sys.argv[1], Path(sys.argv[2])
 overrides = sys.argv[3:]
@@ -37,11 +37,11 @@ if multi:
     dist.init_process_group("gloo")
 if not multi or dist.get_rank() == 0:
     t0 = time.perf_counter()
-    with parallel.coordinate(multi), eval_mode(model) as live:
+    with data_parallel.coordinate(multi), eval_mode(model) as live:
         result = run_suite(load_suite(suite, overrides), model=live, tokenizer=tok, out_dir=out, progress=False)
     (out / "wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t0}))
 else:
-    parallel.serve(model, tok)
+    data_parallel.serve(model, tok)
 """
 
 

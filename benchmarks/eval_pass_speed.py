@@ -22,10 +22,9 @@ from mlft.evals.lcb import runs, select_prompts
 from mlft.evals.suite import load_suite
 from mlft.generation.backends import Request
 from mlft.generation.backends.hf import HFBackend
-from mlft.generation.models import load
+from mlft.generation.models import eval_mode, load
 from mlft.generation.processors import NucleusWarper
 from mlft.generation.prompting import build_input
-from mlft.training.passes import eval_mode
 
 OLD_SUITE = ["sources=[okapi, aya]", "per_group=1", "per_language=null", "batch_size=32"]
 
@@ -54,7 +53,7 @@ def old_pass(model, tok, requests, decoding, batch_size: int) -> float:
 
 
 def new_pass(model, tok, requests, decoding, batch_size: int) -> float:
-    """The callback's pass today: a merged copy of the LoRA model (mlft.training.passes.eval_mode), then the hf
+    """The callback's pass today: a merged copy of the LoRA model (mlft.generation.models.eval_mode), then the hf
     backend (the merge is timed too)."""
     started = time.perf_counter()
     with eval_mode(model) as merged:

@@ -16,6 +16,12 @@ import json
 import time
 from pathlib import Path
 
+from mlft.io import curve_file as curves
+from mlft.training.passes import evaluate_step
+from mlft.training.recipe import EvaluationOptions, load_recipe
+from mlft.training.rewards import read_reward_curves
+from mlft.training.train import train
+
 RECIPE = "recipes/cpu/grpo_crosslingual.yaml"
 SUITE = "grpo_dev"
 DEFAULT = "[{name: language, weight: 1.0}, {name: words, weight: 0.5}, {name: validity, weight: 0.5}, " \
@@ -40,12 +46,6 @@ def _value(rows, step, task, metric, language="avg"):
 
 
 def main(argv=None) -> int:
-    from mlft.training import curves
-    from mlft.training.passes import evaluate_step
-    from mlft.training.recipe import EvaluationOptions, load_recipe
-    from mlft.training.rewards import read_reward_curves
-    from mlft.training.train import train
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/grpo_sweep")
     p.add_argument("--steps", type=int, default=8)

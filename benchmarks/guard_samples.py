@@ -3,7 +3,7 @@
 For each variant folder (completions.jsonl + outcomes.jsonl): the guard's numbers (coverage, degeneracy, lexical
 validity) and N replies it passes and N it flags (degenerate or lexically invalid), drawn at random (seeded),
 each with LCB's verdict, so a reader can judge whether the guard separates fixes from word salad. Outcomes
-written before lexical validity existed get it computed from the reply (`mlft.lcb.guard.lexical_validity`).
+written before lexical validity existed get it computed from the reply (`mlft.benchmarks.lcb.guard.lexical_validity`).
 Usage: python benchmarks/guard_samples.py EVAL_DIR [N]
 """
 
@@ -15,9 +15,9 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from mlft.benchmarks.lcb.guard import lexical_validity
 from mlft.constants import VALID_SHARE
-from mlft.lcb.guard import lexical_validity
-from mlft.lcb.stats import load_outcomes
+from mlft.stats import load_outcomes
 
 
 def _verdict(o) -> str:

@@ -1,4 +1,4 @@
-"""Calibration of the guard's lexical validity (mlft.lcb.guard.lexical_validity).
+"""Calibration of the guard's lexical validity (mlft.benchmarks.lcb.guard.lexical_validity).
 
 1. The paper's released completions (10 models, 65,816 replies): per model, the mean validity and the share of
    lexically valid replies (validity > VALID_SHARE), overall and in its weakest language; strong models
@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from mlft.completions import read_completions
-from mlft.constants import VALID_SHARE
-from mlft.lcb.guard import (
+from mlft.benchmarks.lcb.guard import (
     languages_without_lexicon,
     lexical_validity,
     lexicon_languages,
 )
+from mlft.completions import read_completions
+from mlft.constants import VALID_SHARE
 from mlft.paths import shared_dir
 
 # right script, non-words (the first ja / ar / bn lines are the issue's examples from real runs)

@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from mlft.benchmarks.lcb.metrics import normalize
+from mlft.benchmarks.lcb.scoring import score_completions
+from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.completions import read_completions
-from mlft.lcb.langid import LanguageIdentifier
-from mlft.lcb.metrics import normalize
-from mlft.lcb.scoring import score_completions
-from mlft.lcb.tokenize import tokenize
+from mlft.langid import LanguageIdentifier
 from mlft.paths import shared_dir
 
 

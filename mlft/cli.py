@@ -27,6 +27,7 @@ COMMANDS = [
     "train",
     "evaluate_run",
     "curves",
+    "report",
     "table",
     "compare",
     "card",
@@ -50,10 +51,11 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    setup_console()
-    parser = make_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
+def parse_args(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """`argv` as `mlft` reads it (argparse's SystemExit on a bad command line); tests check documented commands
+    with it."""
+    parser = parser or make_parser()
+    argv = list(argv)
     if argv and argv[0].endswith((".yaml", ".yml")):  # `mlft RECIPE.yaml` = `mlft train RECIPE.yaml`, so that
         argv.insert(0, "train")                       # `accelerate launch -m mlft RECIPE.yaml` trains
     args, extra = parser.parse_known_args(argv)
@@ -63,6 +65,13 @@ def main(argv: list[str] | None = None) -> int:
             args.overrides = [*args.overrides, *extra]
         else:
             parser.parse_args(argv)  # the usual error message and exit code
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    setup_console()
+    parser = make_parser()
+    args = parse_args(sys.argv[1:] if argv is None else argv, parser)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -17,22 +17,27 @@ from typing import Any, Literal, Union, get_args, get_origin
 import yaml
 
 from mlft.errors import ConfigError
+from mlft.paths import find_resource, resource_dirs
 
 INCLUDE_KEY = "include"
 
 
-def _deep_merge(base: dict, top: dict) -> dict:
+def deep_merge(base: dict, top: dict) -> dict:
+    """`top` over `base`; nested mappings merge key by key."""
     out = dict(base)
     for key, value in top.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
 
 
-def load_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
-    """Read a YAML mapping; files named by `include:` (relative to it) are merged underneath it."""
+def load_yaml(path: str | Path, _seen: tuple[Path, ...] = (), shipped: str | None = None) -> dict:
+    """Read a YAML mapping; files named by `include:` are merged underneath it. An include is a path relative to
+    the including file; failing that, with `shipped` (a folder such as `eval`), a file of that name (`.yaml`
+    optional) in `shipped/` under the current directory or among mlft's shipped files: a user's own suite in
+    any folder can `include: lcb_tiny`."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
@@ -55,8 +60,29 @@ def load_yaml(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict:
         includes = [includes]
     merged: dict = {}
     for inc in includes:
-        merged = _deep_merge(merged, load_yaml(path.parent / inc, (*_seen, resolved)))
-    return _deep_merge(merged, data)
+        merged = deep_merge(merged, load_yaml(_include_path(path, inc, shipped), (*_seen, resolved), shipped))
+    return deep_merge(merged, data)
+
+
+def _include_path(path: Path, inc, shipped: str | None) -> Path:
+    """The file `include: inc` in `path` names (see load_yaml), or a ConfigError naming both places looked in."""
+    if not isinstance(inc, str) or not inc.strip():
+        raise ConfigError(f"{path}: include: expected a file name or a list of them, got {inc!r}")
+    names = [inc] if Path(inc).suffix in (".yaml", ".yml") else [inc, f"{inc}.yaml"]
+    for name in names:
+        if (path.parent / name).is_file():
+            return path.parent / name
+    if shipped is None:
+        return path.parent / inc  # load_yaml: "file not found"
+    for name in names:
+        found = find_resource(shipped, name)
+        if found is not None:
+            return found
+    known = sorted({p.relative_to(d).as_posix() for d in resource_dirs(shipped) for p in d.rglob("*.y*ml")})
+    stem = str(Path(inc).with_suffix("")) if Path(inc).suffix in (".yaml", ".yml") else inc
+    hint = did_you_mean(stem, [str(Path(k).with_suffix("")) for k in known])
+    raise ConfigError(f"{path}: include {inc}: file not found beside it ({path.parent}) nor among the shipped "
+                      f"{shipped}/ files{hint}; shipped: {', '.join(known)}")
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str = "command line") -> dict:
@@ -211,10 +237,11 @@ def arg_spec(tp) -> dict:
 
 
 def add_dataclass_flags(group, cls, dest_prefix: str, *, rename: dict[str, str] | None = None,
-                        exclude: tuple[str, ...] = ()) -> None:
+                        exclude: tuple[str, ...] | set[str] = (), help_prefix: dict[str, str] | None = None) -> None:
     """One flag per field of dataclass `cls` (help from the field's metadata, default shown; the flag's value is
-    None unless given, so only what the user sets overrides a config). `rename`: field -> flag for clashes."""
-    rename = rename or {}
+    None unless given, so only what the user sets overrides a config). `rename`: field -> flag for clashes;
+    `help_prefix`: field -> text before its help (e.g. the backends that have the option)."""
+    rename, help_prefix = rename or {}, help_prefix or {}
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         if f.name in exclude or not f.init:
@@ -225,7 +252,7 @@ def add_dataclass_flags(group, cls, dest_prefix: str, *, rename: dict[str, str] 
         default = f.default if f.default is not dataclasses.MISSING else None
         shown = "" if kw.get("action") or default in (None, "") else f" (default {default})"
         group.add_argument(rename.get(f.name, flag_name(f.name)), dest=f"{dest_prefix}{f.name}", default=None,
-                           help=f"{f.metadata.get('help', '')}{shown}", **kw)
+                           help=f"{help_prefix.get(f.name, '')}{f.metadata.get('help', '')}{shown}", **kw)
 
 
 def flag_values(args, dest_prefix: str) -> dict:

@@ -4,7 +4,7 @@ TASKS          the two LCB tasks
 METRICS        the headline LCB metrics, in report order
 MIN_TOKENS     a line counts for LID only with at least this many tokens (official scorer)
 LID_THRESHOLD  a fastText label is kept only with a score above this, else "unknown" (official scorer)
-GUARD_METRICS  mlft's guard next to every LPR: coverage, degeneracy, lexical validity (mlft/lcb/guard.py)
+GUARD_METRICS  mlft's guard next to every LPR: coverage, degeneracy, lexical validity (mlft/benchmarks/lcb/guard.py)
 VALID_SHARE    mlft's guard: a reply is lexically valid when more than this share of its words are known words
 FEWSHOT_BASELINES  the paper's few-shot prompting baselines (Q/A template, 1-shot, 5-shot) as suite overrides:
                the default passes of a recipe's `evaluation.fewshot: true`

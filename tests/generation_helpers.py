@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from mlft.lcb.data import Prompt
+from mlft.benchmarks.lcb.data import Prompt
 
 API_KEY = "sk-test-secret-0123"
 
@@ -144,3 +144,36 @@ class FaultServer:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+class TextBackend:
+    """A backend without a model (the `Backend` protocol): subclasses say what a request's reply is (`reply`).
+    Tests register one to show that a backend is one class + one registry line."""
+
+    name = "text"
+    batch_size = 8
+
+    def __init__(self, options):
+        self.options = options
+
+    @classmethod
+    def create(cls, options, *, model_ref=None, model=None, tokenizer=None, batch_size=16, token_stats=False):
+        return cls(options)
+
+    def prompt_length(self, request) -> int:
+        return len(request.text or json.dumps(request.messages))
+
+    def check(self, decoding, interventions=()) -> None:
+        pass
+
+    def reply(self, request) -> str:
+        raise NotImplementedError
+
+    def generate(self, requests, decoding, interventions=()):
+        from mlft.generation.backends import Result
+
+        for r in requests:
+            yield Result(r.id, self.reply(r), finish_reason="stop")
+
+    def close(self) -> None:
+        pass

@@ -47,3 +47,46 @@ def test_errors_name_file_and_key(tmp_path):
         load_yaml(tmp_path / "a.yaml")
     with pytest.raises(ConfigError, match="file not found"):
         load_yaml(tmp_path / "missing.yaml")
+
+
+def test_user_suite_includes_a_shipped_suite_by_name(tmp_path, monkeypatch):
+    """A suite file in any folder can `include: lcb_tiny` (name, `.yaml` optional): the shipped suite is found
+    after the including file's own folder; a misspelt name names both places and suggests the shipped one."""
+    from mlft.evals.suite import load_suite
+
+    monkeypatch.chdir(tmp_path)  # no eval/ here: only mlft's shipped copy can supply lcb_tiny
+    shipped = load_suite("lcb_tiny")
+    (tmp_path / "mine.yaml").write_text("include: lcb_tiny\nper_group: 3\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "two.yaml").write_text("include: [lcb_tiny.yaml]\n")
+    mine = load_suite(str(tmp_path / "mine.yaml"))
+    assert mine.kind == shipped.kind == "lcb" and mine.name == "mine"
+    assert mine.options.per_group == 3 and shipped.options.per_group == 1
+    assert mine.options.languages == shipped.options.languages and mine.options.tasks == shipped.options.tasks
+    assert load_suite(str(tmp_path / "sub" / "two.yaml")).options == shipped.options
+    (tmp_path / "bad.yaml").write_text("include: lcb_tiyn\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: include lcb_tiyn: file not found .*did you mean 'lcb_tiny'"):
+        load_suite(str(tmp_path / "bad.yaml"))
+    # a file beside the including one wins over the shipped suite of the same name
+    (tmp_path / "lcb_tiny.yaml").write_text("include: lcb_quick\n")
+    beside = load_suite(str(tmp_path / "mine.yaml")).options
+    assert beside.per_group == 3 and beside.languages != shipped.options.languages
+    # without a shipped folder (plain load_yaml) an include is a path relative to the file, as before
+    with pytest.raises(ConfigError, match="file not found"):
+        load_yaml(tmp_path / "mine.yaml")
+
+
+def test_user_recipe_includes_a_shipped_base_by_its_path(tmp_path, monkeypatch):
+    """A recipe outside the checkout includes `cpu/_sft.yaml` from the shipped recipes/ and equals the shipped
+    recipe that does the same from beside it."""
+    from mlft.paths import find_resource
+    from mlft.training.recipe import load_recipe
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yaml").write_text("include: cpu/_sft.yaml\nmix: data_mixes/cpu/crosslingual_sft.yaml\n"
+                                        "run_dir: runs/cpu/crosslingual_sft\n")
+    mine = load_recipe(tmp_path / "mine.yaml")
+    shipped = load_recipe(find_resource("recipes", "cpu/crosslingual_sft.yaml"))
+    assert (mine.trainer, mine.model, mine.lora, mine.training_args) == \
+        (shipped.trainer, shipped.model, shipped.lora, shipped.training_args)
+    assert mine.trainer == "sft" and mine.lora.enabled

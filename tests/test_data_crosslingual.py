@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from data_helpers import NON_ENGLISH, lcb_override, read_jsonl, write_jsonl, write_mix
 
+from mlft.benchmarks.lcb.data import Prompt, load_prompts
 from mlft.data.crosslingual import LCB_LOCATIONS
 from mlft.data.heldout import heldout_prompts, write_heldout_prompts
 from mlft.data.heldout import main as heldout_main
@@ -18,7 +19,6 @@ from mlft.data.phrasings import FOLLOWUPS, LCB_TEMPLATES, NAMES, PHRASINGS, Phra
 from mlft.data.seed import ALL, SEED_SETS, heldout_items, parallel_items, training_items
 from mlft.errors import ConfigError, DataError
 from mlft.languages import LANGUAGES
-from mlft.lcb.data import Prompt, load_prompts
 from mlft.paths import project_root
 
 FTZ_NEIGHBOURS = {"zh": {"ja"}, "id": {"ms"}, "pt": {"es"}}  # as in test_data_seed.py
@@ -28,13 +28,13 @@ EVERY_NAME = {name for table in NAMES.values() for name in table.values()}
 
 @pytest.fixture(scope="module")
 def lid():
-    from mlft.lcb.langid import LanguageIdentifier
+    from mlft.langid import LanguageIdentifier
 
     return LanguageIdentifier.from_spec("ftz")
 
 
 def _label(lid, text):
-    from mlft.lcb.metrics import normalize
+    from mlft.benchmarks.lcb.metrics import normalize
 
     return lid.predict(normalize(text).replace("\n", " "))[0]
 

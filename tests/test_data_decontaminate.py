@@ -5,12 +5,12 @@ import json
 import pytest
 from data_helpers import lcb_override, write_jsonl, write_mix
 
+from mlft.benchmarks.lcb.data import load_prompts
 from mlft.data.decontaminate import LcbIndex
 from mlft.data.mix import build_mix, load_mix
 from mlft.data.seed import SEED_SETS
 from mlft.data.text import units
 from mlft.errors import DataError
-from mlft.lcb.data import load_prompts
 
 CLEAN = [
     ("en", "How do I keep basil fresh in the kitchen?", "Put the stems in a glass of water and keep it on the counter."),

@@ -18,13 +18,13 @@ MIXES = sorted((project_root() / "data_mixes").glob("**/*.yaml"))
 
 @pytest.fixture(scope="module")
 def lid():
-    from mlft.lcb.langid import LanguageIdentifier
+    from mlft.langid import LanguageIdentifier
 
     return LanguageIdentifier.from_spec("ftz")
 
 
 def _label(lid, text):
-    from mlft.lcb.metrics import normalize
+    from mlft.benchmarks.lcb.metrics import normalize
 
     return lid.predict(normalize(text).replace("\n", " "))[0]
 
@@ -46,7 +46,7 @@ def test_seed_size_and_shape():
 def test_seed_text_is_in_its_language(lid):
     """Every seed instruction and response is identified as its language (or an ftz neighbour), >= 97% as
     exactly its language, and every response is long enough for the LCB scorer to count it."""
-    from mlft.lcb.metrics import ScoreOptions, analyze_reply
+    from mlft.benchmarks.lcb.metrics import ScoreOptions, analyze_reply
 
     options = ScoreOptions(label_aliases=FTZ_NEIGHBOURS)
 

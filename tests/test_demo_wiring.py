@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from mlft.commands.demo import DECODE_SMARTER, _table_spec, run_overrides
-from mlft.training import curves
+from mlft.io import curve_file
 from mlft.training.passes import passes_for
 from mlft.training.recipe import load_recipe
 
@@ -36,7 +36,7 @@ def test_table_spec_has_finetune_decode_and_both(tmp_path):
     row = {"task": "crosslingual", "language": "avg", "metric": "lpr", "value": 0.5, "low": 0.4, "high": 0.6}
     for run, step, variant in ((base, 0, "model"), (base, 0, DECODE_SMARTER["variant"]), (sft, 4, "model"),
                                (sft, 4, DECODE_SMARTER["variant"])):
-        curves.append_pass(run, step, variant, [dict(row, step=step, variant=variant)], 1.0, "test")
+        curve_file.append_pass(run, step, variant, [dict(row, step=step, variant=variant)], 1.0, "test")
     spec = yaml.safe_load(_table_spec(tmp_path, {"crosslingual_sft": sft}, base, False, True).read_text())
     got = [(r["label"], r.get("variant", "model")) for r in spec["rows"]]
     name = DECODE_SMARTER["variant"]
@@ -63,7 +63,7 @@ def test_rl_rows_validate_and_get_the_second_judge_column(tmp_path):
     base, sft, grpo = tmp_path / "base", tmp_path / "crosslingual_sft", tmp_path / "grpo_on_sft"
     row = {"task": "crosslingual", "language": "avg", "metric": "lpr", "value": 0.5, "low": 0.4, "high": 0.6}
     for run, step in ((base, 0), (sft, 4), (grpo, 4)):
-        curves.append_pass(run, step, "model", [dict(row, step=step, variant="model")], 1.0, "test")
+        curve_file.append_pass(run, step, "model", [dict(row, step=step, variant="model")], 1.0, "test")
     spec = yaml.safe_load(_table_spec(tmp_path, {"crosslingual_sft": sft, "grpo_on_sft": grpo}, base, False,
                                       False).read_text())
     assert [r["label"] for r in spec["rows"]] == ["base", "+Cross-lingual SFT", "+Cross-lingual SFT +GRPO"]

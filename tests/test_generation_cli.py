@@ -51,3 +51,5 @@ def test_unreachable_server_and_rejected_key(tmp_path, capsys, monkeypatch, shar
     printed = capsys.readouterr().out
     assert "monolingual LPR (%)" in printed
     assert API_KEY not in (tmp_path / "c" / "default" / "completions.jsonl").read_text()
+    page = (tmp_path / "c" / "report.html").read_text(encoding="utf-8")  # the reply page beside report.md
+    assert 'id="view-0"' in page and API_KEY not in page

@@ -6,6 +6,7 @@ import pytest
 import torch
 from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
+from mlft.benchmarks.lcb.confusion import analyze, confusion_point
 from mlft.errors import ConfigError, DataError
 from mlft.evals.lcb import runs
 from mlft.evals.suite import available_suites, load_suite
@@ -13,7 +14,6 @@ from mlft.generation.backends.hf import batch_seed
 from mlft.generation.decoding import Decoding
 from mlft.generation.processors import NucleusWarper, entropy, nucleus_size
 from mlft.generation.prompting import Prompting, build_input, cut_answer, demonstrations, qa_prompt
-from mlft.lcb.confusion import analyze, confusion_point
 
 
 def test_decoding_defaults_are_the_papers_and_top_p_is_real():

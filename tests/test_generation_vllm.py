@@ -60,7 +60,7 @@ class _SteerOptions:
 class _Steer(Intervention):  # a forward-hook intervention (steering), as a user would add one
     name = "test_steer"
     Options = _SteerOptions
-    needs = frozenset({"hooks"})
+    applies_via = frozenset({"hooks"})
 
 
 @pytest.mark.parametrize("spec", [{"name": "script_gate", "calibrate": 0.5}, {"name": "quantize", "scheme": "w8"},

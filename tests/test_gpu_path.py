@@ -183,7 +183,7 @@ def test_each_planned_batch_generates_alone_as_in_the_whole_call(embedded_model)
 
 def test_base_model_without_template_gets_the_runs_template(tmp_path, embedded_model):
     """Finding 3: the step-0 child loads the hub base model, whose tokenizer has no chat template."""
-    from mlft.commands.evaluate_run import backend_settings
+    from mlft.training.passes import backend_settings
 
     model, tok = embedded_model
     base = templateless_base(tmp_path / "base", model, tok)
@@ -252,7 +252,7 @@ def test_lora_eval_copy_of_a_checkpointed_model_keeps_its_kv_cache(embedded_mode
     from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
-    from mlft.training.passes import eval_mode
+    from mlft.generation.models import eval_mode
 
     model, tok = embedded_model
     train_copy = copy.deepcopy(model)

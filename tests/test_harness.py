@@ -48,9 +48,9 @@ def _tiny_task(folder: Path) -> Path:
 
 
 def test_mlft_task_folder_matches_the_generator():
-    """The shipped YAMLs are what mlft.harness.lcb writes (edit the generator, not the files)."""
+    """The shipped YAMLs are what mlft.harness.lcb_task writes (edit the generator, not the files)."""
     from mlft.harness import tasks_dir
-    from mlft.harness.lcb import task_files
+    from mlft.harness.lcb_task import task_files
 
     folder = tasks_dir() / "lcb"
     for name, text in task_files().items():
@@ -99,9 +99,9 @@ def test_result_rows_carry_stderr_intervals():
 
 def test_lcb_aggregation_is_the_official_scorers():
     """process_results + agg_* on a few replies = mlft score on the same completions (per language and source mix)."""
+    from mlft.benchmarks.lcb.scoring import score_completions
     from mlft.completions import Completion
-    from mlft.harness import lcb
-    from mlft.lcb.scoring import score_completions
+    from mlft.harness import lcb_task as lcb
 
     replies = {"ja": ["これは日本語の文章です。今日はとても良い天気ですね。"
                       "私は公園に行きました。",
@@ -133,7 +133,7 @@ def test_lcb_aggregation_is_the_official_scorers():
 
 
 def test_lcb_docs_interleave_sources_for_limit():
-    from mlft.harness.lcb import lcb_docs
+    from mlft.harness.lcb_task import lcb_docs
 
     docs = lcb_docs("crosslingual", "de")
     assert len(docs) == len({d["id"] for d in docs})
@@ -142,7 +142,7 @@ def test_lcb_docs_interleave_sources_for_limit():
 
 def test_samples_to_completions_names_bad_lines(tmp_path):
     from mlft.errors import DataError
-    from mlft.harness.lcb import samples_to_completions
+    from mlft.harness.lcb_task import samples_to_completions
 
     good = {"doc": {"id": "crosslingual/okapi/de/0", "task": "crosslingual", "source": "okapi", "language": "de",
                     "prompt": "p"}, "resps": [["Hallo Welt"]], "filtered_resps": ["Hallo Welt"]}
@@ -282,7 +282,7 @@ def test_paired_capability_test_on_lm_eval_samples(tmp_path):
     """Per-document samples pair up by (task, doc_id): a planted 30-point drop is found, a copy is not."""
     import random
 
-    from mlft.evals.lm_eval_kind import paired_samples_test
+    from mlft.harness.samples import paired_samples_test
 
     rng = random.Random(0)
     base = [{"task": t, "doc_id": i, "acc": float(rng.random() < .7)} for t in ("a", "b") for i in range(60)]

@@ -254,3 +254,40 @@ def test_user_text_file_and_errors(tmp_path):
     jsonl.write_text('{"id": "a", "text": "Hello there", "language": "en"}\n'
                      '{"id": "b", "text": "Ahoj", "language": "cs"}\n', encoding="utf-8")
     assert parallel_texts(str(jsonl))[0] == {"en": ["Hello there"], "cs": ["Ahoj"]}
+
+
+def test_steer_build_refuses_unknown_language_and_too_few_texts(tmp_path, capsys, monkeypatch):
+    """`mlft steer build` stops before any model loads: a language code nobody knows (row named, did-you-mean,
+    valid codes), too few texts per language for a vector (the minimum named), a too small --per-language."""
+    from mlft import cli
+    from mlft.errors import DataError
+    from mlft.generation import steering
+    from mlft.generation.steering import MIN_TEXTS_PER_LANGUAGE, check_vector_texts, parallel_texts
+
+    monkeypatch.setattr("mlft.commands.steer.load", lambda *a, **k: pytest.fail("model loaded"))
+    bad = tmp_path / "xx.csv"
+    bad.write_text("id,text,language\n1,Hello there,en\n2,Bonjour,xx\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"row 3: `language`: language 'xx' is unknown .*valid: .*\bfr\b"):
+        parallel_texts(str(bad))
+    typo = tmp_path / "typo.csv"
+    typo.write_text("id,text,language\n1,Hello there,en\n2,Bonjour,fr_\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="did you mean 'fr'"):
+        parallel_texts(str(typo))
+    assert cli.main(["steer", "build", "--from", str(bad), "--out", str(tmp_path / "v.safetensors")]) == 2
+    assert "language 'xx' is unknown" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="--languages: language 'xx' is unknown"):
+        parallel_texts("seed", languages=["de", "xx"])
+
+    one = tmp_path / "one.csv"  # one text per language: the old code built a "vector" from it
+    one.write_text("id,text,language\n1,Hello there,en\n2,Bonjour,fr\n", encoding="utf-8")
+    code = cli.main(["steer", "build", "--from", str(one), "--out", str(tmp_path / "v.safetensors")])
+    err = capsys.readouterr().err
+    assert code != 0 and "too few texts for a language vector (en: 1, fr: 1)" in err
+    assert f"at least {MIN_TEXTS_PER_LANGUAGE} texts" in err and not (tmp_path / "v.safetensors").exists()
+    code = cli.main(["steer", "build", "--from", "seed", "--per-language", "2", "--out", str(tmp_path / "v")])
+    assert code != 0 and f"needs at least {MIN_TEXTS_PER_LANGUAGE} texts" in capsys.readouterr().err
+    enough = {"en": ["a"] * MIN_TEXTS_PER_LANGUAGE, "fr": ["b"] * MIN_TEXTS_PER_LANGUAGE}
+    check_vector_texts(enough, "x")  # the minimum itself passes
+    with pytest.raises(DataError, match="fr: 4"):
+        check_vector_texts({**enough, "fr": ["b"] * (MIN_TEXTS_PER_LANGUAGE - 1)}, "x")
+    assert steering.MIN_TEXTS_PER_LANGUAGE <= 8  # the shipped builds (--per-language 8, 10 per outside language)

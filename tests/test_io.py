@@ -50,18 +50,17 @@ def test_second_generate_on_the_same_out_is_refused(holder, capsys):
 
 
 def test_curves_are_locked_too(tmp_path):
-    from mlft.training import curves
-
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / curves.CURVES)], stdout=subprocess.PIPE,
+    from mlft.io import curve_file
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / curve_file.CURVES)], stdout=subprocess.PIPE,
                             text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
         with pytest.raises(OutputLocked, match="curves.jsonl"):
-            curves.append_pass(tmp_path, 0, "model", [{"step": 0}], 1.0, "in-process")
+            curve_file.append_pass(tmp_path, 0, "model", [{"step": 0}], 1.0, "in-process")
     finally:
         proc.kill()
         proc.wait()
-    curves.append_pass(tmp_path, 0, "model", [{"step": 0, "variant": "model"}], 1.0, "in-process")  # released
+    curve_file.append_pass(tmp_path, 0, "model", [{"step": 0, "variant": "model"}], 1.0, "in-process")  # released
 
 
 def test_lock_is_reentrant_and_released(tmp_path):

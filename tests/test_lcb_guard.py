@@ -7,9 +7,10 @@ import random
 import numpy as np
 import pytest
 
+from mlft.benchmarks.lcb.guard import degeneracy_reason, is_degenerate, tandem_cover
+from mlft.benchmarks.lcb.guard_report import guard_flags, guard_rows
 from mlft.completions import read_completions
 from mlft.errors import ConfigError
-from mlft.lcb.guard import degeneracy_reason, guard_flags, guard_rows, is_degenerate, tandem_cover
 
 NORMAL = {
     "ar": "الطاقة المتجددة مهمة جدا لمستقبل كوكبنا. فهي تقلل من انبعاثات الكربون وتوفر فرص عمل جديدة في كثير من الدول.",
@@ -106,8 +107,8 @@ def test_real_replies(shared):
 def degenerate_file(shared, tmp_path_factory):
     """A base run (real gpt-4-turbo replies) and a run of degenerate replies for the same 90 prompts, both
     scored by the real scorer (bundled fastText model)."""
-    from mlft.lcb.metrics import ScoreOptions
-    from mlft.lcb.scoring import analyze_all, load_resources, outcomes_from, score_completions
+    from mlft.benchmarks.lcb.metrics import ScoreOptions
+    from mlft.benchmarks.lcb.scoring import analyze_all, load_resources, outcomes_from, score_completions
 
     # none has a line of >= 5 tokens in any of the five languages (jieba would count "ok ok ok", with its spaces)
     junk = ["", "itititititititit", '""""""', "哈哈哈哈", "lalalalalala", "\n\n", "..........", "ababababab"]
@@ -169,7 +170,7 @@ def test_guard_quiet_on_a_good_run(degenerate_file):
 
 
 def test_fluency_proxy(embedded_model):
-    from mlft.lcb.fluency import reply_nll
+    from mlft.generation.fluency import reply_nll
 
     model, tok = embedded_model
     msgs = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]

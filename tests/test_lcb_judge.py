@@ -1,13 +1,13 @@
-"""The NON-OFFICIAL second judge (mlft.lcb.judge): the same counted lines labelled by langdetect, reported beside
+"""The NON-OFFICIAL second judge (mlft.benchmarks.lcb.judge): the same counted lines labelled by langdetect, reported beside
 the official fastText LPR in `mlft score --judge` and in an lcb eval's rows (lpr@<judge>)."""
 
 import json
 
 import pytest
 
+from mlft.benchmarks.lcb.judge import beside_rows, check_judge, judge_report
 from mlft.completions import Completion
 from mlft.errors import ConfigError
-from mlft.lcb.judge import beside_rows, check_judge, judge_report
 from mlft.reports.score_tables import beside_table
 
 # lid.176.ftz labels this Bulgarian line ru (0.78); langdetect labels it bg (0.86)
@@ -23,7 +23,7 @@ def _completions():
 
 @pytest.fixture(scope="module")
 def reports():
-    from mlft.lcb.scoring import score_completions
+    from mlft.benchmarks.lcb.scoring import score_completions
 
     comps = _completions()
     return comps, score_completions(comps), judge_report(comps, "langdetect")
@@ -80,15 +80,15 @@ def test_judge_errors():
 def test_eval_judge_rows_and_column(reports, tmp_path):
     """The eval's lpr@langdetect rows, the judged outcomes file and the variants-table column with the paired
     difference from the first row."""
+    from mlft.benchmarks.lcb.scoring import outcomes_from
     from mlft.evals.lcb import LcbOptions, judge_column, judge_rows
-    from mlft.lcb.scoring import outcomes_from
 
     comps, official, _ = reports
     o = LcbOptions(judge="langdetect", resamples=200)
     rows = []
     for name, texts in (("base", [EN, EN, FI, EN, "Kiitos!"]), ("better", [BG, BG, FI, FI, "Kiitos!"])):
         mine = [Completion(c.id, name, c.task, c.source, c.language, t) for c, t in zip(comps, texts)]
-        from mlft.lcb.scoring import score_completions
+        from mlft.benchmarks.lcb.scoring import score_completions
 
         outs = outcomes_from(mine, score_completions(mine).replies)
         (tmp_path / name).mkdir()

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from mlft.benchmarks.lcb.data import load_prompt_file
+from mlft.benchmarks.lcb.scoring import score_completions
 from mlft.cli import main
 from mlft.completions import read_completions
 from mlft.errors import DataError
-from mlft.lcb.data import load_prompt_file
-from mlft.lcb.scoring import score_completions
 
 EXTRA = '''id,model,completion,task,source,language
 0,m,"Столицата на България е София, която е и най-големият град в страната.",monolingual,custom,bg
@@ -116,9 +116,9 @@ def test_outside_lcb_prompt_file():
     from collections import Counter
     from pathlib import Path
 
+    from mlft.benchmarks.lcb.guard import lexical_validity
+    from mlft.langid import identifier
     from mlft.languages import LANGUAGES
-    from mlft.lcb.guard import lexical_validity
-    from mlft.lcb.langid import identifier
 
     path = Path(__file__).resolve().parents[1] / "eval" / "outside_lcb_prompts.jsonl"
     prompts = load_prompt_file(path)

@@ -2,11 +2,11 @@
 
 import pytest
 
+from mlft.benchmarks.lcb.metrics import GroupCounts, ReplyResult, ScoreOptions, analyze_reply, group_metrics, normalize
+from mlft.benchmarks.lcb.scoring import harmonic, lcpr_of, score_completions
+from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.completions import Completion
-from mlft.lcb.langid import LanguageIdentifier
-from mlft.lcb.metrics import GroupCounts, ReplyResult, ScoreOptions, analyze_reply, group_metrics, normalize
-from mlft.lcb.scoring import harmonic, lcpr_of, score_completions
-from mlft.lcb.tokenize import tokenize
+from mlft.langid import LanguageIdentifier
 
 FR = "Je pense que la cuisine française est vraiment délicieuse et variée"
 EN = "I think that French cuisine is really delicious and varied today"

@@ -4,8 +4,8 @@ import csv
 
 import pytest
 
+from mlft.benchmarks.lcb.scoring import score_completions
 from mlft.completions import read_completions
-from mlft.lcb.scoring import score_completions
 
 COUNT_KEYS = ("n_responses", "n_scored", "n_line_err", "n_word_err", "n_lines_scored", "n_lines_wrong")
 

@@ -1,4 +1,4 @@
-"""Intervals and paired tests of mlft.lcb.stats: official point values, coverage on synthetic data, planted and
+"""Intervals and paired tests of mlft.stats: official point values, coverage on synthetic data, planted and
 null differences, exact McNemar, id checks."""
 
 import time
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from data_helpers import matching_interval_rows
 
+from mlft.benchmarks.lcb.scoring import outcomes_from
 from mlft.completions import read_completions
 from mlft.errors import ConfigError, DataError
-from mlft.lcb.scoring import outcomes_from
-from mlft.lcb.stats import (
+from mlft.stats import (
     Outcome,
     holm,
     interval_rows,
@@ -67,8 +67,8 @@ def test_outcome_roundtrip(tmp_path):
 
 def test_point_values_are_the_official_numbers(shared):
     """Real replies scored by the real scorer: every value equals score_completions' (==, not approx)."""
-    from mlft.lcb.metrics import ScoreOptions
-    from mlft.lcb.scoring import analyze_all, load_resources, score_completions
+    from mlft.benchmarks.lcb.metrics import ScoreOptions
+    from mlft.benchmarks.lcb.scoring import analyze_all, load_resources, score_completions
 
     rows, seen = [], {}
     for c in read_completions(shared / "lcb" / "outputs" / "llama-2-instruct.csv"):
@@ -236,11 +236,11 @@ def test_holm_and_per_language_family():
 
 def test_score_bootstrap_and_eval_rows_are_one_engine(shared):
     """`mlft score --bootstrap` (score_completions) and `mlft eval` (metric_rows) give the same intervals for the
-    same replies, seed and resamples: both are mlft.lcb.stats.intervals."""
+    same replies, seed and resamples: both are mlft.stats.intervals."""
+    from mlft.benchmarks.lcb.guard import is_degenerate
+    from mlft.benchmarks.lcb.scoring import score_completions
     from mlft.completions import read_completions
     from mlft.evals.lcb import metric_rows
-    from mlft.lcb.guard import is_degenerate
-    from mlft.lcb.scoring import score_completions
 
     rows = [c for c in read_completions(shared / "lcb" / "outputs" / "command-r.csv")
             if c.language in ("de", "ja", "zh", "fr")][:600]

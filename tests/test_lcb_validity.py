@@ -6,17 +6,12 @@ import json
 
 import pytest
 
+from mlft.benchmarks.lcb.guard import languages_without_lexicon, lexical_validity, lexicon_languages
+from mlft.benchmarks.lcb.guard_report import guard_flags, guard_rows
 from mlft.cli import main
 from mlft.constants import VALID_SHARE
-from mlft.lcb.guard import (
-    guard_flags,
-    guard_rows,
-    languages_without_lexicon,
-    lexical_validity,
-    lexicon_languages,
-    lid_detail,
-)
-from mlft.lcb.stats import Outcome, intervals, load_outcomes, paired_test, save_outcomes
+from mlft.stats import Outcome, intervals, load_outcomes, paired_test, save_outcomes
+from mlft.stats import unknown_share_intervals as lid_detail
 
 # right script, no words (held out: not the sentences the thresholds were tuned on, benchmarks/lexical_validity.py)
 SALAD = {
@@ -121,7 +116,7 @@ def test_unknown_share_interval_resamples_replies_not_lines():
 
 
 def test_analyze_reply_counts_unknown_lines():
-    from mlft.lcb.metrics import analyze_reply
+    from mlft.benchmarks.lcb.metrics import analyze_reply
 
     class Lid:
         def predict(self, line):
@@ -230,12 +225,12 @@ def test_eval_rows_table11_and_trackers_carry_validity(tmp_path):
 
 
 def test_model_card_shows_validity(tmp_path):
-    from mlft.training import curves
+    from mlft.io import curve_file
     from mlft.training.card import _lcb_section
 
     rows = [{"step": 10, "variant": "model", "suite": "lcb_demo", "suite_variant": "default", "task": "monolingual",
              "language": "avg", "metric": m, "value": v} for m, v in (("lpr", 0.9), ("validity", 0.42))]
-    curves.append_pass(tmp_path, 10, "model", rows, 1.0, "in-process")
+    curve_file.append_pass(tmp_path, 10, "model", rows, 1.0, "in-process")
     text = "\n".join(_lcb_section(tmp_path))
     assert "| task | LPR | WPR | LCPR | coverage | degeneracy | lexical validity |" in text
     assert "| monolingual | 90.0 | – | – | – | – | 42.0 |" in text

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from mlft.benchmarks.multisense import prompts
+from mlft.benchmarks.multisense.data import load_items, read_run
 from mlft.errors import ConfigError, DataError
-from mlft.evals.multisense import prompts
-from mlft.evals.multisense.data import load_items, read_run
 
 
 def test_templates_equal_the_reference(shared):

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from mlft.evals.multisense import metrics
-from mlft.evals.multisense.data import read_run
-from mlft.evals.multisense.parser import parse_prediction, standardize
+from mlft.benchmarks.multisense import metrics
+from mlft.benchmarks.multisense.data import read_run
+from mlft.benchmarks.multisense.parser import parse_prediction, standardize
 
 # README table 1 (replayed to 4 d.p. = the authors' notebook): task, direction -> T, I, X consistency with T_src
 TABLE1 = {

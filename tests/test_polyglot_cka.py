@@ -2,8 +2,8 @@
 
 import pytest
 
+from mlft.benchmarks.polyglot.data import Fact
 from mlft.evals.polyglot.cka import first_token_id, score_facts
-from mlft.evals.polyglot.data import Fact
 
 
 @pytest.fixture(scope="module")

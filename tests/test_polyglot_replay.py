@@ -5,10 +5,10 @@ import json
 
 import pytest
 
+from mlft.benchmarks.polyglot import metrics
+from mlft.benchmarks.polyglot.data import LANGUAGES, load_facts, parse_row
 from mlft.errors import ConfigError, DataError
-from mlft.evals.polyglot import metrics
 from mlft.evals.polyglot.cka import FactScore
-from mlft.evals.polyglot.data import LANGUAGES, load_facts, parse_row
 
 # Paper Table 1 (20-language unweighted mean). m-bert: the logged per-language values give 62.10, the paper
 # prints 62.00 (README) — we reproduce the logs.
@@ -135,7 +135,7 @@ def test_missing_files_and_unknown_language(tmp_path):
 
 
 def test_fetch_table_matches_the_shared_files(shared):
-    from mlft.evals.polyglot.fetch import FILES, md5_of, url_of
+    from mlft.benchmarks.polyglot.fetch import FILES, md5_of, url_of
 
     for lang, (_, md5) in FILES.items():
         assert md5_of(shared / "polyglot" / f"{lang}.parquet") == md5, lang

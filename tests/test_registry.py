@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 
 import pytest
 from data_helpers import matching_interval_rows
+from generation_helpers import TextBackend
 
 from mlft.cli import main
 from mlft.errors import ConfigError
 from mlft.evals.registry import KINDS, get_kind
-from mlft.generation.backends import REGISTRY, Result, backend_class, provides
+from mlft.generation.backends import REGISTRY, Capabilities, backend_class, provides
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
 from mlft.registry import Registry
 
@@ -33,33 +34,14 @@ class ToyOptions:
     toy_wrong_share: float = field(default=0.3, metadata={"help": "share of replies in English (by id hash)"})
 
 
-class ToyBackend:
+class ToyBackend(TextBackend):
     name = "toy"
     Options = ToyOptions
-    capabilities = frozenset({"strategy"})
-    provides = frozenset({"chat"})
-    batch_size = 8
+    capabilities = Capabilities(chat=True, hooks={"strategy"})
 
-    def __init__(self, options: ToyOptions):
-        self.options = options
-
-    @classmethod
-    def create(cls, options, *, model_ref=None, model=None, tokenizer=None, batch_size=16, token_stats=False):
-        return cls(options)
-
-    def prompt_length(self, request) -> int:
-        return len(request.text or json.dumps(request.messages))
-
-    def check(self, decoding, interventions=()) -> None:
-        pass
-
-    def generate(self, requests, decoding, interventions=()):
-        for r in requests:
-            wrong = zlib.crc32(r.id.encode()) % 1000 < 1000 * self.options.toy_wrong_share
-            yield Result(r.id, ENGLISH if wrong else REPLIES.get(r.language, ENGLISH), finish_reason="stop")
-
-    def close(self) -> None:
-        pass
+    def reply(self, request) -> str:
+        wrong = zlib.crc32(request.id.encode()) % 1000 < 1000 * self.options.toy_wrong_share
+        return ENGLISH if wrong else REPLIES.get(request.language, ENGLISH)
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import pytest
 
 from mlft.cli import main
 from mlft.evals.lcb import metric_rows
-from mlft.lcb.stats import Outcome, save_outcomes
-from mlft.training import curves
+from mlft.io import curve_file
+from mlft.stats import Outcome, save_outcomes
 
 LANGS = ("ar", "de", "ja", "ko", "ru", "zh")
 
@@ -40,7 +40,7 @@ def _run(tmp: Path, name: str, steps: dict[int, list], start_model: str | None =
         for r in rows:
             r.pop("variant", None)
             r["variant"] = "model"
-        curves.append_pass(run, step, "model", rows, 1.0, "in-process")
+        curve_file.append_pass(run, step, "model", rows, 1.0, "in-process")
     if start_model:
         (run / "recipe.yaml").write_text(f"model: {start_model}\n")
     (run / "complete").write_text(json.dumps({"global_step": max(steps)}))

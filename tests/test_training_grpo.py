@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from mlft.errors import ConfigError
-from mlft.training import curves
+from mlft.io import curve_file as curves
 from mlft.training.recipe import load_recipe, uses_vllm
 from mlft.training.rewards import (
     REWARDS,

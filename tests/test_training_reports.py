@@ -6,7 +6,7 @@ import pytest
 
 from mlft.cli import main
 from mlft.errors import ConfigError
-from mlft.training import curves
+from mlft.io import curve_file
 from mlft.training.passes import EvalPass, evaluate_step, passes_for
 from mlft.training.recipe import EvaluationOptions, PromptVariant
 
@@ -29,21 +29,21 @@ def two_runs(tmp_path):
     eng, mul = tmp_path / "english_sft", tmp_path / "multilingual_sft"
     for d, final in ((eng, 0.40), (mul, 0.70)):
         d.mkdir()
-        curves.append_pass(d, 0, "model", _rows(0, "model", 0.9, 0.5), 1.0, "in-process")
-        curves.append_pass(d, 20, "model", _rows(20, "model", 0.9, final), 1.0, "in-process")
-    curves.append_pass(mul, 20, "w8", _rows(20, "w8", 0.8, 0.6), 1.0, "in-process")
-    curves.append_pass(eng, 0, "1-shot", _rows(0, "1-shot", 0.95, 0.55), 1.0, "in-process")
+        curve_file.append_pass(d, 0, "model", _rows(0, "model", 0.9, 0.5), 1.0, "in-process")
+        curve_file.append_pass(d, 20, "model", _rows(20, "model", 0.9, final), 1.0, "in-process")
+    curve_file.append_pass(mul, 20, "w8", _rows(20, "w8", 0.8, 0.6), 1.0, "in-process")
+    curve_file.append_pass(eng, 0, "1-shot", _rows(0, "1-shot", 0.95, 0.55), 1.0, "in-process")
     return eng, mul
 
 
 def test_curve_file_skips_torn_tail_and_knows_done_passes(tmp_path):
-    curves.append_pass(tmp_path, 0, "model", _rows(0, "model", 1, 1), 2.0, "in-process")
-    with open(tmp_path / curves.CURVES, "a") as fh:
+    curve_file.append_pass(tmp_path, 0, "model", _rows(0, "model", 1, 1), 2.0, "in-process")
+    with open(tmp_path / curve_file.CURVES, "a") as fh:
         fh.write('{"step": 5, "variant": "mod')  # a crash mid-write
-    assert curves.done(tmp_path) == {(0, "model")}
-    curves.append_pass(tmp_path, 5, "model", _rows(5, "model", 1, 1), 2.0, "in-process")
-    assert len(curves.read_curves(tmp_path)) == 2 * len(_rows(0, "model", 1, 1))
-    assert [p["step"] for p in curves.read_passes(tmp_path)] == [0, 5]
+    assert curve_file.done(tmp_path) == {(0, "model")}
+    curve_file.append_pass(tmp_path, 5, "model", _rows(5, "model", 1, 1), 2.0, "in-process")
+    assert len(curve_file.read_curves(tmp_path)) == 2 * len(_rows(0, "model", 1, 1))
+    assert [p["step"] for p in curve_file.read_passes(tmp_path)] == [0, 5]
 
 
 def test_evaluate_step_runs_only_missing_passes(tmp_path, monkeypatch):
@@ -65,7 +65,7 @@ def test_evaluate_step_runs_only_missing_passes(tmp_path, monkeypatch):
     assert calls[2:] == [(10, "w8", "ckpt-10"), (10, "w4", "ckpt-10")]
     evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=True)
     assert len(calls) == 4  # resume: nothing twice
-    keys = [(r["step"], r["variant"], r["task"], r["language"], r["metric"]) for r in curves.read_curves(tmp_path)]
+    keys = [(r["step"], r["variant"], r["task"], r["language"], r["metric"]) for r in curve_file.read_curves(tmp_path)]
     assert len(keys) == len(set(keys)) == 4 * 10
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mlft.training import curves
+from mlft.io import curve_file
 from tests.training_helpers import REPO, TINY, accelerate, env, mlft, noisy_lines, run, templateless_base
 
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ def _keys(rows):
 
 def _check_run(run_dir: Path, steps: list[int], variants=("model",)) -> dict:
     marker = json.loads((run_dir / "complete").read_text())
-    rows = curves.read_curves(run_dir)
+    rows = curve_file.read_curves(run_dir)
     keys = _keys(rows)
     assert len(keys) == len(set(keys)), "duplicate curve rows"
     assert sorted({(r["step"], r["variant"]) for r in rows}) == sorted((s, v) for s in steps for v in variants)
@@ -64,7 +64,7 @@ def test_two_process_launch_with_eval_callback(shared, tmp_path, config, expect_
     assert ("mlft train: launching:" in proc.stdout) == via_recipe
     marker = _check_run(run_dir, steps=[2])
     assert marker["world_size"] == 2 and marker["global_step"] == 2
-    assert {p["mode"] for p in curves.read_passes(run_dir)} == {expect_mode}
+    assert {p["mode"] for p in curve_file.read_passes(run_dir)} == {expect_mode}
 
 
 def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared, tmp_path):
@@ -81,7 +81,7 @@ def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared,
     marker = _check_run(run_dir, steps=[0, 2])
     assert marker["global_step"] == 2 and marker["train_loss"] > 0
     assert marker["final"] == "merged"  # merged on rank 0 alone inside the ZeRO-3 job (it used to deadlock)
-    passes = curves.read_passes(run_dir)
+    passes = curve_file.read_passes(run_dir)
     assert [(p["step"], p["mode"], p["error"]) for p in passes] == [(0, "separate-process", None),
                                                                     (2, "separate-process", None)]
     (completions,) = (run_dir / "evals" / "step-000000" / "model").rglob("completions.jsonl")
@@ -97,8 +97,8 @@ def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared,
 SITECUSTOMIZE = r"""
 import os, time
 import mlft.training.passes as passes
-import mlft.generation.parallel as parallel
-_step, _serve = passes.evaluate_step, parallel.serve
+import mlft.generation.data_parallel as data_parallel
+_step, _serve = passes.evaluate_step, data_parallel.serve
 def evaluate_step(*args, **kwargs):
     time.sleep(float(os.environ.get("MLFT_TEST_EVAL_SLEEP", "0")))
     return _step(*args, **kwargs)
@@ -107,7 +107,7 @@ def serve(*args, **kwargs):
     with open(os.path.join(os.environ["MLFT_TEST_SERVED"], f"rank{os.environ.get('RANK')}.txt"), "a") as fh:
         fh.write(f"{n}\n")
     return n
-passes.evaluate_step, parallel.serve = evaluate_step, serve
+passes.evaluate_step, data_parallel.serve = evaluate_step, serve
 """
 
 
@@ -140,7 +140,7 @@ def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one
     assert marker["world_size"] == 2 and marker["global_step"] == 2
     assert marker["gradient_accumulation_steps"] == 2           # 8 rows = 2 per device x 2 ranks x 2
     assert marker["process_group_timeout_s"] == 60 + 600        # raised above evaluation.timeout_s
-    assert [p["mode"] for p in curves.read_passes(two)] == ["data-parallel", "data-parallel"]
+    assert [p["mode"] for p in curve_file.read_passes(two)] == ["data-parallel", "data-parallel"]
     served = [int(x) for x in (tmp_path / "rank1.txt").read_text().split()]
     assert len(served) == 2 and all(n > 0 for n in served)      # rank 1 generated its share at both steps
 
@@ -150,7 +150,7 @@ def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one
     assert single["global_step"] == 2 and single["gradient_accumulation_steps"] == 4
 
     def step0(run_dir):
-        rows = [r for r in curves.read_curves(run_dir) if r["step"] == 0]
+        rows = [r for r in curve_file.read_curves(run_dir) if r["step"] == 0]
         return sorted((r["task"], r["language"], r["metric"], r["value"], r["low"], r["high"]) for r in rows)
 
     def texts(run_dir):
@@ -159,7 +159,7 @@ def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one
 
     assert step0(two) == step0(one)
     assert texts(two) == texts(one)
-    walls = {name: [p["seconds"] for p in curves.read_passes(d)] for name, d in (("2 ranks", two), ("1 rank", one))}
+    walls = {name: [p["seconds"] for p in curve_file.read_passes(d)] for name, d in (("2 ranks", two), ("1 rank", one))}
     print(f"step-0 / step-2 pass wall time (s): {walls}")
 
 
@@ -170,7 +170,7 @@ def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path):
                             start_new_session=True)
     deadline = time.time() + 300
     try:
-        while (1, "model") not in curves.done(run_dir):  # checkpoint-1 saved and evaluated
+        while (1, "model") not in curve_file.done(run_dir):  # checkpoint-1 saved and evaluated
             assert proc.poll() is None, "training ended before it could be interrupted"
             assert time.time() < deadline, "no checkpoint within 300 s"
             time.sleep(0.5)
@@ -178,20 +178,20 @@ def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert not (run_dir / "complete").exists()
-    before = curves.read_curves(run_dir)
+    before = curve_file.read_curves(run_dir)
     resumed = run(cmd, shared, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "resuming from" in resumed.stdout
     assert noisy_lines(resumed.stdout, resumed.stderr) == []  # a quiet console: training + eval callback
     _check_run(run_dir, steps=[0, 1, 2, 3])
-    after = curves.read_curves(run_dir)
+    after = curve_file.read_curves(run_dir)
     assert after[:len(before)] == before  # finished rows kept as they were
-    assert Counter(p["step"] for p in curves.read_passes(run_dir) if p["error"] is None) == \
+    assert Counter(p["step"] for p in curve_file.read_passes(run_dir) if p["error"] is None) == \
         {0: 1, 1: 1, 2: 1, 3: 1}
     # re-evaluating the finished run adds nothing
     again = run(mlft("evaluate-run", str(run_dir), "--no-progress"), shared, timeout=120)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert curves.read_curves(run_dir) == after
+    assert curve_file.read_curves(run_dir) == after
 
 
 def test_dpo_run_with_quantized_variant(shared, tmp_path):
@@ -202,5 +202,5 @@ def test_dpo_run_with_quantized_variant(shared, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     marker = _check_run(run_dir, steps=[2], variants=("model", "w8a8"))
     assert marker["global_step"] == 2 and marker["train_loss"] > 0
-    rows = curves.read_curves(run_dir)
+    rows = curve_file.read_curves(run_dir)
     assert {r["model"] for r in rows} == {str(run_dir / "checkpoints" / "checkpoint-2")}

@@ -3,7 +3,10 @@ runs are named after their recipe, a finished run gets a model card, and `push_t
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
+import re
 
 import pytest
 
@@ -94,3 +97,12 @@ def test_push_to_hub_is_a_recipe_key_checked_up_front():
         load_recipe(SFT, ["push_to_hub=noslash"])
     with pytest.raises(ConfigError, match="training_args.push_to_hub: managed by mlft"):
         load_recipe(SFT, ["training_args.push_to_hub=true"])
+
+
+def test_finished_run_gets_its_report_page(tracked_run):
+    """The eval callback writes the run's page (curves, every checkpoint's replies) when training ends."""
+    html = (tracked_run / "report.html").read_text(encoding="utf-8")
+    assert '"label": "step 1 · model"' in html
+    replies = json.loads(gzip.decompress(base64.b64decode(re.search(r'id="view-0">([^<]*)<', html).group(1))))
+    done = (tracked_run / "evals" / "step-000001" / "model" / "default" / "completions.jsonl").read_text()
+    assert sorted(r[0] for r in replies) == sorted(json.loads(x)["id"] for x in done.splitlines() if x.strip())

@@ -422,12 +422,12 @@ def stage_generate(budget_s: float) -> None:
 
     import torch
 
+    from mlft.benchmarks.lcb.data import load_prompts
     from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
     from mlft.generation.models import load
     from mlft.generation.prompting import Prompting, build_input
-    from mlft.lcb.data import load_prompts
 
     t_stage = time.time()
     new = tiny(100, 8)

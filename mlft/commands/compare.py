@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mlft.reports.format import FORMATS
+from mlft.format import FORMATS
+from mlft.reports.compare import compare, intersect, load_side, render_compare
 
 
 def add_parser(sub) -> None:
@@ -29,8 +30,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from mlft.reports.compare import compare, intersect, load_side, render_compare
-
     (la, a), (lb, b) = load_side(args.a), load_side(args.b)
     if args.intersect:
         a, b, dropped = intersect(a, b)

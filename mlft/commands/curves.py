@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlft.format import FORMATS
 from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap
-from mlft.reports.format import FORMATS
 
 
 def add_parser(sub) -> None:

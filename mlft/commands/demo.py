@@ -14,7 +14,8 @@ variants), then LoRA runs, each evaluated at its end by the per-checkpoint callb
             SFT and preference tuning, English preference tuning, few-shot prompting, the quantized variants,
             the decoding row, and a mid-run checkpoint for every SFT run (~1 h).
 Then the curves PNG (95 % bands; DPO continues its SFT run), per-run heatmaps, and the mitigation table (Table 11
-layout with intervals, paired significance against base and the guard) as markdown and PNG. Rerunning resumes:
+layout with intervals, paired significance against base and the guard) as markdown and PNG, and report.html (every
+reply of every run and checkpoint, `mlft report`). Rerunning resumes:
 finished runs and passes are kept.
 """
 
@@ -33,8 +34,15 @@ from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES
 from mlft.errors import DataError
 from mlft.generation.interventions.quantize import SCHEMES
+from mlft.io import curve_file
 from mlft.paths import shared_dir
+from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
+from mlft.reports.mitigation import load_spec, plot_table, tables
+from mlft.reports.page import PAGE, write_report_page
+from mlft.training.passes import evaluate_step
+from mlft.training.recipe import EvaluationOptions, PassVariant, load_recipe
 from mlft.training.rewards import read_reward_curves
+from mlft.training.train import train
 
 log = get_logger(__name__)
 BASE_MODEL = "smollm2-135m-instruct"
@@ -87,9 +95,6 @@ def _ensure_lcb_data() -> None:
 
 
 def _train(recipe_path: str, overrides: list[str]) -> Path:
-    from mlft.training.recipe import load_recipe
-    from mlft.training.train import train
-
     recipe = load_recipe(recipe_path, overrides)
     log.info("\n=== mlft train %s %s", recipe_path, " ".join(overrides))
     return train(recipe, progress=True)
@@ -97,8 +102,6 @@ def _train(recipe_path: str, overrides: list[str]) -> Path:
 
 def _baseline(base: Path, ev_overrides: list[str], full: bool, decoding_row: bool) -> None:
     """Every step-0 pass, once, in its own run folder `base/` (the runs share it instead of redoing it)."""
-    from mlft.training.passes import evaluate_step
-    from mlft.training.recipe import EvaluationOptions, PassVariant
 
     suite, suite_overrides = ev_overrides
     variants = [PassVariant(**DECODE_SMARTER)] if decoding_row else []
@@ -112,16 +115,14 @@ def _baseline(base: Path, ev_overrides: list[str], full: bool, decoding_row: boo
 
 def _share_baseline(base: Path, dst: Path) -> None:
     """Copy the base model's step-0 pass (rows and files) into a run: its curve starts there."""
-    from mlft.training import curves
-
-    if (0, "model") in curves.done(dst):
+    if (0, "model") in curve_file.done(dst):
         return
-    rows = [r for r in curves.read_curves(base) if r["step"] == 0 and r["variant"] == "model"]
+    rows = [r for r in curve_file.read_curves(base) if r["step"] == 0 and r["variant"] == "model"]
     src = base / "evals" / "step-000000" / "model"
     if src.is_dir():
         shutil.copytree(src, dst / "evals" / "step-000000" / "model", dirs_exist_ok=True)
     dst.mkdir(parents=True, exist_ok=True)
-    curves.append_pass(dst, 0, "model", rows, 0.0, f"copied from {base}")
+    curve_file.append_pass(dst, 0, "model", rows, 0.0, f"copied from {base}")
 
 
 def run_overrides(out: Path, key: str, steps: int, full: bool, parent_dir: Path | None, ev_args: list[str],
@@ -139,9 +140,7 @@ def run_overrides(out: Path, key: str, steps: int, full: bool, parent_dir: Path 
 
 
 def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decoding_row: bool) -> Path:
-    from mlft.training import curves
-
-    done = curves.done(base)
+    done = curve_file.done(base)
     rows = [{"label": "base", "run": str(base), "step": 0}]
     if full:
         rows += [{"label": f"+{f['variant']}" if f["variant"] != "Q/A template" else "+Q/A template",
@@ -168,10 +167,6 @@ def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodi
 
 
 def run(args) -> int:
-    from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
-    from mlft.reports.mitigation import load_spec, plot_table, tables
-    from mlft.training import curves
-
     t0 = time.time()
     _ensure_lcb_data()
     if not os.environ.get("MLFT_LCB_DATA"):
@@ -212,13 +207,14 @@ def run(args) -> int:
     if rl:
         log.info("wrote %s (GRPO reward terms per step)",
                  plot_reward_curves({k: read_reward_curves(d) for k, d in rl.items()}, out / "rewards.png"))
+    page = write_report_page([base, *runs.values()], out / PAGE)  # every checkpoint's replies, one page
     log.info("\n=== mitigation table")
     spec = load_spec(_table_spec(out, runs, base, args.full, decoding_row))
     built = tables(spec)
     (out / "mitigation.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
     table_png = plot_table(built[0], out / "mitigation.png")
     log.info("%s", "\n".join(t.render("table") for t in built))
-    passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curves.read_passes(d)]
+    passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curve_file.read_passes(d)]
     in_training = [p for p in passes if p["mode"] in ("in-process", "separate-process")]
     train_wall = sum(json.loads((d / "complete").read_text())["wall_s"] for d in runs.values())
     timing = {"wall_s": round(time.time() - t0, 1), "train_wall_s": round(train_wall, 1),
@@ -230,7 +226,7 @@ def run(args) -> int:
     log.info("eval passes (s): %s", ", ".join(f"{p['run']}@{p['step']}/{p['variant']}={p['seconds']:.0f}"
                                               for p in passes if p["seconds"]))
     log.info("demo wall time: %.0f s (training runs %.0f s, of which the eval callback %.0f s = %.0f %%; shared "
-             "step-0 passes %.0f s); wrote %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
+             "step-0 passes %.0f s); wrote %s, %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
              100 * (timing["callback_share"] or 0), timing["baseline_s"], out / "mitigation.md", table_png, png,
-             out / "timings.json")
+             out / "timings.json", page or "no report page")
     return 0

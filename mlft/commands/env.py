@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from mlft.provenance import environment
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("env", help="print versions, git commit, LID model and device (paste into bug reports)",
@@ -13,8 +15,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from mlft.provenance import environment
-
     env = environment()
     if args.json:
         print(json.dumps(env, indent=2))

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from mlft.commands.generate import add_generation_flags, add_model_args, generation_settings
 from mlft.evals.runner import run_suite
 from mlft.evals.suite import available_suites, load_suite
 from mlft.generation.backends import check_backend, loads_model, options_from_args
+from mlft.generation.cli_flags import add_generation_flags, add_model_args, generation_settings
 from mlft.generation.models import DEFAULT_MODEL
+from mlft.reports.page import PAGE, write_report_page
 
 
 def add_parser(sub) -> None:
@@ -28,16 +28,10 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _yaml(value) -> str:
-    return "null" if value is None else json.dumps(value) if isinstance(value, str) else str(value)
-
-
 def run(args) -> int:
     check_backend(args.backend, "--backend")
-    overrides = [*args.overrides, *([f"prompts={args.prompts}"] if args.prompts else [])]
-    overrides += [f"{group}.{key}={_yaml(value)}" for group, values in generation_settings(args).items()
-                  for key, value in values.items()]  # the flags win over the suite (and its KEY=VALUE overrides)
-    suite = load_suite(args.suite, overrides)
+    settings = {**generation_settings(args), **({"prompts": args.prompts} if args.prompts else {})}
+    suite = load_suite(args.suite, args.overrides, settings)  # the flags win over the suite and its KEY=VALUE
     model = args.model or (DEFAULT_MODEL if loads_model(args.backend) else None)
     out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
     result = run_suite(suite, model_ref=model, backend=args.backend, out_dir=out, progress=not args.no_progress,
@@ -52,4 +46,6 @@ def run(args) -> int:
     for f in result.files:
         if f.suffix == ".png":
             print(f"plot: {f}")
+    if suite.kind == "lcb":
+        write_report_page([out], out / PAGE)
     return 0

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mlft.commands.generate import add_model_args
 from mlft.errors import ConfigError
 from mlft.generation.backends import backend_options, check_backend, options_from_args
-from mlft.training.passes import checkpoint_step, evaluate_step
+from mlft.generation.cli_flags import add_model_args
+from mlft.training.passes import checkpoint_step, evaluate_step, evaluation_backend
 from mlft.training.recipe import load_recipe
-from mlft.training.train import CHAT_TEMPLATE
 
 
 def add_parser(sub) -> None:
@@ -25,15 +24,6 @@ def add_parser(sub) -> None:
     add_model_args(p)  # --model (a checkpoint to evaluate as --step: the training callback's), --backend, --device...
     p.set_defaults(backend=None)  # the recipe's evaluation.backend unless --backend says otherwise
     p.set_defaults(func=run)
-
-
-def backend_settings(run_dir: Path, backend: str, options: dict) -> dict:
-    """The backend options of a checkpoint evaluation: the user's, plus the run's chat template (a base model
-    without one is evaluated at step 0 with the template the run trained with, as the in-process pass does)."""
-    template = run_dir / CHAT_TEMPLATE
-    if backend == "hf" and template.is_file():
-        options = {"chat_template": str(template), **options}
-    return options
 
 
 def _targets(run_dir: Path, recipe) -> list[tuple[int, str]]:
@@ -58,11 +48,8 @@ def run(args) -> int:
     run_dir = Path(args.run_dir)
     recipe = run_recipe(run_dir, args.overrides)
     ev = recipe.evaluation
-    backend = args.backend or ev.backend
-    check_backend(backend, "--backend")
-    options = backend_settings(run_dir, backend, options_from_args(backend, args))
-    if backend == ev.backend:
-        options = {**ev.backend_options, **options}
+    backend = check_backend(args.backend or ev.backend, "--backend")
+    backend, options = evaluation_backend(ev, backend, options_from_args(backend, args), run_dir)
     backend_options(backend, options, "evaluate-run: backend options")  # checked before any load
     if args.model is not None:
         if args.step is None:

@@ -4,67 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from mlft.completions import write_official_csv
-from mlft.config import add_dataclass_flags, flag_values, from_dict
+from mlft.config import from_dict
 from mlft.constants import TASKS
-from mlft.errors import ConfigError
 from mlft.evals import lcb
 from mlft.evals.runner import EvalContext
-from mlft.generation.backends import (
-    REGISTRY,
-    add_backend_flags,
-    check_backend,
-    check_interventions,
-    holds_weights,
-    loads_model,
-    options_from_args,
-)
-from mlft.generation.decoding import Decoding
+from mlft.generation.backends import check_backend, check_interventions, holds_weights, loads_model, options_from_args
+from mlft.generation.cli_flags import add_generation_flags, add_model_args, generation_settings, parse_interventions
 from mlft.generation.models import DEFAULT_MODEL, resolve
-from mlft.generation.prompting import Prompting
-from mlft.generation.runner import failed_count, generate_completions
+from mlft.generation.runner import failed_count
 from mlft.io.locks import OutputLock
-
-
-def add_model_args(p) -> None:
-    """Model and backend options shared by `mlft generate` and `mlft eval`."""
-    p.add_argument("--model", default=None, help="embedded name (default smollm2-135m-instruct), a local folder or "
-                   "a hub id; with --backend openai: the served model name")
-    p.add_argument("--backend", default="hf", help=f"one of {', '.join(REGISTRY)} (default hf)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    add_backend_flags(p)
-
-
-DECODING_FLAGS = {"seed": "--decoding-seed"}    # field -> flag where the name would clash
-PROMPTING_FLAGS = {"mode": "--prompting"}
-
-
-def add_generation_flags(p) -> None:
-    """Decoding and prompting flags, generated from the `Decoding` / `Prompting` dataclasses (shared by
-    `mlft generate` and `mlft eval`; unset flags keep the suite's or the dataclass's value)."""
-    add_dataclass_flags(p.add_argument_group("decoding (mlft/generation/decoding.py; paper defaults)"), Decoding,
-                        "decoding__", rename=DECODING_FLAGS)
-    add_dataclass_flags(p.add_argument_group("prompting (mlft/generation/prompting.py)"), Prompting,
-                        "prompting__", rename=PROMPTING_FLAGS)
-
-
-def generation_settings(args) -> dict:
-    """{"decoding": {...}, "prompting": {...}}: the decoding / prompting flags the user set."""
-    return {k: v for k in ("decoding", "prompting") if (v := flag_values(args, f"{k}__"))}
-
-
-def parse_interventions(values: list[str] | None) -> list[dict]:
-    """`--intervention '{name: ban_tokens, strings: [Sure]}'` (YAML) or a bare name."""
-    out = []
-    for v in values or []:
-        try:
-            spec = yaml.safe_load(v)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--intervention {v!r}: not YAML ({exc})") from None
-        out.append({"name": spec} if isinstance(spec, str) else spec)
-    return out
 
 
 def add_parser(sub) -> None:
@@ -115,12 +64,10 @@ def _generate(args, opts, run_, model_ref, backend_opts) -> int:
         if holds_weights(args.backend):  # cheapest first: the model reference, then the data, then the weights
             resolve(model_ref)
             prompts = lcb.select_prompts(opts)
-            backend = ctx.backend(opts.batch_size, opts.token_stats, run_.interventions)
-        else:  # the server answers first (key, reachability), then the data
-            backend = ctx.backend(opts.batch_size, opts.token_stats, run_.interventions)
+        else:  # the server answers first (key, reachability; the backend is kept for the run), then the data
+            ctx.backend(opts.batch_size, opts.token_stats, run_.interventions)
             prompts = lcb.select_prompts(opts)
-        records = generate_completions(prompts, backend, run_.decoding, run_.prompting, args.out, ctx.model_name,
-                                       progress=not args.no_progress, interventions=run_.interventions)
+        records = lcb.generate_run(ctx, opts, run_, prompts, Path(args.out))  # the lcb kind, scoring off
     finally:
         ctx.close()
     failed = failed_count(args.out)

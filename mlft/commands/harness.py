@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlft.harness import task_manager, tasks_dir
-from mlft.harness.lcb import samples_to_completions
+from mlft.harness.lcb_task import samples_to_completions
 from mlft.io.jsonl import write_jsonl
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
+from mlft.benchmarks.lcb.data import load_prompts, summarize
+from mlft.benchmarks.lcb.fetch import ENV_VAR
 from mlft.constants import TASKS
-from mlft.lcb.data import load_prompts, summarize
-from mlft.lcb.fetch import ENV_VAR
 
 
 def add_parser(sub) -> None:

@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from mlft.config import help_of
+from mlft.data.mix import build_mix, load_mix
+from mlft.data.mix_config import MixConfig, SourceConfig
 
 
 def add_parser(sub) -> None:
-    from mlft.data.mix_config import MixConfig, SourceConfig
-
     keys = "; ".join(f"{k}: {v}" for k, v in {**help_of(MixConfig), **help_of(SourceConfig)}.items() if v)
     p = sub.add_parser("mix", help="validate or build a data mix (data_mixes/*.yaml)",
                        description="Build the exact training mix of a data-mix file into OUT/mix/ "
@@ -22,8 +22,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from mlft.data.mix import build_mix, load_mix
-
     mix = load_mix(args.mix, args.overrides)
     print(f"{args.mix}: {mix.kind} mix of {mix.total} rows, seed {mix.seed}")
     for i, lang, n in mix.counts():

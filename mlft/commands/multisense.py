@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.evals.multisense.prompts import LANGUAGES, TASKS
+from mlft.benchmarks.multisense.fetch import fetch
+from mlft.benchmarks.multisense.prompts import LANGUAGES, TASKS
+from mlft.benchmarks.multisense.replay import table1
 
 
 def add_parser(sub) -> None:
@@ -22,11 +24,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     if args.action == "fetch":
-        from mlft.evals.multisense.fetch import fetch
-
         fetch(args.task or list(TASKS), args.language or list(LANGUAGES), Path(args.dest) if args.dest else None)
     elif args.action == "replay":
-        from mlft.evals.multisense.replay import table1
-
         print(table1(Path(args.reference)))
     return 0

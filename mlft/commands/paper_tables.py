@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mlft.benchmarks.lcb.scoring import score_completions
 from mlft.completions import read_completions
 from mlft.errors import DataError
-from mlft.lcb.scoring import score_completions
+from mlft.format import render
 from mlft.paths import shared_dir
-from mlft.reports.format import render
 from mlft.reports.paper_tables import paper_tables
 
 EXT = {"markdown": "md", "csv": "csv", "latex": "tex"}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.evals.polyglot.data import LANGUAGES
+from mlft.benchmarks.polyglot.data import LANGUAGES
+from mlft.benchmarks.polyglot.fetch import fetch
 
 
 def add_parser(sub) -> None:
@@ -19,7 +20,5 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     if args.action == "fetch":
-        from mlft.evals.polyglot.fetch import fetch
-
         fetch(args.language or list(LANGUAGES), Path(args.dest) if args.dest else None)
     return 0

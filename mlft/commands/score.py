@@ -7,13 +7,13 @@ import json
 import sys
 from pathlib import Path
 
+from mlft.benchmarks.lcb.judge import JUDGES, beside_rows, judge_report, metric_name
+from mlft.benchmarks.lcb.metrics import WORD_CHECKS, ScoreOptions
+from mlft.benchmarks.lcb.scoring import score_completions, score_guard
 from mlft.completions import read_completions
 from mlft.errors import ConfigError
+from mlft.format import render
 from mlft.languages import check_language
-from mlft.lcb.judge import JUDGES, beside_rows, judge_report, metric_name
-from mlft.lcb.metrics import WORD_CHECKS, ScoreOptions
-from mlft.lcb.scoring import score_completions, score_guard
-from mlft.reports.format import render
 from mlft.reports.score_tables import beside_table, guard_tables, guarded_rows, long_table, matrix_tables
 
 OUTPUT_FORMATS = ("table", "markdown", "tsv", "csv", "json")
@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
                    help="write per-reply diagnostics: failed lines with predicted label and score, English words")
     p.add_argument("--bootstrap", type=int, default=0, metavar="N",
                    help="add seeded intervals for LPR/WPR/LCPR with N bootstrap resamples (e.g. 2000, as mlft eval): "
-                        "stratified bootstrap for aggregates, Wilson for a single group (mlft.lcb.stats)")
+                        "stratified bootstrap for aggregates, Wilson for a single group (mlft.stats)")
     p.add_argument("--confidence", type=float, default=0.95, help="level of the --bootstrap intervals")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--word-check", choices=WORD_CHECKS, default="dictionary",

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from mlft.errors import ConfigError
 from mlft.generation.models import load, resolve
-from mlft.generation.steering import build_vectors, parallel_texts, save_vectors
+from mlft.generation.steering import (
+    MIN_TEXTS_PER_LANGUAGE,
+    build_vectors,
+    check_vector_texts,
+    parallel_texts,
+    save_vectors,
+)
 from mlft.provenance import model_provenance
 
 
@@ -24,7 +30,8 @@ def add_parser(sub) -> None:
     b.add_argument("--layers", default=None, help="comma-separated 0-based layers (default: all for mean, the "
                                                   "middle one for lda)")
     b.add_argument("--languages", default=None, help="comma-separated language codes (default: all in the source)")
-    b.add_argument("--per-language", type=int, default=None, help="texts per language at most")
+    b.add_argument("--per-language", type=int, default=None,
+                   help=f"texts per language at most (at least {MIN_TEXTS_PER_LANGUAGE})")
     b.add_argument("--polyglot-dir", default=None, help="folder of the polyglot parquet files")
     b.add_argument("--batch-size", type=int, default=16)
     p.set_defaults(func=run)
@@ -37,8 +44,12 @@ def run(args) -> int:
         layers = [int(x) for x in args.layers.split(",")] if args.layers else None
     except ValueError:
         raise ConfigError(f"--layers: comma-separated integers, got {args.layers!r}") from None
+    if args.per_language is not None and args.per_language < MIN_TEXTS_PER_LANGUAGE:
+        raise ConfigError(f"--per-language {args.per_language}: a language vector needs at least "
+                          f"{MIN_TEXTS_PER_LANGUAGE} texts per language")
     languages = [x.strip() for x in args.languages.split(",")] if args.languages else None
     texts, sources = parallel_texts(args.source, args.per_language, languages, args.polyglot_dir)
+    check_vector_texts(texts, args.source)  # before the model loads
     ref = resolve(args.model)
     started = time.time()
     model, tok = load(ref, dtype="float32")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.reports.format import FORMATS
+from mlft.format import FORMATS
 from mlft.reports.mitigation import load_spec, plot_table, tables
 
 

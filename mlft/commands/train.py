@@ -11,6 +11,7 @@ from mlft.config import help_of
 from mlft.errors import ConfigError
 from mlft.training.launch import launch_command, slurm_allocation
 from mlft.training.recipe import Recipe, load_recipe
+from mlft.training.train import train
 
 
 def add_parser(sub) -> None:
@@ -82,7 +83,6 @@ def run(args) -> int:
             sys.stderr.flush()
             os.execve(cmd[0], cmd, env)
         return subprocess.run(cmd, env=env).returncode
-    from mlft.training.train import train
 
     train(recipe, progress=not args.no_progress)
     return 0

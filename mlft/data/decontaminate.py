@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from mlft.benchmarks.lcb.data import load_prompts
 from mlft.data.mix_config import DecontaminationConfig
 from mlft.data.normalize import prompt_turns
 from mlft.data.phrasings import LCB_TEMPLATES, PhrasingIndex
 from mlft.data.text import units
 from mlft.errors import ConfigError, MlftError
-from mlft.lcb.data import load_prompts
 
 MAX_EXAMPLES = 20
 

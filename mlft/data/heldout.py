@@ -1,7 +1,7 @@
 """The held-out seed items as an evaluation prompt file (JSONL, one LCB-style prompt per line).
 
 Rows: {"id", "task", "source", "language", "prompt"} plus, for cross-lingual rows, LCB's "location" and
-"phrasing" columns — the fields of mlft.lcb.data.Prompt, so `Prompt(**row)` reads a line back.
+"phrasing" columns — the fields of mlft.benchmarks.lcb.data.Prompt, so `Prompt(**row)` reads a line back.
   monolingual   the instruction in X, for all 15 languages (language = X)
   crosslingual  the English instruction plus a request for X != en (language = X). With `phrasings="lcb"`
                 (default) the request is one of LCB's eight templates, which training never uses (held-out

@@ -15,7 +15,7 @@ from typing import Literal
 from mlft.config import apply_overrides, did_you_mean, from_dict, load_yaml
 from mlft.constants import TASKS
 from mlft.data.normalize import FORMATS, KIND_FORMATS
-from mlft.data.parallel import subset_languages, validate_parallel
+from mlft.data.parallel_corpus import subset_languages, validate_parallel
 from mlft.data.seed import SEED_SETS
 from mlft.errors import ConfigError
 from mlft.languages import check_language
@@ -26,7 +26,7 @@ LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".cs
 
 @dataclass
 class ParallelConfig:
-    """A hub dataset with one configuration per language whose rows align by id (mlft/data/parallel.py)."""
+    """A hub dataset with one configuration per language whose rows align by id (mlft/data/parallel_corpus.py)."""
 
     build: Literal["crosslingual", "crosslingual_pairs"] = field(metadata={
         "help": "crosslingual: SFT rows (instruction in A + a request for X -> the reply in X); "
@@ -143,7 +143,7 @@ def load_mix(path: str | Path, overrides=()) -> MixConfig:
     """Read (with `include:`), apply `key=value` overrides (`total=500`, `seed=1`, `decontaminate.enabled=false`;
     `sources` is a list, so change a source in the file) and validate a mix, before any data is loaded."""
     path = Path(path)
-    data = apply_overrides(load_yaml(path), list(overrides))
+    data = apply_overrides(load_yaml(path, shipped="data_mixes"), list(overrides))
     data["path"] = str(path)
     where = f"{path}: mix"
     mix = from_dict(MixConfig, data, where)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 
+from mlft.data.normalize import prompt_turns
 from mlft.data.text import units
 from mlft.errors import ConfigError
 from mlft.languages import LANGUAGES
@@ -159,7 +160,6 @@ class PhrasingIndex:
 
     def match(self, example: dict) -> str | None:
         """The first LCB template found in a user turn of a normalised example, else None."""
-        from mlft.data.normalize import prompt_turns
 
         for turn in prompt_turns(example):
             hit = self.find(turn)

@@ -1,4 +1,4 @@
-"""A mix source's rows as the mixer samples them (built by mlft/data/sources.py and mlft/data/parallel.py)."""
+"""A mix source's rows as the mixer samples them (built by mlft/data/sources.py and mlft/data/parallel_corpus.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Read one mix source into a Pool: per-row languages plus lazy access to normalised examples.
 
 hub    datasets.load_dataset(path, subset, split=..., revision=...) — the real Hugging Face Hub code; with a
-       `parallel:` block, one configuration per language, turned into cross-lingual rows (mlft/data/parallel.py)
+       `parallel:` block, one configuration per language, turned into cross-lingual rows (mlft/data/parallel_corpus.py)
 local  datasets.load_dataset("json" | "parquet" | "csv", data_files=path)
 seed   mlft's own seed sets (mlft/data/seed.py)
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from mlft.data.language_codes import to_lcb_code
 from mlft.data.mix_config import LOCAL_SUFFIXES, SourceConfig
 from mlft.data.normalize import check_columns, column_map, to_preference, to_prompt, to_sft
-from mlft.data.parallel import load_parallel_pool
+from mlft.data.parallel_corpus import load_parallel_pool
 from mlft.data.pool import Pool
 from mlft.data.seed import SEED_SETS
 from mlft.errors import DataError

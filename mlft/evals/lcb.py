@@ -18,19 +18,36 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlft.benchmarks.lcb.confusion import analyze, confusion_table
+from mlft.benchmarks.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
+from mlft.benchmarks.lcb.judge import check_judge, judge_report, metric_name
+from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
 from mlft.completions import Completion, write_official_csv
 from mlft.config import check_choice, from_dict
 from mlft.constants import GUARD_METRICS, TASKS
-from mlft.errors import ConfigError
+from mlft.errors import ConfigError, MlftError
 from mlft.evals.registry import EvalKind, KindOutput
+from mlft.evals.runner import progress_desc
 from mlft.generation.decoding import Decoding
+from mlft.generation.fluency import reply_nll
 from mlft.generation.interventions import build_interventions
 from mlft.generation.prompting import Prompting
+from mlft.generation.runner import generate_completions
+from mlft.io.jsonl import read_jsonl
+from mlft.langid import LanguageIdentifier
 from mlft.languages import check_language, check_scorable
-from mlft.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
-from mlft.lcb.guard import lid_detail
-from mlft.lcb.judge import check_judge, judge_report, metric_name
 from mlft.paths import resolve_path
+from mlft.reports.mitigation import Row, mitigation_table
+from mlft.reports.sweeps import plot_sweep, sweep_tables
+from mlft.stats import (
+    holm,
+    intervals,
+    load_outcomes,
+    mean_interval,
+    paired_test,
+    save_outcomes,
+    unknown_share_intervals,
+)
 
 
 @dataclass
@@ -73,7 +90,7 @@ class LcbOptions:
                 "a second pass under the evaluated model without its interventions (hooks and transforms too), a "
                 "model reference = a second pass under that fixed model (e.g. a training run's base), null = off"})
     judge: str | None = field(default=None, metadata={
-        "help": "NON-OFFICIAL second judge (py3langid or langdetect, mlft.lcb.judge): every reply is scored again "
+        "help": "NON-OFFICIAL second judge (py3langid or langdetect, mlft.benchmarks.lcb.judge): every reply is scored again "
                 "with this LID labelling the same counted lines; its LPR is reported beside the official one "
                 "(metric lpr@<judge>, a column of the variants table with paired tests); null = off"})
     confidence: float = field(default=0.95, metadata={"help": "level of the intervals on every metric row"})
@@ -163,10 +180,9 @@ def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed:
     `n` replies, and the LID detail: `unknown` (share of counted lines labelled unknown; reply-cluster bootstrap
     interval, `n` = counted lines) and `skipped` (share of replies LCB leaves out = 1 - coverage). Point values are the
     official scorer's, bit for bit."""
-    from mlft.lcb.stats import intervals
 
     rows = []
-    detail = lid_detail(outcomes, confidence=confidence, seed=seed)
+    detail = unknown_share_intervals(outcomes, confidence=confidence, seed=seed)
     for (task, source, lang), ms in intervals(outcomes, confidence=confidence, n=resamples, seed=seed).items():
         if source != "all":
             continue
@@ -190,10 +206,9 @@ def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed:
 
 def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
     """Mean reply NLL per task and language (and the task's unweighted language mean) with a normal interval
-    (`mlft.lcb.stats.mean_interval`)."""
+    (`mlft.stats.mean_interval`)."""
     from statistics import mean
 
-    from mlft.lcb.stats import mean_interval
 
     by: dict[tuple[str, str], list[float]] = {}
     for o in outcomes:
@@ -221,7 +236,6 @@ def reply_nlls(ctx, o: LcbOptions, records: list[dict]) -> list[float | None]:
     model, tok = ctx.fluency_model(o.fluency)
     if model is None:
         return [None] * len(records)
-    from mlft.lcb.fluency import reply_nll
 
     prompts = [r.get("messages") if r.get("messages") is not None else r.get("input_text") for r in records]
     # left padding: the replies end together, so only the last max-reply-length logits are computed (right padding
@@ -230,13 +244,15 @@ def reply_nlls(ctx, o: LcbOptions, records: list[dict]) -> list[float | None]:
                      padding_side="left")
 
 
-def run(suite, ctx) -> KindOutput:
-    from mlft.evals.runner import progress_desc
-    from mlft.generation.runner import generate_completions
-    from mlft.lcb.scoring import outcomes_from, score_completions
-    from mlft.lcb.stats import save_outcomes
-    from mlft.reports.sweeps import plot_sweep, sweep_tables
+def generate_run(ctx, o: LcbOptions, r: Run, prompts, path: Path, desc: str | None = None) -> list[dict]:
+    """Generate (resumably) the completions of one variant into `path`: the suite's generation step, also the whole
+    of `mlft generate` (the kind with scoring off)."""
+    backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
+    return generate_completions(prompts, backend, r.decoding, r.prompting, path, ctx.model_name, ctx.progress,
+                                desc=desc or "generate", interventions=r.interventions)
 
+
+def run(suite, ctx) -> KindOutput:
     o: LcbOptions = suite.options
     where = suite.source_file or suite.name
     resolved = runs(o, where)
@@ -245,13 +261,10 @@ def run(suite, ctx) -> KindOutput:
     prompts = select_prompts(o)
     rows, all_records, files, seconds = [], [], [], {}
     for r in resolved:
-        backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
         vdir = ctx.out_dir / slug(r.name)
         before = _done(vdir / "completions.jsonl")
         started = time.perf_counter()
-        records = generate_completions(prompts, backend, r.decoding, r.prompting, vdir / "completions.jsonl",
-                                       ctx.model_name, ctx.progress, desc=progress_desc(suite.name, r.name),
-                                       interventions=r.interventions)
+        records = generate_run(ctx, o, r, prompts, vdir / "completions.jsonl", progress_desc(suite.name, r.name))
         spent = _timing(vdir, time.perf_counter() - started, len(records) - before)
         if spent:
             seconds[r.name] = spent
@@ -278,9 +291,6 @@ def run(suite, ctx) -> KindOutput:
         text = table.render("markdown") + "\n" + text
         tables = [("mitigation", table.render("csv")), *tables]
     if o.token_stats:
-        from mlft.lcb.confusion import analyze, confusion_table
-        from mlft.lcb.langid import LanguageIdentifier
-
         table = confusion_table(analyze(all_records, LanguageIdentifier.from_spec(None)),
                                 title="Confusion points (paper Table 7 layout)")
         (ctx.out_dir / "confusion.md").write_text(table, encoding="utf-8")
@@ -299,7 +309,6 @@ def judge_rows(variant: str, completions, outcomes, o: LcbOptions, vdir) -> list
     """The second judge's LPR rows (metric `lpr@<judge>`, per task and language with intervals): the variant's
     replies scored again with `o.judge` labelling the lines; its per-reply outcomes (the official ones with the
     judge's line errors) go to `<variant>/outcomes.<judge>.jsonl` for the paired tests."""
-    from mlft.lcb.stats import intervals, save_outcomes
 
     judged = judge_report(completions, o.judge)
     mine = [dataclasses.replace(x, line_error=j.line_error, word_error=j.word_error,
@@ -321,8 +330,6 @@ def judge_column(rows: list[dict], out_dir, variants: list[str], judge: str, res
     """Columns 'Mono / Cross LPR (<judge>)' of the variants table: the judged LPR ±half-width, and for every row
     but the first its difference from the first row with a paired bootstrap (`*` = p < 1 - confidence, Holm-
     adjusted down the column)."""
-    from mlft.errors import MlftError
-    from mlft.lcb.stats import holm, load_outcomes, paired_test
 
     metric = metric_name(judge)
     cols = {}
@@ -370,8 +377,6 @@ def _timing(vdir, seconds: float, generated: int) -> float | None:
 
 
 def _done(path) -> int:
-    from mlft.io.jsonl import read_jsonl
-
     return sum(1 for r in read_jsonl(path) if not r.get("error"))
 
 
@@ -379,7 +384,6 @@ def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[
                   judge: str | None = None):
     """Table 11 layout with one row per variant (the first is the base of the paired tests) and the time per
     prompt of each variant relative to the first."""
-    from mlft.reports.mitigation import Row, mitigation_table
 
     table_rows = []
     for v in variants:
@@ -394,7 +398,7 @@ def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[
                              extra={**extra, "s / prompt (x base)": cost})
     if judge:
         table.notes.append(f"LPR ({judge}) = NON-OFFICIAL second judge: the same replies and counted lines, each "
-                           f"line labelled by {judge} instead of fastText (mlft.lcb.judge); (±d) = difference from "
+                           f"line labelled by {judge} instead of fastText (mlft.benchmarks.lcb.judge); (±d) = difference from "
                            f"the '{variants[0]}' row, * = paired bootstrap p < 0.05 (Holm-adjusted down the column).")
     table.notes += empty_group_notes(rows, variants)
     return table

@@ -6,16 +6,18 @@
     num_fewshot: null                           # the tasks' own default
     limit: 100                                  # documents per task (a fraction < 1 = a share)
 
-The model: on `hf` the live model object and its tokenizer are wrapped in lm-eval's `HFLM` (a training
-callback's model, or the one the suite loaded: never loaded twice); on `openai` lm-eval's API models talk to the
-same server (`api: chat` -> local-chat-completions, generation tasks only; `api: completions` ->
-local-completions, which also scores log-likelihoods and needs `tokenizer`).
+The model (`make_lm`, by what the backend can do): a backend that holds weights has its model object and
+tokenizer wrapped in lm-eval's `HFLM` (a training callback's live model, or the one the suite loaded: never
+loaded twice); a backend with its own lm-eval model uses it (openai: lm-eval's API models on the same server,
+`api: chat` -> local-chat-completions, generation tasks only; `api: completions` -> local-completions, which
+also scores log-likelihoods and needs `tokenizer`); any other backend runs the generation tasks through its
+`generate` (`backend_lm`).
 
 Every metric of every task and group becomes an mlft metric row {variant, task, language: avg, metric, value,
 low, high, n, stderr, harness: true, samples}: task = the harness name, metric = the harness metric
 (`metric/filter` when the filter is not `none`), the interval value ± z·stderr (the harness's standard error;
 none when it reports N/A). The per-document samples land in `samples/<task or group>.jsonl` (paired
-comparisons between runs: `paired_samples_test`, Table 11's capability columns). Task names are checked
+comparisons between runs: `mlft.harness.samples.paired_samples_test`, Table 11's capability columns). Task names are checked
 (TaskManager) before any model loads.
 """
 
@@ -31,9 +33,10 @@ from typing import Literal
 
 from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
-from mlft.generation.backends import backend_options
+from mlft.generation.backends import Request, able, backend_class, backend_options
+from mlft.generation.decoding import Decoding
 from mlft.harness import check_tasks, require_lm_eval
-from mlft.lcb.stats import _percentile_test
+from mlft.io.metric_rows import HarnessStats, MetricRow
 
 
 @dataclass
@@ -85,57 +88,107 @@ def _task_manager(o: LmEvalOptions):
 
 
 def make_lm(o: LmEvalOptions, ctx):
-    """lm-eval's model over what the suite runs on (the live hf model, or the served model)."""
-    if ctx.backend_name == "hf":
+    """lm-eval's model over what the suite runs on: a backend holding weights -> lm-eval's `HFLM` over its model
+    (the live one, or the one the suite loaded: never loaded twice); a backend with its own lm-eval model (e.g.
+    openai's API models) -> that; any other backend -> `BackendLM`, its generation tasks through `generate`."""
+    if ctx.capabilities.weights:
         from lm_eval.models.huggingface import HFLM
 
         model, tok = ctx.local_model()
         return HFLM(pretrained=model, tokenizer=tok, batch_size=o.batch_size, max_length=o.max_length)
-    if ctx.backend_name == "openai":
-        return _api_lm(o, ctx)
-    raise ConfigError(f"lm_eval suites run on hf or openai, not {ctx.backend_name}")
+    cls = backend_class(ctx.backend_name)
+    if hasattr(cls, "lm_eval_model"):
+        opts = backend_options(ctx.backend_name, ctx.backend_options, f"{ctx.backend_name} backend options")
+        return cls.lm_eval_model(opts, model_ref=ctx.model_ref, lm_options=o)
+    return backend_lm(ctx.backend(batch_size=o.batch_size), o, chat=ctx.capabilities.chat)
 
 
-def _api_lm(o: LmEvalOptions, ctx):
-    import os
-
-    from lm_eval.api.registry import get_model
-
-    opts = backend_options("openai", ctx.backend_options)
-    if not ctx.model_ref:
-        raise ConfigError("openai backend: --model names the served model; none given")
-    base = (opts.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
-    key = opts.api_key or os.environ.get(opts.api_key_env)
-    if not key:
-        raise ConfigError(f"openai backend: no API key: pass --api-key or set ${opts.api_key_env}")
-    name = "local-chat-completions" if o.api == "chat" else "local-completions"
-    cls = get_model(name)
-    keyed = type(f"Mlft{cls.__name__}", (cls,), {"api_key": property(lambda self: key)})  # never via the env
-    kwargs = {"model": ctx.model_ref, "base_url": f"{base}/{'chat/completions' if o.api == 'chat' else 'completions'}",
-              "num_concurrent": opts.concurrency, "max_retries": opts.max_retries, "timeout": int(opts.timeout),
-              "batch_size": 1 if o.api == "chat" else o.batch_size}
-    if o.api == "chat":
-        kwargs["tokenizer_backend"] = None
-    else:
-        if not o.tokenizer:
-            raise ConfigError("lm_eval suite on the openai backend with api=completions: set `tokenizer` (the "
-                              "served model's hub id or folder)")
-        kwargs["tokenizer"] = o.tokenizer
-    return keyed(**kwargs)
+def generation_only(o: LmEvalOptions, ctx) -> bool:
+    """Whether the suite's model can only generate (no log-likelihood scores)."""
+    if ctx.capabilities.weights:
+        return False
+    cls = backend_class(ctx.backend_name)
+    if hasattr(cls, "lm_eval_model"):
+        return bool(getattr(cls, "lm_eval_generation_only", lambda _: False)(o))
+    return True
 
 
 def _check_outputs(tm, o: LmEvalOptions, ctx) -> None:
-    """Chat endpoints only generate: refuse log-likelihood tasks up front."""
-    if ctx.backend_name != "openai" or o.api != "chat":
+    """A model that only generates (a chat endpoint, a backend without weights): refuse log-likelihood tasks up
+    front."""
+    if not generation_only(o, ctx):
         return
     loaded = tm.load(list(o.tasks))
     bad = [n for n, t in loaded["tasks"].items() if t.OUTPUT_TYPE != "generate_until"]
     if bad:
-        raise ConfigError(f"lm_eval suite: {', '.join(bad)} score log-likelihoods, which a chat endpoint cannot; "
-                          "set api=completions (and tokenizer) or use the hf backend")
+        hint = "set api=completions (and tokenizer) or " if hasattr(backend_class(ctx.backend_name),
+                                                                      "lm_eval_model") else ""
+        able_ = ", ".join(able(lambda c: c.weights))
+        raise ConfigError(f"lm_eval suite: {', '.join(bad)} score log-likelihoods, which the {ctx.backend_name} "
+                          f"backend cannot; {hint}use a backend that holds weights ({able_})")
 
 
-def result_rows(results: dict, confidence: float = 0.95, variant: str = "default") -> list[dict]:
+_CHAT = "\x00mlft-chat:"  # a chat prompt handed through lm-eval as text (BackendLM.apply_chat_template)
+
+
+def backend_lm(backend, o: LmEvalOptions, chat: bool = False):
+    """An lm-eval model over any mlft generation backend: generation tasks (`generate_until`) become backend
+    Requests (chat messages with `apply_chat_template` on a chat backend, else raw text); `until` strings cut the
+    reply, `max_gen_toks` / `temperature` / `do_sample` set the decoding. Log-likelihood tasks are refused."""
+    from lm_eval.api.model import LM
+
+    class BackendLM(LM):
+        def __init__(self):
+            super().__init__()
+            self.backend = backend
+
+        @property
+        def tokenizer_name(self) -> str:
+            return f"mlft-{backend.name}"
+
+        def chat_template(self, chat_template=False) -> str:
+            return f"mlft-{backend.name}" if chat else ""
+
+        def apply_chat_template(self, chat_history, add_generation_prompt=True) -> str:
+            if not chat:
+                raise ConfigError(f"lm_eval suite: the {backend.name} backend takes no chat messages; set "
+                                  "apply_chat_template: false")
+            return _CHAT + json.dumps(list(chat_history), ensure_ascii=False)
+
+        def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
+            out = []
+            for i, inst in enumerate(requests):
+                context, kw = inst.args
+                kw = dict(kw or {})
+                until = kw.get("until") or []
+                until = [until] if isinstance(until, str) else list(until)
+                temperature = float(kw.get("temperature", 0.0)) if kw.get("do_sample", False) else 0.0
+                decoding = Decoding(max_new_tokens=int(kw.get("max_gen_toks", 256)), temperature=temperature,
+                                    top_p=1.0, seed=o.seed)
+                if context.startswith(_CHAT):
+                    req = Request(str(i), messages=json.loads(context[len(_CHAT):]))
+                else:
+                    req = Request(str(i), text=context)
+                result = next(iter(backend.generate([req], decoding)))
+                if result.error:
+                    raise RuntimeError(f"lm_eval suite: the {backend.name} backend failed: {result.error}")
+                text = result.completion
+                for stop in until:
+                    if stop and stop in text:
+                        text = text[:text.index(stop)]
+                out.append(text)
+            return out
+
+        def loglikelihood(self, requests, disable_tqdm: bool = False):
+            raise ConfigError(f"lm_eval suite: the {backend.name} backend scores no log-likelihoods")
+
+        def loglikelihood_rolling(self, requests, disable_tqdm: bool = False):
+            raise ConfigError(f"lm_eval suite: the {backend.name} backend scores no log-likelihoods")
+
+    return BackendLM()
+
+
+def result_rows(results: dict, confidence: float = 0.95, variant: str = "default") -> list[MetricRow]:
     """mlft metric rows from lm-eval's results dict (tasks and groups)."""
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     n_samples = results.get("n-samples", {})
@@ -154,19 +207,18 @@ def result_rows(results: dict, confidence: float = 0.95, variant: str = "default
             stderr = metrics.get(f"{metric}_stderr,{filt}")
             stderr = float(stderr) if isinstance(stderr, (int, float)) and not math.isnan(float(stderr)) else None
             low, high = (value - z * stderr, value + z * stderr) if stderr is not None else (None, None)
-            rows.append({"variant": variant, "task": task, "language": "avg",
-                         "metric": metric if filt == "none" else f"{metric}/{filt}", "value": float(value),
-                         "low": low, "high": high, "n": n, "stderr": stderr, "harness": True})
+            rows.append(MetricRow(variant, task, "avg", metric if filt == "none" else f"{metric}/{filt}",
+                                  float(value), low, high, n, harness=HarnessStats(stderr)))
     return rows
 
 
-def _report(rows: list[dict], versions: str) -> str:
+def _report(rows: list[MetricRow], versions: str) -> str:
     lines = [f"lm-evaluation-harness {versions}; ± = half-width of the interval value ± z·stderr (harness stderr).",
              "", "| task | metric | value | n |", "|---|---|---:|---:|"]
     for r in rows:
-        half = f" ±{(r['high'] - r['low']) / 2:.4f}" if r["low"] is not None else ""
-        n = "" if r["n"] is None else r["n"]
-        lines.append(f"| {r['task']} | {r['metric']} | {r['value']:.4f}{half} | {n} |")
+        half = f" ±{(r.high - r.low) / 2:.4f}" if r.low is not None else ""
+        n = "" if r.n is None else r.n
+        lines.append(f"| {r.task} | {r.metric} | {r.value:.4f}{half} | {n} |")
     return "\n".join(lines) + "\n"
 
 
@@ -174,7 +226,7 @@ def _leaves(name: str, groups: dict[str, list[str]]) -> list[str]:
     return [leaf for child in groups[name] for leaf in _leaves(child, groups)] if name in groups else [name]
 
 
-def _write_samples(results: dict, rows: list[dict], sdir: Path) -> list[Path]:
+def _write_samples(results: dict, rows: list[MetricRow], sdir: Path) -> list[Path]:
     """samples/<task>.jsonl per task (each record with its `task`), and per group the records of its tasks; the
     rows of each task / group name their file."""
     from lm_eval.utils import handle_non_serializable
@@ -193,40 +245,9 @@ def _write_samples(results: dict, rows: list[dict], sdir: Path) -> list[Path]:
                 fh.write(json.dumps(x, default=handle_non_serializable, ensure_ascii=False) + "\n")
         files.append(path)
         for r in rows:
-            if r["task"] == name:
-                r["samples"] = str(Path("samples") / path.name)
+            if r.task == name:
+                r.harness.samples = str(Path("samples") / path.name)
     return files
-
-
-def paired_samples_test(base: str | Path, run: str | Path, metric: str, *, n: int = 4000, seed: int = 0,
-                        confidence: float = 0.95):
-    """Paired bootstrap of run − base on the documents both evaluated (per-document `metric` values of lm-eval's
-    samples, keyed by task and doc_id): the statistic is the unweighted mean over tasks of the mean difference
-    (a group's aggregation), documents resampled within each task. Returns (difference, low, high, p, pairs),
-    or None when fewer than 2 documents pair up or the metric has no per-document number."""
-    import numpy as np
-
-    def load(path):
-        out = {}
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                x = json.loads(line)
-                v = x.get(metric.split("/")[0])
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    out[(x.get("task"), x.get("doc_id"))] = float(v)
-        return out
-
-    a, b = load(base), load(run)
-    keys = sorted(a.keys() & b.keys(), key=str)
-    if len(keys) < 2:
-        return None
-    tasks = sorted({k[0] for k in keys}, key=str)
-    diffs = [np.array([b[k] - a[k] for k in keys if k[0] == t]) for t in tasks]
-    point = float(np.mean([d.mean() for d in diffs]))
-    rng = np.random.default_rng(seed)
-    boot = np.mean([d[rng.integers(0, len(d), (n, len(d)))].mean(1) for d in diffs], axis=0)
-    lo, hi, p = _percentile_test(boot, confidence)
-    return point, lo, hi, p, len(keys)
 
 
 @contextmanager
@@ -280,10 +301,10 @@ def run(suite, ctx) -> KindOutput:
     files.append(ctx.out_dir / "lm_eval_results.json")
     version = getattr(lm_eval, "__version__", "")
     table = "task,metric,value,low,high,n\n" + "".join(
-        f"{r['task']},{r['metric']},{r['value']},{'' if r['low'] is None else r['low']},"
-        f"{'' if r['high'] is None else r['high']},{'' if r['n'] is None else r['n']}\n" for r in rows)
+        f"{r.task},{r.metric},{r.value},{'' if r.low is None else r.low},"
+        f"{'' if r.high is None else r.high},{'' if r.n is None else r.n}\n" for r in rows)
     return KindOutput(rows, _report(rows, version), [("lm_eval", table)], files)
 
 
-KIND = EvalKind("lm_eval", LmEvalOptions, validate, run, backends=("hf", "openai"),
+KIND = EvalKind("lm_eval", LmEvalOptions, validate, run,
                 description="lm-evaluation-harness tasks (capability checks, mlft's LCB tasks) on the same model")

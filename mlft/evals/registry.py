@@ -10,12 +10,12 @@ The contract every kind fulfils (an `EvalKind` object named `KIND` in its module
 - `options`: a dataclass of the suite keys the kind reads (validated by `from_dict`: unknown keys get a
   "did you mean");
 - `validate(options, where)`: the semantic checks (languages, data present...), before any model loads;
-- `needs`: what it needs from a backend beyond generating text ("weights": `ctx.local_model()`, "chat",
-  "logprobs"); backends declare what they `provide`, and the runner refuses, before any model loads, a backend
-  that lacks something (so a new backend needs no edit here);
+- `needs`: the backend capabilities it needs beyond generating text (names from
+  `mlft.generation.backends.CAPABILITIES`, e.g. "weights": `ctx.local_model()`, "chat", "logprobs"); backends
+  declare their `Capabilities`, and the runner refuses, before any model loads, a backend that lacks one (so a
+  new backend needs no edit here);
 - `run(suite, ctx) -> KindOutput`: does the work with `ctx.backend(...)` (any generation backend) or
-  `ctx.local_model()` (a backend that provides weights) and returns long-format rows
-  {variant, task, language, metric, value}.
+  `ctx.local_model()` (a backend that holds weights) and returns `MetricRow`s (mlft/evals/rows.py).
 
 To add a kind: a module with `KIND = EvalKind(...)`, one line in `KINDS` (or `KINDS.add("name", "module")`),
 a suite YAML in `eval/`.
@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mlft.generation.backends import CAPABILITIES
+from mlft.io.metric_rows import MetricRow
 from mlft.registry import Registry
 
 # name -> module holding `KIND` (imported on first use)
@@ -36,12 +38,12 @@ KINDS = Registry("eval kind", {
     "polyglot": "mlft.evals.polyglot.kind",
     "lm_eval": "mlft.evals.lm_eval_kind",
 }, default_attr="KIND")
-NEEDS = ("weights", "chat", "logprobs")  # = mlft.generation.backends.PROVIDES
 
 
 @dataclass
 class KindOutput:
-    rows: list[dict]                                         # {variant, task, language, metric, value}
+    rows: list[MetricRow | dict]                             # MetricRows (dicts {variant, task, language,
+                                                             # metric, value, ...} are read as MetricRows)
     report: str = ""                                         # markdown for report.md
     tables: list[tuple[str, str]] = field(default_factory=list)  # (name, CSV text) -> table_<name>.csv
     files: list[Path] = field(default_factory=list)          # other files the kind wrote
@@ -53,14 +55,14 @@ class EvalKind:
     options: type
     validate: Callable[[Any, str], None]
     run: Callable[[Any, Any], KindOutput]
-    backends: tuple[str, ...] = ()  # optional: only these backends (empty: any backend that provides `needs`)
     description: str = ""
-    needs: tuple[str, ...] = ()     # any of NEEDS
+    needs: tuple[str, ...] = ()     # backend capabilities (any of mlft.generation.backends.CAPABILITIES)
 
     def __post_init__(self):
-        unknown = set(self.needs) - set(NEEDS)
+        unknown = set(self.needs) - set(CAPABILITIES)
         if unknown:
-            raise ValueError(f"eval kind {self.name}: unknown needs {sorted(unknown)}; valid: {', '.join(NEEDS)}")
+            raise ValueError(f"eval kind {self.name}: unknown needs {sorted(unknown)}; valid: "
+                             f"{', '.join(CAPABILITIES)}")
 
 
 def get_kind(name: str, where: str = "kind") -> EvalKind:

@@ -20,8 +20,10 @@ from mlft.errors import ConfigError
 from mlft.evals.registry import get_kind
 from mlft.evals.suite import EvalSuite, load_suite
 from mlft.generation.backends import (
-    REGISTRY,
+    DEFAULT_BACKEND,
+    able,
     backend_options,
+    capabilities,
     check_backend,
     check_interventions,
     create_backend,
@@ -30,7 +32,10 @@ from mlft.generation.backends import (
     provides,
 )
 from mlft.generation.interventions import split
+from mlft.generation.models import load, resolve
 from mlft.io.jsonl import write_jsonl
+from mlft.io.metric_rows import MetricRow
+from mlft.provenance import write_results
 
 
 def progress_desc(suite: str, variant: str) -> str:
@@ -43,13 +48,18 @@ class EvalContext:
     model, the output folder, and the progress setting."""
 
     out_dir: Path
-    backend_name: str = "hf"
+    backend_name: str = DEFAULT_BACKEND
     backend_options: Any = None
     model_ref: str | None = None
     model: Any = None
     tokenizer: Any = None
     progress: bool = True
     _backends: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def capabilities(self):
+        """What the backend can do (mlft.generation.backends.Capabilities)."""
+        return capabilities(self.backend_name)
 
     @property
     def model_name(self) -> str:
@@ -118,24 +128,25 @@ _REFERENCE: dict = {}
 
 def _reference_model(ref: str, backend_name: str, backend_opts):
     """A fixed reference model (e.g. a training run's base model), cached: one at a time per process."""
-    from mlft.generation.models import load
 
-    opts = backend_options("hf", backend_opts if backend_name == "hf" else None)
-    key = (ref, opts.dtype, opts.device)
+    # the evaluated backend's placement (device, dtype) when its options hold one
+    opts = backend_options(backend_name, backend_opts) if capabilities(backend_name).placement_options else None
+    key = (ref, getattr(opts, "dtype", "auto"), getattr(opts, "device", None))
     if key not in _REFERENCE:
         _REFERENCE.clear()
-        _REFERENCE[key] = load(ref, dtype=opts.dtype, device=opts.device)
+        _REFERENCE[key] = load(ref, dtype=key[1], device=key[2])
     return _REFERENCE[key]
 
 
 @dataclass
 class SuiteResult:
     suite: str
-    rows: list[dict]
+    rows: list[dict]             # as written to scores.jsonl
     out_dir: Path
     report: str = ""
     seconds: float = 0.0
     files: list[Path] = field(default_factory=list)
+    metric_rows: list[MetricRow] = field(default_factory=list)  # the same rows, typed
 
     def value(self, metric: str, task: str, language: str = "avg", variant: str = "default") -> float | None:
         return next((r["value"] for r in self.rows if (r["metric"], r["task"], r["language"], r["variant"])
@@ -147,11 +158,11 @@ def check_kind_backend(suite: EvalSuite, backend: str) -> None:
     kind = get_kind(suite.kind)
     check_backend(backend)
     missing = sorted(set(kind.needs) - provides(backend))
-    if missing or (kind.backends and backend not in kind.backends):
-        able = [b for b in (kind.backends or REGISTRY) if set(kind.needs) <= provides(b)]
-        why = f"it needs {', '.join(missing)}, which the {backend} backend does not provide; " if missing else ""
+    if missing:
+        ok = able(lambda c: set(kind.needs) <= c.flags())
         raise ConfigError(f"{suite.source_file or suite.name}: a {suite.kind} suite cannot run on the {backend} "
-                          f"backend ({kind.description}; {why}it runs on: {', '.join(able)})")
+                          f"backend ({kind.description}; it needs {', '.join(missing)}, which the {backend} backend "
+                          f"does not provide; it runs on: {', '.join(ok)})")
 
 
 def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> None:
@@ -159,15 +170,12 @@ def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> N
     check_kind_backend(suite, backend)
     backend_options(backend, backend_opts, f"{backend} backend options")
     if loads_model(backend) and model is None:  # backends that load the weights themselves
-        from mlft.generation.models import resolve
-
         resolve(model_ref)
 
 
 def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, tokenizer=None,
-              model_ref: str | None = None, backend: str = "hf", backend_options: dict | Any | None = None,
+              model_ref: str | None = None, backend: str = DEFAULT_BACKEND, backend_options: dict | Any | None = None,
               progress: bool = True) -> SuiteResult:
-    from mlft.provenance import write_results
 
     started_at = time.time()
     started = time.perf_counter()
@@ -180,7 +188,8 @@ def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, token
         out = get_kind(suite.kind).run(suite, ctx)
     finally:
         ctx.close()
-    rows = [{"suite": suite.name, **r} for r in out.rows]
+    typed = [_with_suite(MetricRow.coerce(r), suite.name) for r in out.rows]
+    rows = [r.to_dict() for r in typed]
     write_jsonl(out_dir / "scores.jsonl", rows)
     files = [out_dir / "scores.jsonl"]
     for name, text in out.tables:
@@ -194,7 +203,13 @@ def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, token
     files.append(write_results(out_dir, {"suite": suite.to_dict(), "backend": backend,
                                          "backend_options": _safe_options(backend, backend_options),
                                          "model": ctx.model_name}, started_at, seconds))
-    return SuiteResult(suite.name, rows, out_dir, report, seconds, files)
+    return SuiteResult(suite.name, rows, out_dir, report, seconds, files, typed)
+
+
+def _with_suite(row: MetricRow, name: str) -> MetricRow:
+    import dataclasses
+
+    return row if row.suite is not None else dataclasses.replace(row, suite=name)
 
 
 def _safe_options(backend: str, options) -> dict:

@@ -1,7 +1,8 @@
 """Suite files: YAML (in eval/, or any path) saying which kind of evaluation to run and with which options.
 
     load_suite("lcb_quick")                        # a shipped suite name, or a path to a .yaml
-    load_suite("decoding_sweep", ["per_group=2"])  # key=value overrides
+    load_suite("decoding_sweep", ["per_group=2"])  # key=value overrides (text, as typed by a user)
+    load_suite("lcb_quick", settings={"decoding": {"max_new_tokens": 20}})  # typed values (flags), over both
 
 A suite has three envelope keys — `name` (default: the file stem), `description`, `kind` (default `lcb`) —
 and the options of its kind at the top level (`include:` pulls in shared parts, e.g. `_lcb_base.yaml`).
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlft.config import apply_overrides, did_you_mean, from_dict, load_yaml
+from mlft.config import apply_overrides, deep_merge, did_you_mean, from_dict, load_yaml
 from mlft.errors import ConfigError
 from mlft.evals.registry import get_kind
 from mlft.paths import find_resource, resource_dirs
@@ -36,13 +37,14 @@ class EvalSuite:
     description: str = ""
     source_file: str | None = None
     overrides: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)  # typed values set over the file and the overrides (flags)
 
     def to_dict(self) -> dict:
         import dataclasses
 
         return {"name": self.name, "kind": self.kind, "description": self.description,
                 "source_file": self.source_file, "overrides": list(self.overrides),
-                **dataclasses.asdict(self.options)}
+                **({"settings": self.settings} if self.settings else {}), **dataclasses.asdict(self.options)}
 
 
 def available_suites() -> list[str]:
@@ -83,13 +85,16 @@ def build_suite(data: dict, where: str, overrides: list[str] | tuple = ()) -> Ev
                      source_file=source_file, overrides=list(overrides))
 
 
-def load_suite(name_or_path: str | Path, overrides: list[str] | tuple = ()) -> EvalSuite:
-    """Read, merge includes, apply `key=value` overrides and validate an eval suite."""
+def load_suite(name_or_path: str | Path, overrides: list[str] | tuple = (), settings: dict | None = None) -> EvalSuite:
+    """Read, merge includes, apply `key=value` overrides, then the typed `settings` (e.g. the command line's flags:
+    {"decoding": {"max_new_tokens": 20}, "prompts": "my.jsonl"}), and validate an eval suite."""
     path = suite_path(name_or_path)
-    data = apply_overrides(load_yaml(path), list(overrides))
+    data = deep_merge(apply_overrides(load_yaml(path, shipped=SUITE_FOLDER), list(overrides)), dict(settings or {}))
     data.setdefault("name", path.stem)
     data["source_file"] = str(path)
     try:
-        return build_suite(data, str(path), overrides)
+        suite = build_suite(data, str(path), overrides)
+        suite.settings = dict(settings or {})
+        return suite
     except ConfigError as exc:  # value checks inside nested dataclasses do not know the file
         raise ConfigError(str(exc) if str(path) in str(exc) else f"{path}: {exc}") from None

@@ -13,12 +13,20 @@ under them (the fluency proxy of a reply: the mean negative log-likelihood of it
 any logits processor) and, with `token_stats`, the Shannon entropy (nats, temperature 1) and the nucleus size
 (how many tokens the decoding's temperature / top-k / top-p keep). The last processor (the sampler, or
 GreedyPicker for greedy decoding) tells it which token was chosen.
+
+On a GPU, nothing here reads a tensor on the host inside the decode loop (a read drains the GPU's queue at every
+token): records stay on the device and are stacked and copied once per batch (`StepLog.to_host`), tensors are
+built on the logits' device once per batch. Only on a CPU, where a host read costs nothing, do the samplers keep
+their data-dependent shortcut (`host_checks`): look at the 64 most likely tokens and sort the whole vocabulary
+only when a row's nucleus is wider. Elsewhere they take the top-k / sort once, without asking.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import LogitsProcessor
+
+from mlft.generation.sync_count import host_checks
 
 
 def nucleus_size(logits: torch.Tensor, temperature: float, top_p: float, top_k: int | None) -> torch.Tensor:
@@ -43,16 +51,19 @@ class NucleusWarper(LogitsProcessor):
     def __init__(self, temperature: float, top_p: float, top_k: int | None = None, probe: int = 64):
         self.temperature, self.top_p, self.top_k, self.probe = temperature, top_p, top_k, probe
 
-    def __call__(self, input_ids, scores):
+    def _scaled(self, scores):
+        """Temperature, then top-k (the k-th largest value kept, as transformers' TopKLogitsWarper)."""
         scores = scores.float() / self.temperature
         vocab = scores.shape[-1]
         k = min(self.top_k or vocab, vocab)
         if k < vocab:
             scores = scores.masked_fill(scores < scores.topk(k).values[..., -1:], float("-inf"))
-        if self.top_p >= 1.0:
-            return scores
+        return scores, k
+
+    def _nucleus(self, scores, k: int):
+        """(values, index, keep): the `probe` (or k) most likely tokens, sorted, and which are in the nucleus."""
         log_norm = torch.logsumexp(scores, dim=-1, keepdim=True)
-        probe = min(self.probe, k)
+        probe = min(self.probe, k) if host_checks(scores) else k  # elsewhere: no host read, one top-k
         while True:
             values, index = scores.topk(probe)
             probs = torch.exp(values - log_norm)
@@ -60,7 +71,13 @@ class NucleusWarper(LogitsProcessor):
                 break
             probe = k  # some row's nucleus is wider than the probe: look at all candidates
         size = ((probs.cumsum(-1) - probs) < self.top_p).sum(-1, keepdim=True)
-        keep_sorted = torch.arange(probe, device=scores.device) < size
+        return values, index, torch.arange(probe, device=scores.device) < size
+
+    def __call__(self, input_ids, scores):
+        scores, k = self._scaled(scores)
+        if self.top_p >= 1.0:
+            return scores
+        _, index, keep_sorted = self._nucleus(scores, k)
         keep = torch.zeros_like(scores, dtype=torch.bool).scatter_(-1, index, keep_sorted)
         return scores.masked_fill(~keep, float("-inf"))
 
@@ -71,22 +88,31 @@ class StepLog(LogitsProcessor):
 
     def __init__(self, decoding, token_stats: bool = False):
         self.decoding, self.token_stats = decoding, token_stats
-        self.logprob: list[torch.Tensor] = []
-        self.entropy: list[torch.Tensor] = []
-        self.nucleus: list[torch.Tensor] = []
+        self.logprob: list = []  # per step a [rows] tensor on the device; after to_host(): [steps, rows] on the CPU
+        self.entropy: list = []
+        self.nucleus: list = []
         self._raw = None
 
     def __call__(self, input_ids, scores):
         d = self.decoding
         self._raw = torch.log_softmax(scores.float(), dim=-1)
         if self.token_stats:
-            self.entropy.append(entropy(scores).cpu())
-            self.nucleus.append(nucleus_size(scores, d.temperature, d.top_p if d.sampling else 1.0, d.top_k).cpu())
+            self.entropy.append(entropy(scores))
+            self.nucleus.append(nucleus_size(scores, d.temperature, d.top_p if d.sampling else 1.0, d.top_k))
         return scores
 
     def chosen(self, tokens: torch.Tensor) -> None:
-        self.logprob.append(self._raw.gather(-1, tokens.view(-1, 1)).squeeze(-1).cpu())
+        self.logprob.append(self._raw.gather(-1, tokens.view(-1, 1)).squeeze(-1))
         self._raw = None
+
+    def to_host(self) -> "StepLog":
+        """Stack the per-step records and copy them to the host once (after generation): [steps, rows] CPU
+        tensors, indexed [step][row] as the lists were (the same float32 values, so the same sums)."""
+        for name in ("logprob", "entropy", "nucleus"):
+            steps = getattr(self, name)
+            if isinstance(steps, list) and steps:
+                setattr(self, name, torch.stack(steps).cpu())
+        return self
 
 
 class NucleusSampler(NucleusWarper):
@@ -100,16 +126,23 @@ class NucleusSampler(NucleusWarper):
         self.generator = generator  # its own random stream: draws do not depend on what else ran in the process
 
     def __call__(self, input_ids, scores):
-        warped = super().__call__(input_ids, scores)
-        k = min(self.probe, warped.shape[-1])
-        values, index = warped.topk(k)
-        if not bool(torch.isinf(values[:, -1]).all()):  # a row's nucleus is wider than the probe
-            values, index = warped.sort(dim=-1, descending=True)
+        if host_checks(scores):  # CPU: the probe, and a full sort only when a row's nucleus is wider
+            warped = super().__call__(input_ids, scores)
+            k = min(self.probe, warped.shape[-1])
+            values, index = warped.topk(k)
+            if not bool(torch.isinf(values[:, -1]).all()):  # a row's nucleus is wider than the probe
+                values, index = warped.sort(dim=-1, descending=True)
+        else:  # no host read: one top-k (a sort without top_k), the draw among its nucleus
+            values, k = self._scaled(scores)
+            index = None  # top_p 1: the draw over the whole (top-k masked) vocabulary, no sort
+            if self.top_p < 1.0:
+                values, index, keep = self._nucleus(values, k)
+                values = values.masked_fill(~keep, float("-inf"))
         pick = torch.multinomial(torch.softmax(values, dim=-1), 1, generator=self.generator)
-        tokens = index.gather(-1, pick).squeeze(-1)
+        tokens = (pick if index is None else index.gather(-1, pick)).squeeze(-1)
         if self.log is not None:
             self.log.chosen(tokens)
-        out = torch.full_like(warped, float("-inf"))
+        out = torch.full_like(scores, float("-inf"), dtype=torch.float32)
         return out.scatter_(-1, tokens.view(-1, 1), 0.0)
 
 
@@ -128,10 +161,12 @@ class NewlineStop:
     """Stopping criterion: a row is done once it generated a token holding a newline (rows with `active` False
     are never stopped by it). Returns one flag per row, as transformers' criteria do."""
 
-    def __init__(self, newline_ids, active: list[bool]):
-        self.ids = torch.tensor(sorted(newline_ids), dtype=torch.long)
-        self.active = torch.tensor(active, dtype=torch.bool)
+    def __init__(self, newline_ids, active: list[bool], device=None):
+        self.ids = torch.tensor(sorted(newline_ids), dtype=torch.long, device=device)
+        self.active = torch.tensor(active, dtype=torch.bool, device=device)
 
     def __call__(self, input_ids, scores, **kwargs):
         last = input_ids[:, -1]
-        return torch.isin(last, self.ids.to(last.device)) & self.active.to(last.device)
+        if self.ids.device != last.device:  # built elsewhere: moved once, not per step
+            self.ids, self.active = self.ids.to(last.device), self.active.to(last.device)
+        return torch.isin(last, self.ids) & self.active

@@ -17,9 +17,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from mlft.benchmarks.lcb.fetch import ENV_VAR, FEW_SHOT
 from mlft.errors import ConfigError, DataError
 from mlft.io.download import download
-from mlft.lcb.fetch import ENV_VAR, FEW_SHOT
 from mlft.paths import cache_dir, shared_dir
 
 FEW_SHOT_FILE = "few_shot_examples.json"

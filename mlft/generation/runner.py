@@ -9,7 +9,7 @@ again. The file is locked for the whole run: a second writer is refused at once 
 What makes two completions files comparable — model, backend, where and in what precision it ran (device,
 dtype), decoding, prompting, interventions — is written into every record and checked on resume (`settings_of`).
 
-Inside a data-parallel evaluation (mlft.generation.parallel, training on several ranks) the chunks are shared
+Inside a data-parallel evaluation (mlft.generation.data_parallel, training on several ranks) the chunks are shared
 among the ranks; the file gets the same records as one rank would write.
 """
 
@@ -21,15 +21,15 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from mlft.benchmarks.lcb.data import Prompt
 from mlft.errors import ConfigError
-from mlft.generation import parallel
+from mlft.generation import data_parallel
 from mlft.generation.backends import Request, Result
 from mlft.generation.decoding import Decoding
 from mlft.generation.interventions import describe_all, split
 from mlft.generation.prompting import Prompting, build_input, cut_answer
 from mlft.io.jsonl import JsonlAppender, read_jsonl, write_jsonl
 from mlft.io.locks import OutputLock
-from mlft.lcb.data import Prompt
 
 
 def settings_of(model_name: str, backend_name: str, decoding: Decoding, prompting: Prompting,
@@ -84,8 +84,8 @@ def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, pro
     # Model transforms (e.g. quantize) are already applied to `backend`'s model by the caller; strategies wrap
     # the backend's generate; the rest (logits processors, hooks) go to every generate call.
     _, per_call = split(interventions)
-    strategies = [iv for iv in per_call if "strategy" in iv.needs]
-    per_call = [iv for iv in per_call if "strategy" not in iv.needs]
+    strategies = [iv for iv in per_call if "strategy" in iv.applies_via]
+    per_call = [iv for iv in per_call if "strategy" not in iv.applies_via]
     backend.check(decoding, per_call)
     generate = backend.generate
     for iv in strategies:
@@ -106,7 +106,7 @@ def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, pro
         with JsonlAppender(out_path) as writer, \
                 tqdm(total=sum(map(len, todo)), desc=desc, unit="prompt", disable=not progress) as bar:
             by_req = {r.id: r for r in requests}
-            dp = parallel.current()
+            dp = data_parallel.current()
             if dp is not None and dp.covers(backend):
                 results = dp.generate(backend, todo, decoding, per_call, strategies, generate)
             else:

@@ -37,10 +37,14 @@ from mlft.data.seed import SEED_DIR, training_items
 from mlft.errors import ConfigError, DataError
 from mlft.io.download import file_digest
 from mlft.io.jsonl import iter_objects
+from mlft.languages import check_scorable
 from mlft.paths import shared_dir
 from mlft.provenance import read_tensor_file, save_tensor_file
 
 METHODS = ("mean", "lda")
+# Texts a language needs before its mean state is a vector and not one sentence's noise (the shipped builds use
+# 8-10 per language; LDA needs several per class too). Checked before any model loads.
+MIN_TEXTS_PER_LANGUAGE = 5
 
 
 @dataclass
@@ -117,6 +121,8 @@ def parallel_texts(source: str, per_language: int | None = None, languages: list
         texts = _read_text_file(path)
         records = [{"source": "file", "path": str(path.resolve()), "sha256": _sha256(path)}]
     if languages:
+        for code in languages:
+            check_scorable(code, "--languages")
         unknown = sorted(set(languages) - set(texts))
         if unknown:
             raise ConfigError(f"--languages: no text in {', '.join(unknown)} in {source} "
@@ -155,8 +161,20 @@ def _read_text_file(path: Path) -> dict[str, list[str]]:
         if r["id"] in seen:
             raise DataError(f"{path}: row {n}: duplicate id {r['id']!r}")
         seen.add(r["id"])
-        texts.setdefault(r["language"].strip(), []).append(r["text"])
+        code = check_scorable(r["language"].strip(), f"{path}: row {n}: `language`")
+        texts.setdefault(code, []).append(r["text"])
     return texts
+
+
+def check_vector_texts(texts: dict[str, list[str]], source: str,
+                       minimum: int = MIN_TEXTS_PER_LANGUAGE) -> None:
+    """A DataError naming every language with fewer than `minimum` texts (and the minimum): a vector from one
+    sentence per language is that sentence's noise, not a language direction. Call before loading a model."""
+    few = {k: len(v) for k, v in texts.items() if len(v) < minimum}
+    if few:
+        counts = ", ".join(f"{k}: {n}" for k, n in sorted(few.items()))
+        raise DataError(f"{source}: too few texts for a language vector ({counts}); every language needs at least "
+                        f"{minimum} texts (add rows, drop the language with --languages, or raise --per-language)")
 
 
 # --- building -----------------------------------------------------------------------------------------------

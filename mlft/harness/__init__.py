@@ -1,7 +1,7 @@
 """mlft and lm-evaluation-harness, both ways.
 
 - mlft's tasks for lm-eval live in `tasks/` (this folder's `tasks_dir()`, printed by `mlft harness path`):
-  `lcb` (the Language Confusion Benchmark scored by mlft's official scorer: mlft/harness/lcb.py) and
+  `lcb` (the Language Confusion Benchmark scored by mlft's official scorer: mlft/harness/lcb_task.py) and
   `mlft_polyglot_mc` (a small CPU-sized multiple-choice fact-recall task from the Polyglot-or-Not files:
   mlft/harness/polyglot_mc.py). `lm_eval --include_path $(mlft harness path) --tasks lcb ...` runs them.
 - the `lm_eval` eval kind (mlft/evals/lm_eval_kind.py) runs any harness task inside an mlft suite on the model

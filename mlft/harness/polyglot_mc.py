@@ -1,5 +1,5 @@
 """`mlft_polyglot_mc_<lang>`: a small multiple-choice fact-completion task for lm-eval, built from the
-Polyglot-or-Not files (Schott, Furman & Bhat, 2023; mlft.evals.polyglot.data: $MLFT_POLYGLOT_DATA, the cache
+Polyglot-or-Not files (Schott, Furman & Bhat, 2023; mlft.benchmarks.polyglot.data: $MLFT_POLYGLOT_DATA, the cache
 after `mlft polyglot fetch`, else ../shared/polyglot; `--metadata '{"polyglot_data": PATH}'` points elsewhere).
 
 What it is: each document is a fact's stem ("Trailer Park Boys kamen aus") with the true object and its
@@ -14,13 +14,11 @@ fr it pt ru), unweighted means.
 
 from __future__ import annotations
 
-from mlft.evals.polyglot.data import LANGUAGES
+from mlft.benchmarks.polyglot.data import LANGUAGES, load_facts
 from mlft.languages import LANGUAGES as LCB_LANGUAGES
 
 
 def polyglot_docs(language: str, polyglot_data: str | None = None) -> list[dict]:
-    from mlft.evals.polyglot.data import load_facts
-
     return [{"id": f.dataset_id, "relation": f.relation, "stem": f.true_stem, "choices": [f.true, *f.false],
              "answer": 0}
             for f in load_facts(language, polyglot_data) if all(s == f.true_stem for s in f.false_stems)]

@@ -62,3 +62,33 @@ def download(remote: RemoteFile, dest: Path, offline_hint: str = "",
         Path(tmp.name).write_bytes(data)
     os.replace(tmp.name, dest)
     return dest
+
+
+def verified(path: Path, remote: RemoteFile, verify: bool = True) -> Path:
+    """`path` if its digest is `remote`'s (or `verify` is off), else a DataError naming the file."""
+    if verify and file_digest(path, remote.algo) != remote.digest:
+        raise DataError(f"{path}: not the official {remote.name} ({remote.algo} mismatch); "
+                        "pass --no-verify to use a modified copy")
+    return path
+
+
+def locate(remote: RemoteFile, explicit: str | Path | None = None, verify: bool = True, *, env_var: str,
+           cache: Path, offline_hint: str = "") -> Path:
+    """Path of a local, verified copy of `remote`: `explicit` (a file, or a folder holding it), else the folder
+    (or file) named by `$env_var`, else `cache/remote.name`, else a download into `cache`."""
+    if explicit is not None:
+        given = Path(explicit)
+        cand = given / remote.name if given.is_dir() else given
+        if not cand.is_file():
+            raise DataError(f"{explicit}: no {remote.name} there")
+        return verified(cand, remote, verify)
+    env = os.environ.get(env_var)
+    if env:
+        given = Path(env)
+        cand = given / remote.name if given.is_dir() else given
+        if cand.is_file() and cand.name == remote.name:
+            return verified(cand, remote, verify)
+    cached = cache / remote.name
+    if cached.is_file() and file_digest(cached, remote.algo) == remote.digest:
+        return cached
+    return download(remote, cached, offline_hint)

@@ -13,8 +13,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
+from mlft.completions import read_completions
 from mlft.errors import ConfigError, DataError
-from mlft.reports.format import render
+from mlft.format import render
+from mlft.io.curve_file import read_curves
+from mlft.stats import NON_LATIN, load_outcomes, paired_test, paired_tests_by_language
 
 
 def _split(spec: str) -> tuple[Path, int | None, str | None]:
@@ -35,16 +39,12 @@ def _split(spec: str) -> tuple[Path, int | None, str | None]:
 
 def load_side(spec: str):
     """(label, outcomes) of one side of a comparison."""
-    from mlft.lcb.scoring import outcomes_from
-    from mlft.lcb.stats import load_outcomes
 
     path, step, variant = _split(spec)
     if path.is_file():
         head = path.read_text(encoding="utf-8").lstrip()[:2000]
         if path.suffix == ".jsonl" and head.startswith("{") and '"counted"' in head.splitlines()[0]:
             return spec, load_outcomes(path)
-        from mlft.completions import read_completions
-        from mlft.lcb.scoring import score_completions
 
         comps = read_completions(path)
         models = sorted({c.model for c in comps})
@@ -52,8 +52,6 @@ def load_side(spec: str):
             comps = [c for c in comps if c.model == (variant or models[0])]
         return spec, outcomes_from(comps, score_completions(comps).replies)
     if (path / "curves.jsonl").is_file():
-        from mlft.training.curves import read_curves
-
         rows = [r for r in read_curves(path) if r["variant"] == (variant or "model") and r.get("outcomes")]
         if not rows:
             raise DataError(f"{path}: no curve rows with per-reply outcomes for variant {variant or 'model'!r} "
@@ -89,7 +87,6 @@ def intersect(a, b):
 
 def compare(a, b, metrics=("lpr",), method: str = "bootstrap", n: int = 10000, seed: int = 0) -> list[dict]:
     """Rows {task, language, metric, a, b, diff, ci_low, ci_high, p, p_holm, n_pairs, n_dropped}."""
-    from mlft.lcb.stats import NON_LATIN, paired_test, paired_tests_by_language
 
     rows = []
     for task in sorted({o.task for o in a} & {o.task for o in b}):

@@ -15,8 +15,8 @@ import yaml
 
 from mlft.constants import GUARD_METRICS, METRICS, TASKS
 from mlft.errors import DataError
-from mlft.reports.format import cell, render
-from mlft.training.curves import read_curves
+from mlft.format import cell, render
+from mlft.io.curve_file import read_curves
 
 PANELS = (*METRICS, *GUARD_METRICS)
 

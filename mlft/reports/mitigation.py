@@ -20,7 +20,7 @@ A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at 
 Cells read `value ±h`: h is half the width of the row's 95 % interval (stored with the rows). When the rows'
 per-reply outcomes are at hand, each row is tested against the base row over the same prompts (paired
 bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage,
-degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.lcb.guard), or whose mean
+degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.benchmarks.lcb.guard), or whose mean
 reply NLL (fluency) is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
 
 Capability columns (`capability:`) show any metric row — typically an `lm_eval` suite's (a harness task's acc
@@ -32,18 +32,22 @@ row's whole interval.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from mlft.benchmarks.lcb.guard_report import guard_flags
 from mlft.config import from_dict, load_yaml
 from mlft.constants import GUARD_METRICS, TASKS
-from mlft.errors import ConfigError, DataError
-from mlft.evals.lm_eval_kind import paired_samples_test
+from mlft.errors import ConfigError, DataError, MlftError
+from mlft.format import render
+from mlft.harness.samples import paired_samples_test
+from mlft.io.curve_file import read_curves
+from mlft.io.metric_rows import MetricRow, rows_of
 from mlft.languages import LANGUAGES
-from mlft.reports.format import render
-from mlft.training.curves import read_curves
+from mlft.stats import holm, load_outcomes, paired_test, paired_tests_by_language, ratio_interval, unpaired_test
 
 SIG = 0.05  # the default significance level (1 - TableSpec.confidence)
 
@@ -127,33 +131,40 @@ def load_spec(path: str | Path) -> TableSpec:
 @dataclass
 class Row:
     label: str
-    values: dict[tuple[str, str, str], dict]   # (task, language, metric) -> the metric row
+    values: dict[tuple[str, str, str], MetricRow]   # (task, language, metric) -> the metric row
     outcomes_path: Path | None
 
+    def __post_init__(self):  # rows as written (dicts) are read as MetricRows
+        self.values = {k: MetricRow.coerce(v) for k, v in self.values.items()}
+
     def value(self, task: str, lang: str, metric: str):
-        return (self.values.get((task, lang, metric)) or {}).get("value")
+        row = self.values.get((task, lang, metric))
+        return row.value if row is not None else None
+
+    def samples_path(self, key: tuple[str, str, str]) -> str | None:
+        """The lm-eval per-document samples file of a capability row (resolved)."""
+        row = self.values.get(key)
+        return row.harness.samples if row is not None and row.harness is not None else None
 
     def cell(self, task: str, lang: str, metric: str, mark: str = "", percent: bool = True) -> str:
         row = self.values.get((task, lang, metric))
-        if not row or row.get("value") is None:
+        if row is None or row.value is None:
             return "–"
         scale, digits = (100, 1) if percent else (1, 2)
-        text = f"{scale * row['value']:.{digits}f}"
-        if row.get("low") is not None and row.get("high") is not None:
-            text += f" ±{scale * (row['high'] - row['low']) / 2:.{digits}f}"
+        text = f"{scale * row.value:.{digits}f}"
+        if row.low is not None and row.high is not None:
+            text += f" ±{scale * (row.high - row.low) / 2:.{digits}f}"
         return text + mark
 
     def outcomes(self):
-        from mlft.lcb.stats import load_outcomes
-
         return load_outcomes(self.outcomes_path) if self.outcomes_path and self.outcomes_path.is_file() else None
 
 
-def _source_rows(r: RowSpec) -> list[dict]:
+def _source_rows(r: RowSpec) -> list[MetricRow]:
     if r.rows_file:
         text = Path(r.rows_file).read_text(encoding="utf-8")
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    return read_curves(r.run)
+        return rows_of(json.loads(line) for line in text.splitlines() if line.strip())
+    return rows_of(read_curves(r.run))
 
 
 def select(r: RowSpec, variant: str | None = None, capability: list[Capability] | tuple = ()) -> Row:
@@ -167,28 +178,29 @@ def select(r: RowSpec, variant: str | None = None, capability: list[Capability] 
     return row
 
 
-def _capability_row(r: RowSpec, cap: Capability) -> dict | None:
-    def match(x):
-        return x.get("task") == cap.task and x.get("metric") == cap.metric and x.get("language", "avg") == cap.language
+def _capability_row(r: RowSpec, cap: Capability) -> MetricRow | None:
+    def match(x: MetricRow):
+        return x.task == cap.task and x.metric == cap.metric and x.language == cap.language
 
     if r.capability_rows_file:
         rows = [x for x in _source_rows(RowSpec(r.label, rows_file=r.capability_rows_file)) if match(x)]
         root = Path(r.capability_rows_file).parent
     elif r.run:
         variant = cap.variant if cap.variant is not None else r.variant
-        rows = [x for x in read_curves(r.run) if x["variant"] == variant and match(x)]
+        rows = [x for x in rows_of(read_curves(r.run)) if x.variant == variant and match(x)]
         if rows:
-            step = max(int(x["step"]) for x in rows) if r.step == "last" else r.step
-            rows = [x for x in rows if int(x["step"]) == step]
+            step = max(int(x.step) for x in rows) if r.step == "last" else r.step
+            rows = [x for x in rows if int(x.step) == step]
         root = Path(r.run)
     else:
         rows = [x for x in _source_rows(r) if match(x)]
         root = Path(r.rows_file).parent
     if not rows:
         return None
-    found = dict(rows[-1])
-    if found.get("samples"):
-        found["samples_path"] = str(root / found["samples"])
+    found = rows[-1]
+    if found.harness is not None and found.harness.samples:  # resolved against the folder that holds the rows
+        found = dataclasses.replace(found, harness=dataclasses.replace(found.harness,
+                                                                       samples=str(root / found.harness.samples)))
     return found
 
 
@@ -196,30 +208,28 @@ def _select(r: RowSpec, variant: str | None = None) -> Row:
     rows = _source_rows(r)
     variant = variant or r.variant
     if r.run:
-        rows = [x for x in rows if x["variant"] == variant]
+        rows = [x for x in rows if x.variant == variant]
         if not rows:
             raise DataError(f"{r.run}: no curve rows for variant {variant!r} (row {r.label!r})")
-        step = max(int(x["step"]) for x in rows) if r.step == "last" else r.step
-        rows = [x for x in rows if int(x["step"]) == step]
+        step = max(int(x.step) for x in rows) if r.step == "last" else r.step
+        rows = [x for x in rows if int(x.step) == step]
         if not rows:
             raise DataError(f"{r.run}: no curve rows at step {step} for variant {variant!r} (row {r.label!r})")
     if r.suite_variant is not None:
         key = "suite_variant" if r.run else "variant"
-        rows = [x for x in rows if x.get(key) == r.suite_variant]
+        rows = [x for x in rows if getattr(x, key) == r.suite_variant]
         if not rows:
             raise DataError(f"row {r.label!r}: no rows with suite variant {r.suite_variant!r}")
     root = Path(r.run) if r.run else Path(r.rows_file).parent
-    rel = next((x["outcomes"] for x in rows if x.get("outcomes")), None)
+    rel = next((x.outcomes for x in rows if x.outcomes), None)
     label = r.label if variant == r.variant else f"{r.label} / {variant}"
-    return Row(label, {(x["task"], x["language"], x["metric"]): x for x in rows}, root / rel if rel else None)
+    return Row(label, {(x.task, x.language, x.metric): x for x in rows}, root / rel if rel else None)
 
 
 # ---------------------------------------------------------------- tests against the base row
 
 def _tests(rows: list[Row], base: Row, columns: list[tuple[str, str]], resamples: int) -> dict:
     """{(row label, task, metric): Holm-adjusted p} for every row but the base, paired when the prompts match."""
-    from mlft.errors import MlftError
-    from mlft.lcb.stats import holm, paired_test, unpaired_test
 
     base_out = base.outcomes()
     if base_out is None:
@@ -250,7 +260,6 @@ def _guard(rows: list[Row], base: Row, resamples: int, confidence: float = 0.95)
     """{row label: [reasons]} for rows whose coverage, degeneracy or lexical validity is worse than the base row's
     beyond chance, or whose mean reply NLL (fluency) is more than MAX_NLL_INCREASE above the base row's on the same
     prompts."""
-    from mlft.lcb.guard import guard_flags
 
     base_out = base.outcomes()
     flags = {}
@@ -269,8 +278,7 @@ def _guard(rows: list[Row], base: Row, resamples: int, confidence: float = 0.95)
 
 def _fluency_flags(run, base, resamples: int, seed: int = 0, confidence: float = 0.95) -> list[str]:
     """Per task: the ratio of mean reply NLLs (run / base) over the prompts both scored, flagged above
-    1 + MAX_NLL_INCREASE, with a paired-bootstrap interval of the ratio (`mlft.lcb.stats.ratio_interval`)."""
-    from mlft.lcb.stats import ratio_interval
+    1 + MAX_NLL_INCREASE, with a paired-bootstrap interval of the ratio (`mlft.stats.ratio_interval`)."""
 
     out = []
     for task in TASKS:
@@ -325,14 +333,14 @@ def capability_drops(rows: list[Row], base: Row, capability: list[Capability] | 
     out: dict[str, list[str]] = {}
     for cap in capability:
         key = (cap.task, cap.language, cap.metric)
-        b = (base.values.get(key) or {}).get("value")
+        b = base.value(*key)
         for row in rows:
-            x = row.values.get(key) or {}
-            if row is base or b is None or x.get("value") is None or x.get("high") is None:
+            x = row.values.get(key)
+            if row is base or b is None or x is None or x.value is None or x.high is None:
                 continue
-            if x["high"] < b:
+            if x.high < b:
                 out.setdefault(row.label, []).append(
-                    f"capability {cap.header}: {100 * x['value']:.1f} [{100 * x['low']:.1f}, {100 * x['high']:.1f}] "
+                    f"capability {cap.header}: {100 * x.value:.1f} [{100 * x.low:.1f}, {100 * x.high:.1f}] "
                     f"vs base {100 * b:.1f}: dropped beyond the row's interval")
     return out
 
@@ -341,15 +349,14 @@ def capability_tests(rows: list[Row], base: Row, capability: list[Capability] | 
                      resamples: int) -> dict[tuple[str, str], tuple]:
     """{(row label, column header): (difference, low, high, p, pairs)}: paired bootstrap over the documents both
     rows evaluated, where both rows name lm-eval per-document samples (Holm-adjusted down each column)."""
-    from mlft.lcb.stats import holm
 
     out = {}
     for cap in capability:
         key = (cap.task, cap.language, cap.metric)
-        a = (base.values.get(key) or {}).get("samples_path")
+        a = base.samples_path(key)
         family = []
         for row in rows:
-            b = (row.values.get(key) or {}).get("samples_path")
+            b = row.samples_path(key)
             if row is base or not a or not b or not Path(a).is_file() or not Path(b).is_file():
                 continue
             res = paired_samples_test(a, b, cap.metric, n=resamples)
@@ -413,8 +420,6 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
 
 
 def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = None) -> Table:
-    from mlft.lcb.stats import paired_tests_by_language
-
     rows = rows or [select(r) for r in spec.rows]
     base = _base_row(spec, rows)
     langs = [lang for lang in LANGUAGES if any((detail.task, lang, detail.metric) in r.values for r in rows)]

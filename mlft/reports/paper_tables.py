@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlft.benchmarks.lcb.scoring import ScoreReport
+from mlft.format import cell
 from mlft.languages import NON_LATIN
-from mlft.lcb.scoring import ScoreReport
-from mlft.reports.format import cell
 
 # The paper's row order; models not listed follow in name order.
 MODEL_ORDER = ["command-r-base", "command-r-plus-base", "llama-2-instruct", "llama-3-instruct", "mistral-8x7b",

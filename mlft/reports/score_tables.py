@@ -1,12 +1,12 @@
 """Tables of one ScoreReport: per (task, model), sources x languages for LPR, WPR and LCPR; with the guard
-(`mlft.lcb.scoring.score_guard`) beside them when given."""
+(`mlft.benchmarks.lcb.scoring.score_guard`) beside them when given."""
 
 from __future__ import annotations
 
+from mlft.benchmarks.lcb.judge import metric_name
+from mlft.benchmarks.lcb.scoring import ScoreReport
+from mlft.format import cell, render
 from mlft.languages import NON_LATIN
-from mlft.lcb.judge import metric_name
-from mlft.lcb.scoring import ScoreReport
-from mlft.reports.format import cell, render
 
 LONG_COLUMNS = ["task", "model", "source", "language", "lpr", "wpr", "acc", "lcpr", "n_responses", "n_scored",
                 "n_line_err", "n_word_err", "n_lines_scored", "n_lines_wrong"]
@@ -44,7 +44,7 @@ def guarded_rows(report: ScoreReport, guard: tuple[dict, list[dict]] | None) -> 
 
 def long_table(report: ScoreReport, guard: tuple[dict, list[dict]] | None = None) -> tuple[list[str], list[list]]:
     """One row per group and aggregate, full precision (like the official reference TSV); the guard's columns
-    after the official ones when `guard` (`mlft.lcb.scoring.score_guard`) is given."""
+    after the official ones when `guard` (`mlft.benchmarks.lcb.scoring.score_guard`) is given."""
     cols = LONG_COLUMNS + (CI_COLUMNS if any("lpr_ci_low" in r for r in report.rows) else [])
     if guard is not None:
         cols += GUARD_COLUMNS

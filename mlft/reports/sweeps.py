@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlft.constants import METRICS
-from mlft.reports.format import cell, render
+from mlft.format import cell, render
 
 
 def sweep_tables(rows: list[dict], fmt: str = "markdown") -> list[tuple[str, str]]:

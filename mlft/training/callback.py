@@ -3,7 +3,7 @@
 - Rank 0 evaluates and writes; the other ranks wait at a barrier (so nobody deadlocks on a collective). The
   process group's timeout is raised above `evaluation.timeout_s` (mlft.training.train).
 - In-process: the live model generates in eval mode (KV cache on), then train mode is restored. With several
-  ranks and replicated weights, the other ranks generate their share of the chunks (mlft.generation.parallel):
+  ranks and replicated weights, the other ranks generate their share of the chunks (mlft.generation.data_parallel):
   an N-GPU job evaluates ~N times faster and writes the same completions.
 - Sharded weights (DeepSpeed ZeRO-3, FSDP): in-process generation would need every rank, so rank 0 evaluates
   the *saved* checkpoint in a separate `mlft evaluate-run` process instead, on rank 0's device, in the training
@@ -25,10 +25,14 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from mlft.console import get_logger
-from mlft.generation import parallel
-from mlft.training import curves
+from mlft.generation import data_parallel
+from mlft.generation.backends import capabilities
+from mlft.generation.models import default_device
+from mlft.io import curve_file
+from mlft.reports.page import PAGE, write_report_page
 from mlft.training.passes import evaluate_step
 from mlft.training.recipe import Recipe
+from mlft.training.tracking import log_samples, log_scalars, scalars
 
 log = get_logger(__name__)
 # Variables that would make a child process think it is one rank of the training job.
@@ -49,11 +53,10 @@ def child_env() -> dict:
 
 
 def eval_placement(recipe: Recipe, model=None) -> dict:
-    """hf backend options for evaluating a saved checkpoint as this rank trains: its device (cuda:i when the
-    process trains on a GPU) and the training dtype (the recipe's, else bfloat16 for a bf16/fp16 run on a GPU)."""
+    """Placement options (of a backend with `placement_options`) for evaluating a saved checkpoint as this rank
+    trains: its device (cuda:i when the process trains on a GPU) and the training dtype (the recipe's, else
+    bfloat16 for a bf16/fp16 run on a GPU)."""
     import torch
-
-    from mlft.generation.models import default_device
 
     device = None
     param = next(model.parameters(), None) if model is not None else None
@@ -69,9 +72,9 @@ def eval_placement(recipe: Recipe, model=None) -> dict:
 
 
 def gpu_for_child() -> dict:
-    """Before a vLLM evaluation in a child process: free this process's cached CUDA blocks, and return the
-    environment that puts the child on this process's GPU with a vLLM memory share capped to what is free
-    (MLFT_VLLM_MAX_GPU_UTILIZATION, read by the vllm backend)."""
+    """Before a child-process evaluation on a backend that places itself (`own_devices`, e.g. vLLM): free this
+    process's cached CUDA blocks, and return the environment that puts the child on this process's GPU with a
+    memory share capped to what is free (MLFT_VLLM_MAX_GPU_UTILIZATION, read by the vllm backend)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -109,6 +112,15 @@ class EvalCallback(TrainerCallback):
             ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             self._evaluate(args, state, model, model_ref=str(ckpt))
 
+    def on_train_end(self, args, state, control, **kwargs):
+        """The run's report page (every checkpoint's curves and replies), beside curves.jsonl."""
+        if self.ev.enabled and state.is_world_process_zero:
+            try:
+                write_report_page([self.run_dir], self.run_dir / PAGE)
+            except Exception as exc:  # noqa: BLE001 — the page can be rebuilt; it must never fail the run
+                log.warning("[mlft eval] no report page (%s: %s); rebuild it with `mlft report %s`",
+                            type(exc).__name__, exc, self.run_dir)
+
     # -- work ----------------------------------------------------------------------------------------
     def _evaluate(self, args, state, model, model_ref: str) -> None:
         with preserved_rng():  # sampling during evaluation must not move training's random streams
@@ -118,11 +130,13 @@ class EvalCallback(TrainerCallback):
         step = state.global_step
         is_end = step == 0 or step >= state.max_steps
         t0 = time.time()
-        shared = self.in_process and self.ev.backend == "hf" and self.ev.data_parallel and parallel.world_size() > 1
+        caps = capabilities(self.ev.backend)
+        live = self.in_process and caps.live_model
+        shared = live and caps.data_parallel and self.ev.data_parallel and data_parallel.world_size() > 1
         if state.is_world_process_zero:
             try:
-                if self.in_process and self.ev.backend == "hf":
-                    with parallel.coordinate(shared):
+                if live:
+                    with data_parallel.coordinate(shared):
                         rows = evaluate_step(self.run_dir, self.ev, step, model=model, tokenizer=self.tokenizer,
                                              model_ref=model_ref, is_end=is_end, progress=self.progress,
                                              mode="data-parallel" if shared else "in-process")
@@ -132,10 +146,10 @@ class EvalCallback(TrainerCallback):
             except Exception as exc:  # noqa: BLE001 — evaluation must never kill training
                 log.error("[mlft eval] step %s: evaluation failed (%s: %s); training continues; rerun `mlft "
                           "evaluate-run` on the run directory later", step, type(exc).__name__, exc, exc_info=True)
-                curves.append_pass(self.run_dir, step, "model", [], time.time() - t0, "failed", error=str(exc))
+                curve_file.append_pass(self.run_dir, step, "model", [], time.time() - t0, "failed", error=str(exc))
         elif shared:
             try:
-                parallel.serve(model, self.tokenizer, self.ev.merge_lora)
+                data_parallel.serve(model, self.tokenizer, self.ev.merge_lora)
             except Exception as exc:  # noqa: BLE001 — a broken collective is reported; the barrier decides
                 log.error("[mlft eval] step %s: rank %s: data-parallel evaluation failed (%s: %s)", step,
                           state.process_index if hasattr(state, "process_index") else "?", type(exc).__name__, exc)
@@ -143,10 +157,11 @@ class EvalCallback(TrainerCallback):
         _barrier()
 
     def _evaluate_in_child(self, step: int, model_ref: str, is_end: bool, model=None) -> list[dict]:
-        before = len(curves.read_curves(self.run_dir))
+        before = len(curve_file.read_curves(self.run_dir))
         cmd = [sys.executable, "-m", "mlft", "evaluate-run", str(self.run_dir), "--step", str(step),
                "--model", model_ref]
-        if self.ev.backend == "hf":  # rank 0's device and the training dtype (vllm: CUDA_VISIBLE_DEVICES below)
+        caps = capabilities(self.ev.backend)
+        if caps.placement_options:  # rank 0's device and the training dtype (own_devices: the environment below)
             placement = eval_placement(self.recipe, model)
             cmd += ["--device", placement["device"], "--dtype", placement["dtype"]]
         if not is_end:
@@ -154,21 +169,20 @@ class EvalCallback(TrainerCallback):
         if not self.progress:
             cmd.append("--no-progress")
         _free_accelerator_cache()
-        why = "weights are sharded" if self.ev.backend == "hf" else f"{self.ev.backend} backend"
+        why = "weights are sharded" if caps.live_model else f"the {self.ev.backend} backend takes no live model"
         log.info("[mlft eval] step %s: %s; evaluating %s in a separate process", step, why, model_ref)
         env = child_env()
-        if self.ev.backend == "vllm":
+        if caps.own_devices:
             env.update(gpu_for_child())
         proc = subprocess.run(cmd, env=env, timeout=self.ev.timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` exited with {proc.returncode}")
-        return curves.read_curves(self.run_dir)[before:]
+        return curve_file.read_curves(self.run_dir)[before:]
 
-    def _log(self, rows: list[dict], step: int) -> None:
+    def _log(self, rows: list, step: int) -> None:  # MetricRows (in-process) or curve dicts (child)
         """Per-language numbers, intervals and sample completions to the trainer's trackers (report_to)."""
         if not (self.ev.log_to_trainer and self.trainer is not None and rows):
             return
-        from mlft.training.tracking import log_samples, log_scalars, scalars
 
         logs = scalars(rows)
         if logs:

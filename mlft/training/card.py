@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from mlft.constants import GUARD_METRICS, METRICS, TASKS
+from mlft.io.curve_file import read_curves
 
 CARD = "README.md"
 
@@ -36,8 +37,6 @@ def _pct(row: dict | None) -> str:
 
 
 def _lcb_section(run_dir: Path) -> list[str]:
-    from mlft.training.curves import read_curves
-
     rows = [r for r in read_curves(run_dir) if r["variant"] == "model"]
     if not rows:
         return ["No LCB evaluation was recorded for this run."]

@@ -32,7 +32,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from mlft.errors import ConfigError
-from mlft.generation.models import CHAIN_FILE, CHAIN_SENTINEL, ModelRef, portable_ref, resolve
+from mlft.generation.models import CHAIN_FILE, CHAIN_SENTINEL, ModelRef, load, portable_ref, resolve
 from mlft.paths import project_root
 
 CHAIN_JSON = "chain.json"
@@ -140,7 +140,6 @@ def mark_run_adapter(folder: Path, run_dir: Path, info: dict) -> None:
 
 def write_merged(adapter_dir: Path, out: Path, dtype: str) -> None:
     """Save `adapter_dir`'s model (chain merged in, as mlft.generation.models.load rebuilds it) as full weights."""
-    from mlft.generation.models import load
 
     model, tok = load(str(adapter_dir), dtype=dtype, device="cpu")  # beside training: keep GPU memory free
     tmp = out.with_name(out.name + ".tmp")

@@ -10,17 +10,26 @@ file's lock is held from the "already done?" check to the append.
 
 from __future__ import annotations
 
+import copy
+import json
+import os
 import re
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
+from mlft.errors import ConfigError
+from mlft.evals import runner
+from mlft.evals.registry import get_kind
+from mlft.evals.suite import EvalSuite, load_suite, suite_path
+from mlft.generation.backends import able, able_backend, capabilities, option_names
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
-from mlft.training import curves
+from mlft.generation.models import eval_mode
+from mlft.io import curve_file
+from mlft.io.metric_rows import CurveRow, HarnessStats, MetricRow, rows_of
 
 if TYPE_CHECKING:  # the recipe imports this module (its validation builds the passes)
     from mlft.training.recipe import EvaluationOptions
@@ -42,6 +51,15 @@ class EvalPass:
         """Whether an intervention of this pass reads the checkpoint's saved weights itself (e.g. quantize)."""
         return any(INTERVENTIONS.load(i["name"]).from_saved_weights for i in self.interventions)
 
+    def backend(self, backend: str, options: dict | None = None) -> tuple[str, dict | None]:
+        """(backend, options) this pass runs on: the evaluation's, unless the pass reads saved weights itself
+        (quantized variants) and that backend cannot transform a model: then the first registered backend that
+        can (with its default options)."""
+        if not self.needs_saved_weights:
+            return backend, options
+        hooks = set().union(*(INTERVENTIONS.load(i["name"]).applies_via for i in self.interventions))
+        return able_backend(backend, sorted(hooks), options)
+
 
 def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
     out = [EvalPass("model", ev.suite, tuple(ev.suite_overrides))]
@@ -57,152 +75,143 @@ def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
     return out
 
 
+RUN_CHAT_TEMPLATE = "chat_template.jinja"  # the template a run trained with, in its run directory (= train.CHAT_TEMPLATE)
+
+
+def evaluation_backend(ev: EvaluationOptions, backend: str | None = None, options: dict | None = None,
+                       run_dir: Path | None = None) -> tuple[str, dict]:
+    """The one place a run's evaluation backend options are merged: (backend, options) from the recipe's
+    `evaluation.backend_options` (when `backend` is the recipe's), then the run's chat template (`run_dir`: for a
+    backend that takes one), then the caller's `options` (e.g. --device / the callback's placement)."""
+    backend = backend or ev.backend
+    merged = dict(ev.backend_options) if backend == ev.backend else {}
+    if run_dir is not None:
+        merged = {**merged, **backend_settings(run_dir, backend, {})}
+    return backend, {**merged, **(options or {})}
+
+
+def backend_settings(run_dir: Path, backend: str, options: dict) -> dict:
+    """`options` plus the run's chat template, for a backend that takes a chat template option (a base model
+    without one is evaluated at step 0 with the template the run trained with, as the in-process pass does)."""
+    template = Path(run_dir) / RUN_CHAT_TEMPLATE
+    if "chat_template" in option_names(backend) and template.is_file():
+        options = {"chat_template": str(template), **options}
+    return options
+
+
+def default_backend() -> str:
+    """The backend of a pass given a live model and no backend: the first registered one that takes one."""
+    return able(lambda c: c.live_model)[0]
+
+
 def checkpoint_step(path: str | Path) -> int | None:
     m = re.fullmatch(r"checkpoint-(\d+)", Path(path).name)
     return int(m.group(1)) if m else None
 
 
-@contextmanager
-def eval_mode(model, merge_lora: bool = True):
-    """Generate in eval mode with the KV cache on; restore train mode and the cache setting afterwards
-    (gradient checkpointing turns the cache off, and generating in train mode with it yields garbage).
-
-    With `merge_lora`, a LoRA model is evaluated as a merged copy (plain weights: ~10 % faster generation here,
-    the same model up to float rounding); the live model and its base weights are not touched, so training
-    continues (and resumes) exactly as without evaluation."""
-    if merge_lora and hasattr(model, "merge_and_unload") and getattr(model, "peft_config", None):
-        import copy
-
-        merged = copy.deepcopy(model).merge_and_unload()
-        merged.eval()
-        _checkpointing_off(merged)  # a copy: checkpointing would force use_cache off (no KV cache, no prefix reuse)
-        merged.config.use_cache = True
-        if getattr(merged, "generation_config", None) is not None:
-            merged.generation_config.use_cache = True
-        try:
-            yield merged
-        finally:
-            del merged
-        return
-    was_training = model.training
-    configs = [c for c in (getattr(model, "config", None), getattr(model, "generation_config", None)) if c]
-    saved = [getattr(c, "use_cache", None) for c in configs]
-    model.eval()
-    for c in configs:
-        c.use_cache = True
-    try:
-        yield model
-    finally:
-        for c, v in zip(configs, saved):
-            c.use_cache = v
-        if was_training:
-            model.train()
+_SUITES: dict[str, EvalSuite] = {}  # pass suites of this process, built once (recipe validation, then each pass)
 
 
-def _checkpointing_off(model) -> None:
-    """Turn activation (gradient) checkpointing off on an evaluation copy (the name differs across transformers)."""
-    for name in ("activation_checkpointing_disable", "gradient_checkpointing_disable"):
-        if getattr(model, "is_gradient_checkpointing", False) and hasattr(model, name):
-            getattr(model, name)()
-            return
+def load_pass_suite(p: EvalPass) -> EvalSuite:
+    """The pass's suite with its overrides; the pass's interventions are appended to the suite's own. Loaded and
+    validated once per process (recipe validation builds every pass's suite; each checkpoint's pass reuses it: a
+    copy, so a run never changes it); the suite file's change time is part of the key."""
+    path = suite_path(p.suite)
+    key = json.dumps([str(path.resolve()), path.stat().st_mtime_ns, p.overrides, p.interventions,
+                      os.environ.get("MLFT_LCB_DATA")], sort_keys=True, default=str)
+    if key not in _SUITES:
+        _SUITES[key] = _build_pass_suite(p)
+    return copy.deepcopy(_SUITES[key])
 
 
-def load_pass_suite(p: EvalPass):
-    """The pass's suite with its overrides; the pass's interventions are appended to the suite's own."""
-    from mlft.evals.suite import load_suite
-
+def _build_pass_suite(p: EvalPass) -> EvalSuite:
     suite = load_suite(p.suite, list(p.overrides))
     if p.interventions:
         opts = suite.options
         if not hasattr(opts, "interventions"):
-            from mlft.errors import ConfigError
-
             raise ConfigError(f"evaluation pass {p.variant!r}: suite {p.suite!r} ({suite.kind}) takes no interventions")
         opts.interventions = [*opts.interventions, *p.interventions]
         for v in getattr(opts, "variants", []):
             if v.interventions is not None:
                 v.interventions = [*v.interventions, *p.interventions]
-        from mlft.evals.registry import get_kind
-
         get_kind(suite.kind).validate(opts, f"evaluation pass {p.variant!r}")
     return suite
 
 
 def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=None, model_ref: str | None = None,
-             progress: bool = True, merge_lora: bool = True, backend: str = "hf",
-             backend_options: dict | None = None) -> list[dict]:
-    """Run one pass and return its curve rows (not yet recorded). `backend`, `backend_options`: for a model
-    loaded from `model_ref` (device, dtype, chat template). A backend other than hf generates from the saved
-    weights (`model_ref`), never the live model; quantized variants always run on hf."""
-    from mlft.evals.runner import run_suite
+             progress: bool = True, merge_lora: bool = True, backend: str | None = None,
+             backend_options: dict | None = None) -> list[CurveRow]:
+    """Run one pass and return its curve rows (not yet recorded). `backend` (default: the first registered
+    backend that takes a live model), `backend_options`: for a model loaded from `model_ref` (device, dtype,
+    chat template). A backend that takes no live model generates from the saved weights (`model_ref`); quantized
+    variants run on a backend that can transform a model (`EvalPass.backend`)."""
 
     suite = load_pass_suite(p)
     out_dir = run_dir / "evals" / f"step-{step:06d}" / p.variant
-    if p.needs_saved_weights and backend != "hf":  # quantized variants always run on hf
-        backend, backend_options = "hf", None
-    if model is not None and not p.needs_saved_weights and backend == "hf":
+    if backend is None:
+        backend = default_backend()
+    backend, backend_options = p.backend(backend, backend_options)
+    if model is not None and not p.needs_saved_weights and capabilities(backend).live_model:
         with eval_mode(model, merge_lora) as live:
-            result = run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
-                               progress=progress)
+            result = runner.run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
+                               progress=progress, backend=backend, backend_options=backend_options)
     else:
-        result = run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
+        result = runner.run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
                            backend_options=backend_options)
     rel = out_dir.relative_to(run_dir)
-    return [{"step": step, "variant": p.variant, "suite": r.get("suite", p.suite),
-             "suite_variant": r.get("variant"), "task": r["task"], "language": r["language"],
-             "metric": r["metric"], "value": r["value"], "low": r.get("low"), "high": r.get("high"),
-             "n": r.get("n"), "outcomes": str(rel / r["outcomes"]) if r.get("outcomes") else None,
-             "model": model_ref, **_harness_keys(r, rel)} for r in result.rows]
+    return [curve_row(r, step, p, rel, model_ref) for r in result.metric_rows]
 
 
-def _harness_keys(r: dict, rel: Path) -> dict:
-    """An lm_eval suite's rows keep their stderr and per-document samples file (paired comparisons)."""
-    if not r.get("harness"):
-        return {}
-    return {"harness": True, "stderr": r.get("stderr"),
-            "samples": str(rel / r["samples"]) if r.get("samples") else None}
+def curve_row(r: MetricRow, step: int, p: EvalPass, rel: Path, model_ref: str | None) -> CurveRow:
+    """The curve row of a suite's metric row: the pass as its variant, its files relative to the run directory
+    (an lm_eval row keeps its stderr and per-document samples file: paired comparisons)."""
+    harness = None
+    if r.harness is not None:
+        harness = HarnessStats(r.harness.stderr, str(rel / r.harness.samples) if r.harness.samples else None)
+    return CurveRow(p.variant, r.task, r.language, r.metric, r.value, r.low, r.high, r.n,
+                    suite=r.suite or p.suite, outcomes=str(rel / r.outcomes) if r.outcomes else None,
+                    harness=harness, step=step, suite_variant=r.variant, model=model_ref)
 
 
 def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None, tokenizer=None,
                   model_ref: str | None = None, is_end: bool = True, progress: bool = True,
                   mode: str = "in-process", backend: str | None = None,
-                  backend_options: dict | None = None) -> list[dict]:
+                  backend_options: dict | None = None) -> list[CurveRow]:
     """Run every pass of `ev` not yet recorded for `step`; record and return the new rows.
 
     `model`/`tokenizer`: the live model; `model_ref`: the saved checkpoint or base model (passes that need saved
     weights — quantized variants — always load it; the others load it when no live model is given).
     `is_end`: the step-0 baseline or the last step (quantized variants run there unless quantized_at=all)."""
-    if backend is None or backend == ev.backend:  # the recipe's backend, its options under the caller's
-        backend, backend_options = ev.backend, {**ev.backend_options, **(backend_options or {})}
+    backend, backend_options = evaluation_backend(ev, backend, backend_options)
     new_rows = []
     for p in passes_for(ev):
         if p.at_ends_only and not is_end:
             continue
-        if model_ref is None and (p.needs_saved_weights or model is None or backend != "hf"):
+        if model_ref is None and (p.needs_saved_weights or model is None or not capabilities(backend).live_model):
             continue
-        with curves.curves_lock(run_dir):
-            if (step, p.variant) in curves.done(run_dir):
+        with curve_file.curves_lock(run_dir):
+            if (step, p.variant) in curve_file.done(run_dir):
                 continue
             t0 = time.time()
-            rows = run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
-                            progress=progress, merge_lora=ev.merge_lora, backend=backend,
-                            backend_options=backend_options)
-            curves.append_pass(run_dir, step, p.variant, rows, time.time() - t0, mode)
+            rows = rows_of(run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
+                                    progress=progress, merge_lora=ev.merge_lora, backend=backend,
+                                    backend_options=backend_options))
+            curve_file.append_pass(run_dir, step, p.variant, [r.to_dict() for r in rows], time.time() - t0, mode)
         log.info("[mlft eval] step %s %s: %s (%.1f s)", step, p.variant, headline_text(rows), time.time() - t0)
         new_rows += rows
     return new_rows
 
 
-def headline(rows: list[dict]) -> dict[str, float]:
+def headline(rows: list[MetricRow | dict]) -> dict[str, float]:
     """{"variant/task/metric": value} for the language-averaged LPR/WPR/LCPR rows."""
     out = {}
-    for r in rows:
-        if r["language"] == "avg" and r["metric"] in METRICS and r["value"] is not None:
-            out[f"{r['variant']}/{r['task']}/{r['metric']}"] = float(r["value"])
+    for r in rows_of(rows):
+        if r.language == "avg" and r.metric in METRICS and r.value is not None:
+            out[f"{r.variant}/{r.task}/{r.metric}"] = float(r.value)
     return out
 
 
-def headline_text(rows: list[dict]) -> str:
-    parts = sorted(f"{r['task']}/{r['metric']}={r['value']:.3f}" for r in rows
-                   if r["language"] == "avg" and r["metric"] in METRICS and r["value"] is not None)
+def headline_text(rows: list[MetricRow | dict]) -> str:
+    parts = sorted(f"{r.task}/{r.metric}={r.value:.3f}" for r in rows_of(rows)
+                   if r.language == "avg" and r.metric in METRICS and r.value is not None)
     return ", ".join(parts) or f"{len(rows)} rows"

@@ -19,9 +19,23 @@ from typing import Any, Literal
 import yaml
 
 from mlft.config import _coerce, apply_overrides, did_you_mean, from_dict, load_yaml
+from mlft.data.mix import load_mix
 from mlft.errors import ConfigError
+from mlft.evals.runner import check_kind_backend
+from mlft.generation.backends import (
+    DEFAULT_BACKEND,
+    able,
+    backend_options,
+    capabilities,
+    check_backend,
+    check_interventions,
+    option_names,
+)
+from mlft.generation.interventions import build_interventions
 from mlft.generation.interventions.quantize import SCHEMES, Scheme
+from mlft.generation.models import EMBEDDED
 from mlft.paths import resolve_path
+from mlft.training.launch import read_accelerate_config
 from mlft.training.passes import load_pass_suite, passes_for
 from mlft.training.rewards import RewardSpec, validate_rewards
 
@@ -104,10 +118,11 @@ class EvaluationOptions:
     timeout_s: int = field(default=3600, metadata={
         "help": "Limit for one separate-process evaluation; the training job's process-group timeout is raised "
                 "above it (the other ranks wait for the evaluation in a collective)."})
-    backend: Literal["hf", "vllm"] = field(default="hf", metadata={
-        "help": "Generation backend of the passes: 'hf' (the live model, in-process) or 'vllm' (the *saved* "
-                "checkpoint in a separate `mlft evaluate-run` process, on rank 0's GPU after the training "
-                "process frees its cache; LoRA checkpoints merged). Quantized variants always run on hf."})
+    backend: str = field(default=DEFAULT_BACKEND, metadata={
+        "help": "Generation backend of the passes: any registered backend that takes the live model (e.g. 'hf': "
+                "in-process) or loads saved checkpoints (e.g. 'vllm': the *saved* checkpoint in a separate "
+                "`mlft evaluate-run` process, on rank 0's GPU after the training process frees its cache; LoRA "
+                "checkpoints merged). Quantized variants run on a backend that can transform a model (hf)."})
     backend_options: dict[str, Any] = field(default_factory=dict, metadata={
         "help": "Options of the backend (e.g. {gpu_memory_utilization: 0.3, max_model_len: 4096}); with vllm during "
                 "training, gpu_memory_utilization is also capped to the GPU memory the training process leaves free."})
@@ -248,8 +263,6 @@ def validate_training_args(args: dict, trainer: str, where: str) -> dict:
 
 
 def _validate_model(model: str, where: str) -> None:
-    from mlft.generation.models import EMBEDDED
-
     if model in EMBEDDED:
         return
     path = Path(model).expanduser()
@@ -263,9 +276,18 @@ def _validate_model(model: str, where: str) -> None:
                       "an existing folder, or a hub id like org/name (train the recipe that produces it first)")
 
 
+def _validate_backend(ev: EvaluationOptions, where: str) -> None:
+    """A registered backend (did-you-mean) that can evaluate a training run: the live model or saved checkpoints."""
+    check_backend(ev.backend, where)
+    caps = capabilities(ev.backend)
+    if not (caps.live_model or caps.saved_weights):
+        ok = able(lambda c: c.live_model or c.saved_weights)
+        raise ConfigError(f"{where}: the {ev.backend} backend can evaluate neither the live model nor a saved "
+                          f"checkpoint; use one that can: {', '.join(ok)}")
+
+
 def _validate_linked(recipe: Recipe, src: str) -> None:
     """Load the mix and suites (config files only: no data, no model) so their errors surface now."""
-    from mlft.data.mix import load_mix
 
     mix_path = resolve_path(recipe.mix)
     if not mix_path.is_file():
@@ -281,22 +303,18 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
     ev = recipe.evaluation
     if not ev.enabled:
         return
-    from mlft.generation.backends import backend_options, check_interventions
 
     backend_options(ev.backend, ev.backend_options, f"{src}: evaluation.backend_options")
     for p in passes_for(ev):
         key = "evaluation.suite" if p.variant == "model" else f"evaluation pass {p.variant!r}"
         try:
             suite = load_pass_suite(p)
-            if not p.needs_saved_weights:  # quantized variants run on hf
-                from mlft.evals.runner import check_kind_backend
-                from mlft.generation.interventions import build_interventions
-
-                check_kind_backend(suite, ev.backend)
-                ivs = getattr(suite.options, "interventions", None) or []
-                variants = [v.interventions for v in getattr(suite.options, "variants", []) if v.interventions]
-                for specs in [ivs, *variants]:
-                    check_interventions(ev.backend, build_interventions(specs, "interventions"), "interventions")
+            backend, _ = p.backend(ev.backend)  # quantized variants: a backend that can transform a model
+            check_kind_backend(suite, backend)
+            ivs = getattr(suite.options, "interventions", None) or []
+            variants = [v.interventions for v in getattr(suite.options, "variants", []) if v.interventions]
+            for specs in [ivs, *variants]:
+                check_interventions(backend, build_interventions(specs, "interventions"), "interventions")
         except ConfigError as exc:
             raise ConfigError(f"{src}: {key}: {exc}") from None
 
@@ -325,8 +343,11 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
             raise ConfigError(f"{src}: accelerate_config: file not found: {recipe.accelerate_config}")
         recipe.accelerate_config = str(path)
     ev = recipe.evaluation
-    if ev.backend == "vllm" and recipe.chat_template != "auto" and "chat_template" not in ev.backend_options:
-        # a base model has no chat template of its own: evaluate with the one the recipe trains with
+    _validate_backend(ev, f"{src}: evaluation.backend")
+    if (recipe.chat_template != "auto" and not capabilities(ev.backend).live_model
+            and "chat_template" in option_names(ev.backend) and "chat_template" not in ev.backend_options):
+        # a base model has no chat template of its own: evaluate the saved weights with the one the recipe trains
+        # with (a backend on the live model uses the training tokenizer's)
         ev.backend_options = {**ev.backend_options, "chat_template": os.path.abspath(recipe.chat_template)}
     if ev.every_steps is not None:
         if ev.every_steps < 1:
@@ -343,8 +364,6 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
             raise ConfigError(f"{src}: global_batch_size and training_args.gradient_accumulation_steps are both set "
                               "(accumulation is derived from global_batch_size: set one)")
         if recipe.accelerate_config is not None:  # the world size it will launch with: check now, not on the GPUs
-            from mlft.training.launch import read_accelerate_config
-
             cfg = read_accelerate_config(recipe.accelerate_config)
             accumulation_steps(recipe, int(cfg.num_processes or 1), f"{src}: global_batch_size")
     if len(set(ev.quantized)) != len(ev.quantized):
@@ -385,7 +404,7 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), c
     """Read, merge (`include:`), override and validate a recipe — before any model or dataset is loaded."""
     path = resolve_path(path)
     src = str(path)
-    data = load_yaml(path)
+    data = load_yaml(path, shipped="recipes")
     data = apply_overrides(data, list(overrides))
     recipe = from_dict(Recipe, data, src)
     recipe.source = src

@@ -3,17 +3,17 @@
 Every term scores a batch of replies with their requested languages by the code `mlft score` runs -- no
 second implementation of a rule lives here:
   language    1.0 when every counted line (>= 5 tokens in the target's tokenisation) is labelled the requested
-              language by the official fastText LID at the official threshold (`mlft.lcb.metrics.analyze_reply`,
+              language by the official fastText LID at the official threshold (`mlft.benchmarks.lcb.metrics.analyze_reply`,
               the per-reply verdict behind LPR); 0.0 when a line is not -- and 0.0 for a reply with NO counted
               line, which LCB leaves out of LPR's denominator (so the skip rule cannot be gamed by short or empty
-              replies, `mlft.lcb.metrics.line_verdict`)
+              replies, `mlft.benchmarks.lcb.metrics.line_verdict`)
   words       non-Latin targets only (WPR's languages): 1.0 for a line-clean counted reply without an English
               word by the official word check (the verdict behind WPR), else 0.0; None (not applicable, no
               signal) for Latin-script targets
   validity    lexical validity in [0, 1]: the share of the reply's words that are words of the target language
-              (`mlft.lcb.guard.lexical_validity`, the guard's column); 0 for a reply without a word; None for a
+              (`mlft.benchmarks.lcb.guard.lexical_validity`, the guard's column); 0 for a reply without a word; None for a
               language without a lexicon
-  degeneracy  -1.0 for a reply the guard flags degenerate (`mlft.lcb.guard.is_degenerate`: empty, no words,
+  degeneracy  -1.0 for a reply the guard flags degenerate (`mlft.benchmarks.lcb.guard.is_degenerate`: empty, no words,
               loops), else 0.0: a penalty
 
 REWARDS is a `mlft.registry.Registry`; a term is a callable `(replies, languages, scorer, **options) -> list of
@@ -38,12 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from mlft.benchmarks.lcb.guard import is_degenerate, lexical_validity
+from mlft.benchmarks.lcb.metrics import ReplyResult, ScoreOptions, analyze_reply, line_verdict, word_verdict
+from mlft.benchmarks.lcb.scoring import load_resources
 from mlft.errors import ConfigError
 from mlft.io.jsonl import append_jsonl, read_jsonl
 from mlft.languages import NON_LATIN
-from mlft.lcb.guard import is_degenerate, lexical_validity
-from mlft.lcb.metrics import ReplyResult, ScoreOptions, analyze_reply, line_verdict, word_verdict
-from mlft.lcb.scoring import load_resources
 from mlft.registry import Registry
 
 REWARD_CURVES = "rewards.jsonl"

@@ -17,30 +17,33 @@ import random
 from pathlib import Path
 
 from mlft.constants import GUARD_METRICS, METRICS
+from mlft.io.metric_rows import MetricRow, rows_of
 
 TRACKED = (*METRICS, *GUARD_METRICS, "unknown", "skipped", "nll")
 SAMPLES = 8
 
 
-def scalars(rows: list[dict]) -> dict[str, float]:
+def scalars(rows: list[MetricRow | dict]) -> dict[str, float]:
     out = {}
-    for r in rows:
-        if (r["metric"] not in TRACKED and not r.get("harness")) or r.get("value") is None:
+    for r in rows_of(rows):
+        harness = r.harness is not None
+        if (r.metric not in TRACKED and not harness) or r.value is None:
             continue
-        lang = "" if r["language"] == "avg" else f"/{r['language']}"
-        base = f"{'harness' if r.get('harness') else 'lcb'}/{r['variant']}/{r['task']}/{r['metric']}"
-        out[base + lang] = float(r["value"])
+        lang = "" if r.language == "avg" else f"/{r.language}"
+        base = f"{'harness' if harness else 'lcb'}/{r.variant}/{r.task}/{r.metric}"
+        out[base + lang] = float(r.value)
         for side in ("low", "high"):
-            if r.get(side) is not None:
-                out[f"{base}_{side}{lang}"] = float(r[side])
+            if getattr(r, side) is not None:
+                out[f"{base}_{side}{lang}"] = float(getattr(r, side))
     return out
 
 
-def samples(run_dir: Path, rows: list[dict], n: int = SAMPLES, seed: int = 0) -> dict[str, list[dict]]:
+def samples(run_dir: Path, rows: list[MetricRow | dict], n: int = SAMPLES, seed: int = 0) -> dict[str, list[dict]]:
     """{variant: [{prompt, language, reply, verdict}]}: a seeded mix of passing and failing replies."""
     out = {}
-    for variant in dict.fromkeys(r["variant"] for r in rows):
-        rel = next((r["outcomes"] for r in rows if r["variant"] == variant and r.get("outcomes")), None)
+    rows = rows_of(rows)
+    for variant in dict.fromkeys(r.variant for r in rows):
+        rel = next((r.outcomes for r in rows if r.variant == variant and r.outcomes), None)
         if rel is None:
             continue
         folder = (run_dir / rel).parent
@@ -95,7 +98,7 @@ def log_scalars(trainer, logs: dict[str, float], step: int) -> None:
         trainer.log(logs)
 
 
-def log_samples(trainer, run_dir: Path, rows: list[dict], step: int) -> None:
+def log_samples(trainer, run_dir: Path, rows: list[MetricRow | dict], step: int) -> None:
     """Send the sample tables to the trackers that take tables (TensorBoard text, W&B tables)."""
     tables = samples(run_dir, rows)
     if not tables:

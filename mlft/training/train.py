@@ -12,6 +12,7 @@ Run directory layout (`recipe.run_dir`):
     chat_template.jinja  the chat template the run trains with (evaluate-run applies it to a base model without one)
     final/               the final model (or LoRA adapter) and tokenizer; merged full weights when the run is a
                          LoRA run on top of other adapters or a local model (its adapter: final_adapter/)
+    report.html          the run's report page (curves, every checkpoint's replies; mlft.reports.page)
     complete             JSON marker written last: steps, wall times
 """
 
@@ -26,16 +27,21 @@ from pathlib import Path
 
 import yaml
 
-from mlft.console import get_logger
+from mlft.console import get_logger, quiet_transformers
+from mlft.data.mix import build_mix, load_mix
 from mlft.errors import ConfigError
+from mlft.generation.models import load, resolve
 from mlft.io.jsonl import read_jsonl
 from mlft.io.locks import OutputLock
 from mlft.provenance import write_results
+from mlft.training.card import push, write_card
+from mlft.training.chat_template import training_chat_template
+from mlft.training.passes import RUN_CHAT_TEMPLATE
 from mlft.training.recipe import MIX_KINDS, Recipe, accumulation_steps, dump_recipe, uses_vllm
 from mlft.training.rewards import reward_curve_callback, reward_functions
 
 COMPLETE = "complete"
-CHAT_TEMPLATE = "chat_template.jinja"
+CHAT_TEMPLATE = RUN_CHAT_TEMPLATE  # the template the run trained with (read by evaluate-run)
 PG_TIMEOUT_MARGIN_S = 600  # the other ranks' wait for an evaluation also covers saving and loading around it
 log = get_logger(__name__)
 
@@ -140,7 +146,6 @@ def _load_dataset(recipe: Recipe, run_dir: Path, state):
     the other ranks read that file (run_dir is on a filesystem every node sees)."""
     import datasets
 
-    from mlft.data.mix import build_mix, load_mix
 
     mix = load_mix(recipe.mix, list(recipe.mix_overrides))
     if state.is_main_process:
@@ -162,7 +167,6 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
     reload the reference from the config's name: the base, without the adapters)."""
     from transformers import AutoTokenizer
 
-    from mlft.generation.models import load, resolve
 
     mref = resolve(start)
     ref_model = None
@@ -179,8 +183,6 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
     if recipe.chat_template != "auto":
         tok.chat_template = Path(recipe.chat_template).read_text(encoding="utf-8")
     elif recipe.trainer == "sft" and getattr(config, "assistant_only_loss", False):
-        from mlft.training.chat_template import training_chat_template
-
         template = training_chat_template(tok)
         if template is not None:
             tok.chat_template = template
@@ -244,7 +246,6 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
 
     from accelerate import PartialState
 
-    from mlft.console import quiet_transformers
 
     t0 = time.time()
     run_dir = Path(recipe.run_dir)
@@ -319,7 +320,6 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
                   "process_group_timeout_s": group_timeout_s(), "eval_in_process": in_process, "resumed_from": last, "final": final_kind, "pid": os.getpid()}
         write_results(run_dir, {"recipe": recipe.to_dict()}, t0, time.time() - t0, {"complete": marker})
         (run_dir / COMPLETE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        from mlft.training.card import push, write_card
 
         try:
             log.info("mlft train: model card %s", write_card(run_dir))

@@ -15,12 +15,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mlft.benchmarks.multisense.data import check_language, check_task, test_file
+from mlft.benchmarks.multisense.prompts import SYSTEM_MESSAGE, chat
 from mlft.config import from_dict
 from mlft.errors import ConfigError
 from mlft.evals.multisense import pipeline
-from mlft.evals.multisense.data import check_language, check_task, test_file
-from mlft.evals.multisense.prompts import SYSTEM_MESSAGE, chat
 from mlft.evals.registry import EvalKind, KindOutput
+from mlft.generation.backends import Request
+from mlft.generation.decoding import Decoding
 
 
 @dataclass
@@ -82,8 +84,6 @@ def validate(opts: MultisenseOptions, where: str) -> None:
 
 def make_chat_fn(backend, opts: MultisenseOptions) -> pipeline.ChatFn:
     """Chat generation with the paper's system message and decoding, through any generation backend."""
-    from mlft.generation.backends import Request
-    from mlft.generation.decoding import Decoding
 
     def chat_fn(ids: list[str], texts: list[str], max_new_tokens: int) -> list[str | None]:
         decoding = Decoding(max_new_tokens=max_new_tokens, temperature=opts.temperature, top_p=opts.top_p,

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from mlft.benchmarks.multisense import metrics, prompts
+from mlft.benchmarks.multisense.data import Item, load_items
+from mlft.benchmarks.multisense.parser import parse_prediction
 from mlft.errors import ConfigError
-from mlft.evals.multisense import metrics, prompts
-from mlft.evals.multisense.data import Item, load_items
-from mlft.evals.multisense.parser import parse_prediction
 from mlft.io.jsonl import JsonlAppender, read_jsonl
 
 CONDITIONS = ("T", "I", "X")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from mlft.benchmarks.polyglot.data import Fact
 from mlft.errors import DataError
-from mlft.evals.polyglot.data import Fact
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mlft.benchmarks.polyglot import metrics
+from mlft.benchmarks.polyglot.data import LANGUAGES, check_language, data_dir, load_facts
 from mlft.config import from_dict
 from mlft.errors import ConfigError
-from mlft.evals.polyglot import metrics
 from mlft.evals.polyglot.cka import score_facts
-from mlft.evals.polyglot.data import LANGUAGES, check_language, data_dir, load_facts
 from mlft.evals.registry import EvalKind, KindOutput
 
 

@@ -13,35 +13,77 @@ key, unreachable or vanished server); everything else ends as a per-request erro
 The CLI flags of `mlft generate` / `mlft eval` are generated from each backend's `Options` dataclass
 (`add_backend_flags`), so a new backend option is one field with a `help` text.
 
-To add a backend: a module with a class that has `name`, `Options` (a dataclass), `capabilities` (which
-intervention hooks it can apply: "processors", "hooks", "transform", "strategy"), `provides` (what eval kinds
-may need from it: "weights" = a local torch model and tokenizer as `.model` / `.tokenizer`, "chat" = chat
-messages, "logprobs" = per-token log-probabilities), a classmethod
+To add a backend: a module with a class that has `name`, `Options` (a dataclass), `capabilities` (a
+`Capabilities`: what it can do -- the rest of mlft asks these, never a backend's name), a classmethod
 `create(options, *, model_ref, model, tokenizer, batch_size, token_stats)`, and the `Backend` methods below;
 then one line in `REGISTRY` (or, from another package: `REGISTRY.add("name", "package.module:Class")`).
+Optional: `refusal` (a hint when an intervention needs a hook it lacks), `unsupported(iv)`, and
+`lm_eval_model(options, *, model_ref, api, batch_size, tokenizer)` (a native lm-eval model; without it an
+`lm_eval` suite runs its generation tasks through the backend's `generate`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
 
-from mlft.config import from_dict
+from mlft.config import add_dataclass_flags, flag_name, flag_values, from_dict
 from mlft.errors import ConfigError, ModelError
 from mlft.registry import Registry
 
-PROVIDES = ("weights", "chat", "logprobs")  # what a backend can offer an eval kind (EvalKind.needs)
+HOOKS = ("processors", "hooks", "transform", "strategy", "rows")  # intervention hooks (Intervention.applies_via)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do. Recipes, passes, the training callback, evaluate-run, the runner and the eval kinds
+    ask these (`capabilities(name)`), never a backend's name; eval kinds name the flags they need (`CAPABILITIES`)."""
+
+    weights: bool = field(default=False, metadata={
+        "help": "holds a local torch model and its tokenizer as `.model` / `.tokenizer` (weight-level evals, "
+                "lm-eval's HFLM, the fluency reference)"})
+    chat: bool = field(default=False, metadata={"help": "takes chat messages"})
+    logprobs: bool = field(default=False, metadata={"help": "can return per-token log-probabilities"})
+    live_model: bool = field(default=False, metadata={
+        "help": "generates with a live in-process model object (`create(model=..., tokenizer=...)`): the training "
+                "callback evaluates the model it trains in place"})
+    data_parallel: bool = field(default=False, metadata={
+        "help": "the ranks of a training job can share its live-model generation (mlft.generation.data_parallel)"})
+    saved_weights: bool = field(default=False, metadata={
+        "help": "loads a model reference or a saved checkpoint itself (a served backend names a served model "
+                "instead): sharded weights are evaluated from the saved checkpoint in a separate process"})
+    placement_options: bool = field(default=False, metadata={
+        "help": "its Options place it (device, dtype): a separate-process evaluation gets the training rank's "
+                "device and dtype"})
+    own_devices: bool = field(default=False, metadata={
+        "help": "places itself on devices through the environment (vLLM: CUDA_VISIBLE_DEVICES and a GPU memory "
+                "share capped to what the training process leaves free)"})
+    hooks: frozenset = field(default=frozenset(), metadata={
+        "help": f"the intervention hooks it can apply (any of {', '.join(HOOKS)})"})
+
+    def __post_init__(self):
+        object.__setattr__(self, "hooks", frozenset(self.hooks))
+        unknown = self.hooks - set(HOOKS)
+        if unknown:
+            raise TypeError(f"Capabilities: unknown hooks {sorted(unknown)}; valid: {', '.join(HOOKS)}")
+
+    def flags(self) -> frozenset[str]:
+        """The names of the flags that are set."""
+        return frozenset(f for f in CAPABILITIES if getattr(self, f))
+
+
+# The one list of capability names (an eval kind's `needs` names some of them)
+CAPABILITIES = tuple(f.name for f in dataclasses.fields(Capabilities) if f.name != "hooks")
 
 
 def _check_backend_class(name: str, cls) -> None:
     for attr in ("Options", "capabilities", "create"):
         if not hasattr(cls, attr):
             raise TypeError(f"backend {name!r} ({cls!r}) has no {attr!r} (see mlft/generation/backends/__init__.py)")
-    unknown = set(getattr(cls, "provides", ())) - set(PROVIDES)
-    if unknown:
-        raise TypeError(f"backend {name!r}: unknown provides {sorted(unknown)}; valid: {', '.join(PROVIDES)}")
+    if not isinstance(cls.capabilities, Capabilities):
+        raise TypeError(f"backend {name!r}: `capabilities` must be a mlft.generation.backends.Capabilities, got "
+                        f"{cls.capabilities!r}")
 
 
 # name -> "module:Class" (imported on first use: the hf backend pulls in torch)
@@ -51,6 +93,7 @@ REGISTRY = Registry("backend", {
     "vllm": "mlft.generation.backends.vllm:VLLMBackend",
 }, check=_check_backend_class)
 BACKENDS = tuple(REGISTRY)  # the built-in names (REGISTRY holds any added later)
+DEFAULT_BACKEND = "hf"      # what --backend / evaluation.backend default to
 
 
 @dataclass
@@ -110,7 +153,7 @@ def cut_reply(ids: list[int], eos_ids, newline_ids, stop_at_newline: bool) -> tu
 class Backend(Protocol):
     name: str
     batch_size: int  # requests the runner hands over per call (hf: one seeded batch)
-    # class attributes (see the module docstring): Options, capabilities, provides; classmethod create(...)
+    # class attributes (see the module docstring): Options, capabilities; classmethod create(...)
 
     def prompt_length(self, request: Request) -> int:
         """A cheap length used to order requests (similar lengths batch together)."""
@@ -133,18 +176,45 @@ def backend_class(name: str, where: str = "backend") -> type:
     return REGISTRY.load(name, where)
 
 
+def capabilities(name: str, where: str = "backend") -> Capabilities:
+    """What backend `name` can do."""
+    return backend_class(name, where).capabilities
+
+
 def provides(name: str) -> frozenset[str]:
-    """What backend `name` offers eval kinds ("weights", "chat", "logprobs")."""
-    return frozenset(getattr(backend_class(name), "provides", ()))
+    """The capability flags backend `name` has (e.g. "weights", "chat", "logprobs")."""
+    return capabilities(name).flags()
 
 
 def holds_weights(name: str) -> bool:
-    return "weights" in provides(name)
+    return capabilities(name).weights
 
 
 def loads_model(name: str) -> bool:
-    """The backend loads a model reference itself (hf, vllm); a served backend (openai) names a served model."""
-    return holds_weights(name) or bool(getattr(backend_class(name), "loads_model", False))
+    """The backend loads a model reference itself; a served backend names a served model instead."""
+    return capabilities(name).weights or capabilities(name).saved_weights
+
+
+def able(test: Callable[[Capabilities], bool]) -> list[str]:
+    """The registered backends whose capabilities pass `test`, in registry order."""
+    return [b for b in REGISTRY if test(capabilities(b))]
+
+
+def able_backend(name: str, hooks: Sequence[str] = (), options: dict | Any | None = None) -> tuple[str, Any]:
+    """(backend, options) that can apply intervention `hooks`: `name` with `options` when it can, else the first
+    registered backend that can and loads saved weights (with its default options); e.g. quantized variants of a
+    vllm evaluation run on a backend that can transform a model."""
+    need = set(hooks)
+    if need <= capabilities(name).hooks:
+        return name, options
+    for b in able(lambda c: need <= c.hooks and (c.weights or c.saved_weights)):
+        return b, None
+    raise ConfigError(f"no registered backend can apply the intervention hooks {sorted(need)}")
+
+
+def option_names(name: str) -> frozenset[str]:
+    """The fields of backend `name`'s Options."""
+    return frozenset(f.name for f in dataclasses.fields(backend_class(name).Options))
 
 
 def backend_options(name: str, options: dict | Any | None, where: str = "backend options"):
@@ -168,10 +238,10 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
     """Refuse, before any generation, interventions this backend cannot apply."""
     cls = backend_class(name)
     for iv in interventions:
-        missing = sorted(set(iv.needs) - set(cls.capabilities))
+        missing = sorted(set(iv.applies_via) - cls.capabilities.hooks)
         if missing:
-            hint = getattr(cls, "refusal", "use a backend that runs the model locally "
-                                            f"({', '.join(b for b in REGISTRY if holds_weights(b))})")
+            ok = [b for b in REGISTRY if set(iv.applies_via) <= capabilities(b).hooks]
+            hint = getattr(cls, "refusal", f"use a backend that can ({', '.join(ok)})")
             raise ConfigError(f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
                               f"which the {name} backend cannot apply: {hint}, or drop the intervention")
         problem = cls.unsupported(iv) if hasattr(cls, "unsupported") else None
@@ -179,56 +249,31 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
             raise ConfigError(f"{where}: intervention {iv.name!r} on the {name} backend: {problem}")
 
 
-# --- CLI flags generated from the options dataclasses ---------------------------------------------------
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _arg_type(tp):
-    origin = typing.get_origin(tp)
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if origin is Literal:
-        return {"type": str, "choices": list(typing.get_args(tp))}
-    if args and origin is not None:  # X | None
-        return _arg_type(args[0])
-    if tp is bool:
-        return {"action": "store_true"}
-    if tp in (int, float, str):
-        return {"type": tp}
-    return {"type": str}
-
+# --- CLI flags generated from the options dataclasses (config.py's generator) -----------------------------
 
 def add_backend_flags(parser) -> None:
     """One flag per field of every backend's Options (shared when two backends have a field of that name)."""
-    seen: dict[str, list[str]] = {}
-    specs: dict[str, tuple] = {}
+    owners: dict[str, list[str]] = {}
     for name in REGISTRY:
-        cls = backend_class(name)
-        hints = typing.get_type_hints(cls.Options)
-        for f in dataclasses.fields(cls.Options):
-            seen.setdefault(f.name, []).append(name)
-            specs.setdefault(f.name, (hints[f.name], f))
+        for f in dataclasses.fields(backend_class(name).Options):
+            owners.setdefault(f.name, []).append(name)
+    prefix = {f: f"{', '.join(names)}: " for f, names in owners.items()}
     group = parser.add_argument_group("backend options (generated from each backend's options)")
-    for fname, (tp, f) in specs.items():
-        default = f.default if f.default is not dataclasses.MISSING else None
-        kw = _arg_type(tp)
-        shown = "" if kw.get("action") or default in (None, "") else f"; default {default}"
-        help_text = f"{', '.join(seen[fname])}: {f.metadata.get('help', '')}{shown}"
-        group.add_argument(_flag(fname), dest=f"backend__{fname}", default=None, help=help_text, **kw)
+    done: set[str] = set()
+    for name in REGISTRY:
+        cls = backend_class(name).Options
+        add_dataclass_flags(group, cls, "backend__", exclude=done, help_prefix=prefix)
+        done |= {f.name for f in dataclasses.fields(cls)}
 
 
 def options_from_args(name: str, args) -> dict:
     """The options the user set on the command line for backend `name`; a flag of another backend is refused."""
-    own = {f.name for f in dataclasses.fields(backend_class(name).Options)}
+    own = option_names(name)
     out = {}
-    for key, value in vars(args).items():
-        if not key.startswith("backend__") or value in (None, False):
-            continue
-        fname = key[len("backend__"):]
+    for fname, value in flag_values(args, "backend__").items():
         if fname not in own:
-            owners = [b for b in REGISTRY if fname in {f.name for f in dataclasses.fields(backend_class(b).Options)}]
-            raise ConfigError(f"{_flag(fname)} is an option of the {'/'.join(owners)} backend, not {name} "
+            owners = [b for b in REGISTRY if fname in option_names(b)]
+            raise ConfigError(f"{flag_name(fname)} is an option of the {'/'.join(owners)} backend, not {name} "
                               f"(--backend {name})")
         out[fname] = value
     return out

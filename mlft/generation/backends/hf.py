@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence
 
 from mlft.errors import ConfigError
-from mlft.generation.backends import Request, Result, cut_reply, encode_request
+from mlft.generation.backends import Capabilities, Request, Result, cut_reply, encode_request
 from mlft.generation.interventions.contrastive import PairedRows
+from mlft.generation.interventions.vocab import vocab_index
+from mlft.generation.models import load
 
 
 @dataclass
@@ -42,6 +44,12 @@ class HFOptions:
         "help": "compute the prompts' shared prefix (e.g. the chat template's system prompt) once and reuse its "
                 "KV cache in every batch"})
     trust_remote_code: bool = field(default=False, metadata={"help": "run the model repository's own code"})
+    decode: Literal["auto", "eager", "static", "compiled"] = field(default="auto", metadata={
+        "help": "how the decode loop runs: eager (a growing KV cache, one kernel per op: the CPU's best), static (a "
+                "preallocated KV cache, eager), compiled (static cache + torch.compile of the decode step: "
+                "transformers' static-cache path, few kernels per token); auto = compiled on a GPU unless an "
+                "intervention hooks the forward pass (steer, learned_gate: they would recompile every step), else "
+                "eager"})
 
 
 def batch_seed(seed: int, first_id: str) -> int:
@@ -66,16 +74,18 @@ def _cache_of(output):
 class HFBackend:
     name = "hf"
     Options = HFOptions
-    capabilities = frozenset({"processors", "hooks", "transform", "strategy", "rows"})
-    provides = frozenset({"weights", "chat", "logprobs"})
+    capabilities = Capabilities(weights=True, chat=True, logprobs=True, live_model=True, data_parallel=True,
+                                saved_weights=True, placement_options=True,
+                                hooks={"processors", "hooks", "transform", "strategy", "rows"})
 
     def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
-                 max_batch_tokens: int = 6144, model_ref: str | None = None, prefix_cache: bool = True):
+                 max_batch_tokens: int = 6144, model_ref: str | None = None, prefix_cache: bool = True,
+                 decode: str = "auto"):
         if batch_size < 1:
             raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.token_stats, self.max_batch_tokens, self.model_ref = token_stats, max_batch_tokens, model_ref
-        self.prefix_cache = prefix_cache
+        self.prefix_cache, self.decode = prefix_cache, decode
         self.live = False  # True when generating with a caller's (training) model: data-parallel ranks hold a copy
         self._prefix: tuple[tuple[int, ...], object] | None = None  # (prefix ids, its KV cache)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -87,8 +97,6 @@ class HFBackend:
     def create(cls, options: HFOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16,
                token_stats=False) -> "HFBackend":
         if model is None:
-            from mlft.generation.models import load
-
             model, tokenizer = load(model_ref, dtype=options.dtype, device=options.device,
                                     trust_remote_code=options.trust_remote_code, chat_template=options.chat_template)
             live = False
@@ -97,7 +105,7 @@ class HFBackend:
         else:
             live = True
         backend = cls(model, tokenizer, batch_size, token_stats, options.max_batch_tokens, model_ref,
-                      options.prefix_cache)
+                      options.prefix_cache, options.decode)
         backend.live = live
         return backend
 
@@ -113,7 +121,7 @@ class HFBackend:
         """The constructor settings (a data-parallel rank builds the same backend over its copy of the model)."""
         return {"batch_size": self.batch_size, "token_stats": self.token_stats,
                 "max_batch_tokens": self.max_batch_tokens, "model_ref": self.model_ref,
-                "prefix_cache": self.prefix_cache}
+                "prefix_cache": self.prefix_cache, "decode": self.decode}
 
     def transformed(self, transforms: Sequence) -> "HFBackend":
         """A backend over the model changed by `transforms` (e.g. quantized), same settings."""
@@ -121,7 +129,7 @@ class HFBackend:
         for iv in transforms:
             model, tok = iv.transform(model, tok, self.model_ref)
         return type(self)(model, tok, self.batch_size, self.token_stats, self.max_batch_tokens, self.model_ref,
-                          self.prefix_cache)
+                          self.prefix_cache, self.decode)
 
     def encode(self, req: Request) -> list[int]:
         return encode_request(self.tokenizer, req)
@@ -132,7 +140,7 @@ class HFBackend:
     def check(self, decoding, interventions: Sequence = ()) -> None:
         if self.token_stats and decoding.num_beams > 1:
             raise ConfigError("token statistics (confusion analysis) need num_beams=1")
-        if any("transform" in iv.needs for iv in interventions):
+        if any("transform" in iv.applies_via for iv in interventions):
             raise ConfigError("hf backend: model transforms are applied by building a transformed backend "
                               "(HFBackend.transformed), not per generate call")
 
@@ -173,7 +181,7 @@ class HFBackend:
 
         device = next(self.model.parameters()).device
         n = len(requests)
-        paired = [iv for iv in interventions if "rows" in iv.needs]
+        paired = [iv for iv in interventions if "rows" in iv.applies_via]
         rows, row_enc, weights = list(requests), list(encoded), None
         if paired:  # contrastive rows: n more rows in the same batch, fed the main rows' tokens
             extra, weights = paired[0].contrast_requests(requests)
@@ -190,7 +198,7 @@ class HFBackend:
         processors = [log] if log else []
         contrastive = None
         for iv in interventions:
-            if "rows" in iv.needs:
+            if "rows" in iv.applies_via:
                 contrastive = iv.paired_processor(weights)
                 processors.append(contrastive)
             processors += iv.logits_processors(self.tokenizer, languages, self.model)
@@ -213,21 +221,27 @@ class HFBackend:
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.random.fork_rng(devices=devices))
             stack.enter_context(torch.inference_mode())
-            cache = self._prefix_kv(prefix, len(rows)) if p else None  # before the hooks: the prompt's own states
+            mode = self.decode_mode(device, decoding, interventions)
+            static = None if mode == "eager" else width + decoding.max_new_tokens  # the static cache's length
+            cache = self._prefix_kv(prefix, len(rows), static) if p else None  # before the hooks: the prompt's own
             if p and cache is None:  # the model returned no cache (e.g. checkpointing on): the whole prompt
                 input_ids, mask = self._unprefixed(row_enc, width, device)
             extra = {_cache_kwarg(self.model): cache} if cache is not None else {}
+            if static is not None:
+                extra.update(self._static_kwargs(mode, cache is None))
             for iv in interventions:
                 stack.enter_context(iv.hooks_batch(self.model, rows, mask))
             if decoding.seed is not None:
                 torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
             if any(r.stop_at_newline for r in requests):
-                extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(self._newline_ids(),
-                                                                               [r.stop_at_newline for r in rows])])
+                extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(
+                    self._newline_ids(), [r.stop_at_newline for r in rows], device=device)])
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
                 logits_processor=LogitsProcessorList(chain), **decoding.hf_kwargs(), **extra)
             out = out[:n]
+            if log is not None:
+                log.to_host()  # the per-step records, stacked and copied once
         seconds = (time.perf_counter() - started) / len(requests)
         generated = out[:, width:].tolist()
         for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):
@@ -254,8 +268,6 @@ class HFBackend:
     def _newline_ids(self) -> frozenset[int]:
         """Token ids whose text holds a newline (byte-level vocabularies have many)."""
         if getattr(self, "_nl", None) is None:
-            from mlft.generation.interventions.vocab import vocab_index
-
             self._nl = frozenset(i for i, t in enumerate(vocab_index(self.tokenizer).texts) if t and "\n" in t)
         return self._nl
 
@@ -264,7 +276,7 @@ class HFBackend:
         own), or [] when prefix caching does not apply (off, beam search, forward hooks that change the
         prompt's states)."""
         if not self.prefix_cache or decoding.num_beams > 1 or any(
-                "hooks" in iv.needs and not iv.prefix_safe for iv in interventions):
+                "hooks" in iv.applies_via and not iv.prefix_safe for iv in interventions):
             return []
         n = min(len(e) for e in encoded) - 1
         first = encoded[0]
@@ -275,8 +287,33 @@ class HFBackend:
             n = k
         return first[:n] if n >= self.MIN_PREFIX else []
 
-    def _prefix_kv(self, prefix: list[int], rows: int):
-        """A copy of the prefix's KV cache, repeated for `rows` rows (computed once per prefix)."""
+    def decode_mode(self, device, decoding, interventions=()) -> str:
+        """eager / static / compiled: the `decode` option, with auto resolved for this device and batch."""
+        if decoding.num_beams > 1:  # beams reorder the cache each step: transformers' own (dynamic) path
+            return "eager"
+        if self.decode != "auto":
+            return self.decode
+        if device.type != "cuda" or any("hooks" in iv.applies_via for iv in interventions):
+            return "eager"  # a CPU runs op by op anyway; hooks' Python state would recompile every step
+        return "compiled"
+
+    def _static_kwargs(self, mode: str, own_cache: bool) -> dict:
+        """`generate` arguments of the static-cache path: transformers allocates the cache itself when no prefix
+        cache is passed; it compiles the decode step (on a GPU) unless `mode` is static."""
+        kw: dict = {"cache_implementation": "static"} if own_cache else {}
+        if mode == "static":
+            kw["disable_compile"] = True
+        else:
+            from transformers import CompileConfig
+
+            config = CompileConfig(fullgraph=False)
+            config._compile_all_devices = True  # `compiled` asked for explicitly compiles on any device (a CPU too)
+            kw["compile_config"] = config
+        return kw
+
+    def _prefix_kv(self, prefix: list[int], rows: int, static_len: int | None = None):
+        """A copy of the prefix's KV cache, repeated for `rows` rows (computed once per prefix); with
+        `static_len`, a static cache of that length holding the prefix (the compiled path's cache)."""
         import copy
 
         import torch
@@ -287,8 +324,21 @@ class HFBackend:
             self._prefix = (key, _cache_of(self.model(input_ids=ids, use_cache=True, logits_to_keep=1)))
         if self._prefix[1] is None:
             return None
+        if static_len is not None:
+            return self._static_prefix(self._prefix[1], rows, static_len)
         cache = copy.deepcopy(self._prefix[1])
         cache.batch_repeat_interleave(rows)
+        return cache
+
+    def _static_prefix(self, prefix_cache, rows: int, length: int):
+        """A StaticCache of `length` positions whose first ones hold the prefix's keys and values, per row."""
+        from transformers import StaticCache
+
+        cache = StaticCache(config=self.model.config, max_cache_len=length)
+        if len(cache.layers) != len(prefix_cache.layers):
+            return None  # not one layer per decoder layer: the plain path
+        for static, layer in zip(cache.layers, prefix_cache.layers):
+            static.update(layer.keys.repeat_interleave(rows, dim=0), layer.values.repeat_interleave(rows, dim=0))
         return cache
 
     def _unprefixed(self, encoded: list[list[int]], width: int, device):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 from mlft.errors import BackendError, ConfigError
-from mlft.generation.backends import Request, Result
+from mlft.generation.backends import Capabilities, Request, Result
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 FATAL_STATUS = {401: "the API key was rejected", 403: "access forbidden", 404: "not found (check base URL / model)"}
@@ -62,8 +62,7 @@ class _ServerGone(Exception):
 class OpenAIBackend:
     name = "openai"
     Options = OpenAIOptions
-    capabilities = frozenset({"strategy"})
-    provides = frozenset({"chat"})
+    capabilities = Capabilities(chat=True, hooks={"strategy"})  # a served model: no weights, no checkpoints
 
     def __init__(self, model: str, options: OpenAIOptions | None = None, batch_size: int | None = None, **kw):
         o = options or OpenAIOptions(**kw)
@@ -97,6 +96,41 @@ class OpenAIBackend:
         backend.preflight()
         return backend
 
+    @staticmethod
+    def lm_eval_generation_only(lm_options) -> bool:
+        """An `lm_eval` suite's model on this server scores no log-likelihoods through the chat endpoint."""
+        return lm_options.api == "chat"
+
+    @classmethod
+    def lm_eval_model(cls, options: OpenAIOptions, *, model_ref: str | None, lm_options):
+        """lm-eval's API model on the same server (`api: chat` -> local-chat-completions, generation tasks only;
+        `api: completions` -> local-completions, which also scores log-likelihoods and needs `tokenizer`), with
+        mlft's key (never exported to the environment)."""
+        from lm_eval.api.registry import get_model
+
+        o = lm_options
+        if not model_ref:
+            raise ConfigError("openai backend: --model names the served model; none given")
+        base = (options.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        key = options.api_key or os.environ.get(options.api_key_env)
+        if not key:
+            raise ConfigError(f"openai backend: no API key: pass --api-key or set ${options.api_key_env}")
+        name = "local-chat-completions" if o.api == "chat" else "local-completions"
+        api_cls = get_model(name)
+        keyed = type(f"Mlft{api_cls.__name__}", (api_cls,), {"api_key": property(lambda self: key)})
+        kwargs = {"model": model_ref,
+                  "base_url": f"{base}/{'chat/completions' if o.api == 'chat' else 'completions'}",
+                  "num_concurrent": options.concurrency, "max_retries": options.max_retries,
+                  "timeout": int(options.timeout), "batch_size": 1 if o.api == "chat" else o.batch_size}
+        if o.api == "chat":
+            kwargs["tokenizer_backend"] = None
+        else:
+            if not o.tokenizer:
+                raise ConfigError("lm_eval suite on the openai backend with api=completions: set `tokenizer` (the "
+                                  "served model's hub id or folder)")
+            kwargs["tokenizer"] = o.tokenizer
+        return keyed(**kwargs)
+
     def __repr__(self):  # never show the key
         return f"OpenAIBackend(model={self.model!r}, base_url={self.base_url!r})"
 
@@ -110,7 +144,7 @@ class OpenAIBackend:
         if decoding.num_beams > 1:
             raise ConfigError("openai backend: beam search (num_beams > 1) is not offered by the API; use hf")
         for iv in interventions:
-            if set(iv.needs) - self.capabilities:
+            if set(iv.applies_via) - self.capabilities.hooks:
                 raise ConfigError(f"openai backend: intervention {iv.name!r} needs the model's internals; use hf")
 
     def preflight(self) -> None:

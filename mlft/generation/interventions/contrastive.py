@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from mlft.errors import ConfigError
 from mlft.generation.interventions import Intervention, register
 from mlft.generation.interventions.steer import prompt_text
+from mlft.langid import check_lid_spec, identifier
 from mlft.languages import LANGUAGES
-from mlft.lcb.langid import check_lid_spec, identifier
 
 # names of languages outside LCB's 15 that a user prompt file may target
 OTHER_NAMES = {
@@ -59,7 +59,10 @@ class ContrastiveProcessor:
     step): scores - weight_i * log_softmax(other), among the plausible tokens, for rows with weight_i > 0."""
 
     def __init__(self, weights, plausibility: float):
+        import torch
+
         self.weights, self.plausibility = weights, plausibility
+        self.log_plausibility = float(torch.log(torch.tensor(plausibility))) if plausibility > 0 else None
         self.other = None
 
     def __call__(self, input_ids, scores):
@@ -67,22 +70,18 @@ class ContrastiveProcessor:
 
         if self.other is None:
             raise RuntimeError("contrastive: the backend did not hand over the contrastive rows' scores")
-        w = self.weights.to(scores.device)
-        active = w > 0
-        if not bool(active.any()):
-            return scores
+        if self.weights.device != scores.device:  # built elsewhere: moved once
+            self.weights = self.weights.to(scores.device)
+        w = self.weights
         other = torch.log_softmax(self.other.float(), dim=-1)
-        out = scores.clone()
-        a = active.nonzero().squeeze(-1)
-        main = scores[a].float()
-        combined = main - w[a, None] * other[a, :main.shape[-1]]
-        if self.plausibility > 0:
+        main = scores.float()
+        combined = main - w[:, None] * other[:, :main.shape[-1]]
+        if self.log_plausibility is not None:
             logp = torch.log_softmax(main, dim=-1)
-            keep = logp >= logp.max(-1, keepdim=True).values + torch.log(torch.tensor(self.plausibility))
+            keep = logp >= logp.max(-1, keepdim=True).values + self.log_plausibility
             combined = combined.masked_fill(~keep, float("-inf"))
-        out[a] = combined.to(scores.dtype)
         self.other = None
-        return out
+        return torch.where((w > 0)[:, None], combined.to(scores.dtype), scores)  # rows with weight 0: untouched
 
 
 class PairedRows:
@@ -108,7 +107,7 @@ class PairedRows:
 class Contrastive(Intervention):
     name = "contrastive"
     Options = ContrastiveOptions
-    needs = frozenset({"processors", "rows"})
+    applies_via = frozenset({"processors", "rows"})
     description = "language-contrastive decoding: subtract lambda x the log-probs under a wrong-language prompt"
 
     def validate(self, where: str) -> None:

@@ -39,40 +39,53 @@ class ScriptGateOptions:
 
 
 class GateProcessor:
+    """The gate over a batch's logits: its masks move to the logits' device and are padded to their width once
+    (the first step); every step is device-side (no host read), the `needed` test included."""
+
     def __init__(self, masks, options: ScriptGateOptions, norm_scale=None):
         self.allowed = masks          # [rows, vocab] bool (all True for ungated rows)
         self.o = options
         self.norm_scale = norm_scale  # [vocab] or None
         self.fired = None
         self.steps = 0
+        self._ready = None            # (device, width) the tables are prepared for
+
+    def _prepare(self, scores) -> None:
+        import torch
+
+        key = (scores.device, scores.shape[-1])
+        if self._ready == key:
+            return
+        allowed = self.allowed[:, :scores.shape[-1]].to(scores.device)
+        if allowed.shape[-1] < scores.shape[-1]:  # the model's logits may be padded beyond the tokenizer
+            pad = torch.ones(allowed.shape[0], scores.shape[-1] - allowed.shape[-1], dtype=torch.bool,
+                             device=scores.device)
+            allowed = torch.cat([allowed, pad], dim=-1)
+        self.allowed, self.disallowed = allowed, ~allowed
+        self.gated_rows = self.disallowed.any(-1)  # hard / soft: a row is gated at every step or never
+        if self.norm_scale is not None:
+            self.norm_scale = self.norm_scale[:scores.shape[-1]].to(scores.device)
+        self._ready = key
 
     def __call__(self, input_ids, scores):
         import torch
 
-        allowed = self.allowed[:, :scores.shape[-1]]
-        if allowed.shape[-1] < scores.shape[-1]:  # the model's logits may be padded beyond the tokenizer
-            pad = torch.ones(allowed.shape[0], scores.shape[-1] - allowed.shape[-1], dtype=torch.bool)
-            allowed = torch.cat([allowed, pad], dim=-1)
+        self._prepare(scores)
         if self.fired is None:
-            self.fired = torch.zeros(scores.shape[0], dtype=torch.long)
+            self.fired = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
         self.steps += 1
         if self.o.mode == "hard":
-            apply = (~allowed).any(-1)
-            out = scores.masked_fill(~allowed, float("-inf"))
-        elif self.o.mode == "soft":
-            apply = (~allowed).any(-1)
-            out = scores - self.o.penalty * (~allowed).to(scores.dtype)
-        else:
-            judged = scores if self.norm_scale is None else scores * self.norm_scale[:scores.shape[-1]]
-            top = judged.topk(min(self.o.top_k, judged.shape[-1]), dim=-1).indices
-            top1_bad = ~allowed.gather(-1, top[:, :1]).squeeze(-1)
-            alternative = allowed.gather(-1, top).any(-1)
-            apply = top1_bad & alternative
-            out = scores.clone()
-            out[apply] = scores[apply].masked_fill(~allowed[apply], float("-inf"))
-        if self.o.mode == "needed":
-            self.fired += apply.long().cpu()
-        return out
+            return scores.masked_fill(self.disallowed, float("-inf"))
+        if self.o.mode == "soft":
+            return scores - self.o.penalty * self.disallowed.to(scores.dtype)
+        allowed = self.allowed
+        judged = scores if self.norm_scale is None else scores * self.norm_scale
+        top = judged.topk(min(self.o.top_k, judged.shape[-1]), dim=-1).indices
+        top1_bad = ~allowed.gather(-1, top[:, :1]).squeeze(-1)
+        alternative = allowed.gather(-1, top).any(-1)
+        apply = top1_bad & alternative
+        self.fired += apply
+        return scores.masked_fill(apply[:, None] & self.disallowed, float("-inf"))
 
     def stats(self, row: int) -> dict:
         if self.o.mode != "needed" or self.fired is None:
@@ -96,7 +109,7 @@ def _mask(tokenizer, scripts):
 class ScriptGate(Intervention):
     name = "script_gate"
     Options = ScriptGateOptions
-    needs = frozenset({"processors"})
+    applies_via = frozenset({"processors"})
     description = "keep replies in the scripts of the target language (hard / soft / only when needed)"
 
     def validate(self, where: str) -> None:
@@ -121,4 +134,6 @@ class ScriptGate(Intervention):
         if self.options.calibrate and model is not None:
             norms = model.get_output_embeddings().weight.detach().float().norm(dim=-1)
             scale = (norms.mean() / norms.clamp_min(1e-6)) ** self.options.calibrate
-        return [GateProcessor(torch.stack(rows), self.options, scale)]
+        device = None if model is None else next(model.parameters()).device  # built there once per batch
+        masks = torch.stack(rows).to(device) if device is not None else torch.stack(rows)
+        return [GateProcessor(masks, self.options, None if scale is None else scale.to(masks.device))]

@@ -32,6 +32,7 @@ from typing import Literal
 from mlft.errors import ConfigError
 from mlft.generation.gating import FAMILIES, MASKABLE, candidate_families, load_gate, logsumexp
 from mlft.generation.interventions import Intervention, register
+from mlft.generation.sync_count import host_checks
 
 
 @dataclass
@@ -63,50 +64,79 @@ class _Capture:
     prefix_tokens: list[int] | None = None
 
 
+def _on(t, device):
+    """`t` on `device` (no call at all when it is there already: nothing per step)."""
+    return t if t.device == device else t.to(device)
+
+
 class LearnedGateProcessor:
+    """Per step on the logits' device: the gate's prediction, the reply's last letter family (tracked
+    incrementally, one new token a step), the `needed` test and the mask; no host read on an accelerator (on a
+    CPU, where a read costs nothing, it skips the work no row needs)."""
+
     def __init__(self, gate, options: LearnedGateOptions, capture: _Capture):
         import torch
 
         self.gate, self.o, self.capture = gate, options, capture
         self.maskable = torch.tensor([f in MASKABLE for f in FAMILIES])
         self.no_letter = torch.tensor([f in ("symbol", "fragment") for f in FAMILIES])
-        self.families = None      # [vocab] sized to the scores
+        self.families = None      # [vocab] sized to the scores, on their device
         self.prompt_width = None
         self.fired = None
         self.top1 = None
+        self._seen = None         # columns of input_ids scanned for letters so far
+        self._row_start = None    # [rows] first column of each row's reply (its prefix included)
+        self._has_letter = None   # [rows] bool: the reply holds a letter token
+        self._last = None         # [rows] family of the reply's last letter token
 
-    def _tables(self, width: int):
+    def _tables(self, width: int, device):
         import torch
 
-        if self.families is None or len(self.families) != width:
+        if self.families is None or len(self.families) != width or self.families.device != device:
             fam = self.gate.families[:width]
             if len(fam) < width:  # logits padded beyond the tokenizer: symbol (never masked)
                 fam = torch.cat([fam, torch.full((width - len(fam),), FAMILIES.index("symbol"), dtype=fam.dtype)])
-            self.families = fam
+            self.families = fam.to(device)
+            self.maskable, self.no_letter = self.maskable.to(device), self.no_letter.to(device)
+
+    def _scan(self, input_ids) -> None:
+        """Update, from the columns not seen yet, which rows' replies hold a letter and the last one's family."""
+        import torch
+
+        rows, width = input_ids.shape
+        device = input_ids.device
+        if self._seen is None:
+            own = self.capture.prefix_tokens or [0] * rows  # reply tokens already in the prompt
+            starts = [self.prompt_width - n for n in own[:rows]] + [self.prompt_width] * (rows - len(own))
+            self._seen = min(starts)
+            self._row_start = torch.tensor(starts, device=device)
+            self._has_letter = torch.zeros(rows, dtype=torch.bool, device=device)
+            self._last = torch.zeros(rows, dtype=torch.long, device=device)
+        if self.families is None or self.families.device != device:
+            self._tables(len(self.gate.families), device)
+        if width <= self._seen:
+            return
+        cols = torch.arange(self._seen, width, device=device)
+        gen = input_ids[:, self._seen:]
+        fam = self.families[gen.clamp_max(len(self.families) - 1)]
+        letter = ~self.no_letter[fam] & (cols[None, :] >= self._row_start[:, None])
+        any_new = letter.any(-1)
+        pos = letter.shape[1] - 1 - letter.flip(-1).to(torch.uint8).argmax(-1)  # the last letter token
+        self._last = torch.where(any_new, fam.gather(1, pos[:, None]).squeeze(1), self._last)
+        self._has_letter = self._has_letter | any_new
+        self._seen = width
 
     def allowed(self, probs, input_ids):
         """([rows, families] allowed, [rows, families] the gate's own prediction, [rows] may gate)."""
         import torch
 
-        pred = probs >= self.o.threshold
-        pred[torch.arange(len(pred)), probs.argmax(-1)] = True
-        allowed = pred.clone()
-        rows = len(pred)
-        may_gate = torch.ones(rows, dtype=torch.bool)
-        if self.o.keep_last:
-            own = self.capture.prefix_tokens or [0] * rows  # reply tokens already in the prompt
-            start = self.prompt_width - max(own[:rows], default=0)
-            gen = input_ids[:, start:].cpu()
-            fam = self.families[gen.clamp_max(len(self.families) - 1)] if gen.numel() else gen
-            letter = ~self.no_letter[fam] if gen.numel() else torch.zeros(rows, 0, dtype=torch.bool)
-            for r, n in enumerate(own[:rows]):  # the prompt's tokens before a row's own reply prefix
-                letter[r, :self.prompt_width - start - n] = False
-            may_gate = letter.any(-1)
-            if bool(may_gate.any()):
-                pos = letter.shape[1] - 1 - letter.flip(-1).float().argmax(-1)  # the last letter token
-                last = fam[torch.arange(rows), pos]
-                allowed[may_gate, last[may_gate]] = True
-        return allowed, pred, may_gate
+        pred = (probs >= self.o.threshold) | torch.nn.functional.one_hot(probs.argmax(-1), probs.shape[-1]).bool()
+        if not self.o.keep_last:
+            return pred.clone(), pred, torch.ones(len(pred), dtype=torch.bool, device=pred.device)
+        self._scan(input_ids)
+        may_gate, last = (_on(t, pred.device) for t in (self._has_letter, self._last))
+        last = torch.nn.functional.one_hot(last, pred.shape[-1]).bool()
+        return pred | (last & may_gate[:, None]), pred, may_gate
 
     def __call__(self, input_ids, scores):
         import torch
@@ -116,39 +146,38 @@ class LearnedGateProcessor:
         rows, width = scores.shape
         if self.prompt_width is None:  # the first call sees the prompt (and its padding) only
             self.prompt_width = input_ids.shape[1]
+        self._tables(width, scores.device)
         if self.fired is None:
-            self.fired = torch.zeros(rows, dtype=torch.long)
-            self.top1 = torch.zeros(rows, dtype=torch.long)
-        self._tables(width)
-        probs = self.gate.predict(self.capture.value[:rows]).cpu()
+            self.fired = torch.zeros(rows, dtype=torch.long, device=scores.device)
+            self.top1 = torch.zeros(rows, dtype=torch.long, device=scores.device)
+        probs = _on(self.gate.predict(self.capture.value[:rows]), scores.device)  # the gate runs there
         allowed, pred, may_gate = self.allowed(probs, input_ids)
         to_mask = ~allowed & self.maskable
         open_rows = may_gate & to_mask.any(-1)
-        apply = torch.zeros(rows, dtype=torch.bool)
-        top = None
-        if bool(open_rows.any()):  # (before the reply's first letter nothing is gated: no work at all)
-            logits = scores.detach().float().cpu()
-            top = logits.argmax(-1)
-            cand = torch.nn.functional.one_hot(self.families[top], len(FAMILIES)).bool()
-            if self.o.needed == "candidates" and self.o.top_k != 1:  # the nucleus; when the top token alone
-                scaled = logits / self.o.temperature
-                first = (scaled.gather(1, top[:, None]) - logsumexp(scaled)).exp()
-                wide = open_rows & (first.squeeze(1) < self.o.top_p)  # fills it, that is all
-                if bool(wide.any()):
-                    cand[wide] = candidate_families(scaled[wide], self.families, self.o.top_k or width, self.o.top_p)
-            need = open_rows & (cand & to_mask).any(-1)
-            if bool(need.any()):  # an allowed family must be near the top
-                near = candidate_families(logits[need], self.families, self.o.alternative_k, 1.0) | cand[need]
-                apply[need] = (near & pred[need]).any(-1)
-        if not bool(apply.any()):
+        host = host_checks(scores)  # a CPU: skip the work no row needs (before the reply's first letter...)
+        if host and not bool(open_rows.any()):
             return scores
-        self.fired += apply.long()
-        self.top1 += (apply & to_mask.gather(1, self.families[top][:, None]).squeeze(1)).long()
-        vocab_mask = to_mask[apply][:, self.families]  # [gated rows, vocab]: the masked families' tokens
-        out = scores.clone()
-        out[apply.to(scores.device)] = scores[apply.to(scores.device)].masked_fill(vocab_mask.to(scores.device),
-                                                                                   float("-inf"))
-        return out
+        logits = scores.detach().float()
+        top = logits.argmax(-1)
+        cand = torch.nn.functional.one_hot(self.families[top], len(FAMILIES)).bool()
+        if self.o.needed == "candidates" and self.o.top_k != 1:  # the nucleus; when the top token alone
+            scaled = logits / self.o.temperature
+            first = (scaled.gather(1, top[:, None]) - logsumexp(scaled)).exp()
+            wide = open_rows & (first.squeeze(1) < self.o.top_p)  # fills it, that is all
+            if not host:
+                nucleus = candidate_families(scaled, self.families, self.o.top_k or width, self.o.top_p)
+                cand = torch.where(wide[:, None], nucleus, cand)
+            elif bool(wide.any()):
+                cand[wide] = candidate_families(scaled[wide], self.families, self.o.top_k or width, self.o.top_p)
+        need = open_rows & (cand & to_mask).any(-1)
+        if host and not bool(need.any()):
+            return scores
+        near = candidate_families(logits, self.families, self.o.alternative_k, 1.0) | cand  # an allowed family
+        apply = need & (near & pred).any(-1)  # near the top
+        self.fired += apply
+        self.top1 += apply & to_mask.gather(1, self.families[top][:, None]).squeeze(1)
+        vocab_mask = to_mask.index_select(1, self.families)  # [rows, vocab]: the masked families' tokens
+        return scores.masked_fill(apply[:, None] & vocab_mask, float("-inf"))
 
     def stats(self, row: int) -> dict:
         if self.fired is None or row >= len(self.fired):
@@ -176,7 +205,7 @@ class _HiddenHook:
 class LearnedGate(Intervention):
     name = "learned_gate"
     Options = LearnedGateOptions
-    needs = frozenset({"processors", "hooks"})
+    applies_via = frozenset({"processors", "hooks"})
     prefix_safe = True  # it only reads the last hidden state
     description = "learned Language Confusion Gate: mask wrong token families only when needed (Zhang et al. 2026)"
 
@@ -208,6 +237,9 @@ class LearnedGate(Intervention):
             raise ConfigError(f"learned_gate: {self.options.gate} covers {len(gate.families)} tokens, this "
                               f"tokenizer has {len(tokenizer)} ({gate.model}): train a gate for this model")
         self._tokenizer = tokenizer
+        device = next(model.parameters()).device
+        if next(gate.net.parameters()).device != device:  # the gate runs where the hidden states are
+            gate.net.to(device)
         return [LearnedGateProcessor(gate, self.options, self._capture)]
 
     def hooks_batch(self, model, requests, attention_mask=None):

@@ -68,6 +68,9 @@ def language_table(tokenizer) -> dict[int, list[float]]:
 
 
 class PriorProcessor:
+    """Per step, device-side (no host read): the rows whose top-1 token starts a foreign word while a target word
+    is near get their foreign words masked (`active` rows only; a batch without one gets no processor)."""
+
     def __init__(self, foreign, target, active, top_k: int):
         self.foreign, self.target, self.active, self.top_k = foreign, target, active, top_k
         self.fired = None
@@ -75,21 +78,19 @@ class PriorProcessor:
     def __call__(self, input_ids, scores):
         import torch
 
+        if self.foreign.device != scores.device:  # built elsewhere: moved once
+            self.foreign, self.target, self.active = (t.to(scores.device) for t in (self.foreign, self.target,
+                                                                                     self.active))
         if self.fired is None:
-            self.fired = torch.zeros(scores.shape[0], dtype=torch.long)
-        if not bool(self.active.any()):
-            return scores
+            self.fired = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
         v = self.foreign.shape[-1]
         top = scores[:, :v].topk(self.top_k, dim=-1).indices
         top1_foreign = self.foreign.gather(-1, top[:, :1]).squeeze(-1)
         alternative = self.target.gather(-1, top).any(-1)
         apply = self.active & top1_foreign & alternative
-        if bool(apply.any()):
-            scores = scores.clone()
-            rows = apply.nonzero().squeeze(-1)
-            scores[rows, :v] = scores[rows, :v].masked_fill(self.foreign[rows], float("-inf"))
-            self.fired += apply.long().cpu()
-        return scores
+        self.fired += apply
+        masked = scores[:, :v].masked_fill(apply[:, None] & self.foreign, float("-inf"))
+        return masked if v == scores.shape[-1] else torch.cat([masked, scores[:, v:]], dim=-1)
 
     def stats(self, row: int) -> dict:
         return {} if self.fired is None else {"language_prior_steps": int(self.fired[row])}
@@ -99,7 +100,7 @@ class PriorProcessor:
 class LanguagePrior(Intervention):
     name = "language_prior"
     Options = LanguagePriorOptions
-    needs = frozenset({"processors"})
+    applies_via = frozenset({"processors"})
     description = "for Latin-script targets, mask clearly foreign (e.g. English) words when a target word is near"
 
     def validate(self, where: str) -> None:
@@ -142,7 +143,24 @@ class LanguagePrior(Intervention):
                 rows_f.append(torch.zeros(n, dtype=torch.bool))
                 rows_t.append(torch.zeros(n, dtype=torch.bool))
                 active.append(False)
-        return [PriorProcessor(torch.stack(rows_f), torch.stack(rows_t), torch.tensor(active), self.options.top_k)]
+        if not any(active):  # no row the prior acts for: nothing to run per step (known on the host)
+            return [NoPrior(len(languages))]
+        device = None if model is None else next(model.parameters()).device  # built there once per batch
+        return [PriorProcessor(*(t.to(device) if device is not None else t for t in (
+            torch.stack(rows_f), torch.stack(rows_t), torch.tensor(active))), self.options.top_k)]
+
+
+class NoPrior:
+    """A batch without a row the prior acts for: scores untouched, zero steps recorded."""
+
+    def __init__(self, rows: int):
+        self.rows = rows
+
+    def __call__(self, input_ids, scores):
+        return scores
+
+    def stats(self, row: int) -> dict:
+        return {"language_prior_steps": 0}
 
 
 _MASKS: dict = {}

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
+from mlft.console import quiet_transformers
 from mlft.errors import ModelError
 from mlft.generation.interventions import Intervention, register
+from mlft.generation.models import default_device, load, resolve
 
 Scheme = Literal["w8", "w4", "w8a8"]  # the one list of schemes (recipes, the demo and the CLI read it here)
 SCHEMES: tuple[str, ...] = get_args(Scheme)
@@ -34,7 +36,7 @@ class QuantizeOptions:
 class Quantize(Intervention):
     name = "quantize"
     Options = QuantizeOptions
-    needs = frozenset({"transform"})
+    applies_via = frozenset({"transform"})
     description = "generate with a quantized copy of the model"
     from_saved_weights = True
 
@@ -50,7 +52,6 @@ class Quantize(Intervention):
 @contextmanager
 def _full_weights(ref: str):
     """A folder with full (merged) weights for `ref`, which may be a LoRA adapter folder."""
-    from mlft.generation.models import load, resolve
 
     mref = resolve(ref)
     if mref.kind != "adapter":
@@ -71,8 +72,6 @@ def load_quantized(ref: str | Path, scheme: str):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-    from mlft.console import quiet_transformers
-    from mlft.generation.models import default_device
 
     quiet_transformers()
     warnings.filterwarnings("ignore", message=".*MatMul8bitLt.*")  # once per generated token otherwise

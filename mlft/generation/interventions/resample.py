@@ -15,9 +15,13 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 
+from mlft.benchmarks.lcb.guard import is_degenerate
+from mlft.benchmarks.lcb.metrics import normalize
+from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.errors import ConfigError
 from mlft.generation.backends import Request, Result
 from mlft.generation.interventions import Intervention, register
+from mlft.langid import check_lid_spec, identifier
 
 
 @dataclass
@@ -44,14 +48,13 @@ class _Line:
 class LineResample(Intervention):
     name = "line_resample"
     Options = LineResampleOptions
-    needs = frozenset({"strategy"})
+    applies_via = frozenset({"strategy"})
     description = "redraw reply lines that a verifier LID places in the wrong language"
 
     def validate(self, where: str) -> None:
         o = self.options
         if o.tries < 1 or o.min_words < 1 or o.max_lines < 1 or (o.temperature is not None and o.temperature < 0):
             raise ConfigError(f"{where}: tries, min_words and max_lines >= 1 and temperature >= 0 required")
-        from mlft.lcb.langid import check_lid_spec
 
         check_lid_spec(o.verifier, f"{where}.verifier")
 
@@ -62,10 +65,6 @@ class LineResample(Intervention):
         ranks below everything: resampling must not trade a wrong-language line for an uncounted reply. A first
         draw that would end the reply uncounted is redrawn too, and kept unless a redraw is judged in the target
         language."""
-        from mlft.lcb.guard import is_degenerate
-        from mlft.lcb.langid import identifier
-        from mlft.lcb.metrics import normalize
-        from mlft.lcb.tokenize import tokenize
 
         text = normalize(line)
         if language is None:

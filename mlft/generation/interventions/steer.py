@@ -26,7 +26,7 @@ from typing import Literal
 from mlft.errors import ConfigError
 from mlft.generation.interventions import Intervention, register
 from mlft.generation.steering import decoder_layers, load_vectors
-from mlft.lcb.langid import check_lid_spec, identifier
+from mlft.langid import check_lid_spec, identifier
 from mlft.provenance import read_sidecar
 
 
@@ -69,7 +69,9 @@ class SteerHooks:
     def _hook(self, index):
         def hook(module, args, output):
             hidden = output[0] if isinstance(output, tuple) else output
-            shift = self.shifts[index].to(hidden.dtype).to(hidden.device)
+            shift = self.shifts[index]
+            if shift.device != hidden.device or shift.dtype != hidden.dtype:  # once per batch, not per step
+                shift = self.shifts[index] = shift.to(device=hidden.device, dtype=hidden.dtype)
             if hidden.shape[0] != shift.shape[0]:  # beams: rows repeated
                 shift = shift.repeat_interleave(hidden.shape[0] // shift.shape[0], dim=0)
             first = self.calls[index] == 0
@@ -105,7 +107,7 @@ _SOURCES: dict = {}
 class Steer(Intervention):
     name = "steer"
     Options = SteerOptions
-    needs = frozenset({"hooks"})
+    applies_via = frozenset({"hooks"})
     description = "add the source->target language direction to the residual stream at chosen layers"
 
     def validate(self, where: str) -> None:
@@ -186,6 +188,8 @@ class Steer(Intervention):
                               f"{vec.hidden_size} and >= {max(vec.layers) + 1} layers ({vec.model}), not this one "
                               f"({model.config.hidden_size}, {len(layers)} layers)")
         shifts, _ = self.row_shifts(requests, vec.hidden_size)
+        param = next(model.parameters())  # on the model's device and dtype once per batch
+        shifts = {k: v.to(device=param.device, dtype=param.dtype) for k, v in shifts.items()}
         mask = attention_mask if self.options.position == "all" else None
         return SteerHooks(layers, shifts, mask)
 

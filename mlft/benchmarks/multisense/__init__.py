@@ -1,0 +1,1 @@
+"""Multisense self-consistency (Ohmer, Bruni & Hupkes, 2023): PAWS-X / XNLI in en, de, zh."""

@@ -1,1 +1,0 @@
-"""The Language Confusion Benchmark: data, language ID, metrics."""
