@@ -45,3 +45,27 @@ def test_table_spec_has_finetune_decode_and_both(tmp_path):
     without = yaml.safe_load(_table_spec(tmp_path, {"crosslingual_sft": sft}, base, False, False).read_text())
     assert [r["label"] for r in without["rows"]] == ["base", "+Cross-lingual SFT"]
     assert json.loads(json.dumps(DECODE_SMARTER)) == DECODE_SMARTER  # the override is JSON (YAML flow)
+
+
+def test_rl_rows_validate_and_get_the_second_judge_column(tmp_path):
+    """`mlft demo --rl`: the GRPO recipes take the demo's overrides (the GRPO-on-SFT run starts from the SFT run's
+    final/), and the table gains GRPO rows beside SFT with the langdetect LPR read from each row's own pass."""
+    from mlft.commands.demo import RL_RUNS, RUNS, SECOND_JUDGE
+
+    ev = ["evaluation.suite=lcb_demo", f"evaluation.suite_overrides=['judge={SECOND_JUDGE}']",
+          "evaluation.at_start=false"]
+    recipes = {key: (recipe, parent) for key, recipe, _, parent, _ in RUNS}
+    assert set(RL_RUNS) <= set(recipes) and recipes["grpo_on_sft"][1] == "crosslingual_sft"
+    r = load_recipe(ROOT / recipes["grpo"][0], run_overrides(tmp_path, "grpo", steps=4, full=False, parent_dir=None,
+                                                            ev_args=ev, decoding_row=False))
+    assert r.trainer == "grpo" and r.training_args["max_steps"] == 4
+    assert r.evaluation.suite_overrides == [f"judge={SECOND_JUDGE}"]
+    base, sft, grpo = tmp_path / "base", tmp_path / "crosslingual_sft", tmp_path / "grpo_on_sft"
+    row = {"task": "crosslingual", "language": "avg", "metric": "lpr", "value": 0.5, "low": 0.4, "high": 0.6}
+    for run, step in ((base, 0), (sft, 4), (grpo, 4)):
+        curve_file.append_pass(run, step, "model", [dict(row, step=step, variant="model")], 1.0, "test")
+    spec = yaml.safe_load(_table_spec(tmp_path, {"crosslingual_sft": sft, "grpo_on_sft": grpo}, base, False,
+                                      False).read_text())
+    assert [r["label"] for r in spec["rows"]] == ["base", "+Cross-lingual SFT", "+Cross-lingual SFT +GRPO"]
+    assert [c["metric"] for c in spec["capability"]] == [f"lpr@{SECOND_JUDGE}"] * 2
+    assert all(c["variant"] is None for c in spec["capability"])  # each row's own pass

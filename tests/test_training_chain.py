@@ -1,6 +1,6 @@
 """Saved runs reload to exactly the model that was trained, also chained runs and after moving the run directory.
 
-Four kinds, 2 optimizer steps each with a checkpoint after each step, trained in-process: full SFT, LoRA SFT,
+Four kinds (and GRPO on the LoRA SFT adapter), 2 optimizer steps each with a checkpoint after each step, trained in-process: full SFT, LoRA SFT,
 DPO (LoRA) on the LoRA SFT adapter, DPO (LoRA) on the full SFT model. A callback captures the live model's
 logits on a fixed prompt at every save (eval mode); `final/` and `checkpoints/checkpoint-1`, reloaded through
 mlft.generation.models.load, must give the same logits — before and after `shutil.move` of the run directory
@@ -174,6 +174,33 @@ def _dpo_on(parent: dict, prompt_ids, tmp_path: Path, resume: bool = False) -> P
     assert Path(recipe.model).is_relative_to(moved)
     torch.testing.assert_close(_logits(recipe.model, prompt_ids), parent["live"][2], atol=ATOL, rtol=0)
     return moved
+
+
+GRPO = REPO / "recipes/cpu/grpo_crosslingual.yaml"
+GRPO_FAST = ["training_args.max_steps=2", "training_args.save_steps=1", "training_args.logging_steps=1",
+             "training_args.per_device_train_batch_size=4", "training_args.num_generations=2",
+             "training_args.max_completion_length=8", "training_args.warmup_steps=0",
+             "training_args.learning_rate=1e-3", "mix_overrides=[total=8]", "evaluation.enabled=false"]
+
+
+def test_grpo_on_lora_sft_adapter(lora_sft, prompt_ids, tmp_path):
+    """GRPO (LoRA) on the SFT adapter, as DPO on SFT: the SFT adapter merged into the start, checkpoints and final/
+    reload to the live model, and the KL reference is the SFT model (the adapter switched off), not the base."""
+    run_dir = tmp_path / "runs" / "grpo"
+    capture = Capture(prompt_ids)
+    recipe = load_recipe(GRPO, [*GRPO_FAST, f"run_dir={run_dir}", f"model={lora_sft['run_dir'] / 'final'}"])
+    train(recipe, progress=False, callbacks=[capture])
+    assert sorted(capture.logits) == [1, 2]
+    info = chain.read(run_dir)
+    assert info["chained"] and info["trainer"] == "grpo" and info["method"] == "lora"
+    assert [e.get("run") for e in info["lineage"]][-1] == "grpo"
+    assert (run_dir / "final" / "model.safetensors").is_file() and (run_dir / "final_adapter").is_dir()
+    _check_portable(run_dir)
+    _check_reload(run_dir, capture.logits, prompt_ids)
+    assert (_without_chain(run_dir / "checkpoints" / "checkpoint-1", prompt_ids) - capture.logits[1]).abs().max() \
+        > 100 * ATOL  # the chain matters
+    moved = _move(run_dir, tmp_path / "elsewhere" / "grpo")
+    _check_reload(moved, capture.logits, prompt_ids)
 
 
 def _without_chain(adapter: Path, ids) -> torch.Tensor:

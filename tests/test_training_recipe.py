@@ -29,15 +29,16 @@ def test_every_field_has_help():
 
 
 def test_all_shipped_recipes_validate_against_installed_trl():
-    from trl import DPOConfig, SFTConfig
+    from trl import DPOConfig, GRPOConfig, SFTConfig
 
-    assert len(RECIPES) == 13  # 12 + crosslingual_sft_vllm (every checkpoint evaluated by vLLM)
+    # 12 + crosslingual_sft_vllm (every checkpoint evaluated by vLLM) + 3 GRPO (GPU, CPU, CPU on SFT)
+    assert len(RECIPES) == 16
     for path in RECIPES:
-        # DPO recipes start from their SFT run's output, which does not exist before training
-        overrides = ["model=smollm2-135m-instruct"] if "dpo" in path.stem else []
+        # DPO recipes (and GRPO on SFT) start from their SFT run's output, which does not exist before training
+        overrides = ["model=smollm2-135m-instruct"] if "dpo" in path.stem or "on_sft" in path.stem else []
         recipe = load_recipe(path, overrides)
         assert recipe.trainer in path.stem
-        cls = SFTConfig if recipe.trainer == "sft" else DPOConfig
+        cls = {"sft": SFTConfig, "dpo": DPOConfig, "grpo": GRPOConfig}[recipe.trainer]
         fields = {f.name for f in dataclasses.fields(cls)}
         assert set(recipe.training_args) <= fields
         assert Path(recipe.mix).is_file()
@@ -74,19 +75,19 @@ BASE = f"include: {REPO / 'recipes/cpu/english_sft.yaml'}\n"
     ("evaluation: {suit: lcb_tiny}\n", r"r.yaml.evaluation: unknown key 'suit' \(did you mean 'suite'\?\)"),
     ("training_args: {learning_rat: 0.1}\n",
      r"r.yaml: training_args: unknown SFTConfig field 'learning_rat' \(did you mean 'learning_rate'\?\)"),
-    ("training_args: {beta: 0.1}\n", r"'beta' \(it is a DPOConfig field, but trainer is 'sft'\)"),
+    ("training_args: {beta: 0.1}\n", r"'beta' \(it is a DPOConfig / GRPOConfig field, but trainer is 'sft'\)"),
     ("training_args: {output_dir: x}\n", r"training_args.output_dir: managed by mlft"),
     ("training_args: {learning_rate: fast}\n", r"training_args.learning_rate: expected float, got str 'fast'"),
     ("training_args: {max_steps: 2.5}\n", r"training_args.max_steps: expected int"),
     ("training_args: {lr_scheduler_type: cosin}\n", r"lr_scheduler_type: 'cosin' .*did you mean 'cosine'"),
     ("lora: {r: many}\n", r"r.yaml.lora.r: expected int"),
-    ("trainer: ppo\n", r"r.yaml.trainer: 'ppo' is not one of \['sft', 'dpo'\]"),
+    ("trainer: ppo\n", r"r.yaml.trainer: 'ppo' is not one of \['sft', 'dpo', 'grpo'\]"),
     ("evaluation: {quantized: [w3]}\n", r"evaluation.quantized\[0\]: 'w3' is not one of"),
     ("mix: data_mixes/nope.yaml\n", r"r.yaml: mix: file not found: data_mixes/nope.yaml"),
     ("accelerate_config: configs/accelerate/nope.yaml\n", r"accelerate_config: file not found"),
     ("chat_template: nope.jinja\n", r"chat_template: file not found: nope.jinja"),
     ("model: ./no/such/folder\n", r"r.yaml: model: model './no/such/folder' not found"),
-    ("mix: data_mixes/cpu/english_dpo.yaml\n", r"is a 'dpo' mix but trainer is 'sft'"),
+    ("mix: data_mixes/cpu/english_dpo.yaml\n", r"is a 'dpo' mix but trainer 'sft' trains on a 'sft' mix"),
     ("evaluation: {suite: lcb_nope}\n", r"r.yaml: evaluation.suite: unknown eval suite 'lcb_nope'"),
     ("evaluation: {suite_overrides: ['languages=[de, xx]']}\n", r"r.yaml: evaluation.suite: .*unknown language 'xx'"),
     ("evaluation: {fewshot: true, fewshot_variants: [{variant: 1-shot, overrides: [prompting.shots=9]}]}\n",

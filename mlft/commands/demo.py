@@ -8,6 +8,8 @@ variants), then LoRA runs, each evaluated at its end by the per-checkpoint callb
   --decoding-row  the best inference-time mitigation row of eval/mitigation_decoding.yaml (DECODE_SMARTER) on the
             base model and on the cross-lingual SFT checkpoint: fine-tune, decode smarter, or both, as rows of
             the same table (+~7 min);
+  --rl      online RL (GRPO, the LCB judge as the reward, the guard as the constraint; docs/rl.md) from the base
+            model and on the cross-lingual SFT checkpoint, every pass also judged by langdetect (a Table 11 column);
   --full    also cross-lingual preference tuning on top of the cross-lingual SFT run, the paper's multilingual
             SFT and preference tuning, English preference tuning, few-shot prompting, the quantized variants,
             the decoding row, and a mid-run checkpoint for every SFT run (~1 h).
@@ -34,11 +36,12 @@ from mlft.errors import DataError
 from mlft.generation.interventions.quantize import SCHEMES
 from mlft.io import curve_file
 from mlft.paths import shared_dir
-from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap
+from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
 from mlft.reports.mitigation import load_spec, plot_table, tables
 from mlft.reports.page import PAGE, write_report_page
 from mlft.training.passes import evaluate_step
 from mlft.training.recipe import EvaluationOptions, PassVariant, load_recipe
+from mlft.training.rewards import read_reward_curves
 from mlft.training.train import train
 
 log = get_logger(__name__)
@@ -55,7 +58,12 @@ RUNS = [("english_sft", "recipes/cpu/english_sft.yaml", "+English SFT", None, Tr
          False),
         ("crosslingual_sft", "recipes/cpu/crosslingual_sft.yaml", "+Cross-lingual SFT", None, True),
         ("crosslingual_dpo", "recipes/cpu/crosslingual_dpo.yaml", "+Cross-lingual pref. tuning", "crosslingual_sft",
-         False)]  # preference tuning runs ~20 s a step on 2 cores: in --full only, to keep the default <= 15 min
+         False),  # preference tuning runs ~20 s a step on 2 cores: in --full only, to keep the default <= 15 min
+        # online RL with the LCB judge as the reward (issue 30): with --rl
+        ("grpo", "recipes/cpu/grpo_crosslingual.yaml", "+GRPO (LCB judge reward)", None, False),
+        ("grpo_on_sft", "recipes/cpu/grpo_on_sft.yaml", "+Cross-lingual SFT +GRPO", "crosslingual_sft", False)]
+RL_RUNS = ("grpo", "grpo_on_sft")
+SECOND_JUDGE = "langdetect"  # with --rl every pass is also judged by a second LID (a column of Table 11)
 
 
 def add_parser(sub) -> None:
@@ -66,6 +74,10 @@ def add_parser(sub) -> None:
                    "few-shot, quantized variants, mid-run checkpoints")
     p.add_argument("--sft-steps", type=int, default=32, help="SFT optimizer steps per run")
     p.add_argument("--dpo-steps", type=int, default=12, help="preference-tuning steps per run (0: none)")
+    p.add_argument("--rl", action="store_true", help="add GRPO rows (online RL, the LCB judge as the reward, the "
+                   "guard as the constraint): from the base model and on the cross-lingual SFT checkpoint; every "
+                   f"pass is also judged by {SECOND_JUDGE} (see docs/rl.md)")
+    p.add_argument("--rl-steps", type=int, default=16, help="GRPO optimizer steps per RL run")
     p.add_argument("--suite", default="lcb_demo", help="eval suite of the callback")
     p.add_argument("--max-new-tokens", type=int, help="override the suite's max_new_tokens (faster passes)")
     p.add_argument("--decoding-row", action=argparse.BooleanOptionalAction, default=None,
@@ -142,6 +154,10 @@ def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodi
                      "variant": DECODE_SMARTER["variant"]})
     spec = {"title": "Language confusion mitigation on SmolLM2-135M-Instruct (CPU demo, Table 11 layout, %)",
             "base": "base", "rows": rows}
+    if any(key in runs for key in RL_RUNS):  # the second judge beside fastText, scored in each row's own pass
+        spec["capability"] = [{"task": task, "metric": f"lpr@{SECOND_JUDGE}", "variant": None,
+                               "label": f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({SECOND_JUDGE})"}
+                              for task in ("monolingual", "crosslingual")]
     if full and "crosslingual_sft" in runs:
         variants = ["model", *SCHEMES]
         spec["quantization"] = [{"label": "base", "run": str(base), "step": 0, "variants": variants}]
@@ -158,6 +174,8 @@ def run(args) -> int:
                         "MLFT_LCB_DATA=PATH (offline), or run it where the download works")
     out = Path(args.out)
     suite_overrides = [f"decoding.max_new_tokens={args.max_new_tokens}"] if args.max_new_tokens else []
+    if args.rl:
+        suite_overrides.append(f"judge={SECOND_JUDGE}")
     ev_args = [f"evaluation.suite={args.suite}", f"evaluation.suite_overrides={suite_overrides}",
                "evaluation.at_start=false"]
     decoding_row = args.full if args.decoding_row is None else args.decoding_row
@@ -165,9 +183,14 @@ def run(args) -> int:
     _baseline(base, (args.suite, suite_overrides), args.full, decoding_row)
     runs: dict[str, Path] = {}
     for key, recipe, _label, parent, default in RUNS:
-        if not (default or args.full) or (parent is not None and args.dpo_steps <= 0):
+        rl = key in RL_RUNS
+        if rl and not (args.rl and args.rl_steps > 0):
             continue
-        steps = args.dpo_steps if parent else args.sft_steps
+        if not rl and (not (default or args.full) or (parent is not None and args.dpo_steps <= 0)):
+            continue
+        if parent is not None and parent not in runs:
+            continue
+        steps = args.rl_steps if rl else args.dpo_steps if parent else args.sft_steps
         overrides = run_overrides(out, key, steps, args.full, runs[parent] if parent else None, ev_args,
                                   decoding_row)
         if not parent:
@@ -180,6 +203,10 @@ def run(args) -> int:
     png = plot_curves(loaded, out / "curves.png")
     heatmaps = [plot_heatmap(label, rows, out / f"heatmap_{label}.png") for label, rows in loaded.items()]
     log.info("wrote %s and %d heatmaps", png, len(heatmaps))
+    rl = {key: runs[key] for key in RL_RUNS if key in runs}
+    if rl:
+        log.info("wrote %s (GRPO reward terms per step)",
+                 plot_reward_curves({k: read_reward_curves(d) for k, d in rl.items()}, out / "rewards.png"))
     page = write_report_page([base, *runs.values()], out / PAGE)  # every checkpoint's replies, one page
     log.info("\n=== mitigation table")
     spec = load_spec(_table_spec(out, runs, base, args.full, decoding_row))

@@ -17,7 +17,7 @@ from mlft.training.train import train
 def add_parser(sub) -> None:
     keys = ", ".join(help_of(Recipe))
     p = sub.add_parser("train", help="train a recipe (SFT/DPO, full or LoRA) with per-checkpoint evaluation",
-                       description="Train with trl's SFTTrainer/DPOTrainer from one recipe YAML. The recipe is "
+                       description="Train with trl's SFTTrainer/DPOTrainer/GRPOTrainer from one recipe YAML. The recipe is "
                                    "validated (against the installed trl) before anything is loaded; training "
                                    f"resumes from the run's last checkpoint. Recipe keys: {keys}.")
     p.add_argument("recipe", help="recipe YAML, e.g. recipes/cpu/multilingual_sft.yaml")

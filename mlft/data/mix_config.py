@@ -65,7 +65,10 @@ class SourceConfig:
     subset: str | None = field(default=None, metadata={"help": "hub: the dataset configuration name."})
     split: str = field(default="train", metadata={"help": "hub: the split to read."})
     revision: str | None = field(default=None, metadata={"help": "hub: a commit/tag to pin."})
-    format: Literal["messages", "instruction", "preference"] | None = field(default=None, metadata={
+    task: Literal["monolingual", "crosslingual"] | None = field(default=None, metadata={
+        "help": "prompts mixes: the task of every row (cross-lingual: the prompt asks for a reply in `language`), "
+                "unless the `task` column says; default monolingual."})
+    format: Literal["messages", "instruction", "preference", "prompt"] | None = field(default=None, metadata={
         "help": "Row format (see mlft/data/normalize.py); seed sets know their own."})
     columns: dict[str, str] = field(default_factory=dict, metadata={
         "help": "Format role -> column name, e.g. {prompt: inputs, response: targets}."})
@@ -94,7 +97,9 @@ class DecontaminationConfig:
 
 @dataclass
 class MixConfig:
-    kind: Literal["sft", "dpo"] = field(metadata={"help": "sft: chat `messages`; dpo: prompt/chosen/rejected."})
+    kind: Literal["sft", "dpo", "prompts"] = field(metadata={
+        "help": "sft: chat `messages`; dpo: prompt/chosen/rejected; prompts: prompt-only rows with the requested "
+                "reply `language` and `task` (online RL, trainer grpo)."})
     total: int = field(metadata={"help": "Rows in the final mix."})
     sources: list[SourceConfig] = field(metadata={"help": "Where the rows come from and their shares."})
     seed: int = field(default=0, metadata={"help": "Seed of every sampling and shuffling step."})
@@ -186,8 +191,9 @@ def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> No
         seed_set = SEED_SETS[src.path]
         if seed_set.kind != kind:
             raise ConfigError(f"{w}.path: seed set {src.path!r} holds {seed_set.kind} rows, the mix is kind {kind!r}")
-        if src.format or src.columns or src.language_column:
-            raise ConfigError(f"{w}: seed sets know their format and languages; drop format/columns/language_column")
+        if src.format or src.columns or src.language_column or src.task:
+            raise ConfigError(f"{w}: seed sets know their format, task and languages; drop "
+                              "format/columns/language_column/task")
     else:
         if src.format is None:
             raise ConfigError(f"{w}.format: required for {src.type} sources; one of {', '.join(FORMATS)}")
@@ -200,6 +206,8 @@ def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> No
                                   f"{did_you_mean(role, FORMATS[src.format])}; valid: {', '.join(FORMATS[src.format])}")
         if not src.language and not src.language_column:
             raise ConfigError(f"{w}: say which language the rows are in: `language: en` or `language_column: ...`")
+    if src.task is not None and kind != "prompts":
+        raise ConfigError(f"{w}.task: only prompts mixes take a task (the mix is kind {kind!r})")
     if src.type == "local":
         file = Path(src.path) if Path(src.path).is_absolute() else base_dir / src.path
         if not file.is_file():

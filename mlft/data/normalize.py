@@ -9,6 +9,9 @@ Row formats a source may declare (`format:` in the mix), with the columns they r
   instruction  prompt, response    plain strings; optional `input` (appended to the prompt) and `system`
   preference   prompt, chosen, rejected   strings or message lists (a shared prefix of chosen/rejected is
                                    taken as the prompt when `prompt` is absent, as in UltraFeedback)
+  prompt       prompt, task        prompt-only rows for online RL (GRPO): {"prompt": [messages...], "task"}; the
+                                   prompt is a string or a message list ending with a user turn; `task`
+                                   (monolingual | crosslingual) is optional (the source's `task:` else)
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ FORMATS: dict[str, dict[str, str | None]] = {
     "messages": {"messages": "messages"},
     "instruction": {"prompt": "instruction", "response": "response", "input": None, "system": None},
     "preference": {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"},
+    "prompt": {"prompt": "prompt", "task": "task"},
 }
-KIND_FORMATS = {"sft": ("messages", "instruction"), "dpo": ("preference",)}
+KIND_FORMATS = {"sft": ("messages", "instruction"), "dpo": ("preference",), "prompts": ("prompt",)}
+PROMPT_TASKS = ("monolingual", "crosslingual")
 OPTIONAL_COLUMNS = {"input", "system", "prompt"}  # "prompt" is optional for preference rows only
 
 _ROLES = {"user": "user", "human": "user", "assistant": "assistant", "gpt": "assistant", "model": "assistant",
@@ -38,7 +43,7 @@ def check_columns(available: list[str], fmt: str, cols: dict[str, str | None], w
     for role, column in cols.items():
         if column is None:
             continue
-        optional = role in ("input", "system") or (fmt == "preference" and role == "prompt")
+        optional = role in ("input", "system", "task") or (fmt == "preference" and role == "prompt")
         if column not in available and not optional:
             raise DataError(f"{where}.columns.{role}: column {column!r} not found; the data has "
                             f"{', '.join(available) or 'no columns'}")
@@ -112,6 +117,19 @@ def to_preference(row: dict, cols: dict[str, str | None]) -> dict | None:
     return {"prompt": prompt, "chosen": chosen, "rejected": rejected}
 
 
+def to_prompt(row: dict, cols: dict[str, str | None], task: str | None = None) -> dict | None:
+    """{"prompt": [messages ending with a user turn], "task"} or None if malformed (or an unknown task)."""
+    try:
+        prompt = _messages(row[cols["prompt"]], "user", "prompt")
+    except (ValueError, KeyError, TypeError):
+        return None
+    value = row.get(cols["task"]) if cols.get("task") else None
+    task = value if value else (task or "monolingual")
+    if not _valid(prompt) or prompt[-1]["role"] != "user" or task not in PROMPT_TASKS:
+        return None
+    return {"prompt": prompt, "task": task}
+
+
 def prompt_turns(example: dict) -> list[str]:
     """The user turns of a normalised example: what decontamination compares with LCB prompts."""
     messages = example["messages"] if "messages" in example else example["prompt"]
@@ -122,4 +140,6 @@ def completion_text(example: dict) -> str:
     """The text trained on (SFT: assistant turns; DPO: chosen) — for token counts."""
     if "messages" in example:
         return "\n".join(m["content"] for m in example["messages"] if m["role"] == "assistant")
+    if "chosen" not in example:  # a prompt-only row: nothing to train on but the model's own replies
+        return ""
     return "\n".join(m["content"] for m in example["chosen"])

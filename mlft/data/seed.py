@@ -140,13 +140,34 @@ def _crosslingual_multi_pair_rows(lang: str) -> list[dict]:
     return out
 
 
+def _prompt(text: str, task: str) -> dict:
+    return {"prompt": [{"role": "user", "content": text}], "task": task}
+
+
+def _monolingual_prompt_rows(lang: str) -> list[dict]:
+    return [{"id": it["key"], **_prompt(it["langs"][lang]["instruction"], "monolingual")} for it in training_items()]
+
+
+def _crosslingual_prompt_rows(lang: str) -> list[dict]:
+    return [{"id": it["key"], **_prompt(_crosslingual_row(it, lang, "en")["messages"][0]["content"], "crosslingual")}
+            for it in training_items()]
+
+
+def _crosslingual_multi_prompt_rows(lang: str) -> list[dict]:
+    out = []
+    for it in training_items():
+        row = _crosslingual_row(it, lang, instruction_language(it, lang))
+        out.append({"id": row["id"], **_prompt(row["messages"][0]["content"], "crosslingual")})
+    return out
+
+
 def _english_pair_rows(lang: str) -> list[dict]:
     return english_pairs(list(english_items()))
 
 
 @dataclass(frozen=True)
 class SeedSet:
-    kind: str  # "sft" or "dpo"
+    kind: str  # "sft", "dpo" or "prompts"
     languages: tuple[str, ...]
     rows: Callable[[str], list[dict]]  # language -> normalised rows, each with an "id"
     description: str
@@ -168,4 +189,12 @@ SEED_SETS: dict[str, SeedSet] = {
                                         "rejected the same reply in A"),
     "english_pairs": SeedSet("dpo", ("en",), _english_pair_rows,
                              "English prompt; chosen its reply, rejected the reply to another prompt"),
+    "monolingual_prompts": SeedSet("prompts", ALL, _monolingual_prompt_rows,
+                                   "prompt-only: the instruction in X (task monolingual, language X)"),
+    "crosslingual_prompts": SeedSet("prompts", NON_ENGLISH, _crosslingual_prompt_rows,
+                                    "prompt-only: English instruction + a request for X in mlft's phrasings "
+                                    "(task crosslingual, language X)"),
+    "crosslingual_multi_prompts": SeedSet("prompts", ALL, _crosslingual_multi_prompt_rows,
+                                          "prompt-only: instruction and request in a non-English A != X "
+                                          "(task crosslingual, language X)"),
 }

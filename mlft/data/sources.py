@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mlft.data.language_codes import to_lcb_code
 from mlft.data.mix_config import LOCAL_SUFFIXES, SourceConfig
-from mlft.data.normalize import check_columns, column_map, to_preference, to_sft
+from mlft.data.normalize import check_columns, column_map, to_preference, to_prompt, to_sft
 from mlft.data.parallel_corpus import load_parallel_pool
 from mlft.data.pool import Pool
 from mlft.data.seed import SEED_SETS
@@ -36,7 +36,10 @@ def load_pool(src: SourceConfig, kind: str, wanted: list[str | None], where: str
 
     def example(k: int) -> tuple[str, dict | None]:
         row = dataset[k]
-        ex = to_preference(row, cols) if kind == "dpo" else to_sft(row, src.format, cols)
+        if kind == "prompts":
+            ex = to_prompt(row, cols, src.task)
+        else:
+            ex = to_preference(row, cols) if kind == "dpo" else to_sft(row, src.format, cols)
         return f"{src.name}:{k}", ex
 
     return Pool(src.name, languages, example)

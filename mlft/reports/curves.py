@@ -216,3 +216,34 @@ def plot_heatmap(label: str, rows: list[dict], out: str | Path, metric: str = "l
     fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
+
+
+def plot_reward_curves(runs: dict[str, list[dict]], out: str | Path) -> Path:
+    """GRPO reward curves {label: rows of the run's rewards.jsonl} (mlft.training.rewards.read_reward_curves): one
+    panel per reward term (its mean per logged step) plus the weighted reward and the KL; colour per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    terms = list(dict.fromkeys(t for rows in runs.values() for r in rows for t in r.get("terms", {})))
+    panels = [*terms, "reward", "kl"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.0), squeeze=False)
+    colours = plt.get_cmap("tab10").colors
+    for i, (label, rows) in enumerate(runs.items()):
+        for ax, panel in zip(axes[0], panels):
+            pts = [(r["step"], r["terms"][panel]["mean"] if panel in terms else r.get(panel)) for r in rows
+                   if (r.get("terms", {}).get(panel) or {}).get("mean") is not None or r.get(panel) is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, color=colours[i % 10],
+                        label=label)
+    for ax, panel in zip(axes[0], panels):
+        ax.set_title(panel if panel in ("reward", "kl") else f"term: {panel}", fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    out = Path(out)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out

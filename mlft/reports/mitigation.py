@@ -72,8 +72,9 @@ class Capability:
     task: str = field(metadata={"help": "Task of the metric rows (e.g. a harness task or group name)."})
     metric: str = field(default="acc", metadata={"help": "Metric (e.g. acc, acc_norm, exact_match/strict-match)."})
     label: str | None = field(default=None, metadata={"help": "Column header (default: 'task metric')."})
-    variant: str = field(default="capability", metadata={
-        "help": "Curve variant holding the rows, for rows read from a run directory."})
+    variant: str | None = field(default="capability", metadata={
+        "help": "Curve variant holding the rows, for rows read from a run directory; null = the row's own variant "
+                "(e.g. the second judge's lpr@langdetect, scored in the same pass)."})
     language: str = field(default="avg", metadata={"help": "Language of the rows (lm_eval rows: avg)."})
 
     @property
@@ -185,7 +186,8 @@ def _capability_row(r: RowSpec, cap: Capability) -> MetricRow | None:
         rows = [x for x in _source_rows(RowSpec(r.label, rows_file=r.capability_rows_file)) if match(x)]
         root = Path(r.capability_rows_file).parent
     elif r.run:
-        rows = [x for x in rows_of(read_curves(r.run)) if x.variant == cap.variant and match(x)]
+        variant = cap.variant if cap.variant is not None else r.variant
+        rows = [x for x in rows_of(read_curves(r.run)) if x.variant == variant and match(x)]
         if rows:
             step = max(int(x.step) for x in rows) if r.step == "last" else r.step
             rows = [x for x in rows if int(x.step) == step]

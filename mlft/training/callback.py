@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -122,6 +123,10 @@ class EvalCallback(TrainerCallback):
 
     # -- work ----------------------------------------------------------------------------------------
     def _evaluate(self, args, state, model, model_ref: str) -> None:
+        with preserved_rng():  # sampling during evaluation must not move training's random streams
+            self._evaluate_step(args, state, model, model_ref)
+
+    def _evaluate_step(self, args, state, model, model_ref: str) -> None:
         step = state.global_step
         is_end = step == 0 or step >= state.max_steps
         t0 = time.time()
@@ -183,6 +188,29 @@ class EvalCallback(TrainerCallback):
         if logs:
             log_scalars(self.trainer, logs, step)
         log_samples(self.trainer, self.run_dir, rows, step)
+
+
+@contextmanager
+def preserved_rng():
+    """Restore Python's, NumPy's and torch's (CPU and CUDA) random states on exit. A checkpoint stores the RNG
+    states of the moment it was saved, before the callback evaluates it: without this, the evaluation's sampling
+    would move the generator, and a run resumed from that checkpoint (RL samples its rollouts) would differ from
+    one that never stopped."""
+    import random
+
+    import numpy as np
+    import torch
+
+    py, npy, cpu = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        random.setstate(py)
+        np.random.set_state(npy)
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 def _free_accelerator_cache() -> None:

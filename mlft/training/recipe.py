@@ -1,7 +1,7 @@
 """Training recipes: one flat YAML per experiment (alignment-handbook style), validated before any load.
 
-A recipe names the model, the data mix, the trainer (`sft` | `dpo`), any field of the installed trl
-SFTConfig/DPOConfig under `training_args:`, LoRA options, the accelerate config to launch with, and the
+A recipe names the model, the data mix, the trainer (`sft` | `dpo` | `grpo`), any field of the installed trl
+SFTConfig/DPOConfig/GRPOConfig under `training_args:`, the reward terms of a GRPO run (`rewards:`), LoRA options, the accelerate config to launch with, and the
 evaluation block run by the per-checkpoint callback. `include:` pulls in a base recipe; `key=value`
 overrides on the command line win over the YAML, which wins over the defaults below.
 """
@@ -38,13 +38,17 @@ from mlft.generation.models import EMBEDDED
 from mlft.paths import resolve_path
 from mlft.training.launch import read_accelerate_config
 from mlft.training.passes import load_pass_suite, passes_for
+from mlft.training.rewards import RewardSpec, validate_rewards
 
-TRAINERS = ("sft", "dpo")
+TRAINERS = ("sft", "dpo", "grpo")
+MIX_KINDS = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}  # the mix kind each trainer trains on
 QUANT_VARIANTS = SCHEMES  # the `quantize` intervention's schemes
 # training_args keys that mlft sets itself (from the recipe), so a recipe may not set them.
 MANAGED_ARGS = {"output_dir": "set `run_dir:` instead (checkpoints go to run_dir/checkpoints)",
                 "push_to_hub": "set the recipe's top-level `push_to_hub: ORG/NAME` instead (mlft uploads final/ with "
                                "its model card when the run completes)"}
+# ... and per trainer
+TRAINER_MANAGED_ARGS = {"grpo": {"reward_weights": "set each term's `weight` under the recipe's `rewards:` instead"}}
 
 
 @dataclass
@@ -132,7 +136,8 @@ class Recipe:
                 "adapter, e.g. the SFT run's final/: copied into the run's chain/, see chain.json), or a hub id "
                 "like HuggingFaceTB/SmolLM2-1.7B."})
     mix: str = field(metadata={"help": "Data mix YAML (data_mixes/*.yaml), relative to cwd or the project."})
-    trainer: Literal["sft", "dpo"] = field(default="sft", metadata={"help": "trl trainer: sft | dpo."})
+    trainer: Literal["sft", "dpo", "grpo"] = field(default="sft", metadata={
+        "help": "trl trainer: sft | dpo | grpo (online RL on a `kind: prompts` mix with the `rewards:` terms)."})
     mix_overrides: list[str] = field(default_factory=list, metadata={"help": "key=value overrides for the mix."})
     run_dir: str | None = field(default=None, metadata={
         "help": "Run directory (recipe copy, mix stats, checkpoints/, curves.jsonl, complete). "
@@ -146,7 +151,14 @@ class Recipe:
         "help": "configs/accelerate/*.yaml to launch with: `mlft train` re-launches itself through "
                 "`accelerate launch --config_file` when not already launched."})
     training_args: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "Any field of the installed trl SFTConfig / DPOConfig (checked by name and type)."})
+        "help": "Any field of the installed trl SFTConfig / DPOConfig / GRPOConfig (checked by name and type)."})
+    rewards: list[RewardSpec] = field(default_factory=list, metadata={
+        "help": "trainer grpo: the reward terms [{name, weight, options}] (mlft.training.rewards.REWARDS: language, "
+                "words, validity, degeneracy, or 'module:function'), computed by the scorer of `mlft score`."})
+    generation: Literal["auto", "hf", "vllm"] = field(default="auto", metadata={
+        "help": "trainer grpo: how the rollouts are generated: 'vllm' (trl's vLLM generation, colocated on the "
+                "training GPUs; needs the vllm package and a GPU), 'hf' (transformers generate), 'auto' (vllm on a "
+                "GPU when vllm is installed, else hf). training_args.vllm_* tune it (e.g. vllm_gpu_memory_utilization)."})
     global_batch_size: int | None = field(default=None, metadata={
         "help": "Rows per optimizer step over all processes: gradient_accumulation_steps is derived as "
                 "global / (per_device_train_batch_size x world size), so 1 GPU, 8 GPUs or 2 nodes take the same "
@@ -169,10 +181,32 @@ class Recipe:
         return data
 
 
-def trl_config_class(trainer: str):
-    from trl import DPOConfig, SFTConfig
+def uses_vllm(recipe: Recipe, cuda: bool | None = None, vllm: bool | None = None) -> bool:
+    """Whether a GRPO run generates its rollouts with trl's vLLM integration (`generation:`); `cuda`/`vllm`
+    default to what this machine has (a GPU, the vllm package). Raises ConfigError for vllm without either."""
+    import importlib.util
 
-    return {"sft": SFTConfig, "dpo": DPOConfig}[trainer]
+    if recipe.trainer != "grpo":
+        return False
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    vllm = importlib.util.find_spec("vllm") is not None if vllm is None else vllm
+    cpu = bool(recipe.training_args.get("use_cpu")) or not cuda
+    if recipe.generation == "vllm":
+        if not vllm:
+            raise ConfigError(f"{recipe.source}: generation: vllm needs the vllm package (pip install 'mlft[vllm]')")
+        if cpu:
+            raise ConfigError(f"{recipe.source}: generation: vllm needs a GPU (this run trains on the CPU)")
+        return True
+    return recipe.generation == "auto" and vllm and not cpu
+
+
+def trl_config_class(trainer: str):
+    from trl import DPOConfig, GRPOConfig, SFTConfig
+
+    return {"sft": SFTConfig, "dpo": DPOConfig, "grpo": GRPOConfig}[trainer]
 
 
 def _check_arg_type(value: Any, tp: Any, where: str) -> Any:
@@ -207,9 +241,10 @@ def validate_training_args(args: dict, trainer: str, where: str) -> dict:
     fields = {f.name for f in dataclasses.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)
     out = {}
+    managed = {**MANAGED_ARGS, **TRAINER_MANAGED_ARGS.get(trainer, {})}
     for key, value in args.items():
-        if key in MANAGED_ARGS:
-            raise ConfigError(f"{where}.{key}: managed by mlft: {MANAGED_ARGS[key]}")
+        if key in managed:
+            raise ConfigError(f"{where}.{key}: managed by mlft: {managed[key]}")
         name = installed_arg_name(key, fields)
         if name != key:
             if name in args:
@@ -218,10 +253,11 @@ def validate_training_args(args: dict, trainer: str, where: str) -> dict:
             out[name] = _check_arg_type(value, hints[name], f"{where}.{key}")
             continue
         if key not in fields:
-            other = "dpo" if trainer == "sft" else "sft"
-            hint = did_you_mean(key, fields)
-            if not hint and key in {f.name for f in dataclasses.fields(trl_config_class(other))}:
-                hint = f" (it is a {trl_config_class(other).__name__} field, but trainer is {trainer!r})"
+            others = [trl_config_class(t).__name__ for t in TRAINERS if t != trainer
+                      and key in {f.name for f in dataclasses.fields(trl_config_class(t))}]
+            # another trainer's field: say so (a did-you-mean to a similar name would mislead)
+            hint = f" (it is a {' / '.join(others)} field, but trainer is {trainer!r})" if others else \
+                did_you_mean(key, fields)
             raise ConfigError(f"{where}: unknown {cls.__name__} field {key!r}{hint}")
         out[key] = _check_arg_type(value, hints[key], f"{where}.{key}")
     return out
@@ -262,8 +298,9 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
         mix = load_mix(str(mix_path), list(recipe.mix_overrides))
     except ConfigError as exc:
         raise ConfigError(f"{src}: mix: {exc}") from None
-    if mix.kind != recipe.trainer:
-        raise ConfigError(f"{src}: mix: {recipe.mix} is a {mix.kind!r} mix but trainer is {recipe.trainer!r}")
+    if mix.kind != MIX_KINDS[recipe.trainer]:
+        raise ConfigError(f"{src}: mix: {recipe.mix} is a {mix.kind!r} mix but trainer {recipe.trainer!r} trains on "
+                          f"a {MIX_KINDS[recipe.trainer]!r} mix")
     ev = recipe.evaluation
     if not ev.enabled:
         return
@@ -288,6 +325,16 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     recipe.training_args = validate_training_args(args, recipe.trainer, f"{src}: training_args")
     check_joined_rows(recipe.training_args, recipe.trainer, f"{src}: training_args")
     _validate_model(recipe.model, f"{src}: model")
+    if recipe.trainer == "grpo":
+        validate_rewards(recipe.rewards, f"{src}: rewards")
+        if "use_vllm" in recipe.training_args:
+            raise ConfigError(f"{src}: training_args.use_vllm: set the recipe's `generation: auto | hf | vllm` "
+                              "instead (auto: vllm on a GPU when installed)")
+    elif recipe.rewards:
+        raise ConfigError(f"{src}: rewards: only trainer 'grpo' takes reward terms (trainer is {recipe.trainer!r})")
+    elif recipe.generation != "auto":
+        raise ConfigError(f"{src}: generation: only trainer 'grpo' generates while training (trainer is "
+                          f"{recipe.trainer!r})")
     if recipe.chat_template != "auto":
         path = resolve_path(recipe.chat_template)
         if not path.is_file():

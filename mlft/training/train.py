@@ -1,4 +1,4 @@
-"""Run a recipe: build the mix, set up trl's SFTTrainer/DPOTrainer (full or LoRA), train, resume.
+"""Run a recipe: build the mix, set up trl's SFTTrainer/DPOTrainer/GRPOTrainer (full or LoRA), train, resume.
 
 Run directory layout (`recipe.run_dir`):
     recipe.yaml          the resolved recipe (after include + overrides)
@@ -7,6 +7,7 @@ Run directory layout (`recipe.run_dir`):
     evals/step-N/VARIANT completions and scores of each eval pass
     curves.jsonl         one row per (step, variant, suite, task, language, metric)
     eval_passes.jsonl    wall time of each eval pass
+    rewards.jsonl        GRPO: each logged step's reward, KL and per-term mean/std (mlft.training.rewards)
     chain.json, chain/   the starting model's chain: root base, copies of ancestor adapters (see chain.py)
     chat_template.jinja  the chat template the run trains with (evaluate-run applies it to a base model without one)
     final/               the final model (or LoRA adapter) and tokenizer; merged full weights when the run is a
@@ -36,7 +37,8 @@ from mlft.provenance import write_results
 from mlft.training.card import push, write_card
 from mlft.training.chat_template import training_chat_template
 from mlft.training.passes import RUN_CHAT_TEMPLATE
-from mlft.training.recipe import Recipe, accumulation_steps, default_attention, dump_recipe
+from mlft.training.recipe import MIX_KINDS, Recipe, accumulation_steps, default_attention, dump_recipe, uses_vllm
+from mlft.training.rewards import reward_curve_callback, reward_functions
 
 COMPLETE = "complete"
 CHAT_TEMPLATE = RUN_CHAT_TEMPLATE  # the template the run trained with (read by evaluate-run)
@@ -78,6 +80,8 @@ def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None
         kwargs.setdefault("dtype", recipe.dtype)
     kwargs.setdefault("attn_implementation", default_attention())
     args["model_init_kwargs"] = kwargs
+    if recipe.trainer == "grpo":
+        args["use_vllm"] = uses_vllm(recipe)
     try:
         config = recipe.config_class()(**args)
     except (ValueError, TypeError) as exc:
@@ -134,12 +138,13 @@ def _load_dataset(recipe: Recipe, run_dir: Path, state):
 
     mix = load_mix(recipe.mix, list(recipe.mix_overrides))
     if state.is_main_process:
-        dataset = build_mix(mix, run_dir, recipe.trainer)
+        dataset = build_mix(mix, run_dir, MIX_KINDS[recipe.trainer])
     state.wait_for_everyone()
     if not state.is_main_process:
         rows = read_jsonl(run_dir / "mix" / "train.jsonl")
         dataset = datasets.Dataset.from_list(rows)
-    keep = ["messages"] if recipe.trainer == "sft" else ["prompt", "chosen", "rejected"]
+    keep = {"sft": ["messages"], "dpo": ["prompt", "chosen", "rejected"],
+            "grpo": ["prompt", "language", "task"]}[recipe.trainer]  # grpo: the reward terms read language/task
     return dataset.remove_columns([c for c in dataset.column_names if c not in keep])
 
 
@@ -156,7 +161,8 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
     ref_model = None
     if mref.kind == "adapter":
         model, tok = load(mref, dtype=recipe.dtype, device="cpu")  # the trainer places it
-        if recipe.trainer == "dpo" and not recipe.lora.enabled:
+        needs_ref = recipe.trainer == "dpo" or (recipe.trainer == "grpo" and getattr(config, "beta", 0.0) != 0.0)
+        if needs_ref and not recipe.lora.enabled:
             ref_model, _ = load(mref, dtype=recipe.dtype, device="cpu")
     else:
         model = mref.path
@@ -170,6 +176,29 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
         if template is not None:
             tok.chat_template = template
     return model, ref_model, tok
+
+
+def _make_trainer(recipe: Recipe, model, ref_model, tok, config, dataset, peft_config, run_dir: Path):
+    """The trl trainer of `recipe.trainer`. GRPO: the recipe's reward terms (mlft.training.rewards, the scorer of
+    `mlft score`) with their weights, and a callback writing each logged step's terms to rewards.jsonl."""
+    from trl import DPOTrainer, GRPOTrainer, SFTTrainer
+
+    if recipe.trainer != "grpo":
+        kwargs = {"ref_model": ref_model} if ref_model is not None else {}
+        trainer_cls = SFTTrainer if recipe.trainer == "sft" else DPOTrainer
+        return trainer_cls(model=model, args=config, train_dataset=dataset, processing_class=tok,
+                           peft_config=peft_config, **kwargs)
+    funcs, weights = reward_functions(recipe.rewards)
+    config.reward_weights = weights
+    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=config, train_dataset=dataset, processing_class=tok,
+                          peft_config=peft_config)
+    if ref_model is not None and getattr(trainer, "ref_model", None) is not None:
+        # full-weight GRPO on a merged adapter: trl built its reference from the config's name (the root base,
+        # without the adapters); the reference is the starting model
+        trainer.ref_model = trainer.accelerator.prepare_model(ref_model.to(trainer.accelerator.device),
+                                                              evaluation_mode=True)
+    trainer.add_callback(reward_curve_callback(run_dir, recipe.rewards))
+    return trainer
 
 
 def _weights_sharded(trainer) -> bool:
@@ -251,14 +280,9 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
     if not isinstance(model, str):  # an already-loaded (merged) model: trl would ignore model_init_kwargs, noisily
         config.model_init_kwargs = None
     peft_config = recipe.lora.to_peft() if recipe.lora.enabled else None
-    from trl import DPOTrainer, SFTTrainer
-
     from mlft.training.progress import replace_progress
 
-    kwargs = {"ref_model": ref_model} if ref_model is not None else {}
-    trainer_cls = SFTTrainer if recipe.trainer == "sft" else DPOTrainer
-    trainer = trainer_cls(model=model, args=config, train_dataset=dataset, processing_class=tok,
-                          peft_config=peft_config, **kwargs)
+    trainer = _make_trainer(recipe, model, ref_model, tok, config, dataset, peft_config, run_dir)
     if recipe.lora.enabled:  # before the eval callback, which may load the saved checkpoint
         trainer.add_callback(chain.ChainCallback(run_dir, info))
     ev = recipe.evaluation

@@ -146,6 +146,19 @@ def analyze_reply(text: str, lang: str, lid, words: frozenset[str],
     return result
 
 
+def line_verdict(r: ReplyResult) -> bool:
+    """The per-reply LPR verdict: True when the reply is counted and every counted line is in the expected
+    language. A reply without a counted line is False here -- LCB leaves it out of LPR's denominator instead
+    (`counted`), which a reward must not copy (an empty reply would score as well as a clean one)."""
+    return r.counted and not r.line_error
+
+
+def word_verdict(r: ReplyResult) -> bool:
+    """The per-reply WPR verdict: counted, line-clean and without an English word (the official word check).
+    WPR's denominator holds the line-clean counted replies only; False here for the others."""
+    return line_verdict(r) and not r.word_error
+
+
 @dataclass
 class GroupCounts:
     n_responses: int = 0
@@ -160,8 +173,8 @@ class GroupCounts:
         self.n_responses += 1
         if r.counted:
             self.n_scored += 1
-            self.n_line_err += r.line_error
-            self.n_word_err += r.word_error
+            self.n_line_err += not line_verdict(r)
+            self.n_word_err += line_verdict(r) and not word_verdict(r)
             self.n_lines_scored += r.n_lines
             self.n_lines_wrong += r.n_wrong
             self.acc_sum += r.acc  # summed in reply order, as the official script does

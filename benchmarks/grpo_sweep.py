@@ -1,0 +1,96 @@
+"""GRPO dev sweep (issue 30): which reward weights, KL (beta) and group size keep the guard intact?
+
+Each configuration is a short GRPO LoRA run of recipes/cpu/grpo_crosslingual.yaml on the embedded model, evaluated
+at its last step on the dev split eval/grpo_dev.yaml (held-out seed items, never LCB; fastText and langdetect),
+against one shared step-0 pass of the base model. Prints one line per configuration: cross-lingual / monolingual
+LPR (fastText), cross-lingual LPR (langdetect), coverage, degeneracy, validity (cross-lingual), NLL, the last
+logged reward terms and s/step; writes OUT/sweep.json. Resumable: finished runs are kept.
+
+    python benchmarks/grpo_sweep.py --out runs/grpo_sweep --steps 8 [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from mlft.io import curve_file as curves
+from mlft.training.passes import evaluate_step
+from mlft.training.recipe import EvaluationOptions, load_recipe
+from mlft.training.rewards import read_reward_curves
+from mlft.training.train import train
+
+RECIPE = "recipes/cpu/grpo_crosslingual.yaml"
+SUITE = "grpo_dev"
+DEFAULT = "[{name: language, weight: 1.0}, {name: words, weight: 0.5}, {name: validity, weight: 0.5}, " \
+          "{name: degeneracy, weight: 1.0}]"
+CONFIGS = {  # name -> recipe overrides
+    "default b=0.04 G=4": [f"rewards={DEFAULT}"],
+    "language only b=0.04 G=4": ["rewards=[{name: language, weight: 1.0}]"],
+    "default b=0 G=4": [f"rewards={DEFAULT}", "training_args.beta=0.0"],
+    "default b=0.04 G=8": [f"rewards={DEFAULT}", "training_args.num_generations=8"],
+}
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_")
+
+
+def _value(rows, step, task, metric, language="avg"):
+    for r in rows:
+        if (r["step"], r["variant"], r["task"], r["language"], r["metric"]) == (step, "model", task, language, metric):
+            return r["value"]
+    return None
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="runs/grpo_sweep")
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--only", nargs="*", help="configuration names (default: all)")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    base = out / "base"
+    base.mkdir(parents=True, exist_ok=True)
+    evaluate_step(base, EvaluationOptions(suite=SUITE), 0, model_ref="smollm2-135m-instruct", mode="baseline")
+    results = {"base": {"run": str(base), "step": 0}}
+    for name, overrides in CONFIGS.items():
+        if args.only and name not in args.only:
+            continue
+        run_dir = out / _slug(name)
+        t0 = time.time()
+        recipe = load_recipe(RECIPE, [*overrides, f"run_dir={run_dir}", f"training_args.max_steps={args.steps}",
+                                      f"training_args.save_steps={args.steps}", f"evaluation.suite={SUITE}",
+                                      "evaluation.suite_overrides=[]", "evaluation.at_start=false"])
+        train(recipe, progress=False)
+        marker = json.loads((run_dir / "complete").read_text())
+        rewards = read_reward_curves(run_dir)
+        step_times = [r["step_time"] for r in rewards if r.get("step_time")]
+        results[name] = {"run": str(run_dir), "step": args.steps, "wall_s": round(time.time() - t0, 1),
+                         "s_per_step": round(sum(step_times) / len(step_times), 1) if step_times else None,
+                         "last_terms": {k: v["mean"] for k, v in rewards[-1]["terms"].items()} if rewards else {},
+                         "train_wall_s": marker["wall_s"]}
+    head = f"{'config':28} {'X-LPR':>6} {'M-LPR':>6} {'X-ld':>6} {'cov':>6} {'degen':>6} {'valid':>6} {'NLL':>6}  " \
+           "s/step  last terms"
+    print(head)
+    for name, res in results.items():
+        rows = curves.read_curves(res["run"])
+        step = res["step"]
+        cells = [_value(rows, step, "crosslingual", "lpr"), _value(rows, step, "monolingual", "lpr"),
+                 _value(rows, step, "crosslingual", "lpr@langdetect"), _value(rows, step, "crosslingual", "coverage"),
+                 _value(rows, step, "crosslingual", "degeneracy"), _value(rows, step, "crosslingual", "validity")]
+        nll = _value(rows, step, "crosslingual", "nll")
+        res["metrics"] = dict(zip(["x_lpr", "m_lpr", "x_lpr_langdetect", "x_coverage", "x_degeneracy",
+                                   "x_validity"], cells), x_nll=nll)
+        text = " ".join(f"{100 * c:6.1f}" if c is not None else f"{'-':>6}" for c in cells)
+        terms = ", ".join(f"{k}={v:.2f}" for k, v in res.get("last_terms", {}).items() if v is not None)
+        print(f"{name:28} {text} {nll if nll is None else round(nll, 3)!s:>6}  {res.get('s_per_step') or '-'!s:>6}  "
+              f"{terms}")
+    (out / "sweep.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
