@@ -169,7 +169,7 @@ def test_heldout_items_never_train():
         for lang in seed_set.languages:
             for row in seed_set.rows(lang):
                 assert row["id"].split(":")[0] not in held, (name, row["id"])
-                turns = row.get("messages") or row["prompt"] + row["chosen"] + row["rejected"]
+                turns = row.get("messages") or row["prompt"] + row.get("chosen", []) + row.get("rejected", [])
                 assert not {m["content"] for m in turns} & replies, (name, row["id"])
 
 
