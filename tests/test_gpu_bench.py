@@ -188,3 +188,19 @@ def test_run_sh_knows_the_new_stages(tmp_path):
     assert "all) stages+=(train generate rows lcb zero3 ratio)" in text
     assert "run_stage lcb.log 420 lcb hf" in text and "run_stage lcb.log 420 lcb vllm" in text
     assert "run_stage rows.log 240 rows lcb" in text and "rows ultrachat" in text
+
+
+def test_rows_stage_recipe_resolves_with_mlft(bench, monkeypatch, tmp_path, smollm2):
+    from mlft.training.recipe import load_recipe
+
+    monkeypatch.setattr(bench, "TOKENIZER", Path(smollm2.name_or_path))
+    monkeypatch.setattr(bench, "MODEL_DIR", Path(smollm2.name_or_path))
+    monkeypatch.setattr(bench, "LENGTHS_FILE", tmp_path / "l.json")
+    (tmp_path / "l.json").write_text(json.dumps({"prompt_tokens": [20, 30], "reply_tokens": [90, 120],
+                                                  "template_tokens": 10}))
+    path, steps = bench.rows_recipe("lcb")
+    recipe = load_recipe(str(path), ["training_args.max_steps=8", "evaluation.enabled=false"])
+    assert steps == 8 and recipe.global_batch_size == 32 and recipe.accelerate_config is None
+    assert recipe.training_args["max_length"] == 2048 and recipe.training_args["per_device_train_batch_size"] == 8
+    info = json.loads((tmp_path / "rows_lcb" / "rows_info.json").read_text())
+    assert info["rows"] == 256 and 120 <= info["row_tokens"]["p50"] <= 160
