@@ -181,6 +181,9 @@ class Recipe:
         return data
 
 
+TRL_VLLM = "vllm"  # `generation:` value for trl's own vLLM rollouts (GRPOConfig.use_vllm), not an mlft backend
+
+
 def uses_vllm(recipe: Recipe, cuda: bool | None = None, vllm: bool | None = None) -> bool:
     """Whether a GRPO run generates its rollouts with trl's vLLM integration (`generation:`); `cuda`/`vllm`
     default to what this machine has (a GPU, the vllm package). Raises ConfigError for vllm without either."""
@@ -194,7 +197,7 @@ def uses_vllm(recipe: Recipe, cuda: bool | None = None, vllm: bool | None = None
         cuda = torch.cuda.is_available()
     vllm = importlib.util.find_spec("vllm") is not None if vllm is None else vllm
     cpu = bool(recipe.training_args.get("use_cpu")) or not cuda
-    if recipe.generation == "vllm":
+    if recipe.generation == TRL_VLLM:
         if not vllm:
             raise ConfigError(f"{recipe.source}: generation: vllm needs the vllm package (pip install 'mlft[vllm]')")
         if cpu:
