@@ -5,6 +5,8 @@ into $OUT/results.json, so a stage that fails or times out leaves the others' nu
     python benchmarks/gpu/bench.py model          # random-weight SmolLM2-1.7B-shape Llama (bf16) -> $WORK/model
     python benchmarks/gpu/bench.py train VARIANT  # full | lora | packed | zero3: `mlft train` + step timer
     python benchmarks/gpu/bench.py generate       # hf backend tokens/s at batch 16/64/256 + a full-LCB estimate
+    python benchmarks/gpu/bench.py rows KIND      # lcb | ultrachat row lengths: mlft vs plain trl, tokens/s, ratio
+    python benchmarks/gpu/bench.py lcb BACKEND    # hf | vllm: the full LCB pass (6,586 x 100 new tokens), timed
     python benchmarks/gpu/bench.py summary        # the table (also written to $OUT/summary.txt)
 
 MLFT_GPU_BENCH_TINY=1 shrinks the model (2 layers, hidden 64), steps and prompt counts and runs on the CPU: a smoke
@@ -507,6 +509,197 @@ def stage_generate(budget_s: float) -> None:
     print(json.dumps(res, indent=2))
 
 
+# ------------------------------------------------------------------------------------------------ rows (issue 29)
+
+LENGTHS_FILE = Path(os.environ.get("MLFT_GPU_BENCH_LENGTHS", ROOT / ".gpu_assets" / "lcb_lengths.json"))
+# per row-length distribution: rows per device x accumulation = 32 rows per step, and the longest row trained
+ROWS = {"lcb": dict(per_device=8, max_length=2048), "ultrachat": dict(per_device=4, max_length=8192)}
+ROWS_STEPS = 8
+
+
+def rows_recipe(kind: str) -> tuple[Path, int]:
+    """Rows of `kind`'s lengths (exact token counts, seed text) + a recipe training on them; returns (recipe, rows)."""
+    import yaml
+    from transformers import AutoTokenizer
+
+    sys.path.insert(0, str(HERE))
+    from lengths import build_rows, sample_lengths, write_mix
+
+    spec = ROWS[kind]
+    steps, batch = tiny(ROWS_STEPS, 3), tiny(32, 4)
+    n = steps * batch
+    tok = AutoTokenizer.from_pretrained(str(TOKENIZER))
+    lengths = [min(x, tiny(spec["max_length"], 512)) for x in sample_lengths(kind, n, seed=0, lengths_file=LENGTHS_FILE)]
+    rows = build_rows(tok, lengths, kind, seed=0)
+    folder = WORK / f"rows_{kind}"
+    mix = write_mix(rows, folder, total=n)
+    train_args = {"per_device_train_batch_size": tiny(spec["per_device"], 2), "max_length": tiny(spec["max_length"], 512),
+                  "save_strategy": "no", "report_to": "none", "dataloader_num_workers": 0}
+    if TINY:
+        train_args.update(use_cpu=True, bf16=False, activation_checkpointing=False)
+    recipe = {"include": str(ROOT / "recipes/multilingual_sft.yaml"), "model": str(MODEL_DIR),
+              "global_batch_size": batch, "mix": str(mix), "accelerate_config": None,
+              "run_dir": str(folder / "run"), "training_args": train_args}
+    path = folder / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    info = {"kind": kind, "rows": n, "steps": steps, "row_tokens": summarize_lengths(lengths),
+            "per_device": train_args["per_device_train_batch_size"], "max_length": train_args["max_length"]}
+    (folder / "rows_info.json").write_text(json.dumps(info))
+    return path, steps
+
+
+def summarize_lengths(lengths: list[int]) -> dict:
+    s = sorted(lengths)
+    q = lambda f: s[min(len(s) - 1, int(f * len(s)))]  # noqa: E731
+    return {"n": len(s), "mean": round(sum(s) / len(s), 1), "p50": q(0.5), "p90": q(0.9), "max": s[-1]}
+
+
+def rows_metrics(steps: list[dict], skip: int = 1) -> dict:
+    """From step_times rows: tokens of step k = num_tokens logged after step k (on row k+1) - after step k-1 (row k);
+    tokens/s = those tokens / the steps' wall time, steps after the first `skip` (warm-up) that have a next row."""
+    pairs = [(steps[i], steps[i + 1]) for i in range(skip, len(steps) - 1)
+             if steps[i].get("num_tokens") is not None and steps[i + 1].get("num_tokens") is not None]
+    tokens = sum(b["num_tokens"] - a["num_tokens"] for a, b in pairs)
+    secs = sum(a["wall_s"] for a, _ in pairs)
+    step_s = sorted(r["step_s"] for r in steps[skip:]) or [r["step_s"] for r in steps]
+    return {"steps": len(steps), "median_step_s": step_s[len(step_s) // 2] if step_s else None,
+            "timed_tokens": tokens, "tokens_per_s": round(tokens / secs, 1) if secs > 0 else None,
+            "peak_alloc_gib": max((r.get("peak_alloc_gib") or 0 for r in steps), default=None)}
+
+
+def stage_rows(kind: str, timeout_s: float) -> None:
+    """`mlft train` then plain trl (benchmarks/train_speed.py: same config, same rows, one process each) on rows of
+    realistic lengths; each step's time written as it finishes; tokens/s, s/step and the mlft/trl ratio."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from step_times import read_steps
+
+    t0 = time.time()
+    recipe, steps = rows_recipe(kind)
+    info = json.loads((WORK / f"rows_{kind}" / "rows_info.json").read_text())
+    info["build_s"] = round(time.time() - t0, 1)
+    work = WORK / f"rows_{kind}" / "speed"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "train_speed.py"), str(recipe), "--steps", str(steps),
+           "--work", str(work)]
+    print("run:", " ".join(cmd), flush=True)
+    res = {**info, **run_bounded(cmd, timeout_s - (time.time() - t0))}
+    for side in ("mlft", "trl"):
+        res[side] = rows_metrics(read_steps(work / f"{side}_steps.jsonl"))
+    a, b = res["mlft"]["median_step_s"], res["trl"]["median_step_s"]
+    res["ratio_mlft_trl"] = round(a / b, 3) if a and b else None
+    save(f"rows_{kind}", res)
+    print(json.dumps(res, indent=2))
+    for big in ("mlft", "trl"):
+        for sub in ("final", "final_adapter", "checkpoints", "chain"):
+            shutil.rmtree(work / big / sub, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------ lcb (issue 29)
+
+LCB_BACKENDS = ("hf", "vllm")
+
+
+def lcb_plan(backend: str) -> dict:
+    """The full-LCB pass of one backend, resolved before any model loads: prompts, decoding, backend options
+    (validated by mlft's own option parser), or why it is skipped."""
+    from mlft.benchmarks.lcb.data import load_prompts
+    from mlft.generation.backends import backend_class, backend_options
+
+    if backend not in LCB_BACKENDS:
+        raise ValueError(f"lcb: unknown backend {backend!r} (choose from {', '.join(LCB_BACKENDS)})")
+    prompts = load_prompts(["monolingual", "crosslingual"])
+    plan = {"backend": backend, "prompts": len(prompts), "run_prompts": tiny(len(prompts), 24),
+            "max_new_tokens": tiny(100, 8), "temperature": 0.3, "top_p": 0.75, "chunk": tiny(1024, 8)}
+    if backend == "hf":
+        plan["batch_size"] = tiny(256, 8)
+        plan["options"] = {"max_batch_tokens": tiny(32768, 4096)}
+        backend_options("hf", plan["options"], "hf backend options")
+    else:
+        if importlib.util.find_spec("vllm") is None:
+            plan["skipped"] = "vllm is not installed in this environment (pip install vllm; not carried in .whl/)"
+        opts = {"dtype": "bfloat16", "chat_template": str(WORK / "chat_template.jinja"), "chunk": plan["chunk"],
+                "gpu_memory_utilization": 0.85}
+        plan["options"] = opts
+        if "skipped" not in plan:
+            (WORK / "chat_template.jinja").write_text(instruct_template(), encoding="utf-8")
+            backend_class("vllm").validate_options(backend_options("vllm", opts, "vllm backend options"))
+    return plan
+
+
+def instruct_template() -> str:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(TOKENIZER)).chat_template
+
+
+def stage_lcb(backend: str, budget_s: float) -> None:
+    """All 6,586 LCB prompts x 100 new tokens (the paper's decoding) through one backend, in chunks, stopping at the
+    stage budget: wall time (load + generate), generate calls into the engine, new tokens/s."""
+    import random
+
+    from mlft.benchmarks.lcb.data import load_prompts
+    from mlft.generation.backends import Request, create_backend
+    from mlft.generation.decoding import Decoding
+    from mlft.generation.prompting import Prompting, build_input
+
+    t_stage = time.time()
+    plan = lcb_plan(backend)
+    key = f"lcb_{backend}"
+    if "skipped" in plan:
+        save(key, plan)
+        print(f"lcb {backend}: skipped: {plan['skipped']}")
+        return
+    prompts = load_prompts(["monolingual", "crosslingual"])
+    random.Random(0).shuffle(prompts)  # both tasks mixed through the pass: a cut-off pass is still a fair sample
+    prompts = prompts[: plan["run_prompts"]]
+    decoding = Decoding(max_new_tokens=plan["max_new_tokens"])
+    t0 = time.time()
+    calls = {"n": 0}
+
+    def counted(fn):
+        def wrapper(*a, **kw):
+            calls["n"] += 1
+            return fn(*a, **kw)
+        return wrapper
+
+    if backend == "hf":
+        from mlft.generation.models import load
+
+        model, tok = load(str(MODEL_DIR), dtype=tiny("bfloat16", "float32"), device=device())
+        model.generation_config.min_new_tokens = plan["max_new_tokens"]  # random weights would stop anywhere
+        if not tok.chat_template:
+            tok.chat_template = instruct_template()
+        model.generate = counted(model.generate)
+        engine = create_backend("hf", plan["options"], model=model, tokenizer=tok, model_ref=str(MODEL_DIR),
+                                batch_size=plan["batch_size"])
+    else:
+        engine = create_backend("vllm", plan["options"], model_ref=str(MODEL_DIR), batch_size=plan["chunk"])
+        engine.llm.generate = counted(engine.llm.generate)
+    load_s = time.time() - t0
+    res = {**plan, "load_s": round(load_s, 1), "done_prompts": 0, "new_tokens": 0, "errors": 0}
+    t_gen = time.time()
+    for i in range(0, len(prompts), plan["chunk"]):
+        chunk = prompts[i: i + plan["chunk"]]
+        reqs = [Request(p.id, **build_input(Prompting(), p.prompt, p.task, p.language), language=p.language)
+                for p in chunk]
+        for r in engine.generate(reqs, decoding):
+            res["done_prompts"] += 1
+            res["new_tokens"] += r.completion_tokens or 0
+            res["errors"] += bool(r.error)
+        gen_s = time.time() - t_gen
+        res.update(generate_s=round(gen_s, 1), generate_calls=calls["n"],
+                   tokens_per_s=round(res["new_tokens"] / gen_s, 1) if gen_s > 0 else None,
+                   wall_s=round(time.time() - t_stage, 1), complete=res["done_prompts"] == len(prompts))
+        save(key, res)
+        print(f"lcb {backend}: {res['done_prompts']}/{len(prompts)} prompts, {res['tokens_per_s']} tok/s", flush=True)
+        if not res["complete"] and time.time() - t_stage > budget_s * 0.92:
+            res["note"] = "stopped at the stage budget"
+            break
+    if not res["complete"] and res["done_prompts"]:
+        res["estimated_full_generate_s"] = round(res["generate_s"] * plan["prompts"] / res["done_prompts"], 1)
+    save(key, res)
+    print(json.dumps(res, indent=2))
+
+
 # ------------------------------------------------------------------------------------------------ summary
 
 def stage_summary() -> None:
@@ -554,6 +747,30 @@ def stage_summary() -> None:
                          f"{fl['estimated_full_pass_s']:.0f} s from {fl['sample_prompts']} random prompts "
                          f"({fl['tokens_per_s']:.0f} tok/s, batch {fl['batch_size']}, max_batch_tokens "
                          f"{fl['max_batch_tokens']}); {fl['estimate_from_batch256_rate_s']} s at the batch-256 rate")
+    for kind in ROWS:
+        x = r.get(f"rows_{kind}")
+        if not x:
+            lines.append(f"rows {kind:<10} (not run)")
+            continue
+        rt = x.get("row_tokens", {})
+        side = {k: x.get(k) or {} for k in ("mlft", "trl")}
+        lines.append(f"rows {kind:<10} {x.get('rows')} rows (tokens p50 {rt.get('p50')}, p90 {rt.get('p90')}, max "
+                     f"{rt.get('max')}), batch {x.get('per_device')}/device: mlft {side['mlft'].get('tokens_per_s')} "
+                     f"tok/s, {side['mlft'].get('median_step_s')} s/step; trl {side['trl'].get('tokens_per_s')} tok/s, "
+                     f"{side['trl'].get('median_step_s')} s/step; ratio {x.get('ratio_mlft_trl')}"
+                     + ("  TIMED OUT" if x.get("timed_out") else f"  rc {x.get('rc')}"))
+    for b in LCB_BACKENDS:
+        x = r.get(f"lcb_{b}")
+        if not x:
+            lines.append(f"lcb {b:<5} (not run)")
+        elif "skipped" in x:
+            lines.append(f"lcb {b:<5} skipped: {x['skipped']}")
+        else:
+            lines.append(f"lcb {b:<5} {x.get('done_prompts')}/{x.get('run_prompts')} prompts x {x.get('max_new_tokens')} "
+                         f"new tokens: wall {x.get('wall_s')} s (load {x.get('load_s')} s, generate "
+                         f"{x.get('generate_s')} s), {x.get('generate_calls')} generate calls, "
+                         f"{x.get('tokens_per_s')} new tokens/s" + ("" if x.get("complete") else
+                         f"  INCOMPLETE (est. full generate {x.get('estimated_full_generate_s')} s)"))
     text = "\n".join(lines)
     print(text)
     OUT.mkdir(parents=True, exist_ok=True)
@@ -573,6 +790,10 @@ def main(argv: list[str]) -> int:
         stage_train(argv[1], budget)
     elif stage == "generate":
         stage_generate(budget)
+    elif stage == "rows":
+        stage_rows(argv[1], budget)
+    elif stage == "lcb":
+        stage_lcb(argv[1], budget)
     elif stage == "summary":
         stage_summary()
     else:

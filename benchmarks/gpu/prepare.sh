@@ -44,6 +44,21 @@ from mlft.generation.models import resolve
 tok = AutoTokenizer.from_pretrained(resolve("smollm2-135m-instruct").path)
 tok.save_pretrained(".gpu_assets/tokenizer")
 print("tokenizer:", len(tok), "tokens ->", ".gpu_assets/tokenizer")
+
+# token lengths of the LCB prompts and of the paper's released replies (the `rows lcb` stage draws its row lengths
+# from them: nothing is downloaded on the GPU machine)
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "benchmarks/gpu")
+from lengths import lcb_lengths
+
+lcb = Path(os.environ.get("MLFT_LCB_DATA") or "../shared/lcb")
+data = lcb_lengths(tok, lcb / "outputs")
+Path(".gpu_assets/lcb_lengths.json").write_text(json.dumps(data))
+print("lcb lengths:", data["source"], "-> .gpu_assets/lcb_lengths.json")
 PY
 du -sh .whl .gpu_assets
 echo "tracked files: $(git ls-files -z | du -ch --files0-from=- | tail -1)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU measurement of mlft (issue 24; the GPU part of issue 18), one command on any CUDA machine:
 #
-#   benchmarks/gpu/run.sh [train] [generate] [zero3] [all]      (default: all = train generate zero3)
+#   benchmarks/gpu/run.sh [train] [generate] [rows] [lcb] [zero3] [ratio] [all]
+#                                         (default: all = train generate rows lcb zero3 ratio, within the budget)
 #
 #   train     `mlft train` on the GPU recipe shape (recipes/multilingual_sft.yaml: bf16, full fine-tune,
 #             assistant-only loss, batch 8 x 4, max_length 2048; ZeRO-2 through accelerate + DeepSpeed when the
@@ -12,12 +13,19 @@
 #             full-LCB pass (6,586 prompts), estimated from a random sample.
 #   ratio     `mlft train` vs plain trl (SFTTrainer with the config mlft builds, the same rows), one process, 8 steps:
 #             median s/step of each, written per step as it finishes, and their ratio (benchmarks/train_speed.py).
+#   rows      issue 29: training rows of realistic lengths (benchmarks/gpu/lengths.py): `lcb` (LCB prompt + released
+#             reply lengths, .gpu_assets/lcb_lengths.json) and `ultrachat` (lognormal, median 1,000, tail to 8k),
+#             exact token lengths cut from the seed text; mlft then plain trl on the same config and rows, 8 steps of
+#             32 rows each: tokens/s, s/step (each step written as it finishes), the mlft/trl ratio.
+#   lcb       issue 29: the full LCB pass (6,586 prompts x 100 new tokens) with hf, then vllm (skipped, with the
+#             reason, when vllm is not installed): wall time, generate calls, new tokens/s; each time-boxed.
 #   zero3     1-GPU ZeRO-3 run whose callback evaluates the saved checkpoint (and step 0) in a separate process:
 #             does it complete, and on which device did the child run.
 #
 # Every stage is time-boxed and the next one runs even if one fails; the whole invocation stays inside
 # $MLFT_GPU_BENCH_BUDGET_S (default 570 s: the device tool allows 600 s per command). Output under $OUT
-# (default /tmp/mlft_gpu_bench/out): results.json, summary.txt, setup.log, train.log, generate.log, zero3.log.
+# (default /tmp/mlft_gpu_bench/out): results.json, summary.txt, setup.log, train.log, generate.log, rows.log, lcb.log, zero3.log,
+# ratio.log.
 #
 # Needs (ignored folders, carried to the GPU machine; made by benchmarks/gpu/prepare.sh): .whl/ (wheels the GPU
 # image lacks) and .gpu_assets/ (tokenizer/, lcb/). No model weights travel: the model is built from its config.
@@ -34,9 +42,9 @@ mkdir -p "$OUT" "$MLFT_GPU_BENCH_WORK"
 stages=()
 for s in "${@:-all}"; do
   case $s in
-    all) stages+=(train generate zero3 ratio) ;;
-    train|generate|zero3|ratio) stages+=("$s") ;;
-    *) echo "usage: $0 [train] [generate] [zero3] [ratio] [all]" >&2; exit 2 ;;
+    all) stages+=(train generate rows lcb zero3 ratio) ;;
+    train|generate|rows|lcb|zero3|ratio) stages+=("$s") ;;
+    *) echo "usage: $0 [train] [generate] [rows] [lcb] [zero3] [ratio] [all]" >&2; exit 2 ;;
   esac
 done
 
@@ -87,6 +95,12 @@ for s in "${stages[@]}"; do
       run_stage train.log 160 train lora
       run_stage train.log 160 train packed ;;
     generate) run_stage generate.log 200 generate ;;
+    rows)
+      run_stage rows.log 240 rows lcb
+      run_stage rows.log 300 rows ultrachat ;;
+    lcb)
+      run_stage lcb.log 420 lcb hf
+      run_stage lcb.log 420 lcb vllm ;;
     zero3) run_stage zero3.log 280 train zero3 ;;
     ratio)  # `mlft train` vs plain trl on the same config, one process, s/step in one run (benchmarks/train_speed.py)
       t=$SECONDS
