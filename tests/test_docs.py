@@ -66,7 +66,14 @@ def command_problems(text: str, page: str) -> list[str]:
             if args.command == "train":  # what `mlft train RECIPE --check` does (no model, no data)
                 from mlft.training.recipe import load_recipe
 
-                load_recipe(args.recipe, args.overrides)
+                try:
+                    load_recipe(args.recipe, args.overrides)
+                except MlftError as exc:
+                    # a chained recipe (DPO / GRPO on an SFT run) names the run an earlier command trains: the rest
+                    # of the recipe is checked with the embedded model in its place
+                    if "train the recipe that produces it first" not in str(exc):
+                        raise
+                    load_recipe(args.recipe, [*args.overrides, "model=smollm2-135m-instruct"])
             elif args.command == "eval":
                 suite_path(args.suite)
         except MlftError as exc:
@@ -122,7 +129,7 @@ def test_documented_paths_and_links_exist(page):
 
 def test_pages_are_found_and_hold_commands():
     """The checks above would pass vacuously if the pages or their commands were not found."""
-    assert len(PAGES) == 11 and all(p.is_file() for p in PAGES)
+    assert len(PAGES) == 12 and all(p.is_file() for p in PAGES)
     commands = [c for p in PAGES for c in _commands(p.read_text(encoding="utf-8"))]
     assert len(commands) >= 60
     assert {c[0] for c in commands} >= {"lcb", "score", "generate", "eval", "train", "steer", "gate", "compare",
