@@ -47,14 +47,20 @@ def gpu_machine(monkeypatch):
 
 def test_gpu_recipes_pass_handbook_values_to_trl(tmp_path):
     """On this machine (no GPU, no flash-attn, no liger-kernel): sdpa, so padding-free stays off."""
-    assert len(GPU_RECIPES) == 7
+    assert len(GPU_RECIPES) == 8
     for path in GPU_RECIPES:
         recipe, config = _resolved(path, tmp_path)
-        sft = recipe.trainer == "sft"
-        assert type(config).__name__ == ("SFTConfig" if sft else "DPOConfig")
         assert config.model_init_kwargs == {"dtype": "bfloat16", "attn_implementation": "sdpa"}, path
         assert recipe.accelerate_config.endswith("configs/accelerate/zero2.yaml")  # DeepSpeed: fp32 master weights
-        assert config.bf16 is True and config.activation_checkpointing is False
+        assert config.bf16 is True
+        if recipe.trainer == "grpo":  # online RL: rollouts, not a tokenised mix (no max_length, no packing)
+            assert type(config).__name__ == "GRPOConfig"
+            assert config.activation_checkpointing is True  # memory: the colocated vLLM engine and 16 x 8 rollouts
+            assert config.num_generations == 8 and config.max_completion_length == 256 and config.beta == 0.04
+            continue
+        sft = recipe.trainer == "sft"
+        assert type(config).__name__ == ("SFTConfig" if sft else "DPOConfig")
+        assert config.activation_checkpointing is False
         assert config.per_device_train_batch_size == 8 and config.gradient_accumulation_steps == 4  # 256 / (8 x 8)
         assert config.dataset_num_proc == 8 and config.use_liger_kernel is False
         assert config.padding_free is False
@@ -69,6 +75,8 @@ def test_gpu_recipes_on_a_gpu_with_flash_attn_and_liger(tmp_path, gpu_machine):
     for path in GPU_RECIPES:
         recipe, config = _resolved(path, tmp_path)
         assert config.model_init_kwargs["attn_implementation"] == "flash_attention_2"
+        if recipe.trainer == "grpo":
+            continue
         assert config.use_liger_kernel is True
         assert config.padding_free is (recipe.trainer == "sft")  # trl's DPOTrainer turns padding_free off
         assert recipe.training_args.get("padding_free", False) is config.padding_free  # resolved into the recipe
