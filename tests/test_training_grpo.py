@@ -5,10 +5,6 @@ bit-identically after SIGKILL; the `language` term equals the official verdict o
 from __future__ import annotations
 
 import csv
-import os
-import signal
-import subprocess
-import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -26,7 +22,7 @@ from mlft.training.rewards import (
     reward_functions,
     validate_rewards,
 )
-from tests.training_helpers import REPO, env, mlft, noisy_lines, run
+from tests.training_helpers import REPO, kill_after_first_checkpoint, mlft, noisy_lines, run
 
 GRPO = REPO / "recipes/cpu/grpo_crosslingual.yaml"
 # 2 optimizer steps of 2 prompts x 2 replies x 12 tokens, a checkpoint after each, the tiny suite
@@ -267,17 +263,7 @@ def test_grpo_lora_run_trains_saves_is_evaluated_and_resumes_bit_identically(sha
     assert all(0.0 <= r["terms"]["language"]["mean"] <= 1.0 for r in rewards)
     assert _adapter_bytes(whole / "final") != _adapter_bytes(whole / "checkpoints" / "checkpoint-1")  # it trains
 
-    proc = subprocess.Popen(cmd(killed), cwd=REPO, env=env(shared), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 600
-    try:
-        while (1, "model") not in curves.done(killed):  # checkpoint-1 saved and evaluated
-            assert proc.poll() is None, "training ended before it could be interrupted"
-            assert time.time() < deadline, "no checkpoint within 600 s"
-            time.sleep(0.5)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_after_first_checkpoint(cmd(killed), killed, shared, timeout=600)
     assert not (killed / "complete").exists()
     resumed = run(cmd(killed), shared, timeout=900)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]

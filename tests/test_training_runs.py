@@ -6,16 +6,24 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from mlft.io import curve_file
-from tests.training_helpers import REPO, TINY, accelerate, env, mlft, noisy_lines, run, templateless_base
+from tests.training_helpers import (
+    REPO,
+    TINY,
+    accelerate,
+    env,
+    kill_after_first_checkpoint,
+    mlft,
+    noisy_lines,
+    run,
+    templateless_base,
+)
 
 pytestmark = pytest.mark.slow
 SFT = "recipes/cpu/multilingual_sft.yaml"
@@ -166,17 +174,7 @@ def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one
 def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path):
     run_dir = tmp_path / "run"
     cmd = mlft("train", SFT, *TINY, f"run_dir={run_dir}", "training_args.max_steps=3", "--no-progress")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env(shared), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    deadline = time.time() + 300
-    try:
-        while (1, "model") not in curve_file.done(run_dir):  # checkpoint-1 saved and evaluated
-            assert proc.poll() is None, "training ended before it could be interrupted"
-            assert time.time() < deadline, "no checkpoint within 300 s"
-            time.sleep(0.5)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_after_first_checkpoint(cmd, run_dir, shared, timeout=300)
     assert not (run_dir / "complete").exists()
     before = curve_file.read_curves(run_dir)
     resumed = run(cmd, shared, timeout=300)

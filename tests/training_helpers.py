@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,3 +72,21 @@ def templateless_base(out: Path, model=None, tok=None) -> Path:
     data.pop("chat_template", None)
     cfg.write_text(json.dumps(data))
     return out
+
+
+def kill_after_first_checkpoint(cmd: list[str], run_dir: Path, shared: Path, timeout: int) -> None:
+    """Run `cmd` (an `mlft train`) and SIGKILL its whole process group once checkpoint-1 is saved and evaluated
+    (its pass is in curves.jsonl); fails if training ends first or no checkpoint comes within `timeout` s."""
+    from mlft.io import curve_file
+
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env(shared), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + timeout
+    try:
+        while (1, "model") not in curve_file.done(run_dir):
+            assert proc.poll() is None, "training ended before it could be interrupted"
+            assert time.time() < deadline, f"no checkpoint within {timeout} s"
+            time.sleep(0.5)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
