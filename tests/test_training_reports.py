@@ -104,6 +104,24 @@ per_language: [{{task: crosslingual, metric: lpr}}]
     assert (tmp_path / "t.md").read_text() in out
 
 
+def test_per_language_table_shows_languages_outside_lcb_after_lcbs(tmp_path):
+    """A user's prompt file in languages outside LCB's 15 (cs, fi: eval/outside_lcb_prompts.jsonl) gets a column
+    per language in the A18/A19 detail, after LCB's languages (it used to show only the average)."""
+    from mlft.reports.mitigation import PerLanguage, load_spec, per_language
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"step": 0, "variant": "model", "suite": "s", "suite_variant": "default", "task": "crosslingual",
+             "language": lang, "metric": "lpr", "value": v}
+            for lang, v in (("fi", 0.25), ("de", 0.5), ("cs", 0.75), ("avg", 0.5))]
+    curve_file.append_pass(run, 0, "model", rows, 1.0, "in-process")
+    spec = tmp_path / "t.yaml"
+    spec.write_text(f"rows:\n  - {{label: base, run: {run}, step: 0}}\n")
+    table = per_language(load_spec(spec), PerLanguage("crosslingual", "lpr"))
+    assert table.header == ["", "de", "cs", "fi", "avg"]
+    assert table.body == [["base", "50.0", "75.0", "25.0", "50.0"]]
+
+
 def test_table_spec_errors_name_the_row(two_runs, tmp_path):
     from mlft.reports.mitigation import load_spec
 

@@ -9,7 +9,9 @@ variants), then LoRA runs, each evaluated at its end by the per-checkpoint callb
             base model and on the cross-lingual SFT checkpoint: fine-tune, decode smarter, or both, as rows of
             the same table (+~7 min);
   --rl      online RL (GRPO, the LCB judge as the reward, the guard as the constraint; docs/rl.md) from the base
-            model and on the cross-lingual SFT checkpoint, every pass also judged by langdetect (a Table 11 column);
+            model and on the cross-lingual SFT checkpoint, every pass also judged by langdetect (a Table 11 column),
+            and the base and RL models on prompts in languages outside LCB's and the RL mix's (cs, fi, bg, bn, uk:
+            eval/mitigation_outside_lcb.yaml without its interventions) as a second table, outside_lcb.md;
   --full    also cross-lingual preference tuning on top of the cross-lingual SFT run, the paper's multilingual
             SFT and preference tuning, English preference tuning, few-shot prompting, the quantized variants,
             the decoding row, and a mid-run checkpoint for every SFT run (~1 h).
@@ -33,6 +35,8 @@ import yaml
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES
 from mlft.errors import DataError
+from mlft.evals.runner import run_suite
+from mlft.evals.suite import load_suite
 from mlft.generation.interventions.quantize import SCHEMES
 from mlft.io import curve_file
 from mlft.paths import shared_dir
@@ -64,6 +68,9 @@ RUNS = [("english_sft", "recipes/cpu/english_sft.yaml", "+English SFT", None, Tr
         ("grpo_on_sft", "recipes/cpu/grpo_on_sft.yaml", "+Cross-lingual SFT +GRPO", "crosslingual_sft", False)]
 RL_RUNS = ("grpo", "grpo_on_sft")
 SECOND_JUDGE = "langdetect"  # with --rl every pass is also judged by a second LID (a column of Table 11)
+# with --rl: the base model and every RL run's final model on prompts in languages the RL mix never asked for
+# (cs, fi, bg, bn, uk; fastText and langdetect), as a second table with paired tests against base
+OUTSIDE_SUITE = "mitigation_outside_lcb"
 
 
 def add_parser(sub) -> None:
@@ -166,6 +173,33 @@ def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodi
     return path
 
 
+def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -> list[str]:
+    """The base model and each RL run's final model on eval/outside_lcb_prompts.jsonl (languages outside LCB's 15
+    that the RL mix never asked for), no intervention; one table (paired tests against base, the guard, both
+    judges). Resumable: finished completions are reused. Returns the rendered tables."""
+    settings = {"variants": [{"name": "base", "interventions": []}]}
+    if max_new_tokens:
+        settings["decoding"] = {"max_new_tokens": max_new_tokens}
+    rows = []
+    for key, model_ref, label in [("base", BASE_MODEL, "base"),
+                                  *[(k, str(runs[k] / "final"), lbl) for k, _, lbl, _, _ in RUNS if k in RL_RUNS
+                                    and k in runs]]:
+        folder = out / "outside_lcb" / key
+        log.info("\n=== %s on prompts outside LCB's languages (%s)", label, OUTSIDE_SUITE)
+        run_suite(load_suite(OUTSIDE_SUITE, (), settings), model_ref=model_ref, out_dir=folder, progress=True)
+        rows.append({"label": label, "rows_file": str(folder / "scores.jsonl"), "suite_variant": "base"})
+    spec = {"title": "GRPO on languages outside LCB's 15 and outside the RL mix (cs, fi, bg, bn, uk; %)",
+            "base": "base", "rows": rows,
+            "capability": [{"task": task, "metric": f"lpr@{SECOND_JUDGE}", "variant": None,
+                            "label": f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({SECOND_JUDGE})"}
+                           for task in ("monolingual", "crosslingual")]}
+    path = out / "outside_lcb" / "table.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    built = tables(load_spec(path))
+    (out / "outside_lcb.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
+    return [t.render("table") for t in built]
+
+
 def run(args) -> int:
     t0 = time.time()
     _ensure_lcb_data()
@@ -214,6 +248,8 @@ def run(args) -> int:
     (out / "mitigation.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
     table_png = plot_table(built[0], out / "mitigation.png")
     log.info("%s", "\n".join(t.render("table") for t in built))
+    if rl:
+        log.info("%s", "\n".join(_outside_lcb(out, runs, args.max_new_tokens)))
     passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curve_file.read_passes(d)]
     in_training = [p for p in passes if p["mode"] in ("in-process", "separate-process")]
     train_wall = sum(json.loads((d / "complete").read_text())["wall_s"] for d in runs.values())

@@ -422,7 +422,10 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
 def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = None) -> Table:
     rows = rows or [select(r) for r in spec.rows]
     base = _base_row(spec, rows)
-    langs = [lang for lang in LANGUAGES if any((detail.task, lang, detail.metric) in r.values for r in rows)]
+    present = {lang for r in rows for (task, lang, metric) in r.values if (task, metric) == (detail.task, detail.metric)}
+    present.discard("avg")
+    # LCB's languages in their order, then any other language the rows hold (a user's prompt file: cs, fi, ...)
+    langs = [lang for lang in LANGUAGES if lang in present] + sorted(present - set(LANGUAGES))
     base_out = base.outcomes()
     header = [""] + langs + ["avg"]
     body = []
