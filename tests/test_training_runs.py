@@ -55,39 +55,38 @@ def _check_run(run_dir: Path, steps: list[int], variants=("model",)) -> dict:
     return marker
 
 
-@pytest.mark.parametrize("config, expect_mode, via_recipe", [
-    ("configs/accelerate/cpu_ddp.yaml", "data-parallel", False),
-    ("configs/accelerate/cpu_zero2.yaml", "data-parallel", True),
-    ("configs/accelerate/cpu_zero3.yaml", "separate-process", False),
-])
-def test_two_process_launch_with_eval_callback(shared, tmp_path, config, expect_mode, via_recipe):
+# The three accelerate configs each launch two processes once in this file (each launch costs 1-3 min of CI):
+# DDP by the documented `accelerate launch --config_file ... -m mlft train RECIPE` (the data-parallel evaluation
+# test below), ZeRO-2 by `mlft train` re-launching itself with the recipe's accelerate_config (here), ZeRO-3 by
+# the short `accelerate launch ... -m mlft RECIPE` with its separate-process evaluation (the ZeRO-3 test below).
+def test_two_process_launch_via_the_recipes_accelerate_config(shared, tmp_path):
     run_dir = tmp_path / "run"
     overrides = [*TINY, f"run_dir={run_dir}", "evaluation.at_start=false", "training_args.save_steps=2"]
-    if via_recipe:  # `mlft train` re-launches itself with the recipe's accelerate_config
-        cmd = mlft("train", SFT, *overrides, f"accelerate_config={config}", "--no-progress")
-    else:  # the documented `accelerate launch --config_file ... -m mlft [train] RECIPE ...`
-        cmd = accelerate(config, SFT, *overrides, short="zero3" in config)
+    # `mlft train` re-launches itself with the recipe's accelerate_config
+    cmd = mlft("train", SFT, *overrides, "accelerate_config=configs/accelerate/cpu_zero2.yaml", "--no-progress")
     proc = run(cmd, shared, timeout=420)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert ("mlft train: launching:" in proc.stdout) == via_recipe
+    assert "mlft train: launching:" in proc.stdout
     marker = _check_run(run_dir, steps=[2])
     assert marker["world_size"] == 2 and marker["global_step"] == 2
-    assert {p["mode"] for p in curve_file.read_passes(run_dir)} == {expect_mode}
+    assert {p["mode"] for p in curve_file.read_passes(run_dir)} == {"data-parallel"}
 
 
 def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared, tmp_path):
     """ZeRO-3 evaluates in a separate process. Finding 3: at step 0 the child loads the base model, whose tokenizer
     has no chat template; it must use the run's (the in-process pass would). Finding 6: LoRA + activation
-    checkpointing under ZeRO-3 (trl forces reentrant checkpointing) trains its steps."""
+    checkpointing under ZeRO-3 (trl forces reentrant checkpointing) trains its steps. Launched the short way
+    (`accelerate launch ... -m mlft RECIPE`, no `train`)."""
     run_dir = tmp_path / "run"
     base = templateless_base(tmp_path / "base")
     overrides = [*TINY, f"run_dir={run_dir}", f"model={base}", "training_args.save_steps=2",
                  "chat_template=mlft/training/templates/chatml_training.jinja",
                  "training_args.activation_checkpointing=true"]
-    proc = run(accelerate("configs/accelerate/cpu_zero3.yaml", SFT, *overrides), shared, timeout=480)
+    proc = run(accelerate("configs/accelerate/cpu_zero3.yaml", SFT, *overrides, short=True), shared, timeout=480)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "mlft train: launching:" not in proc.stdout  # launched by accelerate, not re-launched by mlft
     marker = _check_run(run_dir, steps=[0, 2])
-    assert marker["global_step"] == 2 and marker["train_loss"] > 0
+    assert marker["world_size"] == 2 and marker["global_step"] == 2 and marker["train_loss"] > 0
     assert marker["final"] == "merged"  # merged on rank 0 alone inside the ZeRO-3 job (it used to deadlock)
     passes = curve_file.read_passes(run_dir)
     assert [(p["step"], p["mode"], p["error"]) for p in passes] == [(0, "separate-process", None),
@@ -144,6 +143,7 @@ def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one
     proc = subprocess.run(cmd, cwd=REPO, env=_instrumented(shared, tmp_path, sleep=12), capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "mlft train: launching:" not in proc.stdout  # `accelerate launch ... -m mlft train RECIPE`
     marker = _check_run(two, steps=[0, 2])
     assert marker["world_size"] == 2 and marker["global_step"] == 2
     assert marker["gradient_accumulation_steps"] == 2           # 8 rows = 2 per device x 2 ranks x 2
