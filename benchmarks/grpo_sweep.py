@@ -35,6 +35,8 @@ CONFIGS = {  # name -> recipe overrides
     "language only b=0.04 G=4": ["rewards=[{name: language, weight: 1.0}]"],
     "default b=0 G=4": [f"rewards={DEFAULT}", "training_args.beta=0.0"],
     "default b=0.04 G=8": [f"rewards={DEFAULT}", "training_args.num_generations=8"],
+    "default lr=5e-4": [f"rewards={DEFAULT}", "training_args.learning_rate=5e-4"],
+    "language only lr=5e-4": ["rewards=[{name: language, weight: 1.0}]", "training_args.learning_rate=5e-4"],
 }
 
 
