@@ -120,12 +120,13 @@ def _mask_widths(config, embedded_model) -> list[int]:
         widths.append(mask.shape[-1] if mask is not None else kwargs["hidden_states"].shape[1])
 
     handle = model.model.layers[0].self_attn.register_forward_pre_hook(spy, with_kwargs=True)
-    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state, was_training = {k: v.clone() for k, v in model.state_dict().items()}, model.training
     try:
         SFTTrainer(model=model, args=config, train_dataset=Dataset.from_list(rows), processing_class=tok).train()
-    finally:
+    finally:  # the session's shared model goes back as it came: weights and mode (later tests assert eval mode)
         handle.remove()
         model.load_state_dict(state)
+        model.train(was_training)
     return widths
 
 

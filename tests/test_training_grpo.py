@@ -208,7 +208,7 @@ def test_prompt_mix_rows_languages_tasks_and_holdout(tmp_path):
 
 # -- the judge's verdicts on the released outputs ---------------------------------------------------------------
 @pytest.mark.slow
-def test_language_term_is_the_official_verdict_on_every_released_reply(shared, scorer):
+def test_language_term_is_the_official_verdict_on_every_released_reply(shared):
     """Summed per (task, model, source, language) group of the paper's 65,816 released replies, the `language`
     term equals the official script's counts (lid.176.ftz) exactly: 1 on each counted reply without a line error,
     0 on each line error AND on each uncounted reply; `words` likewise equals the WPR counts (non-Latin)."""
@@ -220,6 +220,7 @@ def test_language_term_is_the_official_verdict_on_every_released_reply(shared, s
         completions += read_completions(f)
     assert len(completions) > 60000
     texts, langs = [c.completion for c in completions], [c.language for c in completions]
+    scorer = ReplyScorer(words=shared / "lcb" / "words", cache_size=len(texts))  # `words` reuses the analyses
     lang_reward = REWARDS["language"](texts, langs, scorer)
     word_reward = REWARDS["words"](texts, langs, scorer)
     sums = defaultdict(lambda: [0, 0.0, 0.0])
