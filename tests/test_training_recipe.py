@@ -31,8 +31,9 @@ def test_every_field_has_help():
 def test_all_shipped_recipes_validate_against_installed_trl():
     from trl import DPOConfig, GRPOConfig, SFTConfig
 
-    # 12 + crosslingual_sft_vllm (every checkpoint evaluated by vLLM) + 3 GRPO (GPU, CPU, CPU on SFT)
-    assert len(RECIPES) == 16
+    # 12 + crosslingual_sft_vllm (every checkpoint evaluated by vLLM) + 4 GRPO (GPU; CPU, CPU language-only,
+    # CPU on SFT)
+    assert len(RECIPES) == 17
     for path in RECIPES:
         # DPO recipes (and GRPO on SFT) start from their SFT run's output, which does not exist before training
         overrides = ["model=smollm2-135m-instruct"] if "dpo" in path.stem or "on_sft" in path.stem else []
