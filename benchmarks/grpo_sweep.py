@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from mlft.io import curve_file as curves
-from mlft.reports.mitigation import load_spec, tables
+from mlft.reports.mitigation import judge_columns, load_spec, tables
 from mlft.training.passes import evaluate_step
 from mlft.training.recipe import EvaluationOptions, load_recipe
 from mlft.training.rewards import read_reward_curves
@@ -100,9 +100,7 @@ def main(argv=None) -> int:
     spec = {"title": f"GRPO dev sweep ({SUITE}: held-out seed items, never LCB; {args.steps} steps, %)",
             "base": "base",
             "rows": [{"label": name, "run": res["run"], "step": res["step"]} for name, res in results.items()],
-            "capability": [{"task": task, "metric": "lpr@langdetect", "variant": None,
-                            "label": f"{'Mono' if task == 'monolingual' else 'Cross'} LPR (langdetect)"}
-                           for task in ("monolingual", "crosslingual")]}
+            "capability": judge_columns("langdetect")}
     (out / "sweep_table.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     built = tables(load_spec(out / "sweep_table.yaml"))
     (out / "sweep.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")

@@ -41,7 +41,7 @@ from mlft.generation.interventions.quantize import SCHEMES
 from mlft.io import curve_file
 from mlft.paths import shared_dir
 from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
-from mlft.reports.mitigation import load_spec, plot_table, tables
+from mlft.reports.mitigation import judge_columns, load_spec, plot_table, tables
 from mlft.reports.page import PAGE, write_report_page
 from mlft.training.passes import evaluate_step
 from mlft.training.recipe import EvaluationOptions, PassVariant, load_recipe
@@ -162,9 +162,7 @@ def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodi
     spec = {"title": "Language confusion mitigation on SmolLM2-135M-Instruct (CPU demo, Table 11 layout, %)",
             "base": "base", "rows": rows}
     if any(key in runs for key in RL_RUNS):  # the second judge beside fastText, scored in each row's own pass
-        spec["capability"] = [{"task": task, "metric": f"lpr@{SECOND_JUDGE}", "variant": None,
-                               "label": f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({SECOND_JUDGE})"}
-                              for task in ("monolingual", "crosslingual")]
+        spec["capability"] = judge_columns(SECOND_JUDGE)
     if full and "crosslingual_sft" in runs:
         variants = ["model", *SCHEMES]
         spec["quantization"] = [{"label": "base", "run": str(base), "step": 0, "variants": variants}]
@@ -190,9 +188,7 @@ def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -
         rows.append({"label": label, "rows_file": str(folder / "scores.jsonl"), "suite_variant": "base"})
     spec = {"title": "GRPO on languages outside LCB's 15 and outside the RL mix (cs, fi, bg, bn, uk; %)",
             "base": "base", "rows": rows,
-            "capability": [{"task": task, "metric": f"lpr@{SECOND_JUDGE}", "variant": None,
-                            "label": f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({SECOND_JUDGE})"}
-                           for task in ("monolingual", "crosslingual")]}
+            "capability": judge_columns(SECOND_JUDGE)}
     path = out / "outside_lcb" / "table.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")
     built = tables(load_spec(path))

@@ -103,6 +103,13 @@ class TableSpec:
         "help": "Capability columns: [{task, metric, label, variant}]; a drop beyond a row's interval is flagged."})
 
 
+def judge_columns(judge: str) -> list[dict]:
+    """Spec entries (`capability:`) for a second LID judge's LPR beside fastText's, one per task, read from each
+    row's own pass (`lpr@<judge>`, scored with `judge=<judge>` in the suite)."""
+    return [{"task": task, "metric": f"lpr@{judge}", "variant": None,
+             "label": f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({judge})"} for task in TASKS]
+
+
 def load_spec(path: str | Path) -> TableSpec:
     path = Path(path)
     spec = from_dict(TableSpec, load_yaml(path), str(path))
