@@ -69,3 +69,35 @@ def test_rl_rows_validate_and_get_the_second_judge_column(tmp_path):
     assert [r["label"] for r in spec["rows"]] == ["base", "+Cross-lingual SFT", "+Cross-lingual SFT +GRPO"]
     assert [c["metric"] for c in spec["capability"]] == [f"lpr@{SECOND_JUDGE}"] * 2
     assert all(c["variant"] is None for c in spec["capability"])  # each row's own pass
+
+
+def test_rl_outside_lcb_table_has_base_and_rl_rows_both_judges_and_the_outside_languages(tmp_path, monkeypatch):
+    """`mlft demo --rl`'s second table: base and each RL run's final model on the suite outside LCB's languages,
+    without its interventions, with the demo's max_new_tokens; rows from each model's scores, the langdetect
+    columns, and per-language columns for cs / fi (languages outside LCB's 15)."""
+    import mlft.commands.demo as demo
+
+    calls = []
+
+    def fake_run_suite(suite, *, model_ref, out_dir, progress):
+        opts = suite.options
+        calls.append((suite.name, [v.name for v in opts.variants], opts.decoding.max_new_tokens, model_ref))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        good = model_ref != demo.BASE_MODEL
+        rows = [{"suite": suite.name, "variant": "base", "task": task, "language": lang, "metric": metric,
+                 "value": value, "low": value, "high": value, "n": 10}
+                for task in ("monolingual", "crosslingual")
+                for lang, value in (("cs", 0.9 if good else 0.5), ("fi", 0.8 if good else 0.4),
+                                    ("avg", 0.85 if good else 0.45))
+                for metric in ("lpr", "lpr@langdetect")]
+        (out_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    monkeypatch.setattr(demo, "run_suite", fake_run_suite)
+    runs = {"grpo": tmp_path / "grpo", "crosslingual_sft": tmp_path / "crosslingual_sft"}
+    text = "\n".join(demo._outside_lcb(tmp_path, runs, max_new_tokens=16))
+    assert calls == [(demo.OUTSIDE_SUITE, ["base"], 16, demo.BASE_MODEL),
+                     (demo.OUTSIDE_SUITE, ["base"], 16, str(tmp_path / "grpo" / "final"))]
+    md = (tmp_path / "outside_lcb.md").read_text(encoding="utf-8")
+    assert "| +GRPO (LCB judge reward) | 85.0 ±0.0 |" in md and "| base | 45.0 ±0.0 |" in md
+    assert "Cross LPR (langdetect)" in md and "| | cs | fi | avg |" in md.replace("|  |", "| |")
+    assert "+GRPO (LCB judge reward)" in text
