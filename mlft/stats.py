@@ -92,6 +92,7 @@ class Outcome:
     validity: float | None = None  # share of known words (mlft.benchmarks.lcb.guard.lexical_validity); None: not measured
     lines: int | None = None       # counted lines (LID detail)
     unknown_lines: int | None = None  # counted lines fastText labels "unknown" (score <= threshold)
+    sample: int = 0                # which of the prompt's replies (several replies per prompt: a cluster per id)
 
     @property
     def code(self) -> int:
@@ -113,11 +114,15 @@ class Outcome:
             raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
         nll, validity = rec.get("nll"), rec.get("validity")
         lines, unknown = rec.get("lines"), rec.get("unknown_lines")
+        sample = rec.get("sample") or 0
+        if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
+            raise DataError(f"{where}: field 'sample' must be a whole number >= 0, got {sample!r}")
         return cls(id=str(rec["id"]), task=str(rec["task"]), source=str(rec["source"]),
                    language=str(rec["language"]), counted=bool(rec["counted"]), line_error=bool(rec["line_error"]),
                    word_error=bool(rec["word_error"]), degenerate=bool(rec["degenerate"]),
                    nll=None if nll is None else float(nll), validity=None if validity is None else float(validity),
-                   lines=None if lines is None else int(lines), unknown_lines=None if unknown is None else int(unknown))
+                   lines=None if lines is None else int(lines), unknown_lines=None if unknown is None else int(unknown),
+                   sample=sample)
 
 
 def save_outcomes(path: str | Path, outcomes: Iterable[Outcome]) -> None:
@@ -197,13 +202,37 @@ def _aggregate(keys: list[tuple[str, str]], x: np.ndarray) -> dict[tuple[str, st
     return rows
 
 
-def _strata(outcomes: Sequence[Outcome]) -> tuple[list[tuple[str, str]], list[np.ndarray]]:
-    """Sorted (source, language) keys and each stratum's category codes."""
-    by_key: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for o in outcomes:
-        by_key[(o.source, o.language)].append(o.code)
+def clustered(outcomes: Sequence) -> bool:
+    """Whether the outcomes hold several replies per prompt (any `sample` > 0): then a prompt's replies form one
+    resampling unit (a cluster), since they share the prompt."""
+    return any(getattr(o, "sample", 0) for o in outcomes)
+
+
+def _units(by_key: dict, tables: list[np.ndarray]) -> tuple[list, list[np.ndarray], list[np.ndarray]]:
+    """Sorted stratum keys, each stratum's unit codes, and per table the features of a unit code.
+
+    `by_key`: stratum -> {unit: [codes]} (a unit is a reply, or a prompt's replies). When every unit holds one
+    code, the codes index `tables` as they are (one reply per prompt: the official categories, unchanged);
+    else a unit's code indexes the summed features of its multiset of codes (a cluster of replies)."""
     keys = sorted(by_key)
-    return keys, [np.array(by_key[k], np.int64) for k in keys]
+    if all(len(v) == 1 for k in keys for v in by_key[k].values()):
+        return keys, [np.array([v[0] for v in by_key[k].values()], np.int64) for k in keys], tables
+    ids: dict[tuple[int, ...], int] = {}
+    codes = [np.array([ids.setdefault(tuple(sorted(v)), len(ids)) for v in by_key[k].values()], np.int64)
+             for k in keys]
+    multisets = list(ids)
+    return keys, codes, [np.stack([t[list(m)].sum(0) for m in multisets]) for t in tables]
+
+
+def _strata(outcomes: Sequence[Outcome]) -> tuple[list[tuple[str, str]], list[np.ndarray], np.ndarray]:
+    """Sorted (source, language) keys, each stratum's unit codes and the feature table they index: a unit is a
+    reply, or with several replies per prompt (`clustered`) a prompt's replies."""
+    by_key: dict[tuple[str, str], dict] = defaultdict(dict)
+    cluster = clustered(outcomes)
+    for i, o in enumerate(outcomes):
+        by_key[(o.source, o.language)].setdefault(o.id if cluster else i, []).append(o.code)
+    keys, codes, (table,) = _units(by_key, [_FEATURES])
+    return keys, codes, table
 
 
 def _resample_counts(codes: list[np.ndarray], n: int, rng: np.random.Generator,
@@ -266,6 +295,33 @@ def check_confidence(confidence: float, n: int) -> None:
         raise ConfigError(f"number of resamples must be >= 1, got {n}")
 
 
+def _success_trials(units: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per unit (rows of feature sums): the successes and trials of a group proportion."""
+    nr, scored, line, word, degen, invalid, measured = (units[:, i] for i in range(_NFEAT))
+    return {"lpr": (scored - line, scored), "coverage": (scored, nr), "degeneracy": (degen, nr),
+            "validity": (measured - invalid, measured), "wpr": (scored - line - word, scored - line)}[metric]
+
+
+def _design_effect(units: np.ndarray, metric: str) -> float:
+    """Kish's design effect of a proportion over clustered replies (a prompt's replies are one cluster): the
+    variance of the ratio estimator over clusters divided by the variance of as many independent replies,
+    clamped to [1, mean cluster size]. A group's Wilson interval over clustered replies uses trials / deff
+    (its effective sample size); 1 where the proportion has no spread."""
+    y, m = _success_trials(units, metric)
+    keep = m > 0
+    y, m = y[keep], m[keep]
+    total = m.sum()
+    if len(m) < 2 or total == 0:
+        return 1.0
+    p = y.sum() / total
+    srs = p * (1 - p) / total
+    if srs <= 0:
+        return 1.0
+    k = len(m)
+    cluster = k / (k - 1) * np.sum((y - p * m) ** 2) / total ** 2
+    return float(np.clip(cluster / srs, 1.0, max(1.0, total / k)))
+
+
 def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 10000, seed: int = 0,
               group_method: str = "wilson") -> dict[tuple[str, str, str], dict[str, Estimate]]:
     """{(task, source, language): {metric: Estimate}} for every row the official scorer reports (source or
@@ -277,13 +333,13 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
     alpha = 1 - confidence
     out: dict[tuple[str, str, str], dict[str, Estimate]] = {}
     for task, outs in _tasks(outcomes).items():
-        keys, codes = _strata(outs)
-        obs = _observed(codes, _FEATURES)
+        keys, codes, table = _strata(outs)
+        obs = _observed(codes, table)
         point = _aggregate(keys, obs)
-        boot = _aggregate(keys, _resample_counts(codes, n, rng, [_FEATURES])[0])
+        boot = _aggregate(keys, _resample_counts(codes, n, rng, [table])[0])
         names = [(row, m) for row, ms in point.items() for m in ms]
         qs = np.quantile(np.stack([boot[row][m] for row, m in names], axis=1), [alpha / 2, 1 - alpha / 2], axis=0)
-        sizes = {k: len(c) for k, c in zip(keys, codes)}
+        sizes = {k: int(obs[0, s, 0]) for s, k in enumerate(keys)}  # replies
         for j, (row, m) in enumerate(names):
             size = sum(v for k, v in sizes.items() if row[0] in ("all", k[0]) and row[1] in ("all", k[1]))
             out.setdefault((task, *row), {})[m] = Estimate(float(point[row][m][0]), float(qs[0, j]),
@@ -297,8 +353,10 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
                 if key[1] in NON_LATIN:
                     props["wpr"] = (scored - line - word, max(0.0, scored - line))
                 row = out[(task, *key)]
+                units = table[codes[s]]  # per unit (reply, or a prompt's replies) its feature sums
                 for m, (k, t) in props.items():
-                    lo, hi = wilson(k, t, confidence)
+                    deff = _design_effect(units, m) if table is not _FEATURES else 1.0
+                    lo, hi = wilson(k / deff, t / deff, confidence)
                     row[m] = Estimate(row[m].value, float(lo), float(hi), "wilson", int(t))
     return out
 
@@ -311,17 +369,20 @@ def unknown_share_intervals(outcomes: Sequence[Outcome], *, confidence: float = 
     (all, all)); None without counted lines (or for outcomes written before the count existed).
 
     Interval: lines cluster in replies (a salad reply has many unknown lines), so replies - not lines - are
-    resampled, within each (source, language) stratum with n_s - 1 draws as `mlft.stats.intervals` does;
+    resampled (a prompt's replies together when there are several per prompt), within each (source, language) stratum with n_s - 1 draws as `mlft.stats.intervals` does;
     each resample's ratio of pooled counts is aggregated like the point value; percentile interval."""
 
     check_confidence(confidence, n)
     rng = np.random.default_rng(seed)
     alpha = 1 - confidence
-    groups: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
-    for o in outcomes:
-        g = groups.setdefault((o.task, o.source, o.language), [])
+    units: dict[tuple[str, str, str], dict] = {}  # a unit: a reply, or a prompt's replies (clustered)
+    cluster = clustered(outcomes)
+    for i, o in enumerate(outcomes):
+        g = units.setdefault((o.task, o.source, o.language), {})
         if o.lines is not None:
-            g.append((o.lines, o.unknown_lines or 0))
+            old = g.get(o.id if cluster else i, (0, 0))
+            g[o.id if cluster else i] = (old[0] + o.lines, old[1] + (o.unknown_lines or 0))
+    groups = {k: list(v.values()) for k, v in units.items()}
     point: dict[tuple[str, str, str], float | None] = {}
     boot: dict[tuple[str, str, str], np.ndarray] = {}
     counts: dict[tuple[str, str, str], tuple[int, int]] = {}
@@ -367,6 +428,19 @@ def unknown_share_intervals(outcomes: Sequence[Outcome], *, confidence: float = 
             out[(task, "all", lang)] = row(sub, lang_point[lang], lang_boot[lang])
         out[(task, "all", "all")] = row(keys, *avg(sorted(lang_point), lang_point, lang_boot))
     return out
+
+
+def prompt_means(outcomes: Iterable[Outcome], task: str | None = None,
+                 language: str | None = None) -> dict[tuple[str, str, str], float]:
+    """{(source, language, id): mean reply NLL over the prompt's replies} for replies with an NLL (one reply per
+    prompt: its own NLL): the unit of the NLL rows' intervals and of the fluency guard's paired ratio, so several
+    replies per prompt are not counted as independent."""
+    sums: dict[tuple[str, str, str], list[float]] = {}
+    for o in outcomes:
+        if o.nll is None or (task is not None and o.task != task) or (language is not None and o.language != language):
+            continue
+        sums.setdefault((o.source, o.language, o.id), []).append(o.nll)
+    return {k: v[0] if len(v) == 1 else sum(v) / len(v) for k, v in sums.items()}
 
 
 def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -476,14 +550,16 @@ def _select(outcomes: Sequence[Outcome], task: str | None, source: str | None, l
 
 
 def _pairs(a: list[Outcome], b: list[Outcome]) -> list[tuple[Outcome, Outcome]]:
-    """Match replies on (source, language, id): official CSV ids restart at 0 in every (source, language)
-    file, mlft's JSONL ids are unique anyway."""
+    """Match replies on (source, language, id, sample): official CSV ids restart at 0 in every (source, language)
+    file, mlft's JSONL ids are unique anyway; reply k of a prompt is paired with reply k (drawn with the same
+    key: common random numbers)."""
     def index(outs, name):
-        ids: dict[tuple[str, str, str], Outcome] = {}
+        ids: dict[tuple[str, str, str, int], Outcome] = {}
         for o in outs:
-            key = (o.source, o.language, o.id)
+            key = (o.source, o.language, o.id, o.sample)
             if key in ids:
-                raise DataError(f"run {name}: id {o.id!r} appears more than once in {o.source}/{o.language}")
+                reply = f" (reply {o.sample})" if o.sample else ""
+                raise DataError(f"run {name}: id {o.id!r}{reply} appears more than once in {o.source}/{o.language}")
             ids[key] = o
         return ids
 
@@ -491,9 +567,9 @@ def _pairs(a: list[Outcome], b: list[Outcome]) -> list[tuple[Outcome, Outcome]]:
     only_a, only_b = sorted(set(ia) - set(ib)), sorted(set(ib) - set(ia))
     if only_a or only_b:
         parts = [f"{len(keys)} id(s) only in {name} (e.g. "
-                 f"{', '.join(f'{i!r} ({s}/{lang})' for s, lang, i in keys[:5])})"
+                 f"{', '.join(f'{i!r}' + (f' reply {k}' if k else '') + f' ({s}/{lang})' for s, lang, i, k in keys[:5])})"
                  for name, keys in (("A", only_a), ("B", only_b)) if keys]
-        raise DataError("paired test needs the same prompts in both runs: " + "; ".join(parts))
+        raise DataError("paired test needs the same prompts (and replies per prompt) in both runs: " + "; ".join(parts))
     return [(ia[k], ib[k]) for k in ia]
 
 
@@ -546,12 +622,12 @@ def paired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr",
                  confidence=confidence)
     if method == "mcnemar":
         return _mcnemar(pairs, **where)
-    joint: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for x, y in pairs:
-        joint[(x.source, x.language)].append(x.code * _NCODE + y.code)
-    keys = sorted(joint)
-    codes = [np.array(joint[k], np.int64) for k in keys]
+    joint: dict[tuple[str, str], dict] = defaultdict(dict)
+    cluster = clustered(sa) or clustered(sb)  # several replies per prompt: a prompt's pairs are one unit
+    for i, (x, y) in enumerate(pairs):
+        joint[(x.source, x.language)].setdefault(x.id if cluster else i, []).append(x.code * _NCODE + y.code)
     feat_a, feat_b = _FEATURES[np.arange(_NCODE * _NCODE) // _NCODE], _FEATURES[np.arange(_NCODE * _NCODE) % _NCODE]
+    keys, codes, (feat_a, feat_b) = _units(joint, [feat_a, feat_b])
     va = _aggregate(keys, _observed(codes, feat_a))[("all", "all")][metric][0]
     vb = _aggregate(keys, _observed(codes, feat_b))[("all", "all")][metric][0]
     xa, xb = _resample_counts(codes, n, np.random.default_rng(seed), [feat_a, feat_b])
@@ -585,6 +661,9 @@ def _mcnemar(pairs: list[tuple[Outcome, Outcome]], metric: str, **where) -> Pair
     dropped: dict[str, int] = defaultdict(int)
     kept = []
     for x, y in pairs:
+        if x.sample:  # several replies per prompt: McNemar needs independent pairs, so one per prompt
+            dropped["not the prompt's first reply (McNemar takes one pair per prompt)"] += 1
+            continue
         if metric == "wpr" and x.language not in NON_LATIN:
             dropped["no WPR (Latin-script language)"] += 1
             continue
@@ -623,9 +702,9 @@ def unpaired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr
     rng = np.random.default_rng(seed)
     vals, boots = [], []
     for outs in (sa, sb):
-        keys, codes = _strata(outs)
-        vals.append(_aggregate(keys, _observed(codes, _FEATURES))[("all", "all")][metric][0])
-        boots.append(_aggregate(keys, _resample_counts(codes, n, rng, [_FEATURES])[0])[("all", "all")][metric])
+        keys, codes, table = _strata(outs)
+        vals.append(_aggregate(keys, _observed(codes, table))[("all", "all")][metric][0])
+        boots.append(_aggregate(keys, _resample_counts(codes, n, rng, [table])[0])[("all", "all")][metric])
     lo, hi, p = _percentile_test(boots[1] - boots[0], confidence)
     return PairedResult(metric=metric, task=task, source=source or "all", language=language or "all",
                         method="unpaired-bootstrap", a=float(vals[0]), b=float(vals[1]),

@@ -45,6 +45,7 @@ from mlft.stats import (
     load_outcomes,
     mean_interval,
     paired_test,
+    prompt_means,
     save_outcomes,
     unknown_share_intervals,
 )
@@ -81,6 +82,10 @@ class LcbOptions:
         "help": "inference-time interventions [{name: ..., <options>}] (see mlft/generation/interventions)"})
     variants: list[Variant] = field(default_factory=list, metadata={
         "help": "sweep rows: each overrides decoding/prompting keys or the interventions; empty = one run"})
+    samples: int = field(default=1, metadata={
+        "help": "replies per prompt (each drawn with its own key: prompt id + sample index). Every metric pools a "
+                "prompt's replies as the official formula pools replies; intervals and paired tests resample "
+                "prompts (a prompt's replies together). 1 = the official protocol, bit for bit"})
     batch_size: int = field(default=16, metadata={"help": "prompts per generate call (hf) / chunk (openai)"})
     token_stats: bool = field(default=False, metadata={
         "help": "record per-token entropy and nucleus size (hf) and report confusion points (paper Table 7)"})
@@ -139,6 +144,8 @@ def validate(o: LcbOptions, where: str) -> None:
             raise ConfigError(f"{where}: {key}: must be >= 1 or null, got {getattr(o, key)}")
     if o.batch_size < 1:
         raise ConfigError(f"{where}: batch_size: must be >= 1, got {o.batch_size}")
+    if not isinstance(o.samples, int) or isinstance(o.samples, bool) or o.samples < 1:
+        raise ConfigError(f"{where}: samples: must be a whole number >= 1, got {o.samples!r}")
     resolved = runs(o, where)  # validates every variant's decoding / prompting / interventions
     names = [r.name for r in resolved]
     if len(set(names)) != len(names):
@@ -211,9 +218,9 @@ def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
 
 
     by: dict[tuple[str, str], list[float]] = {}
-    for o in outcomes:
-        if o.nll is not None:
-            by.setdefault((o.task, o.language), []).append(o.nll)
+    for task in dict.fromkeys(o.task for o in outcomes):  # one value per prompt (the mean of its replies)
+        for (_, lang, _), x in prompt_means(outcomes, task).items():
+            by.setdefault((task, lang), []).append(x)
     rows = []
     for task in dict.fromkeys(t for t, _ in by):
         means = []
@@ -248,8 +255,11 @@ def generate_run(ctx, o: LcbOptions, r: Run, prompts, path: Path, desc: str | No
     """Generate (resumably) the completions of one variant into `path`: the suite's generation step, also the whole
     of `mlft generate` (the kind with scoring off)."""
     backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
+    if o.samples > 1 and not r.decoding.sampling:
+        raise ConfigError(f"samples: {o.samples} replies per prompt need sampling (temperature > 0): greedy "
+                          "decoding gives the same reply each time")
     return generate_completions(prompts, backend, r.decoding, r.prompting, path, ctx.model_name, ctx.progress,
-                                desc=desc or "generate", interventions=r.interventions)
+                                desc=desc or "generate", interventions=r.interventions, samples=o.samples)
 
 
 def run(suite, ctx) -> KindOutput:
@@ -272,8 +282,8 @@ def run(suite, ctx) -> KindOutput:
             raise ConfigError(f"{where}: variant {r.name!r}: no completions to score (every prompt failed; see "
                               f"{vdir / 'completions.jsonl'})")
         write_official_csv(records, vdir / "completions.csv")
-        completions = [Completion(x["id"], r.name, x["task"], x["source"], x["language"], x["completion"])
-                       for x in records]
+        completions = [Completion(x["id"], r.name, x["task"], x["source"], x["language"], x["completion"],
+                                  {"sample": x.get("sample") or 0}) for x in records]
         report = score_completions(completions)
         outcomes = outcomes_from(completions, report.replies, nll=reply_nlls(ctx, o, records))
         save_outcomes(vdir / "outcomes.jsonl", outcomes)

@@ -115,15 +115,74 @@ class StepLog(LogitsProcessor):
         return self
 
 
+_M32 = 0xFFFFFFFF
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """(x * c) mod 2**32 for int64 tensors holding 32-bit values: in 16-bit halves, so no product passes 2**48
+    (no int64 overflow on any device)."""
+    return ((x & 0xFFFF) * c + ((((x >> 16) * c) & 0xFFFF) << 16)) & _M32
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (Wellons' lowbias32): a bijection of 32-bit values whose outputs look independent."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _mix32_int(x: int) -> int:
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & _M32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & _M32
+    return x ^ (x >> 16)
+
+
+def keyed_gumbel(keys: torch.Tensor, step: int, tokens: torch.Tensor) -> torch.Tensor:
+    """Gumbel(0, 1) noise per (row, token) at decode `step`, a pure function of the row's key, the step and the
+    token id (counter-based: computed on the tokens' device, no generator state, no host read). `keys`: [rows, 2]
+    int64 (32-bit words), `tokens`: [rows, m] int64 token ids. Uniforms have 24 bits (float32's mantissa):
+    the noise is exact Gumbel noise up to 2**-24 in probability."""
+    s = _mix32_int((step * 0x9E3779B9 + 0x7F4A7C15) & _M32)  # a host integer: no tensor, no sync
+    row = mix32(keys[:, :1] ^ s)
+    h = mix32(mix32(row ^ (tokens & _M32)) ^ keys[:, 1:])
+    u = ((h >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))  # in (0, 1), never 0 or 1
+    return -torch.log(-torch.log(u))
+
+
 class NucleusSampler(NucleusWarper):
     """Sample the next token among the nucleus (temperature, top-k, top-p) and return scores where only it is
-    finite: `generate` then picks it greedily."""
+    finite: `generate` then picks it greedily.
+
+    The draw is Gumbel-max over the nucleus: argmax of (scaled logit + Gumbel noise) among the nucleus tokens is
+    an exact draw from the renormalised nucleus distribution. With `keys` ([rows, 2], `mlft.generation.backends.draw_key` per row) the
+    noise of a row is keyed by its request and the step (`keyed_gumbel`): a reply depends only on (model, prompt,
+    decoding, seed, request id), not on batch size, batch composition, memory budget, ranks, resume or order,
+    and the same key gives common random numbers across checkpoints. Without keys, the noise comes from
+    `generator` (exponential draws). No `torch.multinomial` (its sync inside the op and its device assert on a
+    NaN row): a row with no finite candidate (NaN or all -inf logits) is marked in `invalid` (on the device;
+    the backend reads it once per batch and raises)."""
 
     def __init__(self, temperature: float, top_p: float, top_k: int | None = None, probe: int = 64,
-                 log: StepLog | None = None, generator: torch.Generator | None = None):
+                 log: StepLog | None = None, generator: torch.Generator | None = None,
+                 keys: torch.Tensor | None = None):
         super().__init__(temperature, top_p, top_k, probe)
         self.log = log
-        self.generator = generator  # its own random stream: draws do not depend on what else ran in the process
+        self.generator = generator  # its own random stream (no keys): draws do not depend on what else ran
+        self.keys = keys
+        self.step = 0
+        self.invalid: torch.Tensor | None = None  # [rows] bool on the device: a row had no finite candidate
+
+    def _noise(self, index: torch.Tensor) -> torch.Tensor:
+        if self.keys is not None:
+            if self.keys.device != index.device:
+                self.keys = self.keys.to(index.device)
+            return keyed_gumbel(self.keys, self.step, index)
+        expo = torch.empty(index.shape, device=index.device).exponential_(generator=self.generator)
+        return -torch.log(expo)
 
     def __call__(self, input_ids, scores):
         if host_checks(scores):  # CPU: the probe, and a full sort only when a row's nucleus is wider
@@ -138,8 +197,14 @@ class NucleusSampler(NucleusWarper):
             if self.top_p < 1.0:
                 values, index, keep = self._nucleus(values, k)
                 values = values.masked_fill(~keep, float("-inf"))
-        pick = torch.multinomial(torch.softmax(values, dim=-1), 1, generator=self.generator)
-        tokens = (pick if index is None else index.gather(-1, pick)).squeeze(-1)
+        if index is None:
+            index = torch.arange(values.shape[-1], device=values.device).expand_as(values)
+        # Gumbel-max: the noise is keyed by token id, so the draw does not depend on how candidates are ordered
+        pick = (values + self._noise(index)).nan_to_num(nan=float("-inf")).argmax(dim=-1, keepdim=True)
+        bad = ~torch.isfinite(values.amax(dim=-1))  # NaN or no finite candidate: recorded, raised per batch
+        self.invalid = bad if self.invalid is None else self.invalid | bad
+        self.step += 1
+        tokens = index.gather(-1, pick).squeeze(-1)
         if self.log is not None:
             self.log.chosen(tokens)
         out = torch.full_like(scores, float("-inf"), dtype=torch.float32)

@@ -1,9 +1,10 @@
 """Generate completions into mlft's JSONL format, incrementally and resumably.
 
 Prompts are ordered by prompt length and cut into fixed chunks over the *whole* prompt list; each result is
-appended (fsynced) to the file as soon as the backend yields it. Re-running the same command skips the ids
-already there, so an interrupted run resumes with exactly the chunks (and sampling seeds) the uninterrupted
-run would have used. Records that failed (`error` set) are dropped from the file on resume and generated
+appended (fsynced) to the file as soon as the backend yields it. Re-running the same command skips the replies
+already there; every reply's draws are keyed by its request (decoding seed, prompt id, sample index), so a
+resumed run draws exactly what the uninterrupted run would have drawn, whatever the batching. With `samples`
+K > 1 every prompt gets K replies (records with the same `id` and `sample` 0..K-1). Records that failed (`error` set) are dropped from the file on resume and generated
 again. The file is locked for the whole run: a second writer is refused at once (mlft.io.locks).
 
 What makes two completions files comparable — model, backend, where and in what precision it ran (device,
@@ -24,7 +25,7 @@ from tqdm.auto import tqdm
 from mlft.benchmarks.lcb.data import Prompt
 from mlft.errors import ConfigError
 from mlft.generation import data_parallel
-from mlft.generation.backends import Request, Result
+from mlft.generation.backends import Request, Result, draw_id
 from mlft.generation.decoding import Decoding
 from mlft.generation.interventions import describe_all, split
 from mlft.generation.prompting import Prompting, build_input, cut_answer
@@ -56,9 +57,9 @@ def _check_resumable(path: Path, records: list[dict], settings: dict) -> None:
                               "use another output path, or delete the file to start over")
 
 
-def _record(p: Prompt, req: Request, res: Result, settings: dict, prompting: Prompting) -> dict:
+def _record(p: Prompt, sample: int, req: Request, res: Result, settings: dict, prompting: Prompting) -> dict:
     completion = cut_answer(res.completion) if prompting.mode == "qa" else res.completion
-    rec = {"id": p.id, "task": p.task, "source": p.source, "language": p.language,
+    rec = {"id": p.id, "sample": sample, "task": p.task, "source": p.source, "language": p.language,
            "completion": completion, "prompt": p.prompt, **settings}
     if p.location:
         rec.update(location=p.location, phrasing=p.phrasing)
@@ -72,15 +73,27 @@ def _record(p: Prompt, req: Request, res: Result, settings: dict, prompting: Pro
 
 def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, prompting: Prompting,
                          out_path: str | Path, model_name: str, progress: bool = True,
-                         desc: str = "generate", interventions: Sequence = ()) -> list[dict]:
-    """Generate what `out_path` lacks; return the finished records in the order of `prompts`."""
+                         desc: str = "generate", interventions: Sequence = (), samples: int = 1) -> list[dict]:
+    """Generate what `out_path` lacks; return the finished records in the order of `prompts` (a prompt's
+    `samples` replies together, in sample order). Reply k of a prompt is the request `draw_id(id, k)`: its draws
+    are keyed by it, so one reply per prompt draws what the first of several draws."""
+    if samples < 1:
+        raise ConfigError(f"samples: must be >= 1, got {samples}")
     out_path = Path(out_path)
     settings = settings_of(model_name, backend.name, decoding, prompting, interventions,
                            getattr(backend, "placement", None))
     by_id = {p.id: p for p in prompts}
     # Build every request first: a missing few-shot language fails here, before any generation.
-    requests = [Request(p.id, language=p.language, **build_input(prompting, p.prompt, p.task, p.language))
-                for p in by_id.values()]
+    requests, which = [], {}  # which: request id -> (prompt, sample)
+    for p in by_id.values():
+        built = build_input(prompting, p.prompt, p.task, p.language)
+        for k in range(samples):
+            rid = draw_id(p.id, k)
+            if rid in which:
+                raise ConfigError(f"prompt ids {p.id!r} and {which[rid][0].id!r}: reply {k} of the first has the "
+                                  "id of the second; rename the prompt")
+            requests.append(Request(rid, language=p.language, **built))
+            which[rid] = (p, k)
     # Model transforms (e.g. quantize) are already applied to `backend`'s model by the caller; strategies wrap
     # the backend's generate; the rest (logits processors, hooks) go to every generate call.
     _, per_call = split(interventions)
@@ -93,10 +106,10 @@ def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, pro
     with OutputLock(out_path):
         existing = read_jsonl(out_path)
         _check_resumable(out_path, existing, settings)
-        done: dict[str, dict] = {}
+        done: dict[str, dict] = {}  # request id -> record
         for rec in existing:
             if not rec.get("error"):
-                done.setdefault(rec["id"], rec)
+                done.setdefault(draw_id(rec["id"], rec.get("sample") or 0), rec)
         if len(done) != len(existing):  # drop failed and duplicate records (they are generated again)
             write_jsonl(out_path, list(done.values()))
         requests.sort(key=backend.prompt_length)
@@ -104,7 +117,8 @@ def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, pro
         chunks = [requests[i:i + size] for i in range(0, len(requests), size)]
         todo = [c for c in ([r for r in chunk if r.id not in done] for chunk in chunks) if c]
         with JsonlAppender(out_path) as writer, \
-                tqdm(total=sum(map(len, todo)), desc=desc, unit="prompt", disable=not progress) as bar:
+                tqdm(total=sum(map(len, todo)), desc=desc, unit="reply" if samples > 1 else "prompt",
+                     disable=not progress) as bar:
             by_req = {r.id: r for r in requests}
             dp = data_parallel.current()
             if dp is not None and dp.covers(backend):
@@ -112,12 +126,12 @@ def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, pro
             else:
                 results = (res for chunk in todo for res in generate(chunk, decoding, per_call))
             for res in results:
-                rec = _record(by_id[res.id], by_req[res.id], res, settings, prompting)
+                rec = _record(*which[res.id], by_req[res.id], res, settings, prompting)
                 writer.write(rec)
                 if not rec["error"]:
                     done[res.id] = rec
                 bar.update(1)
-    return [done[p.id] for p in by_id.values() if p.id in done]
+    return [done[rid] for p in by_id.values() for k in range(samples) if (rid := draw_id(p.id, k)) in done]
 
 
 def failed_count(path: str | Path) -> int:

@@ -47,7 +47,15 @@ from mlft.harness.samples import paired_samples_test
 from mlft.io.curve_file import read_curves
 from mlft.io.metric_rows import MetricRow, rows_of
 from mlft.languages import LANGUAGES
-from mlft.stats import holm, load_outcomes, paired_test, paired_tests_by_language, ratio_interval, unpaired_test
+from mlft.stats import (
+    holm,
+    load_outcomes,
+    paired_test,
+    paired_tests_by_language,
+    prompt_means,
+    ratio_interval,
+    unpaired_test,
+)
 
 SIG = 0.05  # the default significance level (1 - TableSpec.confidence)
 
@@ -289,8 +297,7 @@ def _fluency_flags(run, base, resamples: int, seed: int = 0, confidence: float =
 
     out = []
     for task in TASKS:
-        a = {(o.source, o.language, o.id): o.nll for o in base if o.task == task and o.nll is not None}
-        b = {(o.source, o.language, o.id): o.nll for o in run if o.task == task and o.nll is not None}
+        a, b = prompt_means(base, task), prompt_means(run, task)  # per prompt (the mean of its replies)
         keys = sorted(a.keys() & b.keys())
         if len(keys) < 2:
             continue
@@ -301,7 +308,7 @@ def _fluency_flags(run, base, resamples: int, seed: int = 0, confidence: float =
         _, lo, hi = ratio_interval(xa, xb, confidence=confidence, n=resamples, seed=seed)
         out.append(f"{task}: fluency NLL {mb:.2f} vs base {ma:.2f}: "
                    f"{mb / ma - 1:+.1%} [{lo - 1:+.1%}, {hi - 1:+.1%}] (limit +{MAX_NLL_INCREASE:.0%}, "
-                   f"{len(keys)} paired replies)")
+                   f"{len(keys)} paired prompts)")
     return out
 
 

@@ -236,8 +236,14 @@ def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Seque
         raise DataError("degenerate / nll / validity must have one value per completion")
     return [Outcome(str(c.id), c.task, c.source, c.language, bool(r.counted), bool(r.line_error),
                     bool(r.word_error), bool(d), None if x is None else float(x), None if v is None else float(v),
-                    getattr(r, "n_lines", None), getattr(r, "n_unknown", None))
+                    getattr(r, "n_lines", None), getattr(r, "n_unknown", None), _sample(c))
             for c, r, d, x, v in zip(completions, results, degenerate, nll, validity)]
+
+
+def _sample(completion) -> int:
+    """Which of its prompt's replies a completion is (mlft JSONL `sample`; 0 without it)."""
+    extra = getattr(completion, "extra", None) or {}
+    return int(extra.get("sample") or 0)
 
 
 def score_guard(completions: Sequence, replies: Sequence, *, confidence: float = 0.95, n: int = 2000,

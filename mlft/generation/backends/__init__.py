@@ -25,6 +25,7 @@ Optional: `refusal` (a hint when an intervention needs a hook it lacks), `unsupp
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
 
@@ -120,6 +121,28 @@ class Result:
     seconds: float = 0.0
     error: str | None = None
     extra: dict = field(default_factory=dict)  # e.g. token_stats for confusion-point analysis
+
+
+def draw_id(prompt_id: str, sample: int) -> str:
+    """The request id of reply `sample` of a prompt (several replies per prompt): the prompt's own id for the
+    first, so a run with one reply per prompt draws what the first reply of a run with several draws."""
+    return prompt_id if sample == 0 else f"{prompt_id}#{sample}"
+
+
+def draw_key(seed: int, request_id: str, prefix: str = "") -> tuple[int, int]:
+    """The two 32-bit words that key one request's random draws: they depend on the decoding seed, the request
+    id (`draw_id`: prompt and sample index) and the reply so far (a continued reply draws afresh), never on the
+    batch, the ranks or the order. The hf sampler hashes them per step and token
+    (`mlft.generation.processors.keyed_gumbel`); vLLM and openai get `request_seed`."""
+    text = f"{seed}/{request_id}" + (f"/{hashlib.sha256(prefix.encode()).hexdigest()}" if prefix else "")
+    digest = hashlib.sha256(text.encode()).digest()
+    return int.from_bytes(digest[:4], "little"), int.from_bytes(digest[4:8], "little")
+
+
+def request_seed(seed: int, request_id: str, prefix: str = "") -> int:
+    """One request's sampling seed for a backend that seeds requests (vLLM, an OpenAI-compatible server): the
+    first word of its `draw_key` (31 bits: servers take a signed 32-bit seed)."""
+    return draw_key(seed, request_id, prefix)[0] & 0x7FFFFFFF
 
 
 def encode_request(tokenizer, req: Request, no_template: str = "use prompting mode 'qa' or 'raw'") -> list[int]:

@@ -5,9 +5,10 @@ of intervention (logits processors per batch, forward hooks around generation, m
 Processors run in this order: the step log (it must see the model's own logits: each token's log-probability,
 the fluency proxy, and with `token_stats` entropy and nucleus size), the interventions' processors (in the order
 listed), then the decoding's sampler (temperature, top-k, top-p; it draws the token itself, see
-mlft.generation.processors) or, for greedy decoding, the greedy picker. A batch's sampling seed depends only on
-the decoding seed and the batch's first request, so a resumed run re-draws exactly what the uninterrupted run
-would have drawn.
+mlft.generation.processors) or, for greedy decoding, the greedy picker. Each row's draws are keyed by its
+request (`draw_key`: decoding seed, request id, sample index, reply so far) and made on the device: a reply does
+not depend on batch size, batch composition, memory budget, ranks, resume or order. (Beam sampling, drawn by
+transformers, seeds each batch from the decoding seed and its first request.)
 
 Batches (mlft.generation.batching): requests sorted by prompt length, cut at `batch_size` rows, at
 `max_batch_tokens` padded prompt tokens in the prefill forward, or where the batch's KV cache at
@@ -24,8 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Sequence
 
-from mlft.errors import ConfigError
-from mlft.generation.backends import Capabilities, Request, Result, cut_reply, encode_request
+from mlft.errors import ConfigError, ModelError
+from mlft.generation.backends import Capabilities, Request, Result, cut_reply, draw_key, encode_request
 from mlft.generation.batching import BatchBudget, kv_bytes_per_token, memory_budget, plan_batches
 from mlft.generation.interventions.contrastive import PairedRows
 from mlft.generation.interventions.vocab import vocab_index
@@ -215,13 +216,14 @@ class HFBackend:
                 contrastive = iv.paired_processor(weights)
                 processors.append(contrastive)
             processors += iv.logits_processors(self.tokenizer, languages, self.model)
-        generator = None
-        if decoding.seed is not None:  # the batch's own stream (the global one is also seeded, for beam sampling)
-            generator = torch.Generator(device=device).manual_seed(batch_seed(decoding.seed, requests[0].id))
-        if decoding.sampling:
-            processors.append(NucleusWarper(decoding.temperature, decoding.top_p, decoding.top_k) if beams else
-                              NucleusSampler(decoding.temperature, decoding.top_p, decoding.top_k, log=log,
-                                             generator=generator))
+        sampler = None
+        if decoding.sampling and not beams:  # each row's draws keyed by its request (no seed: a fresh stream)
+            keys = None if decoding.seed is None else torch.tensor(
+                [draw_key(decoding.seed, r.id, r.prefix) for r in requests], dtype=torch.long, device=device)
+            sampler = NucleusSampler(decoding.temperature, decoding.top_p, decoding.top_k, log=log, keys=keys)
+            processors.append(sampler)
+        elif decoding.sampling:  # beam sampling: transformers draws (the global stream, seeded per batch below)
+            processors.append(NucleusWarper(decoding.temperature, decoding.top_p, decoding.top_k))
         elif log is not None:
             processors.append(GreedyPicker(log))
         chain = processors
@@ -255,6 +257,11 @@ class HFBackend:
             out = out[:n]
             if log is not None:
                 log.to_host()  # the per-step records, stacked and copied once
+            if sampler is not None and sampler.invalid is not None and bool(sampler.invalid.any()):  # once a batch
+                bad = [r.id for r, b in zip(requests, sampler.invalid.tolist()) if b]
+                raise ModelError(f"the model's logits held no finite candidate (NaN or all -inf) while sampling "
+                                 f"request(s) {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}: check the "
+                                 "weights' dtype (fp16 overflow) and the interventions' masks")
         seconds = (time.perf_counter() - started) / len(requests)
         generated = out[:, width:].tolist()
         for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):

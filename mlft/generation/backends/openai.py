@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 from mlft.errors import BackendError, ConfigError
-from mlft.generation.backends import Capabilities, Request, Result
+from mlft.generation.backends import Capabilities, Request, Result, request_seed
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 FATAL_STATUS = {401: "the API key was rejected", 403: "access forbidden", 404: "not found (check base URL / model)"}
@@ -163,8 +163,8 @@ class OpenAIBackend:
     def _payload(self, req: Request, d) -> dict:
         body = {"model": self.model, "max_tokens": d.max_new_tokens, "temperature": d.temperature,
                 "top_p": d.top_p if d.sampling else 1.0, "n": 1}
-        if d.seed is not None:
-            body["seed"] = d.seed
+        if d.seed is not None:  # per request: several replies of one prompt differ, batching changes nothing
+            body["seed"] = request_seed(d.seed, req.id, req.prefix)
         if self.options.logprobs and not self._no_logprobs:
             if req.messages is not None:
                 body.update(logprobs=True, top_logprobs=0)

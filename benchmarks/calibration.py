@@ -1,0 +1,218 @@
+"""Are mlft's intervals and paired tests honest on real reruns of a model, not only on simulations?
+
+One model, one suite, M replies per prompt (`samples: M`; each reply's draws are keyed by its prompt id and sample
+index, so reply j of every prompt is exactly what one pass with its own key draws): the replies make M passes
+with K = 1 (pass j = reply j of every prompt), and M / K passes with K replies per prompt (replies jK..jK+K-1).
+For each K it reports, per task:
+
+- spread: each aggregate (LPR, WPR, LCPR, coverage, degeneracy, validity) across the passes: mean, sd, min, max;
+- false positives: how often `mlft compare` (paired bootstrap, McNemar; LPR of the task average, and the
+  per-language Holm family) rejects "same model" at 5 % between two passes that share no reply: on the
+  disjoint pairs (pass j vs pass j + P/2: independent tests, Wilson interval of the rate) and on all pairs
+  (dependent tests: the same expected rate, a tighter point estimate);
+- coverage: how often a single pass's 95 % interval (`mlft.stats.intervals`, as every table prints it) holds the
+  value of all the other replies pooled (the best estimate of the truth there is, itself with a little noise:
+  the rate is slightly conservative), for the task average and for each language row.
+
+    python benchmarks/calibration.py                                  # generates 24 replies per prompt, then reports
+    python benchmarks/calibration.py --replies 24 --k 4 --out runs/calibration
+    python benchmarks/calibration.py --data tests/data/calibration_lcb_demo.json.gz   # also the test's data
+
+Generation is resumable (`mlft eval lcb_demo samples=M --out OUT/lcb_demo` does the same). Writes
+OUT/calibration.json and OUT/calibration.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+import time
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from mlft.constants import TASKS
+from mlft.stats import (
+    Outcome,
+    intervals,
+    load_outcomes,
+    paired_test,
+    paired_tests_by_language,
+    wilson,
+)
+
+METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity")
+
+
+def generate(out: Path, replies: int, suite: str) -> Path:
+    from mlft.evals.runner import run_suite
+    from mlft.evals.suite import load_suite
+
+    folder = out / suite
+    path = folder / "default" / "outcomes.jsonl"
+    if not path.is_file() or len({o.sample for o in load_outcomes(path)}) < replies:
+        run_suite(load_suite(suite, settings={"samples": replies}), out_dir=folder)
+    return path
+
+
+def passes(outcomes: list[Outcome], k: int) -> list[list[Outcome]]:
+    """Pass j: replies jk..jk+k-1 of every prompt, renumbered 0..k-1 (so passes pair reply by reply)."""
+    m = 1 + max(o.sample for o in outcomes)
+    out = []
+    for j in range(m // k):
+        out.append([replace(o, sample=o.sample - j * k) for o in outcomes if j * k <= o.sample < (j + 1) * k])
+    return out
+
+
+def aggregates(outcomes: list[Outcome], n: int = 1000) -> dict:
+    return intervals(outcomes, n=n, seed=0)
+
+
+def spread(values: list[float]) -> dict:
+    a = 100 * np.array(values)
+    return {"mean": float(a.mean()), "sd": float(a.std(ddof=1)), "min": float(a.min()), "max": float(a.max()),
+            "passes": len(a)}
+
+
+def rate(k: int, n: int) -> dict:
+    lo, hi = wilson(k, n)
+    return {"rejected": k, "tests": n, "rate": k / n if n else None, "low": float(lo), "high": float(hi)}
+
+
+def calibrate(outcomes: list[Outcome], k: int, resamples: int = 2000, all_pairs_max: int = 120) -> dict:
+    ps = passes(outcomes, k)
+    tasks = [t for t in TASKS if any(o.task == t for o in outcomes)]
+    est = [aggregates(p, resamples) for p in ps]
+    result: dict = {"k": k, "passes": len(ps), "prompts": len({(o.source, o.language, o.id) for o in outcomes}),
+                    "spread": {}, "false_positives": {}, "coverage": {}}
+    for task in tasks:
+        result["spread"][task] = {m: spread([e[(task, "all", "all")][m].value for e in est])
+                                  for m in METRICS if m in est[0][(task, "all", "all")]}
+    # false positives: disjoint pairs (independent) and all pairs (capped: dependent, a tighter point estimate)
+    half = len(ps) // 2
+    disjoint = [(j, j + half) for j in range(half)]
+    every = list(itertools.combinations(range(len(ps)), 2))
+    rng = np.random.default_rng(0)
+    if len(every) > all_pairs_max:
+        every = [every[i] for i in sorted(rng.choice(len(every), all_pairs_max, replace=False))]
+    for task in tasks:
+        rows = {}
+        for name, pairs in (("disjoint", disjoint), ("all", every)):
+            counts = defaultdict(lambda: [0, 0])
+            ps_min = defaultdict(lambda: 1.0)
+            for a, b in pairs:
+                for method in ("bootstrap", "mcnemar"):
+                    res = paired_test(ps[a], ps[b], "lpr", task=task, method=method, n=resamples)
+                    counts[method][0] += res.p_value < 0.05
+                    counts[method][1] += 1
+                    ps_min[method] = min(ps_min[method], res.p_value)
+                fam = paired_tests_by_language(ps[a], ps[b], "lpr", task=task, n=resamples)
+                counts["per-language Holm (any)"][0] += any(r.significant() for r in fam.values())
+                counts["per-language Holm (any)"][1] += 1
+            rows[name] = {m: {**rate(*c), "min_p": ps_min.get(m)} for m, c in counts.items()}
+        result["false_positives"][task] = rows
+    # coverage: each pass's interval against the pooled value of all other replies
+    for task in tasks:
+        hits = defaultdict(lambda: [0, 0])
+        for j in range(len(ps)):
+            rest = [replace(o, sample=o.sample + k * i) for i, q in enumerate(ps) if i != j for o in q]
+            truth = aggregates(rest, 10)  # point values only
+            for (t, source, lang), ms in est[j].items():
+                if t != task or source != "all":
+                    continue
+                where = "average" if lang == "all" else "languages"
+                for m in ("lpr", "wpr", "coverage"):
+                    if m in ms and m in truth[(t, source, lang)]:
+                        v = truth[(t, source, lang)][m].value
+                        hits[f"{where} {m}"][0] += ms[m].low - 1e-12 <= v <= ms[m].high + 1e-12
+                        hits[f"{where} {m}"][1] += 1
+        result["coverage"][task] = {name: {"covered": h, "intervals": n, "rate": h / n,
+                                           "low": float(wilson(h, n)[0]), "high": float(wilson(h, n)[1])}
+                                    for name, (h, n) in hits.items()}
+    return result
+
+
+def markdown(results: list[dict], meta: dict) -> str:
+    lines = [f"# Calibration on reruns: {meta['model']}, {meta['suite']}, {meta['replies']} replies per prompt",
+             "", f"{meta['prompts']} prompts; passes of K replies per prompt drawn with independent keys. "
+             "Rates in %, [95 % Wilson interval].", ""]
+    for r in results:
+        k = r["k"]
+        lines += [f"## K = {k} ({r['passes']} passes)", "", "| task | metric | mean | sd | min | max |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for task, ms in r["spread"].items():
+            for m, s in ms.items():
+                lines.append(f"| {task} | {m} | {s['mean']:.1f} | {s['sd']:.1f} | {s['min']:.1f} | {s['max']:.1f} |")
+        lines += ["", "False positives of `mlft compare` (same model, LPR, 5 % level):", "",
+                  "| task | pairs | method | rejected | rate | min p |", "|---|---|---|---:|---:|---:|"]
+        for task, rows in r["false_positives"].items():
+            for name, methods in rows.items():
+                for m, x in methods.items():
+                    minp = "" if x.get("min_p") is None else f"{x['min_p']:.3f}"
+                    lines.append(f"| {task} | {name} | {m} | {x['rejected']}/{x['tests']} | "
+                                 f"{100 * x['rate']:.1f} [{100 * x['low']:.1f}, {100 * x['high']:.1f}] | {minp} |")
+        lines += ["", "Coverage of single-pass 95 % intervals (the value of all other replies pooled):", "",
+                  "| task | row | covered | rate |", "|---|---|---:|---:|"]
+        for task, rows in r["coverage"].items():
+            for name, x in rows.items():
+                lines.append(f"| {task} | {name} | {x['covered']}/{x['intervals']} | "
+                             f"{100 * x['rate']:.1f} [{100 * x['low']:.1f}, {100 * x['high']:.1f}] |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_data(outcomes: list[Outcome], path: Path, meta: dict) -> None:
+    """The per-reply outcomes, compact (a test's data): prompts and, per prompt, each reply's category bits and
+    validity."""
+    prompts: dict[tuple, dict] = {}
+    for o in outcomes:
+        p = prompts.setdefault((o.task, o.source, o.language, o.id), {"replies": {}})
+        bits = o.counted + 2 * o.line_error + 4 * o.word_error + 8 * o.degenerate
+        p["replies"][o.sample] = [bits, None if o.validity is None else round(o.validity, 4)]
+    rows = [[*key, [v["replies"][s] for s in sorted(v["replies"])]] for key, v in prompts.items()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump({"meta": meta, "prompts": rows}, fh, separators=(",", ":"))
+
+
+def read_data(path: Path) -> list[Outcome]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        data = json.load(fh)
+    out = []
+    for task, source, lang, pid, replies in data["prompts"]:
+        for sample, (bits, validity) in enumerate(replies):
+            out.append(Outcome(pid, task, source, lang, bool(bits & 1), bool(bits & 2), bool(bits & 4),
+                               bool(bits & 8), validity=validity, sample=sample))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default="lcb_demo")
+    ap.add_argument("--replies", type=int, default=24, help="replies per prompt (M)")
+    ap.add_argument("--k", type=int, nargs="+", default=[1, 4], help="replies per prompt of a pass")
+    ap.add_argument("--out", type=Path, default=Path("runs/calibration"))
+    ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--data", type=Path, help="also write the per-reply outcomes here (compact, gzip JSON)")
+    args = ap.parse_args()
+    started = time.perf_counter()
+    path = generate(args.out, args.replies, args.suite)
+    outcomes = [o for o in load_outcomes(path) if o.sample < args.replies]
+    meta = {"model": "smollm2-135m-instruct (embedded)", "suite": args.suite, "replies": args.replies,
+            "prompts": len({(o.source, o.language, o.id) for o in outcomes}), "source": str(path)}
+    results = [calibrate(outcomes, k, args.resamples) for k in args.k]
+    (args.out / "calibration.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
+    text = markdown(results, meta)
+    (args.out / "calibration.md").write_text(text, encoding="utf-8")
+    if args.data:
+        write_data(outcomes, args.data, meta)
+    print(text)
+    print(f"({time.perf_counter() - started:.0f} s; {args.out / 'calibration.md'})")
+
+
+if __name__ == "__main__":
+    main()
