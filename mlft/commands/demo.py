@@ -32,12 +32,13 @@ from pathlib import Path
 
 import yaml
 
+from mlft.benchmarks.lcb.fetch import ENV_VAR, FEW_SHOT_FILE, TEST_SETS, TEST_SETS_FOLDER, WORDS, lcb_cache, require
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES
-from mlft.errors import DataError
 from mlft.evals.runner import run_suite
 from mlft.evals.suite import load_suite
 from mlft.generation.interventions.quantize import SCHEMES
+from mlft.generation.prompting import locate_examples
 from mlft.io import curve_file
 from mlft.paths import shared_dir
 from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
@@ -93,12 +94,19 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _ensure_lcb_data() -> None:
-    if os.environ.get("MLFT_LCB_DATA"):
-        return
+def _ensure_lcb_data(full: bool = False) -> dict[str, Path]:
+    """The demo's LCB files: the test sets and the word list (WPR), with --full the few-shot examples too; from
+    $MLFT_LCB_DATA, the cache (`mlft lcb --from PATH` imports them there), ../shared/lcb beside a checkout that
+    has it (the developers' offline copy), else a checksum-checked download into the cache. Raises
+    MissingDataError (naming `mlft lcb --from PATH` and MLFT_LCB_DATA) when none of these has them."""
+    needs = (TEST_SETS, WORDS)
+    cached = all((lcb_cache() / r.name).is_file() for r in needs) or (lcb_cache() / TEST_SETS_FOLDER).is_dir()
     shared = shared_dir()
-    if shared and (shared / "lcb" / "test_sets.zip").is_file():
-        os.environ["MLFT_LCB_DATA"] = str(shared / "lcb")
+    if (not os.environ.get(ENV_VAR) and not cached and shared is not None
+            and (shared / "lcb" / TEST_SETS.name).is_file()):
+        os.environ[ENV_VAR] = str(shared / "lcb")
+    extra = {FEW_SHOT_FILE: locate_examples} if full else {}
+    return require("the demo (it evaluates on the LCB test sets)", needs, extra)
 
 
 def _train(recipe_path: str, overrides: list[str]) -> Path:
@@ -198,10 +206,7 @@ def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -
 
 def run(args) -> int:
     t0 = time.time()
-    _ensure_lcb_data()
-    if not os.environ.get("MLFT_LCB_DATA"):
-        raise DataError("the demo evaluates on the LCB test sets: run `mlft lcb --from PATH` or set "
-                        "MLFT_LCB_DATA=PATH (offline), or run it where the download works")
+    _ensure_lcb_data(args.full)
     out = Path(args.out)
     suite_overrides = [f"decoding.max_new_tokens={args.max_new_tokens}"] if args.max_new_tokens else []
     if args.rl:
