@@ -1,8 +1,9 @@
 # The two commands of the README:   make demo   |   make test
 PY ?= python3
 export OMP_NUM_THREADS ?= 2
-# Offline machines: import the LCB files (test sets, word list, released outputs) from ../shared when it is
-# there; elsewhere mlft downloads them into its cache (~/.cache/mlft) on first use.
+# The LCB files (test sets, word list, few-shot examples, released outputs): from ../shared when it is there;
+# elsewhere from mlft's cache (~/.cache/mlft; `mlft lcb --from PATH` imports a local copy there, offline), else
+# downloaded into it with a checksum check on first use.
 ifneq ($(wildcard ../shared/lcb/test_sets.zip),)
 export MLFT_LCB_DATA ?= $(abspath ../shared/lcb)
 endif

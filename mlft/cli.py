@@ -29,6 +29,7 @@ COMMANDS = [
     "curves",
     "report",
     "table",
+    "results",
     "compare",
     "card",
     "demo",

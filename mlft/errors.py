@@ -15,6 +15,10 @@ class DataError(MlftError):
     """An input file is missing, unreadable or malformed (names the file, column or row)."""
 
 
+class MissingDataError(DataError):
+    """Data a command needs is neither local nor downloadable (names every way to provide it)."""
+
+
 class ModelError(MlftError):
     """A model reference cannot be resolved or loaded."""
 

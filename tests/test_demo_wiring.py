@@ -94,7 +94,7 @@ def test_rl_outside_lcb_table_has_base_and_rl_rows_both_judges_and_the_outside_l
 
     monkeypatch.setattr(demo, "run_suite", fake_run_suite)
     runs = {"grpo": tmp_path / "grpo", "crosslingual_sft": tmp_path / "crosslingual_sft"}
-    text = "\n".join(demo._outside_lcb(tmp_path, runs, max_new_tokens=16))
+    text = "\n".join(t.render("table") for t in demo._outside_lcb(tmp_path, runs, max_new_tokens=16))
     assert calls == [(demo.OUTSIDE_SUITE, ["base"], 16, demo.BASE_MODEL),
                      (demo.OUTSIDE_SUITE, ["base"], 16, str(tmp_path / "grpo" / "final"))]
     md = (tmp_path / "outside_lcb.md").read_text(encoding="utf-8")

@@ -26,13 +26,15 @@ def test_every_subcommand_has_help(capsys):
     assert "usage" in capsys.readouterr().out
 
 
-def test_lcb_import_offline(capsys, shared):
+def test_lcb_import_offline(capsys, shared, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFT_CACHE", str(tmp_path))  # --from imports into the cache: a temporary one
     code, out, _ = run(capsys, "lcb", "--from", str(shared / "lcb" / "test_sets.zip"))
     assert code == 0
     assert "monolingual: 2400" in out and "crosslingual: 4186" in out and "total: 6586 prompts" in out
 
 
-def test_lcb_filters_and_errors(capsys, shared, tmp_path):
+def test_lcb_filters_and_errors(capsys, shared, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFT_CACHE", str(tmp_path / "cache"))
     code, out, _ = run(capsys, "lcb", "--task", "crosslingual", "--language", "ko", "--export",
                        str(tmp_path / "ko.jsonl"))
     assert code == 0 and "total: 299 prompts" in out

@@ -24,6 +24,7 @@ finished runs and passes are kept.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -32,17 +33,21 @@ from pathlib import Path
 
 import yaml
 
+from mlft.benchmarks.lcb.fetch import ENV_VAR, FEW_SHOT_FILE, TEST_SETS, TEST_SETS_FOLDER, WORDS, lcb_cache, require
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES
-from mlft.errors import DataError
 from mlft.evals.runner import run_suite
 from mlft.evals.suite import load_suite
 from mlft.generation.interventions.quantize import SCHEMES
+from mlft.generation.prompting import locate_examples
 from mlft.io import curve_file
+from mlft.io.download import file_digest
 from mlft.paths import shared_dir
+from mlft.provenance import write_results
 from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
 from mlft.reports.mitigation import judge_columns, load_spec, plot_table, tables
 from mlft.reports.page import PAGE, write_report_page
+from mlft.reports.results import results_extra, table_record
 from mlft.training.passes import evaluate_step
 from mlft.training.recipe import EvaluationOptions, PassVariant, load_recipe
 from mlft.training.rewards import read_reward_curves
@@ -93,12 +98,19 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _ensure_lcb_data() -> None:
-    if os.environ.get("MLFT_LCB_DATA"):
-        return
+def _ensure_lcb_data(full: bool = False) -> dict[str, Path]:
+    """The demo's LCB files: the test sets and the word list (WPR), with --full the few-shot examples too; from
+    $MLFT_LCB_DATA, the cache (`mlft lcb --from PATH` imports them there), ../shared/lcb beside a checkout that
+    has it (the developers' offline copy), else a checksum-checked download into the cache. Raises
+    MissingDataError (naming `mlft lcb --from PATH` and MLFT_LCB_DATA) when none of these has them."""
+    needs = (TEST_SETS, WORDS)
+    cached = all((lcb_cache() / r.name).is_file() for r in needs) or (lcb_cache() / TEST_SETS_FOLDER).is_dir()
     shared = shared_dir()
-    if shared and (shared / "lcb" / "test_sets.zip").is_file():
-        os.environ["MLFT_LCB_DATA"] = str(shared / "lcb")
+    if (not os.environ.get(ENV_VAR) and not cached and shared is not None
+            and (shared / "lcb" / TEST_SETS.name).is_file()):
+        os.environ[ENV_VAR] = str(shared / "lcb")
+    extra = {FEW_SHOT_FILE: locate_examples} if full else {}
+    return require("the demo (it evaluates on the LCB test sets)", needs, extra)
 
 
 def _train(recipe_path: str, overrides: list[str]) -> Path:
@@ -174,7 +186,7 @@ def _table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodi
 def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -> list[str]:
     """The base model and each RL run's final model on eval/outside_lcb_prompts.jsonl (languages outside LCB's 15
     that the RL mix never asked for), no intervention; one table (paired tests against base, the guard, both
-    judges). Resumable: finished completions are reused. Returns the rendered tables."""
+    judges). Resumable: finished completions are reused. Returns the tables."""
     settings = {"variants": [{"name": "base", "interventions": []}]}
     if max_new_tokens:
         settings["decoding"] = {"max_new_tokens": max_new_tokens}
@@ -193,15 +205,50 @@ def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -
     path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True), encoding="utf-8")
     built = tables(load_spec(path))
     (out / "outside_lcb.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
-    return [t.render("table") for t in built]
+    return built
+
+
+def _command(args) -> str:
+    """The `mlft demo` command line that gives these settings (defaults left out)."""
+    parts = ["mlft demo"]
+    for flag, default in (("out", "runs/demo"), ("sft_steps", 32), ("dpo_steps", 12), ("rl_steps", 16),
+                          ("suite", "lcb_demo"), ("max_new_tokens", None)):
+        if getattr(args, flag) != default:
+            parts.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
+    parts += [f"--{flag}" for flag in ("full", "rl") if getattr(args, flag)]
+    if args.decoding_row is not None:
+        parts.append("--decoding-row" if args.decoding_row else "--no-decoding-row")
+    return " ".join(parts)
+
+
+def demo_config(args, suite_overrides: list[str], runs: dict[str, Path], lcb_files: dict[str, Path]) -> dict:
+    """What a demo's numbers depend on, for its results.json: the command and settings, the evaluation suite
+    (its sample, seeds and decoding: one reply per prompt), every run's recipe, steps and seeds, and the sha256
+    of the LCB files it read."""
+    suite = load_suite(args.suite, suite_overrides).options
+    run_seeds = {}
+    for key, recipe, *_ in RUNS:
+        if key not in runs:
+            continue
+        try:
+            saved = json.loads((runs[key] / "results.json").read_text(encoding="utf-8"))["config"]["recipe"]
+        except (OSError, KeyError, json.JSONDecodeError):
+            saved = {}
+        targs = saved.get("training_args", {})
+        run_seeds[key] = {"recipe": recipe, "run_dir": str(runs[key]), "max_steps": targs.get("max_steps"),
+                          "seed": targs.get("seed", 42), "mix": saved.get("mix")}  # 42: transformers' default
+    settings = {k: v for k, v in vars(args).items() if k != "func" and not callable(v)}
+    return {"command": _command(args), "settings": settings,
+            "suite": {"name": args.suite, "overrides": suite_overrides, "tasks": suite.tasks,
+                      "sources": suite.sources, "per_language": suite.per_language, "seed": suite.seed,
+                      "decoding": dataclasses.asdict(suite.decoding), "samples_per_prompt": 1},
+            "runs": run_seeds,
+            "lcb_files": {name: (file_digest(p) if p.is_file() else "folder") for name, p in lcb_files.items()}}
 
 
 def run(args) -> int:
     t0 = time.time()
-    _ensure_lcb_data()
-    if not os.environ.get("MLFT_LCB_DATA"):
-        raise DataError("the demo evaluates on the LCB test sets: run `mlft lcb --from PATH` or set "
-                        "MLFT_LCB_DATA=PATH (offline), or run it where the download works")
+    lcb_files = _ensure_lcb_data(args.full)
     out = Path(args.out)
     suite_overrides = [f"decoding.max_new_tokens={args.max_new_tokens}"] if args.max_new_tokens else []
     if args.rl:
@@ -244,8 +291,12 @@ def run(args) -> int:
     (out / "mitigation.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
     table_png = plot_table(built[0], out / "mitigation.png")
     log.info("%s", "\n".join(t.render("table") for t in built))
+    results_tables = {"mitigation": table_record(built[0], spec.base or spec.rows[0].label, spec.confidence,
+                                                 spec.resamples)}
     if rl:
-        log.info("%s", "\n".join(_outside_lcb(out, runs, args.max_new_tokens)))
+        outside = _outside_lcb(out, runs, args.max_new_tokens)
+        log.info("%s", "\n".join(t.render("table") for t in outside))
+        results_tables["outside_lcb"] = table_record(outside[0], "base")
     passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curve_file.read_passes(d)]
     in_training = [p for p in passes if p["mode"] in ("in-process", "separate-process")]
     train_wall = sum(json.loads((d / "complete").read_text())["wall_s"] for d in runs.values())
@@ -255,10 +306,12 @@ def run(args) -> int:
               "eval_passes": passes}
     timing["callback_share"] = round(timing["callback_s"] / train_wall, 3) if train_wall else None
     (out / "timings.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
+    results = write_results(out, demo_config(args, suite_overrides, runs, lcb_files), t0, time.time() - t0,
+                            results_extra("demo", results_tables))
     log.info("eval passes (s): %s", ", ".join(f"{p['run']}@{p['step']}/{p['variant']}={p['seconds']:.0f}"
                                               for p in passes if p["seconds"]))
     log.info("demo wall time: %.0f s (training runs %.0f s, of which the eval callback %.0f s = %.0f %%; shared "
-             "step-0 passes %.0f s); wrote %s, %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
+             "step-0 passes %.0f s); wrote %s, %s, %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
              100 * (timing["callback_share"] or 0), timing["baseline_s"], out / "mitigation.md", table_png, png,
-             out / "timings.json", page or "no report page")
+             out / "timings.json", results, page or "no report page")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mlft.benchmarks.lcb.fetch import OUTPUTS, lcb_cache
 from mlft.benchmarks.lcb.scoring import score_completions
 from mlft.completions import read_completions
 from mlft.errors import DataError
@@ -19,8 +20,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("paper-tables", help="rebuild the paper's tables (3, 4/A3, A5, 5/A7, A1/A2) from completions",
                        description="Score several models' completions and print/write the paper's tables.")
     p.add_argument("files", nargs="*", metavar="FILE",
-                   help="completions files (default: the released outputs in $MLFT_LCB_DATA/outputs or "
-                        "../shared/lcb/outputs)")
+                   help="completions files (default: the released outputs in $MLFT_LCB_DATA/outputs, the cache "
+                        "(imported by `mlft lcb --from`) or ../shared/lcb/outputs)")
     p.add_argument("--out", metavar="DIR", help="also write each table as .md, .csv and .tex here")
     p.add_argument("--format", choices=("markdown", "table", "csv", "latex"), default="markdown",
                    help="what to print")
@@ -33,14 +34,15 @@ def _default_files() -> list[Path]:
     import os
 
     roots = [Path(os.environ["MLFT_LCB_DATA"]) / "outputs"] if os.environ.get("MLFT_LCB_DATA") else []
+    roots.append(lcb_cache() / OUTPUTS)  # imported by `mlft lcb --from PATH`
     if shared_dir():
         roots.append(shared_dir() / "lcb" / "outputs")
     for root in roots:
         files = sorted(root.glob("*.csv"))
         if files:
             return files
-    raise DataError("no completions files given and no released outputs found "
-                    "(download the outputs/ folder of for-ai/language-confusion and pass its CSV files)")
+    raise DataError("no completions files given and no released outputs found (download the outputs/ folder of "
+                    "for-ai/language-confusion and pass its CSV files, or import it with `mlft lcb --from FOLDER`)")
 
 
 def run(args) -> int:

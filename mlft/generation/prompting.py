@@ -80,7 +80,7 @@ def _from_upstream(text: str) -> dict:
     return out
 
 
-def _to_json(raw: bytes) -> bytes:
+def examples_json(raw: bytes) -> bytes:
     data = _from_upstream(raw.decode("utf-8"))
     if set(data) != {"monolingual", "crosslingual"}:
         raise ValueError(f"found {sorted(data)}, expected monolingual and crosslingual examples")
@@ -89,7 +89,7 @@ def _to_json(raw: bytes) -> bytes:
 
 def _download() -> Path:
     """The official few_shot_prompting.py (checksum-checked), stored as JSON in the cache."""
-    return download(FEW_SHOT, cache_dir() / "lcb" / FEW_SHOT_FILE, convert=_to_json,
+    return download(FEW_SHOT, cache_dir() / "lcb" / FEW_SHOT_FILE, convert=examples_json,
                     offline_hint=f"offline, pass prompting.examples=PATH or put {FEW_SHOT_FILE} in ${ENV_VAR}")
 
 

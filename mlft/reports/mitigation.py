@@ -324,6 +324,7 @@ class Table:
     header: list[str]
     body: list[list[str]]
     notes: list[str]
+    data: list[dict] = field(default_factory=list)  # the numbers behind `body`, per row (see `_row_data`)
 
     def render(self, fmt: str = "table") -> str:
         text = render(self.header, self.body, fmt, self.title)
@@ -399,8 +400,9 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
     header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)",
               *(f"{name} mono / cross" for _, name in GUARD), "NLL mono / cross", *[c.header for c in capability],
               *extra]
-    body = []
+    body, data = [], []
     for row in rows:
+        data.append(_row_data(row, base, p, flags.get(row.label, []), capability, cap_p))
         mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < sig else ""  # noqa: E731, B023
         lcpr = [row.value(t, "avg", "lcpr") for t in TASKS]
         lcpr_text = f"{100 * sum(lcpr) / 2:.1f}" if None not in lcpr else "–"
@@ -430,7 +432,41 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
         notes += [f"{label} vs base, {col}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}], p = {q:.3g} "
                   f"({pairs} paired documents)" for (label, col), (d, lo, hi, q, pairs) in cap_p.items()]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
-    return Table(title, header, body, notes)
+    return Table(title, header, body, notes, data)
+
+
+ROW_METRICS = ("lpr", "wpr", "lcpr", *GUARD_METRICS, "nll")
+
+
+def _number(row: MetricRow | None) -> dict | None:
+    if row is None or row.value is None:
+        return None
+    return {"value": row.value, "low": row.low, "high": row.high, "n": row.n}
+
+
+def _row_data(row: Row, base: Row, p: dict, flags: list[str], capability, cap_p: dict) -> dict:
+    """One row's numbers as data: per task, LPR / WPR / LCPR and the guard's metrics (coverage, degeneracy,
+    validity, NLL) as {value, low, high, n} (fractions; NLL in nats), the Holm-adjusted p against the base row
+    where tested, the guard's flags, and the capability columns by header."""
+    tasks = {}
+    for task in TASKS:
+        cells = {}
+        for metric in ROW_METRICS:
+            number = _number(row.values.get((task, "avg", metric)))
+            if number is not None:
+                if (row.label, task, metric) in p:
+                    number["p_vs_base"] = p[(row.label, task, metric)]
+                cells[metric] = number
+        tasks[task] = cells
+    caps = {}
+    for c in capability:
+        number = _number(row.values.get((c.task, c.language, c.metric)))
+        if number is not None:
+            if (row.label, c.header) in cap_p:
+                number["p_vs_base"] = cap_p[(row.label, c.header)][3]
+            caps[c.header] = number
+    return {"label": row.label, "base": row is base, "flagged": bool(flags), "flags": list(flags), "tasks": tasks,
+            **({"capability": caps} if capability else {})}
 
 
 def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = None) -> Table:

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from mlft.benchmarks.lcb.fetch import TEST_SETS, locate
+from mlft.benchmarks.lcb.fetch import locate_test_sets
 from mlft.constants import TASKS
 from mlft.errors import ConfigError, DataError
 from mlft.io.jsonl import iter_objects
@@ -91,11 +91,7 @@ def load_prompts(
     for lang in languages or []:
         if lang not in LANGUAGES:
             raise ConfigError(f"unknown language {lang!r}; valid: {', '.join(sorted(LANGUAGES))}")
-    src = Path(path) if path is not None else None
-    if src is not None and src.is_dir():
-        archive = _Archive(src)
-    else:
-        archive = _Archive(locate(TEST_SETS, src, verify=verify))
+    archive = _Archive(locate_test_sets(path, verify=verify))
     prompts: list[Prompt] = []
     for task in tasks:
         wanted = None

@@ -1,0 +1,167 @@
+"""One machine-readable results file per experiment, and the documentation's numbers rendered from it.
+
+A results file (`mlft demo` writes `runs/demo/results.json`; a committed copy lives in `docs/results/NAME.json`) is
+the record `mlft.provenance.write_results` writes everywhere (config, environment with the git commit, started,
+wall_s) plus `name`, `schema` and `tables`: {table name: {title, base, confidence, resamples, rows}}, each row as
+`mlft.reports.mitigation` computed it — per task (monolingual / crosslingual) LPR, WPR, LCPR and the guard's
+coverage, degeneracy, validity and NLL as {value, low, high, n} (fractions), `p_vs_base` (Holm-adjusted) where
+tested, the guard's flags, and capability columns by header.
+
+A page's numbers come from such a file through blocks, each exactly what `render_view` gives for it:
+
+    <!-- results:demo table -->...<!-- /results:demo -->                                     the headline table
+    <!-- results:demo cell "+Cross-lingual SFT" crosslingual lpr -->74.1 ±6.9<!-- /results:demo -->   value ±h
+    <!-- results:demo value base monolingual coverage -->74.3<!-- /results:demo -->            value alone
+    <!-- results:demo diff "+Cross-lingual SFT" crosslingual lpr -->+26.2 pp<!-- /results:demo -->  vs the base row
+
+`demo` names `docs/results/demo.json`. `update_blocks` rewrites a page's blocks from the files (`mlft results
+FILE --update PAGE...`); `block_problems` lists every block that differs (tests/test_docs_numbers.py).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from mlft.constants import TASKS
+from mlft.errors import ConfigError
+from mlft.format import render
+from mlft.reports.mitigation import Table
+
+SCHEMA = "mlft.results/1"
+MAIN_TABLE = "mitigation"
+BLOCK = re.compile(r"<!-- results:(?P<name>[\w.-]+)(?P<args>[^>]*?)-->(?P<body>.*?)<!-- /results:(?P=name) -->", re.S)
+VIEWS = ("table", "cell", "value", "diff")
+
+
+def table_record(table: Table, base: str, confidence: float = 0.95, resamples: int = 4000) -> dict:
+    """A built mitigation table's numbers (`Table.data`) as the `tables` entry of a results file."""
+    return {"title": table.title, "base": base, "confidence": confidence, "resamples": resamples,
+            "rows": table.data}
+
+
+def results_extra(name: str, tables: dict[str, dict], **more) -> dict:
+    """The keys a results file adds to `write_results`' record."""
+    return {"name": name, "schema": SCHEMA, "tables": tables, **more}
+
+
+# ---------------------------------------------------------------- rendering
+
+def _row(record: dict, label: str, table: str = MAIN_TABLE) -> dict:
+    rows = record.get("tables", {}).get(table, {}).get("rows", [])
+    for r in rows:
+        if r["label"] == label:
+            return r
+    raise ConfigError(f"results {record.get('name')!r}: table {table!r} has no row {label!r} "
+                      f"(rows: {', '.join(r['label'] for r in rows)})")
+
+
+def _number(record: dict, label: str, task: str, metric: str) -> dict:
+    if task not in TASKS:
+        raise ConfigError(f"results view: unknown task {task!r}; valid: {', '.join(TASKS)}")
+    cells = _row(record, label)["tasks"].get(task, {})
+    if metric not in cells:
+        raise ConfigError(f"results {record.get('name')!r}: row {label!r} has no {task} {metric} "
+                          f"(has: {', '.join(cells)})")
+    return cells[metric]
+
+
+def _scaled(metric: str) -> tuple[int, int]:
+    return (1, 2) if metric == "nll" else (100, 1)
+
+
+def cell(number: dict | None, metric: str = "lpr", interval: bool = True) -> str:
+    """`74.1 ±6.9` as the mitigation table writes it (percent; NLL in nats); '–' when absent."""
+    if not number or number.get("value") is None:
+        return "–"
+    scale, digits = _scaled(metric)
+    text = f"{scale * number['value']:.{digits}f}"
+    if interval and number.get("low") is not None and number.get("high") is not None:
+        text += f" ±{scale * (number['high'] - number['low']) / 2:.{digits}f}"
+    return text
+
+
+def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
+    """The headline table (markdown): per row mono / cross LPR with intervals (* = differs from the base row),
+    the guard's columns and its verdict, and the source line (results file name, git commit, settings)."""
+    spec = record.get("tables", {}).get(table)
+    if not spec:
+        raise ConfigError(f"results {record.get('name')!r}: no table {table!r}")
+    sig = 1 - spec.get("confidence", 0.95)
+    guard = [("coverage", "Cov"), ("degeneracy", "Degen"), ("validity", "Valid"), ("nll", "NLL")]
+    header = ["", "Mono LPR", "Cross LPR", *(f"{name} mono / cross" for _, name in guard), "guard"]
+    body = []
+    for r in spec["rows"]:
+        def lpr(task, r=r):
+            number = r["tasks"].get(task, {}).get("lpr")
+            star = "*" if number and number.get("p_vs_base", 1.0) < sig else ""
+            return cell(number) + star
+        cols = [" / ".join(cell(r["tasks"].get(t, {}).get(m), m, interval=False) for t in TASKS) for m, _ in guard]
+        verdict = "base" if r.get("base") else ("⚠ " + "; ".join(r["flags"]) if r.get("flagged") else "ok")
+        body.append([r["label"], lpr("monolingual"), lpr("crosslingual"), *cols, verdict])
+    env = record.get("environment", {})
+    config = record.get("config", {})
+    source = (f"Source: `docs/results/{record.get('name')}.json` ({config.get('command', '?')}; git "
+              f"{(env.get('git_commit') or 'unknown')[:12]}; {record.get('started', '?')}). LPR ± = half the "
+              f"{spec.get('confidence', 0.95):.0%} interval; * = differs from the base row, p < {sig:.2g} "
+              "(paired bootstrap, Holm); guard columns as in the mitigation table.")
+    return render(header, body, "markdown").rstrip("\n") + "\n\n" + source
+
+
+def render_view(record: dict, view: str, args: list[str]) -> str:
+    """The text of one block: `table [TABLE]`, `cell|value|diff LABEL TASK METRIC`."""
+    if view == "table":
+        return "\n" + headline_table(record, *args[:1]) + "\n"
+    if view not in VIEWS or len(args) != 3:
+        raise ConfigError(f"results view {view!r} {args}: use `table [TABLE]` or `cell|value|diff LABEL TASK METRIC`")
+    label, task, metric = args
+    number = _number(record, label, task, metric)
+    if view == "cell":
+        return cell(number, metric)
+    if view == "value":
+        return cell(number, metric, interval=False)
+    base = next(r["label"] for r in record["tables"][MAIN_TABLE]["rows"] if r.get("base"))
+    scale, digits = _scaled(metric)
+    delta = scale * (number["value"] - _number(record, base, task, metric)["value"])
+    return f"{delta:+.{digits}f}" + (" pp" if scale == 100 else "")
+
+
+# ---------------------------------------------------------------- pages
+
+def blocks(text: str) -> list[re.Match]:
+    return list(BLOCK.finditer(text))
+
+
+def _render_match(m: re.Match, records: dict[str, dict]) -> str:
+    args = shlex.split(m["args"])
+    record = records.get(m["name"])
+    if record is None:
+        raise ConfigError(f"no results file for block results:{m['name']}")
+    return render_view(record, args[0] if args else "table", args[1:])
+
+
+def update_blocks(text: str, records: dict[str, dict]) -> str:
+    """`text` with every block of a name in `records` re-rendered from its results file."""
+    def sub(m: re.Match) -> str:
+        if m["name"] not in records:
+            return m[0]
+        return m[0][: m.start("body") - m.start()] + _render_match(m, records) + f"<!-- /results:{m['name']} -->"
+
+    return BLOCK.sub(sub, text)
+
+
+def block_problems(text: str, records: dict[str, dict], page: str) -> list[str]:
+    """One message per block that names no results file, an unknown row / metric, or differs from its render."""
+    out = []
+    for m in blocks(text):
+        line = text[: m.start()].count("\n") + 1
+        try:
+            want = _render_match(m, records)
+        except ConfigError as exc:
+            out.append(f"{page}:{line}: results:{m['name']}{m['args'].rstrip()}: {exc}")
+            continue
+        if m["body"] != want:
+            out.append(f"{page}:{line}: results:{m['name']}{m['args'].rstrip()}: the page says {m['body'].strip()!r}, "
+                       f"the results file gives {want.strip()!r} (regenerate: mlft results "
+                       f"docs/results/{m['name']}.json --update {page})")
+    return out
