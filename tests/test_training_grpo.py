@@ -107,6 +107,71 @@ def test_user_terms_and_bad_specs():
             validate_rewards(specs, "rewards")
 
 
+# -- the gated term: what LCB's blind spots cannot buy ----------------------------------------------------------
+FR = "Le chat dort sur le canapé du salon pendant que la pluie tombe doucement dehors."
+EN_PARAGRAPH = ("The weather is nice today and I would like to go for a walk in the park with my friends, and "
+                "then we will all have dinner together at a small restaurant near the river.")
+
+
+def _terms(text, lang, scorer):
+    return {n: REWARDS[n]([text], [lang], scorer)[0] for n in ("language", "validity", "degeneracy",
+                                                                 "gated_language")}
+
+
+def test_one_counted_line_does_not_buy_the_gated_reward(scorer):
+    """Probe: a 5-token French line and short English lines: LCB judges the one line only (language 1)."""
+    text = "Le chat dort sur canapé.\nOk sure.\nYes thanks.\nSee you soon.\nBye now."
+    got = _terms(text, "fr", scorer)
+    assert got["language"] == 1.0  # the official verdict (kept as the metric)
+    assert got["gated_language"] == 0.0  # 5 of 14 tokens counted: below the share
+    assert _terms(FR, "fr", scorer)["gated_language"] == 1.0
+
+
+def test_text_after_q_is_judged_by_the_gated_reward(scorer):
+    """Probe: `French line\nQ: <English paragraph>`: LCB cuts at "\nQ:" and judges the French line alone."""
+    text = f"{FR}\nQ: {EN_PARAGRAPH}"
+    got = _terms(text, "fr", scorer)
+    assert got["language"] == 1.0 and got["validity"] == 1.0  # both cut there (official normalisation)
+    assert got["gated_language"] == 0.0
+    cut = REWARDS["gated_language"]([text], ["fr"], scorer, after_q="cut")[0]
+    assert cut == 0.0  # unjudged, the tail still counts among the reply's tokens: below the share
+
+
+@pytest.mark.parametrize("lang", ["ar", "de", "es", "fr", "hi", "id", "it", "ja", "ko", "pt", "ru", "tr", "vi", "zh"])
+def test_an_english_reply_earns_nothing(lang, scorer):
+    got = _terms(EN_PARAGRAPH, lang, scorer)
+    assert got["gated_language"] == 0.0 and got["validity"] <= 0.25, got
+
+
+def test_real_word_salad_is_gated(scorer):
+    """Probe: `Le le la la de de ...`: LCB passes it, every word is French; the repetition rule flags it, and
+    the gate keeps it below a clean reply: floor + (1 - floor) * 0."""
+    salad = "Le le la la de de et et un un une une des des"
+    got = _terms(salad, "fr", scorer)
+    assert got["language"] == 1.0 and got["degeneracy"] == -1.0
+    assert got["gated_language"] == 0.5
+    assert REWARDS["gated_language"]([salad], ["fr"], scorer, floor=0.0)[0] == 0.0
+    with pytest.raises(ConfigError, match="floor"):
+        validate_rewards([RewardSpec("gated_language", 1.0, {"floor": 1.5})], "rewards")
+    with pytest.raises(ConfigError, match="after_q"):
+        validate_rewards([RewardSpec("gated_language", 1.0, {"after_q": "drop"})], "rewards")
+
+
+def test_reward_functions_receive_the_mix_columns(scorer):
+    """trl passes the dataset's other columns (task...) as keyword arguments: a term that declares one gets it."""
+    seen = {}
+
+    def by_task(replies, languages, scorer, task=None):
+        seen["task"] = task
+        return [1.0 if t == "crosslingual" else 0.0 for t in task]
+
+    REWARDS.add("by_task_test", by_task)
+    funcs, _ = reward_functions([RewardSpec("by_task_test")], scorer)
+    got = funcs[0](prompts=[[], []], completions=["a", "b"], language=["de", "de"],
+                   task=["crosslingual", "monolingual"], trainer_state=None)
+    assert got == [1.0, 0.0] and seen["task"] == ["crosslingual", "monolingual"]
+
+
 # -- recipes and mixes, before any load -----------------------------------------------------------------------
 def _write(tmp_path: Path, body: str) -> Path:
     p = tmp_path / "r.yaml"
