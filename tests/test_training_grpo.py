@@ -204,6 +204,46 @@ def test_bad_grpo_input_is_named_before_any_load(tmp_path, monkeypatch, body, me
         load_recipe(_write(tmp_path, body))
 
 
+@pytest.mark.parametrize("extra, message", [
+    (["training_args.num_generations=1"], r"training_args.num_generations: must be >= 2"),
+    (["training_args.num_generations=3", "training_args.per_device_train_batch_size=8"],
+     r"training_args: generation_batch_size \(8\) must be divisible by num_generations \(3\)"),
+    (["training_args.max_completion_length=0"], r"training_args.max_completion_length: must be >= 1"),
+    (["training_args.multi_objective_aggregation=sum"], r"training_args.multi_objective_aggregation: 'sum' is not"),
+    (["training_args.scale_rewards=maybe"], r"training_args.scale_rewards: 'maybe' is not one of"),
+    (["training_args.epsilon_high=0.1"], r"training_args.epsilon_high: 0.1 is below epsilon"),
+    (["scorer.word_check=script"], r"scorer.word_check: 'script' is not one of"),
+])
+def test_check_runs_trls_own_value_checks(extra, message, capsys):
+    """`mlft train --check` builds the GRPOConfig the run would train with: values trl refuses (some only in the
+    first step) fail here, naming the field, before any model loads."""
+    from mlft.cli import main
+
+    assert main(["train", "--check", str(GRPO), *extra]) != 0
+    import re
+
+    assert re.search(message, capsys.readouterr().err), message
+
+
+def test_grpo_options_and_scorer_reach_trl_and_the_terms():
+    """trl's aggregation / scaling / dropout / clip / logging options pass through training_args; the scorer's
+    options come from the recipe's `scorer:` block."""
+    from mlft.training.train import _trainer_config
+
+    opts = ["training_args.multi_objective_aggregation=normalize_then_sum", "training_args.scale_rewards=batch",
+            "training_args.disable_dropout=true", "training_args.num_iterations=2", "training_args.epsilon_high=0.28",
+            "training_args.log_completions=true", "training_args.num_generations=8",
+            "scorer.min_tokens=3", "scorer.label_aliases={id: [ms]}"]
+    recipe = load_recipe(GRPO, opts)
+    config = _trainer_config(recipe, Path("/tmp/unused"))
+    assert (config.multi_objective_aggregation, config.scale_rewards, config.disable_dropout, config.num_iterations,
+            config.epsilon_high, config.log_completions, config.num_generations) == \
+        ("normalize_then_sum", "batch", True, 2, 0.28, True, 8)
+    scorer = recipe.scorer.scorer()
+    assert scorer.options.min_tokens == 3 and scorer.options.label_aliases == {"id": {"ms"}}
+    assert not scorer.options.is_official and load_recipe(GRPO).scorer.scorer().options.is_official
+
+
 def test_other_trainers_reject_rl_keys(tmp_path):
     sft = REPO / "recipes/cpu/english_sft.yaml"
     with pytest.raises(ConfigError, match=r"'num_generations' \(it is a GRPOConfig field, but trainer is 'sft'\)"):
