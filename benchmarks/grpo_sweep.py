@@ -37,6 +37,14 @@ CONFIGS = {  # name -> recipe overrides
     "default b=0.04 G=8": [f"rewards={DEFAULT}", "training_args.num_generations=8"],
     "default lr=5e-4": [f"rewards={DEFAULT}", "training_args.learning_rate=5e-4"],
     "language only lr=5e-4": ["rewards=[{name: language, weight: 1.0}]", "training_args.learning_rate=5e-4"],
+    # the gated term (recipes/cpu/grpo_gated.yaml's reward), three seeds each for a spread
+    **{f"gated lr=5e-4 seed={seed}": ["rewards=[{name: gated_language, weight: 1.0}]",
+                                      "training_args.learning_rate=5e-4", "training_args.disable_dropout=true",
+                                      f"training_args.seed={seed}"] for seed in (0, 1, 2)},
+    **{f"gated lr=5e-4 mu=2 eps_high=0.28 seed={seed}": [
+        "rewards=[{name: gated_language, weight: 1.0}]", "training_args.learning_rate=5e-4",
+        "training_args.disable_dropout=true", "training_args.num_iterations=2", "training_args.epsilon_high=0.28",
+        f"training_args.seed={seed}"] for seed in (0, 1, 2)},
 }
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from mlft.benchmarks.lcb.guard import (
+    degenerate_flags,
     languages_without_lexicon,
     lexical_validity,
     lexicon_languages,
@@ -57,13 +58,14 @@ REAL = {
 def released(root: Path) -> None:
     files = sorted(root.glob("*.csv"))
     print(f"Released LCB completions ({root}), valid = validity > {VALID_SHARE}:")
-    print(f"{'model':22s} {'replies':>7s} {'mean':>6s} {'valid %':>8s} {'mono %':>7s} {'cross %':>8s}  "
-          "weakest language")
+    print(f"{'model':22s} {'replies':>7s} {'mean':>6s} {'valid %':>8s} {'mono %':>7s} {'cross %':>8s} "
+          f"{'degen %':>8s}  weakest language")
     total, started = 0, time.perf_counter()
     for f in files:
         comps = read_completions(f)
         total += len(comps)
         values = [lexical_validity(c.completion, c.language) for c in comps]
+        degen = 100 * np.mean(degenerate_flags([c.completion for c in comps]))
         by_task, by_lang = defaultdict(list), defaultdict(list)
         for c, v in zip(comps, values):
             by_task[c.task].append(v > VALID_SHARE)
@@ -71,7 +73,7 @@ def released(root: Path) -> None:
         worst = min(by_lang, key=lambda x: np.mean(by_lang[x]))
         valid = 100 * np.mean([v > VALID_SHARE for v in values])
         print(f"{f.stem:22s} {len(comps):7d} {np.mean(values):6.3f} {valid:8.1f}"
-              f" {100 * np.mean(by_task['monolingual']):7.1f} {100 * np.mean(by_task['crosslingual']):8.1f}"
+              f" {100 * np.mean(by_task['monolingual']):7.1f} {100 * np.mean(by_task['crosslingual']):8.1f} {degen:8.1f}"
               f"  {worst} {100 * np.mean(by_lang[worst]):.1f}")
     print(f"{total} replies in {time.perf_counter() - started:.0f} s\n")
 

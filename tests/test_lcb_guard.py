@@ -68,6 +68,21 @@ DEGENERATE = {
 }
 
 
+SALAD_PAIRS = ["Le le la la de de et et un un une une des des", "a a b b c c", "Der der die die das das und und ist ist",
+               "the the cat cat sat sat on on the the mat mat", "学学生生老老师师"]
+STILL_NORMAL = ["Anak-anak bermain di taman bersama orang-orang tua mereka setiap hari.", "No no, yes yes.",
+                "我们常常去看望爷爷，他每天都很高兴，说说笑笑。", "Very very good, thank you so much for the help."]
+
+
+def test_real_word_salad_of_pairs_is_degenerate():
+    """`a a b b c c` salad (each word doubled): real words, so lexical validity passes it, and no unit repeats
+    three times in a row, so the loop rules missed it."""
+    for text in SALAD_PAIRS:
+        assert degeneracy_reason(text) == "repeated-pairs", text
+    for text in STILL_NORMAL:
+        assert degeneracy_reason(text) is None, text
+
+
 def test_tandem_cover():
     seq = np.array([5, 1, 2, 1, 2, 1, 2, 9])
     assert tandem_cover(seq, 4, 3, 6).tolist() == [False] + [True] * 6 + [False]

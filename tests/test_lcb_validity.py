@@ -234,3 +234,28 @@ def test_model_card_shows_validity(tmp_path):
     text = "\n".join(_lcb_section(tmp_path))
     assert "| task | LPR | WPR | LCPR | coverage | degeneracy | lexical validity |" in text
     assert "| monolingual | 90.0 | – | – | – | – | 42.0 |" in text
+
+
+# English is not a word of another language (the lexicons hold English words: an English reply scored 1.0)
+ENGLISH = ["The weather is nice today and I would like to go for a walk in the park with my friends.",
+           "Renewable energy matters for the future of our planet because it cuts carbon emissions."]
+NON_ENGLISH = ("ar", "de", "es", "fr", "hi", "id", "it", "ja", "ko", "pt", "ru", "tr", "vi", "zh")
+FLUENT = {"fr": "Il fait beau aujourd'hui et je voudrais aller me promener dans le parc avec mes amis.",
+          "de": "Das Wetter ist heute schön und ich möchte mit meinen Freunden im Park spazieren gehen.",
+          "es": "Hoy hace buen tiempo y me gustaría dar un paseo por el parque con mis amigos.",
+          "id": "Cuaca hari ini cerah dan saya ingin jalan di taman bersama teman saya.",
+          "tr": "Bugün hava çok güzel ve arkadaşlarımla parkta yürüyüşe çıkmak istiyorum.",
+          "vi": "Hôm nay thời tiết đẹp và tôi muốn đi dạo trong công viên với bạn bè của mình.",
+          "ru": "Сегодня хорошая погода, и я хотел бы погулять в парке с друзьями.",
+          "ko": "오늘은 날씨가 좋아서 친구들과 함께 공원에 산책하러 가고 싶어요."}
+
+
+@pytest.mark.parametrize("lang", NON_ENGLISH)
+def test_an_english_reply_is_not_valid_in_another_language(lang):
+    """A word counts for X only when it is a word of X and not an English word (Latin-script targets: English's
+    lexicon does not hold it far more often), or is in X's script (the others)."""
+    for text in ENGLISH:
+        assert lexical_validity(text, lang) <= 0.25, (lang, text, lexical_validity(text, lang))
+    assert lexical_validity(ENGLISH[0], "en") == 1.0  # English itself is untouched
+    if lang in FLUENT:  # words shared with English that are the language's own (la, a, in, park...) still count
+        assert lexical_validity(FLUENT[lang], lang) >= 0.9, lang

@@ -107,6 +107,71 @@ def test_user_terms_and_bad_specs():
             validate_rewards(specs, "rewards")
 
 
+# -- the gated term: what LCB's blind spots cannot buy ----------------------------------------------------------
+FR = "Le chat dort sur le canapé du salon pendant que la pluie tombe doucement dehors."
+EN_PARAGRAPH = ("The weather is nice today and I would like to go for a walk in the park with my friends, and "
+                "then we will all have dinner together at a small restaurant near the river.")
+
+
+def _terms(text, lang, scorer):
+    return {n: REWARDS[n]([text], [lang], scorer)[0] for n in ("language", "validity", "degeneracy",
+                                                                 "gated_language")}
+
+
+def test_one_counted_line_does_not_buy_the_gated_reward(scorer):
+    """Probe: a 5-token French line and short English lines: LCB judges the one line only (language 1)."""
+    text = "Le chat dort sur canapé.\nOk sure.\nYes thanks.\nSee you soon.\nBye now."
+    got = _terms(text, "fr", scorer)
+    assert got["language"] == 1.0  # the official verdict (kept as the metric)
+    assert got["gated_language"] == 0.0  # 5 of 14 tokens counted: below the share
+    assert _terms(FR, "fr", scorer)["gated_language"] == 1.0
+
+
+def test_text_after_q_is_judged_by_the_gated_reward(scorer):
+    """Probe: `French line\nQ: <English paragraph>`: LCB cuts at "\nQ:" and judges the French line alone."""
+    text = f"{FR}\nQ: {EN_PARAGRAPH}"
+    got = _terms(text, "fr", scorer)
+    assert got["language"] == 1.0 and got["validity"] == 1.0  # both cut there (official normalisation)
+    assert got["gated_language"] == 0.0
+    cut = REWARDS["gated_language"]([text], ["fr"], scorer, after_q="cut")[0]
+    assert cut == 0.0  # unjudged, the tail still counts among the reply's tokens: below the share
+
+
+@pytest.mark.parametrize("lang", ["ar", "de", "es", "fr", "hi", "id", "it", "ja", "ko", "pt", "ru", "tr", "vi", "zh"])
+def test_an_english_reply_earns_nothing(lang, scorer):
+    got = _terms(EN_PARAGRAPH, lang, scorer)
+    assert got["gated_language"] == 0.0 and got["validity"] <= 0.25, got
+
+
+def test_real_word_salad_is_gated(scorer):
+    """Probe: `Le le la la de de ...`: LCB passes it, every word is French; the repetition rule flags it, and
+    the gate keeps it below a clean reply: floor + (1 - floor) * 0."""
+    salad = "Le le la la de de et et un un une une des des"
+    got = _terms(salad, "fr", scorer)
+    assert got["language"] == 1.0 and got["degeneracy"] == -1.0
+    assert got["gated_language"] == 0.5
+    assert REWARDS["gated_language"]([salad], ["fr"], scorer, floor=0.0)[0] == 0.0
+    with pytest.raises(ConfigError, match="floor"):
+        validate_rewards([RewardSpec("gated_language", 1.0, {"floor": 1.5})], "rewards")
+    with pytest.raises(ConfigError, match="after_q"):
+        validate_rewards([RewardSpec("gated_language", 1.0, {"after_q": "drop"})], "rewards")
+
+
+def test_reward_functions_receive_the_mix_columns(scorer):
+    """trl passes the dataset's other columns (task...) as keyword arguments: a term that declares one gets it."""
+    seen = {}
+
+    def by_task(replies, languages, scorer, task=None):
+        seen["task"] = task
+        return [1.0 if t == "crosslingual" else 0.0 for t in task]
+
+    REWARDS.add("by_task_test", by_task)
+    funcs, _ = reward_functions([RewardSpec("by_task_test")], scorer)
+    got = funcs[0](prompts=[[], []], completions=["a", "b"], language=["de", "de"],
+                   task=["crosslingual", "monolingual"], trainer_state=None)
+    assert got == [1.0, 0.0] and seen["task"] == ["crosslingual", "monolingual"]
+
+
 # -- recipes and mixes, before any load -----------------------------------------------------------------------
 def _write(tmp_path: Path, body: str) -> Path:
     p = tmp_path / "r.yaml"
@@ -137,6 +202,46 @@ def test_bad_grpo_input_is_named_before_any_load(tmp_path, monkeypatch, body, me
     monkeypatch.setattr(datasets, "load_dataset", forbidden)
     with pytest.raises(ConfigError, match=message):
         load_recipe(_write(tmp_path, body))
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["training_args.num_generations=1"], r"training_args.num_generations: must be >= 2"),
+    (["training_args.num_generations=3", "training_args.per_device_train_batch_size=8"],
+     r"training_args: generation_batch_size \(8\) must be divisible by num_generations \(3\)"),
+    (["training_args.max_completion_length=0"], r"training_args.max_completion_length: must be >= 1"),
+    (["training_args.multi_objective_aggregation=sum"], r"training_args.multi_objective_aggregation: 'sum' is not"),
+    (["training_args.scale_rewards=maybe"], r"training_args.scale_rewards: 'maybe' is not one of"),
+    (["training_args.epsilon_high=0.1"], r"training_args.epsilon_high: 0.1 is below epsilon"),
+    (["scorer.word_check=script"], r"scorer.word_check: 'script' is not one of"),
+])
+def test_check_runs_trls_own_value_checks(extra, message, capsys):
+    """`mlft train --check` builds the GRPOConfig the run would train with: values trl refuses (some only in the
+    first step) fail here, naming the field, before any model loads."""
+    from mlft.cli import main
+
+    assert main(["train", "--check", str(GRPO), *extra]) != 0
+    import re
+
+    assert re.search(message, capsys.readouterr().err), message
+
+
+def test_grpo_options_and_scorer_reach_trl_and_the_terms():
+    """trl's aggregation / scaling / dropout / clip / logging options pass through training_args; the scorer's
+    options come from the recipe's `scorer:` block."""
+    from mlft.training.train import _trainer_config
+
+    opts = ["training_args.multi_objective_aggregation=normalize_then_sum", "training_args.scale_rewards=batch",
+            "training_args.disable_dropout=true", "training_args.num_iterations=2", "training_args.epsilon_high=0.28",
+            "training_args.log_completions=true", "training_args.num_generations=8",
+            "scorer.min_tokens=3", "scorer.label_aliases={id: [ms]}"]
+    recipe = load_recipe(GRPO, opts)
+    config = _trainer_config(recipe, Path("/tmp/unused"))
+    assert (config.multi_objective_aggregation, config.scale_rewards, config.disable_dropout, config.num_iterations,
+            config.epsilon_high, config.log_completions, config.num_generations) == \
+        ("normalize_then_sum", "batch", True, 2, 0.28, True, 8)
+    scorer = recipe.scorer.scorer()
+    assert scorer.options.min_tokens == 3 and scorer.options.label_aliases == {"id": {"ms"}}
+    assert not scorer.options.is_official and load_recipe(GRPO).scorer.scorer().options.is_official
 
 
 def test_other_trainers_reject_rl_keys(tmp_path):

@@ -67,9 +67,33 @@ def _launch_command(args, recipe) -> list[str] | None:
     return launch_command(args.recipe, args.overrides, config, alloc, extra)
 
 
+def check_trainer_config(recipe, accelerate_config: str | None = None) -> None:
+    """Build the trl config object the run would train with (no model, no data), so trl's own value checks run
+    (e.g. GRPO: the generation batch must divide into groups of num_generations; trl computes it for this one
+    process, global_batch_size's accumulation for the launch's world size); a refusal is a ConfigError naming
+    training_args. Without a GPU here, a GPU recipe's bf16 / vLLM settings are set aside for the check."""
+    import dataclasses
+    from pathlib import Path
+
+    import torch
+
+    from mlft.training.launch import read_accelerate_config
+    from mlft.training.train import _trainer_config
+
+    config = accelerate_config or recipe.accelerate_config
+    world = int(read_accelerate_config(config).num_processes or 1) if config else 1
+    if not torch.cuda.is_available():  # check the values, not this machine: a GPU recipe's bf16 / vLLM set aside
+        args = {**recipe.training_args, "use_cpu": True, "bf16": False, "fp16": False}
+        args.pop("tf32", None)
+        source, recipe = recipe.source, dataclasses.replace(recipe, training_args=args, generation="hf")
+        recipe.source = source
+    _trainer_config(recipe, Path(recipe.run_dir), world_size=world)
+
+
 def run(args) -> int:
     recipe = load_recipe(args.recipe, args.overrides)
     if args.check:
+        check_trainer_config(recipe, args.accelerate_config)
         print(f"{args.recipe}: OK ({recipe.trainer}, model {recipe.model}, run_dir {recipe.run_dir})")
         return 0
     cmd = _launch_command(args, recipe)

@@ -38,7 +38,7 @@ from mlft.generation.models import EMBEDDED
 from mlft.paths import resolve_path
 from mlft.training.launch import read_accelerate_config
 from mlft.training.passes import load_pass_suite, passes_for
-from mlft.training.rewards import RewardSpec, validate_rewards
+from mlft.training.rewards import RewardSpec, ScorerOptions, validate_rewards
 
 TRAINERS = ("sft", "dpo", "grpo")
 MIX_KINDS = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}  # the mix kind each trainer trains on
@@ -155,6 +155,9 @@ class Recipe:
     rewards: list[RewardSpec] = field(default_factory=list, metadata={
         "help": "trainer grpo: the reward terms [{name, weight, options}] (mlft.training.rewards.REWARDS: language, "
                 "words, validity, degeneracy, or 'module:function'), computed by the scorer of `mlft score`."})
+    scorer: ScorerOptions = field(default_factory=ScorerOptions, metadata={
+        "help": "trainer grpo: the reward terms' scorer {lid, words, word_check, label_aliases, min_tokens, "
+                "threshold}; the official scorer by default (mlft.training.rewards.ScorerOptions)."})
     generation: Literal["auto", "hf", "vllm"] = field(default="auto", metadata={
         "help": "trainer grpo: how the rollouts are generated: 'vllm' (trl's vLLM generation, colocated on the "
                 "training GPUs; needs the vllm package and a GPU), 'hf' (transformers generate), 'auto' (vllm on a "
@@ -330,11 +333,16 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     _validate_model(recipe.model, f"{src}: model")
     if recipe.trainer == "grpo":
         validate_rewards(recipe.rewards, f"{src}: rewards")
+        recipe.scorer.validate(f"{src}: scorer")
+        check_grpo_args(recipe.training_args, f"{src}: training_args")
         if "use_vllm" in recipe.training_args:
             raise ConfigError(f"{src}: training_args.use_vllm: set the recipe's `generation: auto | hf | vllm` "
                               "instead (auto: vllm on a GPU when installed)")
     elif recipe.rewards:
         raise ConfigError(f"{src}: rewards: only trainer 'grpo' takes reward terms (trainer is {recipe.trainer!r})")
+    elif recipe.scorer != ScorerOptions():
+        raise ConfigError(f"{src}: scorer: only trainer 'grpo' scores replies while training (trainer is "
+                          f"{recipe.trainer!r})")
     elif recipe.generation != "auto":
         raise ConfigError(f"{src}: generation: only trainer 'grpo' generates while training (trainer is "
                           f"{recipe.trainer!r})")
@@ -385,6 +393,30 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     if check_linked:
         _validate_linked(recipe, src)
     return recipe
+
+
+# GRPOConfig values trl 1.16 checks only once training runs (in the first step, or never with a clear name)
+GRPO_CHOICES = {"multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
+                "scale_rewards": ("group", "batch", "none", True, False)}
+GRPO_MINIMUM = {"num_generations": (2, "GRPO's advantages are taken within each prompt's group of replies"),
+                "max_completion_length": (1, "a reply of no token earns nothing to learn from"),
+                "num_iterations": (1, "optimisation passes over each generated batch")}
+
+
+def check_grpo_args(args: dict, where: str) -> None:
+    """The GRPO values trl refuses late (or names unclearly), named by their field before any model loads; trl's
+    own checks run at `mlft train --check` too (it builds the GRPOConfig)."""
+    for key, choices in GRPO_CHOICES.items():
+        if key in args and args[key] not in choices:
+            raise ConfigError(f"{where}.{key}: {args[key]!r} is not one of {', '.join(map(str, choices))}")
+    for key, (least, why) in GRPO_MINIMUM.items():
+        value = args.get(key)
+        if value is not None and value < least:
+            raise ConfigError(f"{where}.{key}: must be >= {least} ({why}), got {value}")
+    high, low = args.get("epsilon_high"), args.get("epsilon", 0.2)
+    if high is not None and high < low:
+        raise ConfigError(f"{where}.epsilon_high: {high} is below epsilon ({low}): the upper clip bound must be >= "
+                          "the lower one")
 
 
 def per_device_batch(recipe: Recipe) -> int:

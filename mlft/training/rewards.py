@@ -15,6 +15,15 @@ second implementation of a rule lives here:
               language without a lexicon
   degeneracy  -1.0 for a reply the guard flags degenerate (`mlft.benchmarks.lcb.guard.is_degenerate`: empty, no words,
               loops), else 0.0: a penalty
+  gated_language
+              a stricter language reward that LCB's blind spots cannot buy: r = L * (floor + (1 - floor) * G).
+              L = 1 when the official line verdict holds, the counted lines (>= 5 tokens) hold >= `min_share` of the
+              reply's tokens (one counted line among short English ones does not pass), and nothing is judged away
+              after "\nQ:" (`after_q: judge`: the whole reply is judged; `cut`: the tail is not judged but its
+              tokens count among the reply's, so a long tail fails the share). G = 1 when the guard passes the
+              whole reply: not degenerate and lexically valid (validity > VALID_SHARE, or no lexicon). A gate,
+              not a sum: no term can make up for another.
+The official verdict stays the *metric* (`mlft score`, LPR); only this reward is stricter.
 
 REWARDS is a `mlft.registry.Registry`; a term is a callable `(replies, languages, scorer, **options) -> list of
 float | None`, one value per reply (None: the term does not apply; trl then leaves it out of the sum). Add one:
@@ -39,8 +48,18 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mlft.benchmarks.lcb.guard import is_degenerate, lexical_validity
-from mlft.benchmarks.lcb.metrics import ReplyResult, ScoreOptions, analyze_reply, line_verdict, word_verdict
+from mlft.benchmarks.lcb.metrics import (
+    WORD_CHECKS,
+    ReplyResult,
+    ScoreOptions,
+    analyze_reply,
+    line_verdict,
+    normalize,
+    word_verdict,
+)
 from mlft.benchmarks.lcb.scoring import load_resources
+from mlft.benchmarks.lcb.tokenize import tokenize
+from mlft.constants import LID_THRESHOLD, MIN_TOKENS, VALID_SHARE
 from mlft.errors import ConfigError
 from mlft.io.jsonl import append_jsonl, read_jsonl
 from mlft.languages import NON_LATIN
@@ -110,8 +129,93 @@ def degeneracy(replies: Sequence[str], languages: Sequence[str], scorer: ReplySc
     return [-1.0 if is_degenerate(text) else 0.0 for text in replies]
 
 
+AFTER_Q = ("judge", "cut")
+
+
+def _uncut(text: str) -> str:
+    """The reply as a whole: the official normalisation cuts at the first "\nQ:"; here the marker is a line break."""
+    return text.replace("\nQ:", "\n")
+
+
+def _counted_share(text: str, lang: str, min_tokens: int) -> float:
+    """Share of the reply's tokens (every line, `text` as given) in lines of >= min_tokens tokens."""
+    sizes = [len(tokenize(line, lang)) for line in normalize(text).split("\n")]
+    total = sum(sizes)
+    return sum(n for n in sizes if n >= min_tokens) / total if total else 0.0
+
+
+def gated_language(replies: Sequence[str], languages: Sequence[str], scorer: ReplyScorer, floor: float = 0.5,
+                   min_share: float = 0.8, after_q: str = "judge") -> list[float]:
+    """L * (floor + (1 - floor) * G): L the strict language verdict (official line verdict, counted lines >=
+    min_share of the reply's tokens, nothing after "\nQ:" judged away), G the guard (not degenerate, valid)."""
+    check_gated_language(floor=floor, min_share=min_share, after_q=after_q)
+    whole = [_uncut(t) for t in replies]
+    judged = whole if after_q == "judge" else list(replies)
+    min_tokens = scorer.options.min_tokens
+    out = []
+    for text, full, seen, lang, r in zip(replies, whole, judged, languages, scorer.verdicts(judged, languages)):
+        if not line_verdict(r):
+            out.append(0.0)
+            continue
+        if after_q == "judge":
+            share = _counted_share(full, lang, min_tokens)
+        else:  # counted tokens of the cut reply over the tokens of the whole one
+            sizes = [len(tokenize(x, lang)) for x in normalize(seen).split("\n")]
+            total = sum(len(tokenize(x, lang)) for x in normalize(full).split("\n"))
+            share = sum(n for n in sizes if n >= min_tokens) / total if total else 0.0
+        if share < min_share:
+            out.append(0.0)
+            continue
+        validity = lexical_validity(full, lang)
+        guard = not is_degenerate(text) and (validity is None or validity > VALID_SHARE)
+        out.append(floor + (1.0 - floor) * float(guard))
+    return out
+
+
+def check_gated_language(floor: float = 0.5, min_share: float = 0.8, after_q: str = "judge") -> None:
+    for name, value in (("floor", floor), ("min_share", min_share)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ConfigError(f"gated_language: {name} must be a number in [0, 1], got {value!r}")
+    if after_q not in AFTER_Q:
+        raise ConfigError(f"gated_language: after_q must be one of {', '.join(AFTER_Q)}, got {after_q!r}")
+
+
+gated_language.check_options = check_gated_language  # validate_rewards calls it before any load
+
 REWARDS = Registry("reward term", {name: f"mlft.training.rewards:{name}"
-                                   for name in ("language", "words", "validity", "degeneracy")})
+                                   for name in ("language", "words", "validity", "degeneracy", "gated_language")})
+
+
+@dataclass
+class ScorerOptions:
+    """The reward terms' scorer (a `ReplyScorer`): the official one by default."""
+
+    lid: str | None = field(default=None, metadata={
+        "help": "LID model of the language verdicts: null = the official fastText lid.176 (as `mlft score`)."})
+    words: str | None = field(default=None, metadata={
+        "help": "English word list of the word check: null = the bundled official list."})
+    word_check: str = field(default="dictionary", metadata={
+        "help": "dictionary (official) | latin | latin+dictionary (mlft.benchmarks.lcb.metrics)."})
+    label_aliases: dict[str, list[str]] = field(default_factory=dict, metadata={
+        "help": "Extra LID labels accepted per language, e.g. {id: [ms]} (not official)."})
+    min_tokens: int = field(default=MIN_TOKENS, metadata={"help": "Tokens a line needs to be counted (official 5)."})
+    threshold: float = field(default=LID_THRESHOLD, metadata={
+        "help": "LID score a label needs (official 0.3); below it the line is 'unknown'."})
+
+    def validate(self, where: str) -> ScorerOptions:
+        if self.word_check not in WORD_CHECKS:
+            raise ConfigError(f"{where}.word_check: {self.word_check!r} is not one of {', '.join(WORD_CHECKS)}")
+        if self.min_tokens < 1:
+            raise ConfigError(f"{where}.min_tokens: must be >= 1, got {self.min_tokens}")
+        if not 0.0 <= self.threshold < 1.0:
+            raise ConfigError(f"{where}.threshold: must be in [0, 1), got {self.threshold}")
+        return self
+
+    def scorer(self) -> ReplyScorer:
+        options = ScoreOptions(word_check=self.word_check,
+                               label_aliases={k: set(v) for k, v in self.label_aliases.items()},
+                               min_tokens=self.min_tokens, threshold=self.threshold)
+        return ReplyScorer(self.lid, self.words, options)
 
 
 # -- recipe specs ------------------------------------------------------------------------------------------
@@ -167,6 +271,12 @@ def validate_rewards(specs: list[RewardSpec], where: str) -> list[RewardSpec]:
                 valid = [k for k in params if k not in fixed]
                 raise ConfigError(f"{w}.options: {spec.name!r} takes no option {unknown[0]!r}; valid: "
                                   f"{', '.join(valid) or 'none'}")
+        check = getattr(term, "check_options", None)
+        if check is not None:
+            try:
+                check(**spec.options)
+            except ConfigError as exc:
+                raise ConfigError(f"{w}.options: {exc}") from None
     if not any(s.weight > 0 for s in specs):
         raise ConfigError(f"{where}: every weight is 0: nothing to learn from")
     return specs
@@ -179,20 +289,30 @@ def _reply_text(completion) -> str:
     return "".join(m.get("content") or "" for m in completion if isinstance(m, dict))
 
 
+TRL_ARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")  # not columns
+
+
 class RewardFunction:
     """One term as a trl reward function: reads the completions' text and the mix's `language` column; named
-    after the term (trl logs `rewards/<name>/mean`)."""
+    after the term (trl logs `rewards/<name>/mean`). The mix's other columns (`task`...), which trl passes as
+    keyword arguments, reach a term that declares them as parameters (or takes **kwargs)."""
 
     def __init__(self, spec: RewardSpec, scorer: ReplyScorer):
         self.__name__ = spec.name
         self.term = resolve_term(spec.name, "rewards")
         self.options = dict(spec.options)
         self.scorer = scorer
+        params = inspect.signature(self.term).parameters
+        self._any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        self._accepts = set(list(params)[3:])
 
-    def __call__(self, prompts=None, completions=None, language=None, **_) -> list[float | None]:
+    def __call__(self, prompts=None, completions=None, language=None, **kwargs) -> list[float | None]:
         if language is None:
             raise ConfigError("reward terms need a `language` column in the prompt mix")
-        return self.term([_reply_text(c) for c in completions], list(language), self.scorer, **self.options)
+        columns = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in kwargs.items()
+                   if k not in TRL_ARGS and k not in self.options and (self._any or k in self._accepts)}
+        return self.term([_reply_text(c) for c in completions], list(language), self.scorer, **columns,
+                         **self.options)
 
 
 def reward_functions(specs: list[RewardSpec], scorer: ReplyScorer | None = None) -> tuple[list[Callable], list[float]]:

@@ -54,6 +54,12 @@ def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
     old = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
     new = recipe.to_dict()
     ignored = {"evaluation"}  # re-evaluating differently is fine; training differently is not
+    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+                for f in dataclasses.fields(Recipe)}
+    for k in set(new) - set(old):  # a key added to recipes since the run was written: its default is what ran
+        if k in defaults and defaults[k] is not dataclasses.MISSING:
+            default = defaults[k]
+            old[k] = dataclasses.asdict(default) if dataclasses.is_dataclass(default) else default
     diff = sorted(k for k in set(old) | set(new) if k not in ignored and old.get(k) != new.get(k))
     if diff:
         raise ConfigError(f"{recipe.source}: run_dir {run_dir} holds a run of a different recipe "
@@ -144,7 +150,9 @@ def _load_dataset(recipe: Recipe, run_dir: Path, state):
         rows = read_jsonl(run_dir / "mix" / "train.jsonl")
         dataset = datasets.Dataset.from_list(rows)
     keep = {"sft": ["messages"], "dpo": ["prompt", "chosen", "rejected"],
-            "grpo": ["prompt", "language", "task"]}[recipe.trainer]  # grpo: the reward terms read language/task
+            "grpo": None}[recipe.trainer]  # grpo: every column (trl passes them to the reward terms as kwargs)
+    if keep is None:
+        return dataset
     return dataset.remove_columns([c for c in dataset.column_names if c not in keep])
 
 
@@ -188,7 +196,7 @@ def _make_trainer(recipe: Recipe, model, ref_model, tok, config, dataset, peft_c
         trainer_cls = SFTTrainer if recipe.trainer == "sft" else DPOTrainer
         return trainer_cls(model=model, args=config, train_dataset=dataset, processing_class=tok,
                            peft_config=peft_config, **kwargs)
-    funcs, weights = reward_functions(recipe.rewards)
+    funcs, weights = reward_functions(recipe.rewards, recipe.scorer.scorer())
     config.reward_weights = weights
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=config, train_dataset=dataset, processing_class=tok,
                           peft_config=peft_config)

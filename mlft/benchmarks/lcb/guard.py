@@ -17,7 +17,11 @@ A reply is degenerate (`degeneracy_reason` says which rule fired, first match wi
    lowercased words once punctuation and symbols become spaces; every Han / kana character is a token (CJK
    has no spaces and its characters carry words, so "the same word repeated" is the same character run);
 5. `repeated-lines`: lines that occur >= 3 times, or a block of lines repeated back to back, hold >= 50 % of
-   the characters of the lines with a letter or digit (a paragraph looped twice within 100 tokens).
+   the characters of the lines with a letter or digit (a paragraph looped twice within 100 tokens);
+6. `repeated-pairs`: a reply of >= 6 tokens (as rule 4) whose tokens lie >= 50 % in units of one or two tokens
+   doubled back to back (`Le le la la de de et et`, `a a b b c c`): salad of real words that lexical validity
+   passes and rules 3-5 (>= 3 copies) miss. Natural reduplication (`anak-anak`, `常常`, `very very`) covers far less
+   of a reply: 10 of the 65,816 released replies fire it (0 of the strong models'; loops such as `CRM, CRM.`).
 Tuned on the paper's 65,816 released completions (~1 ms a reply): the base models command-r-base and
 command-r-plus-base get 26 % and 24 % flagged (prompt echoes, loops), llama-3-instruct 1.8 % (its stripped
 non-Latin output: 23 % of cross-lingual ko), llama-2-instruct and mistral-8x7b 0.1 % (U+FFFD runs, empty
@@ -39,14 +43,23 @@ scorer's tokens, so there a word is also known when it splits into lexicon entri
 character (also as a whole token) only when frequent on its own (Zipf >= `SINGLE_CHAR_ZIPF`); ja and ko, at
 most three (stem + particles / endings), a one-character piece only when frequent (Zipf >= `PIECE_ZIPF`), and
 never a ja word with katakana (loanwords stand whole in the lexicon). zh/ja/ko words weigh by their
-characters. A reply without a word scores 0; a language without a lexicon scores None (`lexicon_languages` /
-`languages_without_lexicon`: 45 of lid.176's labels have one). A reply is lexically valid when its validity is
-> `VALID_SHARE` (most of its words are known); the guard's `validity` is the share of valid replies, aggregated
-like coverage (over all replies), flagged below 80 % (`limit_flags`) or below a base run beyond chance.
-Calibration (benchmarks/lexical_validity.py): 99.1-99.7 % of the released replies of GPT-4/3.5, Command R(+)
-and Mistral Large are valid, 94.3-94.5 % of the base models'; hand-written salad in 10 languages scores <= 0.44,
-real sentences >= 0.9. It cannot see salad made of real words (`la la la`: the degeneracy rule's job), common-
-character zh salad, or a reply in a language whose lexicon shares its words (English terms are in most lists).
+characters. A word counts only when it is not English (`counts_for`): every lexicon holds English words (`the`,
+`would`, `weather`), so an English reply used to score 1.0 in all 14 other LCB languages. For a target with a
+script of its own (ar, hi, ja, ko, ru, zh) a word counts only with a letter in that script; for the others (Latin
+script, and any language but English) a word counts unless English's lexicon holds it `ENGLISH_MARGIN` Zipf (10x)
+above the target's (`la`, `a`, `in` (de), `park` (fr) stay words of their language). A reply without a word
+scores 0; a language without a lexicon scores None (`lexicon_languages` / `languages_without_lexicon`: 45 of
+lid.176's labels have one). A reply is lexically valid when its validity is > `VALID_SHARE` (most of its words
+count); the guard's `validity` is the share of valid replies, aggregated like coverage (over all replies), flagged
+below 80 % (`limit_flags`) or below a base run beyond chance. So validity is low both for salad and for a reply
+in the wrong language (English, or English words in a CJK reply).
+Calibration (benchmarks/lexical_validity.py, the paper's released replies): valid mono / cross, GPT-4 Turbo
+99.9 / 91.5 %, GPT-3.5 Turbo 99.7 / 91.4, Command R+ 100 / 95.7, Command R 99.9 / 77.8, Mistral Large 74.9 /
+62.3, Mixtral 74.2 / 69.4, Llama 3 56.2 / 60.8, Llama 2 55.3 / 42.7, the base models 86-91 / 1-2 (before the
+English rule: 94-100 % for every model). Of the replies the English rule made invalid, 98-99 % have a line LCB
+judges in another language (the replies answer in English); 8-43 per model pass LCB (Mixtral 132: English
+words inside ko/ja/zh replies). Hand-written salad in 10 languages scores <= 0.44, real sentences >= 0.9. It
+cannot see salad made of real words (`la la la`: the degeneracy rule's job) or common-character zh salad.
 """
 
 from __future__ import annotations
@@ -64,6 +77,7 @@ from mlft.benchmarks.lcb.metrics import normalize
 from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.constants import VALID_SHARE
 from mlft.langid import LanguageIdentifier
+from mlft.languages import SCRIPT_RANGES
 
 SHARE = 0.5  # a rule fires when its repeats cover at least this share of the text
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
@@ -174,7 +188,7 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
     table = _punct_to_space()
     ids: dict[str, int] = {}
     counter = itertools.count()
-    chars, char_at, toks, tok_at, line_seqs, line_at = [], [], [], [], [], []
+    chars, char_at, toks, tok_at, line_seqs, line_at, pair_at = [], [], [], [], [], [], []
     for k, text in enumerate(texts):
         text = text.strip()
         if not text:
@@ -185,6 +199,7 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
         if not tokens:
             reasons[k] = "no-words"
             continue
+        pair_at.append((k, tokens))
         chars.append(np.frombuffer(_WS.sub(" ", text).encode("utf-32-le"), np.uint32).astype(np.int64))
         char_at.append(k)
         if 3 * len(set(tokens)) <= 2 * len(tokens):  # a tandem covering half the tokens needs half to be repeats
@@ -209,7 +224,24 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
         looped = looped | np.array([counts[s] >= 3 for s in lines])
         if sizes[looped].sum() >= SHARE * sizes.sum():
             reasons[k] = "repeated-lines"
+    for k, tokens in pair_at:
+        if reasons[k] is None and _pairs_fire(tokens):
+            reasons[k] = "repeated-pairs"
     return reasons
+
+
+PAIR_MIN_TOKENS = 6  # `repeated-pairs` judges replies of at least this many tokens
+
+
+def _pairs_fire(tokens: list[str]) -> bool:
+    """Do units of 1-2 tokens doubled back to back (`a a`, `a b a b`) cover >= SHARE of the tokens?"""
+    n = len(tokens)
+    if n < PAIR_MIN_TOKENS:
+        return False
+    equal = sum(a == b for a, b in zip(tokens, tokens[1:])) + sum(a == b for a, b in zip(tokens, tokens[2:]))
+    if 2 * equal < SHARE * n:  # each equality covers at most 2 tokens
+        return False
+    return bool(tandem_cover(_ids(tokens), 2, 2, 2).mean() >= SHARE)
 
 
 def _batch_cover_masks(seqs: list[np.ndarray], max_period: int, min_copies: int, min_len: int) -> list[np.ndarray]:
@@ -308,6 +340,29 @@ def is_known_word(word: str, lang: str) -> bool:
     return pieces[-1] <= most
 
 
+ENGLISH_MARGIN = 1.0      # Latin-script targets: a word is English when English uses it >= 10 ** this times as often
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def counts_for(word: str, lang: str) -> bool:
+    """`word` counts for `lang`: a known word of `lang` (`is_known_word`) that is not English. For a target with a
+    script of its own (`mlft.languages.SCRIPT_RANGES`: ar, hi, ja, ko, ru, zh) the word must have a letter in that
+    script; for the others (Latin-script targets, and any language but English) English's lexicon must not hold
+    it `ENGLISH_MARGIN` Zipf or more above the target's (`the`, `would`, `weather` are in every lexicon; `la`, `a`,
+    `in` (de), `park` (fr) stay words of their languages)."""
+    if not is_known_word(word, lang):
+        return False
+    if lang == "en":
+        return True
+    if lang in SCRIPT_RANGES:
+        return any(lo <= ord(c) <= hi for c in word if c.isalpha() for lo, hi in SCRIPT_RANGES[lang])
+    from wordfreq.preprocess import preprocess_text
+
+    english = _lexicon("en").get(preprocess_text(word, "en"), 0.0)
+    own = _lexicon(lang).get(preprocess_text(word, _wordfreq_code(lang)), 0.0)
+    return english < own * 10 ** ENGLISH_MARGIN
+
+
 def reply_words(text: str, lang: str) -> list[str]:
     """The reply's words as the official scorer tokenises them in `lang` (every line), edge symbols stripped."""
 
@@ -331,7 +386,7 @@ def lexical_validity(text: str, lang: str) -> float | None:
         words = [w for w in normalize(text).translate(_punct_to_space()).split() if any(map(str.isalpha, w))]
     if not words:
         return 0.0
-    known = map(is_known_word, words, itertools.repeat(lang))
+    known = map(counts_for, words, itertools.repeat(lang))
     if lang in _BY_CHARS:  # weighed by characters
         return sum(len(w) for w, k in zip(words, known) if k) / sum(map(len, words))
     return sum(known) / len(words)

@@ -9,7 +9,9 @@ beyond chance (paired bootstrap when both runs hold the same ids for the task, e
 Holm over the task's rows x 2 measures), and a row whose whole interval lies beyond an absolute limit
 (defaults: coverage below 80 %, degeneracy above 5 %; None turns a limit off). On the paper's outputs the
 limits fire only for the base models and llama-3-instruct's cross-lingual ko/ja/zh (no strong model's
-language row has coverage under 90 %).
+language row has coverage under 90 %). The validity limit (below 80 %) fires wherever a model answers in
+another language (English words never count for another language): on the paper's outputs for Llama 2 / 3,
+Mistral Large and Mixtral (monolingual 55-75 % valid), Command R's cross-lingual rows and the base models'.
 """
 
 from __future__ import annotations
