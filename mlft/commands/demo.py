@@ -92,6 +92,10 @@ def add_parser(sub) -> None:
     p.add_argument("--rl-steps", type=int, default=16, help="GRPO optimizer steps per RL run")
     p.add_argument("--suite", default="lcb_demo", help="eval suite of the callback")
     p.add_argument("--max-new-tokens", type=int, help="override the suite's max_new_tokens (faster passes)")
+    p.add_argument("--samples", type=int, help="replies per prompt of every pass (default: the suite's `samples`; "
+                   "each reply a draw of its own, intervals resample prompts)")
+    p.add_argument("--seed", type=int, default=0, help="the story's seed: every pass's decoding seed and every "
+                   "run's training seed (rerun with other seeds to see which claims hold: benchmarks/demo_seeds.py)")
     p.add_argument("--decoding-row", action=argparse.BooleanOptionalAction, default=None,
                    help=f"add the inference-time mitigation ({DECODE_SMARTER['variant']}) on the base model and on "
                         "the cross-lingual SFT checkpoint as rows (default: only with --full)")
@@ -145,12 +149,14 @@ def _share_baseline(base: Path, dst: Path) -> None:
 
 
 def run_overrides(out: Path, key: str, steps: int, full: bool, parent_dir: Path | None, ev_args: list[str],
-                  decoding_row: bool) -> list[str]:
+                  decoding_row: bool, seed: int = 0) -> list[str]:
     """The recipe overrides of one demo run; with the decoding row, the cross-lingual SFT run's callback also
     evaluates every checkpoint with DECODE_SMARTER (fine-tune and decode smarter)."""
     every = max(1, steps // 2) if full and parent_dir is None else steps
     overrides = [f"run_dir={out / key}", f"training_args.max_steps={steps}", f"training_args.save_steps={every}",
                  *ev_args]
+    if seed:  # the story's seed (0: each recipe's own training seed, as the committed numbers were made)
+        overrides.append(f"training_args.seed={seed}")
     if parent_dir is not None:
         overrides.append(f"model={parent_dir / 'final'}")
     if decoding_row and key == "crosslingual_sft":
@@ -212,7 +218,7 @@ def _command(args) -> str:
     """The `mlft demo` command line that gives these settings (defaults left out)."""
     parts = ["mlft demo"]
     for flag, default in (("out", "runs/demo"), ("sft_steps", 32), ("dpo_steps", 12), ("rl_steps", 16),
-                          ("suite", "lcb_demo"), ("max_new_tokens", None)):
+                          ("suite", "lcb_demo"), ("max_new_tokens", None), ("samples", None), ("seed", 0)):
         if getattr(args, flag) != default:
             parts.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
     parts += [f"--{flag}" for flag in ("full", "rl") if getattr(args, flag)]
@@ -223,7 +229,7 @@ def _command(args) -> str:
 
 def demo_config(args, suite_overrides: list[str], runs: dict[str, Path], lcb_files: dict[str, Path]) -> dict:
     """What a demo's numbers depend on, for its results.json: the command and settings, the evaluation suite
-    (its sample, seeds and decoding: one reply per prompt), every run's recipe, steps and seeds, and the sha256
+    (its sample, seeds, decoding and replies per prompt), every run's recipe, steps and seeds, and the sha256
     of the LCB files it read."""
     suite = load_suite(args.suite, suite_overrides).options
     run_seeds = {}
@@ -241,18 +247,28 @@ def demo_config(args, suite_overrides: list[str], runs: dict[str, Path], lcb_fil
     return {"command": _command(args), "settings": settings,
             "suite": {"name": args.suite, "overrides": suite_overrides, "tasks": suite.tasks,
                       "sources": suite.sources, "per_language": suite.per_language, "seed": suite.seed,
-                      "decoding": dataclasses.asdict(suite.decoding), "samples_per_prompt": 1},
+                      "decoding": dataclasses.asdict(suite.decoding), "samples_per_prompt": suite.samples},
             "runs": run_seeds,
             "lcb_files": {name: (file_digest(p) if p.is_file() else "folder") for name, p in lcb_files.items()}}
+
+
+def demo_suite_overrides(args) -> list[str]:
+    """The suite overrides of every pass: max_new_tokens, replies per prompt, the decoding seed, the judge."""
+    out = [f"decoding.max_new_tokens={args.max_new_tokens}"] if args.max_new_tokens else []
+    if args.samples is not None:
+        out.append(f"samples={args.samples}")
+    if args.seed:
+        out.append(f"decoding.seed={args.seed}")
+    if args.rl:
+        out.append(f"judge={SECOND_JUDGE}")
+    return out
 
 
 def run(args) -> int:
     t0 = time.time()
     lcb_files = _ensure_lcb_data(args.full)
     out = Path(args.out)
-    suite_overrides = [f"decoding.max_new_tokens={args.max_new_tokens}"] if args.max_new_tokens else []
-    if args.rl:
-        suite_overrides.append(f"judge={SECOND_JUDGE}")
+    suite_overrides = demo_suite_overrides(args)
     ev_args = [f"evaluation.suite={args.suite}", f"evaluation.suite_overrides={suite_overrides}",
                "evaluation.at_start=false"]
     decoding_row = args.full if args.decoding_row is None else args.decoding_row
@@ -269,7 +285,7 @@ def run(args) -> int:
             continue
         steps = args.rl_steps if rl else args.dpo_steps if parent else args.sft_steps
         overrides = run_overrides(out, key, steps, args.full, runs[parent] if parent else None, ev_args,
-                                  decoding_row)
+                                  decoding_row, args.seed)
         if not parent:
             _share_baseline(base, out / key)
         runs[key] = _train(recipe, overrides)

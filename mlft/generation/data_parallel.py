@@ -3,10 +3,9 @@
 Where every rank holds the whole model (DDP, ZeRO-1/2), an evaluation pass need not leave N-1 GPUs idle: rank 0
 runs the pass as usual (prompts, files, scoring, reports: one writer), and when it generates with the live model
 it hands whole *chunks* of requests to the other ranks, which generate them with their own copy and send the
-results back. The unit is one batch of the hf backend (`HFBackend.plan`: how it cuts a runner chunk; its sampling
-seed depends only on the decoding seed and the batch's first request, and a batch generated alone is generated
-the same), or a whole runner chunk when a loop strategy works on it, so N ranks write exactly the completions one
-rank would have written.
+results back. The unit is one batch of the hf backend (`HFBackend.plan`: how it cuts a runner chunk; every
+reply's draws are keyed by its own request, so a batch generated alone is generated the same), or a whole runner
+chunk when a loop strategy works on it, so N ranks write exactly the completions one rank would have written.
 
     rank 0:                                   ranks 1..N-1:
     with coordinate():                         serve(model, tokenizer, merge_lora)   # until rank 0 is done

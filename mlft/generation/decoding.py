@@ -22,8 +22,10 @@ class Decoding:
     top_k: int | None = field(default=None, metadata={"help": "keep only the k most likely tokens; null = off"})
     num_beams: int = field(default=1, metadata={"help": "beam size; > 1 = beam search (with T=0: no sampling)"})
     seed: int | None = field(default=0, metadata={
-        "help": "sampling seed (hf: each batch is seeded from it and its first id); null = unseeded (the openai "
-                "backend then sends no seed: some vLLM servers crash on seeded requests with chunked prefill)"})
+        "help": "sampling seed: every reply's draws are keyed by it, the request id and the sample index (hf: "
+                "noise computed per request on the device; vllm / openai: a seed per request), so batching, ranks and "
+                "order change nothing; null = unseeded (the openai backend then sends no seed: some vLLM servers "
+                "crash on seeded requests with chunked prefill)"})
 
     def __post_init__(self):
         if self.max_new_tokens < 1:

@@ -6,7 +6,9 @@ does not sort the 49k-token vocabulary of every row at every step (20 % of CPU t
 NucleusSampler goes one step further: it draws the next token itself, among the nucleus candidates only, and
 returns scores where that token alone is finite, so `generate` runs greedy (argmax) instead of
 `torch.multinomial` over the whole vocabulary (an exponential draw per vocabulary entry per row per step: 36 ms
-a step for 29 rows here). The distribution is the same: temperature, then top-k, then top-p, renormalised.
+a step for 29 rows here). The distribution is the same: temperature, then top-k, then top-p, renormalised. It
+draws by Gumbel-max with noise keyed by each row's request (`keyed_gumbel`): no generator state, no
+`torch.multinomial` (which syncs inside the op and turns a NaN row into a device assert).
 
 StepLog sees the model's own logits (it runs first) and records, per generated token, its log-probability
 under them (the fluency proxy of a reply: the mean negative log-likelihood of its tokens under the model before

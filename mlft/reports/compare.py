@@ -78,8 +78,9 @@ def load_side(spec: str):
 
 
 def intersect(a, b):
-    """Both sides restricted to the prompts they share (matched on task, source, language, id)."""
-    key = lambda o: (o.task, o.source, o.language, o.id)  # noqa: E731
+    """Both sides restricted to the replies they share (matched on task, source, language, id and reply index: a
+    run with K replies per prompt against one with 1 pairs the first replies)."""
+    key = lambda o: (o.task, o.source, o.language, o.id, o.sample)  # noqa: E731
     shared = {key(o) for o in a} & {key(o) for o in b}
     ka, kb = [o for o in a if key(o) in shared], [o for o in b if key(o) in shared]
     return ka, kb, len(a) + len(b) - len(ka) - len(kb)

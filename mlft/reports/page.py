@@ -34,6 +34,7 @@ from mlft.completions import read_completions
 from mlft.console import get_logger
 from mlft.constants import GUARD_METRICS, METRICS, VALID_SHARE
 from mlft.errors import DataError, MlftError
+from mlft.generation.backends import draw_id
 from mlft.io.curve_file import CURVES, PASSES
 from mlft.io.jsonl import read_jsonl
 from mlft.languages import NON_LATIN
@@ -199,19 +200,20 @@ def view_replies(view: View, resources, prompts: dict[str, str], messages: list[
         messages.append(f"{view.label}: {view.note}")
         return
     report = score_completions(completions, lid=resources[0], words=None, detail=True, workers=workers)
-    recorded = {str(o["id"]): o for o in read_jsonl(view.folder / "outcomes.jsonl")}
+    recorded = {(str(o["id"]), o.get("sample") or 0): o for o in read_jsonl(view.folder / "outcomes.jsonl")}
     if not recorded:
         messages.append(f"{view.label}: no outcomes.jsonl beside the completions (an older mlft?): lexical "
                         "validity and degeneracy computed now")
     for c, d in zip(completions, report.details):
         if c.extra.get("prompt") is not None:
             prompts.setdefault(c.id, str(c.extra["prompt"]))
-        o = recorded.get(c.id, {})
+        sample = int(c.extra.get("sample") or 0)  # several replies per prompt: reply k shows as <id>#k
+        o = recorded.get((c.id, sample), {})
         validity = o.get("validity") if "validity" in o else lexical_validity(c.completion, c.language)
         reason = degeneracy_reason(c.completion) if o.get("degenerate", True) else None
         invalid = validity is not None and validity <= VALID_SHARE
         flag = "degenerate" if reason else "invalid" if invalid else ""
-        view.replies.append([c.id, c.task, c.language, c.source, verdict(d), flag, reason,
+        view.replies.append([draw_id(c.id, sample), c.task, c.language, c.source, verdict(d), flag, reason,
                              None if validity is None else round(float(validity), 3),
                              judged_lines(c.completion, d), d["english_words"] if c.language in NON_LATIN else [],
                              c.extra.get("finish_reason"),

@@ -293,7 +293,8 @@
     }).join('');
     var flag = r[5] === 'degenerate' ? '<span class="badge b-flag">guard: degenerate (' + esc(r[6]) + ')</span>' :
       r[5] === 'invalid' ? '<span class="badge b-flag">guard: lexically invalid</span>' : '';
-    var prompt = p && p[r[0]] != null ? '<details class="prompt"><summary>prompt</summary><pre>' + esc(p[r[0]]) + '</pre></details>' : '';
+    var pid = r[0].replace(/#\d+$/, '');  // reply k of a prompt (several replies per prompt) is <id>#k
+    var prompt = p && p[pid] != null ? '<details class="prompt"><summary>prompt</summary><pre>' + esc(p[pid]) + '</pre></details>' : '';
     return '<div class="reply v-' + cls + '" data-id="' + esc(r[0]) + '"><div class="meta"><b>' + esc(r[0]) + '</b>' +
       '<span>' + esc(r[1]) + ' · ' + esc(r[2]) + ' · ' + esc(r[3]) + '</span>' +
       '<span class="badge b-' + cls + '">' + esc(VERDICT[v] || v) + '</span>' + flag +
