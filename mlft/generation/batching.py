@@ -7,6 +7,11 @@ stays small) and fills each batch while it fits its `BatchBudget`: at most `max_
 `max_prefill_tokens` padded prompt tokens in the prefill forward, and a KV cache within `memory_bytes` (on CUDA:
 a share of the device's free memory, measured when a generate call starts; on CPU: a configured budget).
 A request that does not fit alone still gets a batch of its own (nothing smaller exists).
+
+Compiled decoding (`BatchBudget.buckets`) pads a batch to a shape bucket: its rows rounded up to a power of two
+(at most `max_rows`, itself a bucket) and its cache length (width + new tokens) rounded up by at most a quarter
+(`length_bucket`), so that a pass of many prompt lengths compiles and records CUDA graphs for a few shapes only;
+the plan counts the bucket's rows and length, as the backend allocates them.
 """
 
 from __future__ import annotations
@@ -26,15 +31,41 @@ class BatchBudget:
     kv_bytes_per_token: int = 0      # KV cache bytes of one token of one row; 0: no memory limit
     memory_bytes: int | None = None  # KV cache bytes one batch may hold; None: no memory limit
     row_factor: int = 1              # model rows per request (beams, contrast rows)
+    buckets: bool = False            # compiled decoding: rows and cache length padded to their shape bucket
+
+    def shape(self, rows: int, width: int) -> tuple[int, int]:
+        """(requests, cache length) the backend allocates for `rows` requests padded to `width` prompt tokens:
+        the exact ones, or with `buckets` the bucket's."""
+        length = width + self.new_tokens
+        if self.buckets:
+            return row_bucket(rows, self.max_rows), length_bucket(length)
+        return rows, length
 
     def kv_bytes(self, rows: int, width: int) -> int:
         """KV cache bytes of `rows` requests padded to `width` prompt tokens, once every new token is in."""
-        return rows * self.row_factor * (width + self.new_tokens) * self.kv_bytes_per_token
+        rows, length = self.shape(rows, width)
+        return rows * self.row_factor * length * self.kv_bytes_per_token
 
     def fits(self, rows: int, width: int) -> bool:
-        if rows > self.max_rows or rows * self.row_factor * width > self.max_prefill_tokens:
+        if rows > self.max_rows or self.shape(rows, width)[0] * self.row_factor * width > self.max_prefill_tokens:
             return False
         return self.memory_bytes is None or self.kv_bytes(rows, width) <= self.memory_bytes
+
+
+def row_bucket(rows: int, max_rows: int) -> int:
+    """The requests a compiled batch of `rows` is padded to: the next power of two, at most `max_rows` (a bucket
+    of its own; a batch is never wider)."""
+    bucket = 1 << max(rows - 1, 0).bit_length()
+    return max(rows, min(bucket, max_rows))
+
+
+def length_bucket(length: int) -> int:
+    """The static cache length of a compiled batch that needs `length` positions: the next m x 2^e with m in
+    5..8 (at most a quarter more; four buckets an octave), at least 16."""
+    if length <= 16:
+        return 16
+    step = 1 << ((length - 1).bit_length() - 3)
+    return -(-length // step) * step
 
 
 def plan_batches(lengths: Sequence[int], budget: BatchBudget) -> list[list[int]]:
