@@ -35,6 +35,7 @@ from mlft.errors import ConfigError, ModelError
 from mlft.generation.backends import Capabilities, Request, Result, cut_reply, draw_key, encode_request
 from mlft.generation.batching import (
     BatchBudget,
+    decode_step_bytes,
     kv_bytes_per_token,
     length_bucket,
     memory_budget,
@@ -92,6 +93,14 @@ def _flash_attention(model) -> str | None:
     flash variants), else None."""
     kind = getattr(getattr(model, "config", None), "_attn_implementation", None)
     return kind if isinstance(kind, str) and "flash" in kind else None
+
+
+def _vocab_size(config) -> int:
+    """The logits' width: the (text) config's vocab_size, 0 when unknown."""
+    if config is None:
+        return 0
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return int(getattr(text, "vocab_size", 0) or 0)
 
 
 def _cache_of(output):
@@ -212,8 +221,12 @@ class HFBackend:
         memory = None
         if kv:  # the reused cache of the compiled path is freed or reused by the next batch: it counts as free
             memory = memory_budget(device, self.memory_budget_gib) + (self._held_bytes() if compiled else 0)
+        vocab = _vocab_size(config)
+        step = decode_step_bytes(vocab, decoding, self.token_stats) + sum(
+            iv.step_bytes_per_row(vocab) for iv in interventions if "strategy" not in iv.applies_via)
         return BatchBudget(self.batch_size, self.max_batch_tokens,
-                           decoding.max_new_tokens if decoding is not None else 0, kv, memory, rows, compiled)
+                           decoding.max_new_tokens if decoding is not None else 0, kv, memory, rows, compiled,
+                           step if kv and decoding is not None else 0)
 
     def _batches(self, encoded: list[list[int]], decoding=None, interventions: Sequence = ()) -> list[list[int]]:
         """Indices sorted by prompt length, cut where the next one would not fit `budget`."""
