@@ -67,9 +67,14 @@ class BatchBudget:
         return self.memory_bytes is None or self.memory(rows, width) <= self.memory_bytes
 
 
-LOGITS_STEP_BYTES = 4 + 4   # per vocabulary entry: generate's fp32 copy of the last logits, the step log's log-softmax
-SAMPLER_STEP_BYTES = 8 + 4 + 5 * 4  # top-k over the vocabulary: int64 index, fp32 values; 5 fp32 temporaries
-TOKEN_STATS_STEP_BYTES = 3 * 4 + 4 + 8 + 4 + 4  # entropy (3 fp32), nucleus size (softmax, sort: fp32 + int64, cumsum)
+# Bytes per row and vocabulary entry of one decode step, at least what tests/test_step_bytes.py measures (the peak
+# of live tensors inside each call, on the accelerator's sync-free path): the model's last logits (up to fp32),
+# generate's fp32 copy, the step log's log-softmax (measured 4); the sampler's top-k over the vocabulary (int64
+# index, fp32 values), its keyed Gumbel noise (int64 hashes) and fp32 temporaries (measured 45); token_stats'
+# entropy and nucleus size (measured 16).
+LOGITS_STEP_BYTES = 4 + 4 + 4
+SAMPLER_STEP_BYTES = 48
+TOKEN_STATS_STEP_BYTES = 20
 
 
 def decode_step_bytes(vocab: int, decoding=None, token_stats: bool = False) -> int:
