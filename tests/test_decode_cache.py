@@ -162,3 +162,18 @@ def test_flash_attention_is_not_compiled(tiny, monkeypatch):
     with pytest.raises(ConfigError, match="flash"):
         HFBackend(model, tok, decode="compiled").check(Decoding())
     HFBackend(model, tok, decode="static").check(Decoding())  # no compile: allowed
+
+
+def test_padding_rows_change_no_sampled_reply(tiny):
+    """A compiled batch of 3 requests runs as 4 rows (the last request copied, stopped after one token); draws
+    are keyed per request, so the seeded sampled replies are the eager ones."""
+    from mlft.generation.backends.hf import HFBackend
+    from tests.device_helpers import requests
+
+    model, tok = tiny
+    reqs = requests(11)
+    decoding = Decoding(max_new_tokens=6)
+    runs = {mode: {r.id: r.completion for r in HFBackend(model, tok, batch_size=8, decode=mode).generate(reqs, decoding)}
+            for mode in ("eager", "compiled")}
+    assert [len(b) for b in HFBackend(model, tok, batch_size=8).plan(reqs, decoding)] == [8, 3]
+    assert runs["compiled"] == runs["eager"] and len(set(runs["eager"].values())) > 1
