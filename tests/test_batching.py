@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from mlft.generation.batching import BatchBudget, kv_bytes_per_token, plan_batches
+from mlft.generation.batching import BatchBudget, decode_step_bytes, kv_bytes_per_token, plan_batches
 
 GIB = 2 ** 30
 KV_1_7B = 2 * 24 * 32 * 64 * 2  # SmolLM2-1.7B in bf16: 24 layers x 32 kv heads x head dim 64: 192 KiB a token
@@ -49,19 +49,24 @@ def test_no_batch_exceeds_its_budget_on_lcb_lengths(lcb_lengths):
                              new_tokens=rng.choice([1, 100, 512, 4096]),
                              kv_bytes_per_token=rng.choice([23040, KV_1_7B]),
                              memory_bytes=rng.choice([None, GIB // 4, 4 * GIB, 16 * GIB, 60 * GIB]),
-                             row_factor=rng.choice([1, 2, 4]))
+                             row_factor=rng.choice([1, 2, 4]), buckets=rng.choice([False, True]),
+                             step_bytes_per_row=rng.choice([0, 40 * 49152, 40 * 262144, 145 * 262144]))
         lengths = rng.sample(lcb_lengths, rng.choice([1, 50, 1000, len(lcb_lengths)]))
         batches = plan_batches(lengths, budget)
         order = [i for b in batches for i in b]
         assert sorted(order) == list(range(len(lengths)))  # every request once
         assert [lengths[i] for i in order] == sorted(lengths)  # sorted by length: little padding
         for k, b in enumerate(batches):
-            rows, width = len(b) * budget.row_factor, max(lengths[i] for i in b)
+            width = max(lengths[i] for i in b)
+            rows, length = budget.shape(len(b), width)  # the bucket's, with buckets
+            rows *= budget.row_factor
+            assert rows >= len(b) * budget.row_factor and length >= width + budget.new_tokens
             if len(b) > 1:  # a request that does not fit alone goes alone
                 assert len(b) <= budget.max_rows
                 assert rows * width <= budget.max_prefill_tokens
-                if budget.memory_bytes is not None:
-                    assert rows * (width + budget.new_tokens) * budget.kv_bytes_per_token <= budget.memory_bytes
+                if budget.memory_bytes is not None:  # the KV cache and one step's vocabulary-sized temporaries
+                    assert rows * (length * budget.kv_bytes_per_token + budget.step_bytes_per_row) <= \
+                        budget.memory_bytes
             if k + 1 < len(batches):  # greedy: the next batch's first request would not have fit
                 assert not budget.fits(len(b) + 1, lengths[batches[k + 1][0]])
 
@@ -109,7 +114,7 @@ def test_backend_batches_follow_the_memory_budget(embedded_model):
     decoding = Decoding(max_new_tokens=16, seed=0)
     roomy = HFBackend(model, tok, batch_size=8)
     assert [len(b) for b in roomy.plan(reqs, decoding)] == [6]
-    per_row = roomy.budget(decoding).kv_bytes(1, max(roomy.prompt_length(r) for r in reqs))
+    per_row = roomy.budget(decoding).memory(1, max(roomy.prompt_length(r) for r in reqs))
     tight = HFBackend(model, tok, batch_size=8, memory_budget_gib=2.5 * per_row / GIB)  # two rows fit
     plan = tight.plan(reqs, decoding)
     assert [len(b) for b in plan] == [2, 2, 2]
@@ -122,3 +127,47 @@ def test_backend_batches_follow_the_memory_budget(embedded_model):
     finally:
         del model.generate
     assert sorted(r.id for r in done) == sorted(r.id for r in reqs) and [s[0] for s in calls] == [2, 2, 2]
+
+
+def test_per_step_vocabulary_bytes_are_in_the_budget(lcb_lengths, capsys):
+    """Issue 36, finding 6: the sampler's top-k over the vocabulary (int64 index, fp32 values and temporaries) and
+    each intervention's per-row bytes count next to the KV cache. At 256 rows and a 262k vocabulary they are GBs:
+    a plan by KV bytes alone overshoots a tight budget."""
+    from mlft.generation.decoding import Decoding
+
+    paper, greedy = Decoding(), Decoding(temperature=0.0)
+    lines = []
+    for vocab in (49152, 262144):
+        per_row = decode_step_bytes(vocab, paper)
+        lines.append(f"vocab {vocab}: {per_row / 2 ** 20:.2f} MiB per row per step (sampling), "
+                     f"{256 * per_row / GIB:.2f} GiB at 256 rows; greedy {256 * decode_step_bytes(vocab, greedy) / GIB:.2f}"
+                     f" GiB; with token_stats {256 * decode_step_bytes(vocab, paper, True) / GIB:.2f} GiB")
+        assert per_row >= (8 + 4 + 4) * vocab  # at least the top-k's int64 index + fp32 values + the logits copy
+        budget = BatchBudget(256, 10 ** 9, new_tokens=512, kv_bytes_per_token=KV_1_7B, memory_bytes=4 * GIB,
+                             step_bytes_per_row=per_row)
+        kv_only = BatchBudget(256, 10 ** 9, new_tokens=512, kv_bytes_per_token=KV_1_7B, memory_bytes=4 * GIB)
+        for b in plan_batches(lcb_lengths, budget):
+            width = max(lcb_lengths[i] for i in b)
+            assert len(b) == 1 or budget.kv_bytes(len(b), width) + len(b) * per_row <= 4 * GIB
+        over = [b for b in plan_batches(lcb_lengths, kv_only)
+                if kv_only.kv_bytes(len(b), max(lcb_lengths[i] for i in b)) + len(b) * per_row > 4 * GIB]
+        lines.append(f"  a 4 GiB budget planned by KV alone: {len(over)} batches over it")
+        if vocab == 262144:
+            assert over  # the finding: the KV-only plan overshoots
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+
+
+def test_the_backend_counts_the_sampler_and_each_intervention(embedded_model, tmp_path):
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.decoding import Decoding
+    from mlft.generation.interventions import build_interventions
+
+    model, tok = embedded_model
+    vocab = model.config.vocab_size
+    backend = HFBackend(model, tok, batch_size=8)
+    assert backend.budget(Decoding()).step_bytes_per_row == decode_step_bytes(vocab, Decoding())
+    assert backend.budget(Decoding(temperature=0.0)).step_bytes_per_row == decode_step_bytes(vocab, Decoding(temperature=0.0))
+    gate = build_interventions([{"name": "script_gate", "mode": "needed"}], "t")
+    assert backend.budget(Decoding(), gate).step_bytes_per_row == \
+        decode_step_bytes(vocab, Decoding()) + gate[0].step_bytes_per_row(vocab) > decode_step_bytes(vocab, Decoding())

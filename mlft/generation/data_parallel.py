@@ -13,18 +13,27 @@ chunk when a loop strategy works on it, so N ranks write exactly the completions
 
 Protocol (object collectives on the default group): rank 0 broadcasts a job (backend settings, interventions as
 specs, decoding, the chunks of every rank) or STOP; each rank generates its chunks; rank 0 gathers the results.
-A rank that fails returns per-request errors (recorded as failed, generated again on resume), never a hang.
 The ranks wait in collectives while rank 0 scores: the process group's timeout must exceed a pass
 (mlft.training.train sets it from `evaluation.timeout_s`).
+
+A failure never leaves a rank waiting in a collective its peers will not join. Around a job's generation the
+ranks talk through the process group's key-value store, never a collective: a rank that fails (rank 0's own
+share or its reader included) writes the failure under the job's key; every rank checks it between its units
+and while it waits for the others to finish, and raises `BackendError` naming the failed rank; only when every
+rank has reported done does rank 0 open the gather. After a failed job rank 0 sends no STOP (the other ranks
+have left `serve` with the error). A rank that dies without raising is left to the process group's timeout.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from mlft.console import get_logger
+from mlft.errors import BackendError
 from mlft.generation.backends import Request, Result
 from mlft.generation.backends.hf import HFBackend
 from mlft.generation.interventions import build_interventions, describe_all
@@ -40,6 +49,53 @@ class _Job:
     decoding: object
     interventions: list[dict]      # per-call interventions and strategies, as specs (rebuilt on each rank)
     chunks: list[list[list[Request]]]  # chunks[rank] = that rank's chunks
+    key: str = field(default_factory=lambda: f"mlft-dp/{uuid.uuid4().hex}/")  # the job's keys in the store
+
+
+class _Signals:
+    """A job's failure and completion flags in the process group's key-value store (no collective: a rank that
+    checks them never waits on a peer that failed)."""
+
+    POLL_S = 0.05
+
+    def __init__(self, dist, key: str, store=None):
+        self.store = store if store is not None else dist.distributed_c10d._get_default_store()
+        self.key = key
+
+    def fail(self, message: str) -> None:
+        if not self.store.check([self.key + "failed"]):  # the first failure is the one reported
+            self.store.set(self.key + "failed", message)
+
+    def failure(self) -> str | None:
+        try:
+            if self.store.check([self.key + "failed"]):
+                return self.store.get(self.key + "failed").decode()
+        except Exception as exc:  # noqa: BLE001 — the store lives on rank 0: it is gone (rank 0 exited)
+            return f"the process group's store is unreachable (rank 0 exited?): {type(exc).__name__}: {exc}"
+        return None
+
+    def check(self) -> None:
+        """Raise BackendError when some rank failed this job."""
+        message = self.failure()
+        if message is not None:
+            raise BackendError(f"data-parallel evaluation failed: {message}")
+
+    def done(self) -> None:
+        self.store.add(self.key + "done", 1)
+
+    def wait_done(self, ranks: int) -> None:
+        """Rank 0: until `ranks` ranks reported done (then open the gather), or raise when one failed."""
+        while self.store.add(self.key + "done", 0) < ranks:
+            self.check()
+            time.sleep(self.POLL_S)
+        self.check()
+        self.store.set(self.key + "go", "1")
+
+    def wait_go(self) -> None:
+        """Ranks 1..N-1: until rank 0 opens the gather, or raise when a rank failed."""
+        while not self.store.check([self.key + "go"]):
+            self.check()
+            time.sleep(self.POLL_S)
 
 
 def _dist():
@@ -59,6 +115,7 @@ class Coordinator:
     def __init__(self, dist):
         self.dist = dist
         self.world = dist.get_world_size()
+        self.broken = False  # a job failed: the other ranks left `serve` (no STOP)
 
     def covers(self, backend) -> bool:
         """Only generation with the live (replicated) model is shared; transformed or reloaded models are not."""
@@ -75,9 +132,19 @@ class Coordinator:
             [batch for chunk in chunks for batch in backend.plan(chunk, decoding, per_call)]
         shares = [units[r::self.world] for r in range(self.world)]
         job = _Job(backend.spec(), decoding, describe_all([*per_call, *strategies]), shares)
+        signals = _Signals(self.dist, job.key)
         self.dist.broadcast_object_list([job], src=0)
-        for unit in shares[0]:
-            yield from generate(unit, decoding, per_call)
+        try:
+            for unit in shares[0]:
+                signals.check()
+                yield from generate(unit, decoding, per_call)
+            signals.wait_done(self.world - 1)
+        except BaseException as exc:  # its own share, its reader (GeneratorExit) or a peer: every rank hears it
+            self.broken = True
+            signals.fail(f"rank 0: {type(exc).__name__}: {exc}")
+            if isinstance(exc, BackendError) or not isinstance(exc, Exception):
+                raise
+            raise BackendError(f"data-parallel evaluation failed: rank 0: {type(exc).__name__}: {exc}") from exc
         gathered: list = [None] * self.world
         self.dist.gather_object([], gathered, dst=0)
         for rank_results in gathered[1:]:
@@ -101,16 +168,18 @@ def coordinate(enabled: bool = True):
     if dist is None or dist.get_rank() != 0:
         yield None
         return
-    _CURRENT = Coordinator(dist)
+    _CURRENT = coordinator = Coordinator(dist)
     try:
-        yield _CURRENT
+        yield coordinator
     finally:
         _CURRENT = None
-        dist.broadcast_object_list([STOP], src=0)
+        if not coordinator.broken:
+            dist.broadcast_object_list([STOP], src=0)
 
 
-def serve(model, tokenizer, merge_lora: bool = True) -> int:
-    """Ranks 1..N-1: generate the chunks rank 0 sends, until STOP; return the number of requests served."""
+def serve(model, tokenizer, merge_lora: bool = True, backend_cls=HFBackend) -> int:
+    """Ranks 1..N-1: generate the chunks rank 0 sends, until STOP; return the number of requests served. Raise
+    BackendError when a job fails on any rank (this one included)."""
 
     dist = _dist()
     if dist is None:
@@ -123,12 +192,16 @@ def serve(model, tokenizer, merge_lora: bool = True) -> int:
             job = box[0]
             if job == STOP:
                 return served
-            results = _run_job(job, rank, live, tokenizer, HFBackend)
+            signals = _Signals(dist, job.key)
+            results = _run_job(job, rank, live, tokenizer, backend_cls, signals)
+            signals.done()
+            signals.wait_go()
             served += len(results)
             dist.gather_object(results, None, dst=0)
 
 
-def _run_job(job: _Job, rank: int, model, tokenizer, backend_cls) -> list[Result]:
+def _run_job(job: _Job, rank: int, model, tokenizer, backend_cls, signals: _Signals | None = None) -> list[Result]:
+    """This rank's share of `job`; a failure is written to the store (every rank raises) and raised."""
     chunks = job.chunks[rank] if rank < len(job.chunks) else []
     try:
         backend = backend_cls(model, tokenizer, **job.backend)
@@ -138,7 +211,22 @@ def _run_job(job: _Job, rank: int, model, tokenizer, backend_cls) -> list[Result
         generate = backend.generate
         for iv in strategies:
             generate = iv.wrap(generate, backend)
-        return [res for chunk in chunks for res in generate(chunk, job.decoding, per_call)]
-    except Exception as exc:  # noqa: BLE001 — rank 0 records the errors; the pass goes on
+        results = []
+        for chunk in chunks:
+            if signals is not None:
+                signals.check()  # another rank failed: stop here
+            results += generate(chunk, job.decoding, per_call)
+        return results
+    except BackendError as exc:
+        if signals is not None and signals.failure() is not None:
+            raise  # another rank's failure, already in the store
+        message = f"rank {rank}: {type(exc).__name__}: {exc}"
+        if signals is not None:
+            signals.fail(message)
+        raise
+    except Exception as exc:
         log.error("[mlft eval] data-parallel rank %s: generation failed (%s: %s)", rank, type(exc).__name__, exc)
-        return [Result(r.id, error=f"rank {rank}: {type(exc).__name__}: {exc}") for chunk in chunks for r in chunk]
+        message = f"rank {rank}: {type(exc).__name__}: {exc}"
+        if signals is not None:
+            signals.fail(message)
+        raise BackendError(f"data-parallel evaluation failed: {message}") from exc

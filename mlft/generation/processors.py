@@ -226,14 +226,25 @@ class GreedyPicker(LogitsProcessor):
 
 class NewlineStop:
     """Stopping criterion: a row is done once it generated a token holding a newline (rows with `active` False
-    are never stopped by it). Returns one flag per row, as transformers' criteria do."""
+    are never stopped by it), and rows flagged `done` (padding rows) after their first token. Returns one flag
+    per row, as transformers' criteria do.
 
-    def __init__(self, newline_ids, active: list[bool], device=None):
-        self.ids = torch.tensor(sorted(newline_ids), dtype=torch.long, device=device)
+    A boolean lookup table over the token ids (built once per batch): one gather per step, no host read
+    (`torch.isin` against thousands of newline ids takes its sort / unique path: a sync per step on a GPU). Ids
+    past the table (a model vocabulary wider than the tokenizer's) land on its last entry, always False."""
+
+    def __init__(self, newline_ids, active: list[bool], device=None, done: list[bool] | None = None):
+        ids = sorted(newline_ids)
+        table = torch.zeros((ids[-1] + 2) if ids else 1, dtype=torch.bool)
+        table[torch.tensor(ids, dtype=torch.long)] = True
+        self.table = table.to(device)
         self.active = torch.tensor(active, dtype=torch.bool, device=device)
+        self.done = torch.tensor(done if done is not None else [False] * len(active), dtype=torch.bool,
+                                 device=device)
 
     def __call__(self, input_ids, scores, **kwargs):
         last = input_ids[:, -1]
-        if self.ids.device != last.device:  # built elsewhere: moved once, not per step
-            self.ids, self.active = self.ids.to(last.device), self.active.to(last.device)
-        return torch.isin(last, self.ids) & self.active
+        if self.table.device != last.device:  # built elsewhere: moved once, not per step
+            self.table, self.active, self.done = (t.to(last.device) for t in (self.table, self.active, self.done))
+        hit = self.table.index_select(0, last.clamp(max=self.table.shape[0] - 1))
+        return (hit & self.active) | self.done

@@ -31,6 +31,7 @@ from mlft.generation.backends import (
     check_backend,
     check_interventions,
     option_names,
+    vllm_support,
 )
 from mlft.generation.interventions import build_interventions
 from mlft.generation.interventions.quantize import SCHEMES, Scheme
@@ -200,13 +201,19 @@ def uses_vllm(recipe: Recipe, cuda: bool | None = None, vllm: bool | None = None
         cuda = torch.cuda.is_available()
     vllm = importlib.util.find_spec("vllm") is not None if vllm is None else vllm
     cpu = bool(recipe.training_args.get("use_cpu")) or not cuda
+    version = vllm_support.installed_vllm() if vllm else None
+    supported = version is None or vllm_support.trl_supports(version)  # unknown version: trl itself warns
     if recipe.generation == TRL_VLLM:
         if not vllm:
             raise ConfigError(f"{recipe.source}: generation: vllm needs the vllm package (pip install 'mlft[vllm]')")
         if cpu:
             raise ConfigError(f"{recipe.source}: generation: vllm needs a GPU (this run trains on the CPU)")
+        if not supported:
+            raise ConfigError(f"{recipe.source}: generation: vllm: trl's GRPO rollouts support vLLM "
+                              f"{vllm_support.TRL_VLLM_RANGE}, this machine has vLLM {version} (install a version in "
+                              "that range, or generation: hf)")
         return True
-    return recipe.generation == "auto" and vllm and not cpu
+    return recipe.generation == "auto" and vllm and not cpu and supported
 
 
 def trl_config_class(trainer: str):

@@ -16,6 +16,12 @@ max_new_tokens (rows x (width + max_new_tokens) x the model's KV bytes per token
 (on CUDA a share of the free device memory, measured when a generate call starts; `memory_budget_gib`),
 whichever comes first: as few generate calls as memory allows (a call costs about as much per step at 2 rows
 as at 200).
+
+The static cache (decode: static / compiled) is allocated here at the planned length, never transformers' own
+(which keeps the longest length any earlier call used). Compiled decoding pads a batch to its shape bucket
+(mlft.generation.batching: rows to a power of two, cache length up by at most a quarter; padding rows copy the
+last request and stop after one token) and reuses one cache while the bucket stays the same (a sorted pass visits
+the buckets in order), so a pass compiles and records CUDA graphs a few times, not once per batch.
 """
 
 from __future__ import annotations
@@ -27,7 +33,15 @@ from typing import Iterator, Literal, Sequence
 
 from mlft.errors import ConfigError, ModelError
 from mlft.generation.backends import Capabilities, Request, Result, cut_reply, draw_key, encode_request
-from mlft.generation.batching import BatchBudget, kv_bytes_per_token, memory_budget, plan_batches
+from mlft.generation.batching import (
+    BatchBudget,
+    decode_step_bytes,
+    kv_bytes_per_token,
+    length_bucket,
+    memory_budget,
+    plan_batches,
+    row_bucket,
+)
 from mlft.generation.interventions.contrastive import PairedRows
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.models import load
@@ -55,9 +69,10 @@ class HFOptions:
     decode: Literal["auto", "eager", "static", "compiled"] = field(default="auto", metadata={
         "help": "how the decode loop runs: eager (a growing KV cache, one kernel per op: the CPU's best), static (a "
                 "preallocated KV cache, eager), compiled (static cache + torch.compile of the decode step: "
-                "transformers' static-cache path, few kernels per token); auto = compiled on a GPU unless an "
-                "intervention hooks the forward pass (steer, learned_gate: they would recompile every step), else "
-                "eager"})
+                "transformers' static-cache path, few kernels per token; batches padded to shape buckets, one reused cache "
+                "per bucket: a few compiles and CUDA-graph recordings per pass); auto = compiled on a GPU unless an "
+                "intervention hooks the forward pass (steer, learned_gate: they would recompile every step) or the "
+                "model uses flash-attention (its unpadding breaks the graph), else eager"})
 
 
 def batch_seed(seed: int, first_id: str) -> int:
@@ -71,6 +86,21 @@ def _cache_kwarg(model) -> str:
     import inspect
 
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _flash_attention(model) -> str | None:
+    """The model's attention implementation when it is a flash-attention kind (flash_attention_2/3, kernels'
+    flash variants), else None."""
+    kind = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    return kind if isinstance(kind, str) and "flash" in kind else None
+
+
+def _vocab_size(config) -> int:
+    """The logits' width: the (text) config's vocab_size, 0 when unknown."""
+    if config is None:
+        return 0
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return int(getattr(text, "vocab_size", 0) or 0)
 
 
 def _cache_of(output):
@@ -97,6 +127,7 @@ class HFBackend:
         self.memory_budget_gib = memory_budget_gib
         self.live = False  # True when generating with a caller's (training) model: data-parallel ranks hold a copy
         self._prefix: tuple[tuple[int, ...], object] | None = None  # (prefix ids, its KV cache)
+        self._pool: tuple[tuple[int, int], object] | None = None  # compiled decoding: ((rows, length), its cache)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         eos = model.generation_config.eos_token_id
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
@@ -152,9 +183,12 @@ class HFBackend:
         if any("transform" in iv.applies_via for iv in interventions):
             raise ConfigError("hf backend: model transforms are applied by building a transformed backend "
                               "(HFBackend.transformed), not per generate call")
+        if self.decode == "compiled" and _flash_attention(self.model):
+            raise ConfigError(f"hf backend: decode: compiled with {_flash_attention(self.model)} (its unpadding "
+                              "breaks the compiled graph in every layer): use decode: auto, eager or static")
 
     def close(self) -> None:
-        pass
+        self._pool = self._prefix = None  # the compiled path's reused cache: its memory goes back
 
     def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
         self.check(decoding, interventions)
@@ -171,15 +205,28 @@ class HFBackend:
 
     def budget(self, decoding=None, interventions: Sequence = ()) -> BatchBudget:
         """What one batch may hold (`mlft.generation.batching`): batch_size rows, max_batch_tokens prefill tokens,
-        and the KV cache of its rows at `decoding.max_new_tokens` within the memory budget (measured now)."""
+        and the KV cache of its rows at `decoding.max_new_tokens` within the memory budget (measured now); with
+        compiled decoding, at the shape bucket the batch is padded to."""
+        param = next(self.model.parameters(), None)
+        return self._budget_on(param.device if param is not None else None, decoding, interventions)
+
+    def _budget_on(self, device, decoding=None, interventions: Sequence = ()) -> BatchBudget:
         param = next(self.model.parameters(), None)
         config = getattr(self.model, "config", None)
         kv = kv_bytes_per_token(config, param.element_size()) if param is not None and config is not None else 0
         rows = (decoding.num_beams if decoding is not None else 1) * \
             (2 if any("rows" in iv.applies_via for iv in interventions) else 1)  # contrast rows: one per request
+        compiled = decoding is not None and device is not None and \
+            self.decode_mode(device, decoding, interventions) == "compiled"
+        memory = None
+        if kv:  # the reused cache of the compiled path is freed or reused by the next batch: it counts as free
+            memory = memory_budget(device, self.memory_budget_gib) + (self._held_bytes() if compiled else 0)
+        vocab = _vocab_size(config)
+        step = decode_step_bytes(vocab, decoding, self.token_stats) + sum(
+            iv.step_bytes_per_row(vocab) for iv in interventions if "strategy" not in iv.applies_via)
         return BatchBudget(self.batch_size, self.max_batch_tokens,
-                           decoding.max_new_tokens if decoding is not None else 0, kv,
-                           memory_budget(param.device, self.memory_budget_gib) if kv else None, rows)
+                           decoding.max_new_tokens if decoding is not None else 0, kv, memory, rows, compiled,
+                           step if kv and decoding is not None else 0)
 
     def _batches(self, encoded: list[list[int]], decoding=None, interventions: Sequence = ()) -> list[list[int]]:
         """Indices sorted by prompt length, cut where the next one would not fit `budget`."""
@@ -194,6 +241,11 @@ class HFBackend:
         from mlft.generation.processors import GreedyPicker, NewlineStop, NucleusSampler, NucleusWarper, StepLog
 
         device = next(self.model.parameters()).device
+        real = len(requests)
+        mode = self.decode_mode(device, decoding, interventions)
+        if mode == "compiled":  # padded to the rows bucket with copies of the last request (stopped at once)
+            pad = row_bucket(real, self.batch_size) - real
+            requests, encoded = requests + requests[-1:] * pad, encoded + encoded[-1:] * pad
         n = len(requests)
         paired = [iv for iv in interventions if "rows" in iv.applies_via]
         rows, row_enc, weights = list(requests), list(encoded), None
@@ -236,21 +288,23 @@ class HFBackend:
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.random.fork_rng(devices=devices))
             stack.enter_context(torch.inference_mode())
-            mode = self.decode_mode(device, decoding, interventions)
-            static = None if mode == "eager" else width + decoding.max_new_tokens  # the static cache's length
-            cache = self._prefix_kv(prefix, len(rows), static) if p else None  # before the hooks: the prompt's own
+            static = self._cache_length(mode, width + decoding.max_new_tokens)  # None: eager's growing cache
+            cache = self._prefix_kv(prefix, len(rows), static, mode == "compiled") if p else None  # before the hooks
             if p and cache is None:  # the model returned no cache (e.g. checkpointing on): the whole prompt
                 input_ids, mask = self._unprefixed(row_enc, width, device)
+            if static is not None and cache is None:  # sized here, as planned (never transformers' inherited one)
+                cache = self._static_cache(len(rows), static, mode == "compiled")
             extra = {_cache_kwarg(self.model): cache} if cache is not None else {}
             if static is not None:
-                extra.update(self._static_kwargs(mode, cache is None))
+                extra.update(self._static_kwargs(mode, False))
             for iv in interventions:
                 stack.enter_context(iv.hooks_batch(self.model, rows, mask))
             if decoding.seed is not None:
                 torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
-            if any(r.stop_at_newline for r in requests):
+            if any(r.stop_at_newline for r in requests) or n > real:  # padding rows: stopped after one token
                 extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(
-                    self._newline_ids(), [r.stop_at_newline for r in rows], device=device)])
+                    self._newline_ids(), [r.stop_at_newline for r in rows], device=device,
+                    done=[i % n >= real for i in range(len(rows))])])
             out = self.model.generate(
                 input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
                 logits_processor=LogitsProcessorList(chain), **decoding.hf_kwargs(), **extra)
@@ -258,13 +312,13 @@ class HFBackend:
             if log is not None:
                 log.to_host()  # the per-step records, stacked and copied once
             if sampler is not None and sampler.invalid is not None and bool(sampler.invalid.any()):  # once a batch
-                bad = [r.id for r, b in zip(requests, sampler.invalid.tolist()) if b]
+                bad = [r.id for r, b in zip(requests[:real], sampler.invalid.tolist()) if b]
                 raise ModelError(f"the model's logits held no finite candidate (NaN or all -inf) while sampling "
                                  f"request(s) {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}: check the "
                                  "weights' dtype (fp16 overflow) and the interventions' masks")
-        seconds = (time.perf_counter() - started) / len(requests)
-        generated = out[:, width:].tolist()
-        for row, (req, enc, ids) in enumerate(zip(requests, encoded, generated)):
+        seconds = (time.perf_counter() - started) / real
+        generated = out[:real, width:].tolist()
+        for row, (req, enc, ids) in enumerate(zip(requests[:real], encoded, generated)):
             ids, finish = cut_reply(ids, self.eos_ids, self._newline_ids() if req.stop_at_newline else (),
                                     req.stop_at_newline)
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -315,7 +369,37 @@ class HFBackend:
             return self.decode
         if device.type != "cuda" or any("hooks" in iv.applies_via for iv in interventions):
             return "eager"  # a CPU runs op by op anyway; hooks' Python state would recompile every step
+        if _flash_attention(self.model):
+            return "eager"  # flash-attention's unpadding (nonzero, item) breaks the graph in every layer
         return "compiled"
+
+    def _cache_length(self, mode: str, length: int) -> int | None:
+        """The static cache's length for a batch needing `length` positions: exact (static), its bucket
+        (compiled: a few shapes per pass), None (eager: transformers' growing cache)."""
+        return None if mode == "eager" else length_bucket(length) if mode == "compiled" else length
+
+    def _static_cache(self, rows: int, length: int, reuse: bool = False):
+        """An empty StaticCache of `rows` x `length`; with `reuse` (compiled decoding), the one of the last batch
+        when it had this shape (reset: the same tensors, so the same compiled graph and CUDA-graph inputs), else a
+        new one replacing it (one cache held at a time)."""
+        from transformers import StaticCache
+
+        if reuse and self._pool is not None and self._pool[0] == (rows, length):
+            cache = self._pool[1]
+            cache.reset()
+            return cache
+        self._pool = None  # the previous bucket's tensors go before the next ones are allocated
+        cache = StaticCache(config=self.model.config, max_cache_len=length)
+        if reuse:
+            self._pool = ((rows, length), cache)
+        return cache
+
+    def _held_bytes(self) -> int:
+        """Bytes of the compiled path's reused cache (allocated, but the next batch reuses or frees it)."""
+        if self._pool is None:
+            return 0
+        return sum(t.numel() * t.element_size() for layer in self._pool[1].layers
+                   for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)
 
     def _static_kwargs(self, mode: str, own_cache: bool) -> dict:
         """`generate` arguments of the static-cache path: transformers allocates the cache itself when no prefix
@@ -331,9 +415,9 @@ class HFBackend:
             kw["compile_config"] = config
         return kw
 
-    def _prefix_kv(self, prefix: list[int], rows: int, static_len: int | None = None):
+    def _prefix_kv(self, prefix: list[int], rows: int, static_len: int | None = None, reuse: bool = False):
         """A copy of the prefix's KV cache, repeated for `rows` rows (computed once per prefix); with
-        `static_len`, a static cache of that length holding the prefix (the compiled path's cache)."""
+        `static_len`, a static cache of that length holding the prefix (`reuse`: the compiled path's cache)."""
         import copy
 
         import torch
@@ -345,16 +429,14 @@ class HFBackend:
         if self._prefix[1] is None:
             return None
         if static_len is not None:
-            return self._static_prefix(self._prefix[1], rows, static_len)
+            return self._static_prefix(self._prefix[1], rows, static_len, reuse)
         cache = copy.deepcopy(self._prefix[1])
         cache.batch_repeat_interleave(rows)
         return cache
 
-    def _static_prefix(self, prefix_cache, rows: int, length: int):
+    def _static_prefix(self, prefix_cache, rows: int, length: int, reuse: bool = False):
         """A StaticCache of `length` positions whose first ones hold the prefix's keys and values, per row."""
-        from transformers import StaticCache
-
-        cache = StaticCache(config=self.model.config, max_cache_len=length)
+        cache = self._static_cache(rows, length, reuse)
         if len(cache.layers) != len(prefix_cache.layers):
             return None  # not one layer per decoder layer: the plain path
         for static, layer in zip(cache.layers, prefix_cache.layers):

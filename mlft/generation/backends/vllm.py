@@ -36,7 +36,15 @@ from typing import Iterator, Literal, Sequence
 
 from mlft.console import quiet_transformers
 from mlft.errors import ConfigError, ModelError
-from mlft.generation.backends import Capabilities, Request, Result, cut_reply, encode_request, request_seed
+from mlft.generation.backends import (
+    Capabilities,
+    Request,
+    Result,
+    cut_reply,
+    encode_request,
+    request_seed,
+    vllm_support,
+)
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.models import DEFAULT_MODEL, load, resolve
 from mlft.paths import cache_dir
@@ -336,6 +344,10 @@ def _engine(path: str, o: VLLMOptions):
         # for the front end) generates 2-3x faster here when this process also ran torch (measured: 57 vs 23
         # tokens/s on 2 cores), so it stays the default.
         os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    version = vllm_support.installed_vllm()
+    if version is not None:  # the processor interface this vLLM takes (or a refusal naming the version)
+        for key, value in vllm_support.backend_engine_env(version, cpu).items():
+            os.environ.setdefault(key, value)
     from vllm import LLM
 
     chunked = {"on": True, "off": False}.get(o.chunked_prefill, False if cpu else None)

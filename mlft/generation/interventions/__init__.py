@@ -79,6 +79,11 @@ class Intervention:
 
     prefix_safe: ClassVar[bool] = False  # a "hooks" intervention that leaves the prompt's states alone
 
+    def step_bytes_per_row(self, vocab: int) -> int:
+        """Vocabulary-sized bytes one decode step of this intervention holds per row (the batch budget counts
+        them): by default a logits processor's fp32 copy of the scores and one boolean mask."""
+        return 5 * vocab if "processors" in self.applies_via else 0
+
     def transform(self, model, tokenizer, model_ref: str | None):
         return model, tokenizer
 

@@ -108,6 +108,11 @@ class Contrastive(Intervention):
     name = "contrastive"
     Options = ContrastiveOptions
     applies_via = frozenset({"processors", "rows"})
+
+    def step_bytes_per_row(self, vocab: int) -> int:
+        """Per model row (main and contrast rows): log-softmaxes of both halves, the plausibility mask and the
+        combined scores (tests/test_step_bytes.py measures 13)."""
+        return 16 * vocab
     description = "language-contrastive decoding: subtract lambda x the log-probs under a wrong-language prompt"
 
     def validate(self, where: str) -> None:

@@ -110,6 +110,11 @@ class ScriptGate(Intervention):
     name = "script_gate"
     Options = ScriptGateOptions
     applies_via = frozenset({"processors"})
+
+    def step_bytes_per_row(self, vocab: int) -> int:
+        """Its [rows, vocab] script mask (bool), the fp32 scores and the masked copy (needed mode: its candidates'
+        fp32 probabilities too): tests/test_step_bytes.py measures 4 (hard), 8 (soft), 9 (needed)."""
+        return (1 + 4 + 4 + (3 if self.options.mode == "needed" else 0)) * vocab
     description = "keep replies in the scripts of the target language (hard / soft / only when needed)"
 
     def validate(self, where: str) -> None:

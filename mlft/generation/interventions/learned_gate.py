@@ -209,6 +209,11 @@ class LearnedGate(Intervention):
     prefix_safe = True  # it only reads the last hidden state
     description = "learned Language Confusion Gate: mask wrong token families only when needed (Zhang et al. 2026)"
 
+    def step_bytes_per_row(self, vocab: int) -> int:
+        """The candidate families' one-hot (int64 over 9 families, then bool), the fp32 logits, scaled and exp,
+        the nucleus's sort over the vocabulary (fp32 values, int64 index): tests/test_step_bytes.py measures 106."""
+        return 112 * vocab
+
     def __init__(self, options):
         super().__init__(options)
         self._capture = _Capture()

@@ -101,6 +101,10 @@ class LanguagePrior(Intervention):
     name = "language_prior"
     Options = LanguagePriorOptions
     applies_via = frozenset({"processors"})
+
+    def step_bytes_per_row(self, vocab: int) -> int:
+        """fp32 scores, the prior's fp32 log-probabilities and a mask (tests/test_step_bytes.py measures 9)."""
+        return 12 * vocab
     description = "for Latin-script targets, mask clearly foreign (e.g. English) words when a target word is near"
 
     def validate(self, where: str) -> None:
