@@ -40,16 +40,9 @@ from mlft.paths import resolve_path
 from mlft.training.launch import read_accelerate_config
 from mlft.training.passes import load_pass_suite, passes_for
 from mlft.training.rewards import RewardSpec, ScorerOptions, validate_rewards
+from mlft.training.trainers import TRAINERS, TrainerEntry, TrainerName, trainer_entry, with_rewards
 
-TRAINERS = ("sft", "dpo", "grpo")
-MIX_KINDS = {"sft": "sft", "dpo": "dpo", "grpo": "prompts"}  # the mix kind each trainer trains on
 QUANT_VARIANTS = SCHEMES  # the `quantize` intervention's schemes
-# training_args keys that mlft sets itself (from the recipe), so a recipe may not set them.
-MANAGED_ARGS = {"output_dir": "set `run_dir:` instead (checkpoints go to run_dir/checkpoints)",
-                "push_to_hub": "set the recipe's top-level `push_to_hub: ORG/NAME` instead (mlft uploads final/ with "
-                               "its model card when the run completes)"}
-# ... and per trainer
-TRAINER_MANAGED_ARGS = {"grpo": {"reward_weights": "set each term's `weight` under the recipe's `rewards:` instead"}}
 
 
 @dataclass
@@ -137,7 +130,7 @@ class Recipe:
                 "adapter, e.g. the SFT run's final/: copied into the run's chain/, see chain.json), or a hub id "
                 "like HuggingFaceTB/SmolLM2-1.7B."})
     mix: str = field(metadata={"help": "Data mix YAML (data_mixes/*.yaml), relative to cwd or the project."})
-    trainer: Literal["sft", "dpo", "grpo"] = field(default="sft", metadata={
+    trainer: TrainerName = field(default="sft", metadata={
         "help": "trl trainer: sft | dpo | grpo (online RL on a `kind: prompts` mix with the `rewards:` terms)."})
     mix_overrides: list[str] = field(default_factory=list, metadata={"help": "key=value overrides for the mix."})
     run_dir: str | None = field(default=None, metadata={
@@ -176,6 +169,11 @@ class Recipe:
     # filled by load_recipe (not YAML keys)
     source: str = field(default="", init=False, metadata={"help": "The recipe file it was loaded from."})
 
+    @property
+    def entry(self) -> TrainerEntry:
+        """The trainer's entry (mlft.training.trainers.TRAINERS)."""
+        return TRAINERS[self.trainer]
+
     def config_class(self):
         return trl_config_class(self.trainer)
 
@@ -193,7 +191,7 @@ def uses_vllm(recipe: Recipe, cuda: bool | None = None, vllm: bool | None = None
     default to what this machine has (a GPU, the vllm package). Raises ConfigError for vllm without either."""
     import importlib.util
 
-    if recipe.trainer != "grpo":
+    if not recipe.entry.rewards:
         return False
     if cuda is None:
         import torch
@@ -217,9 +215,7 @@ def uses_vllm(recipe: Recipe, cuda: bool | None = None, vllm: bool | None = None
 
 
 def trl_config_class(trainer: str):
-    from trl import DPOConfig, GRPOConfig, SFTConfig
-
-    return {"sft": SFTConfig, "dpo": DPOConfig, "grpo": GRPOConfig}[trainer]
+    return trainer_entry(trainer).config()
 
 
 def _check_arg_type(value: Any, tp: Any, where: str) -> Any:
@@ -254,7 +250,7 @@ def validate_training_args(args: dict, trainer: str, where: str) -> dict:
     fields = {f.name for f in dataclasses.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)
     out = {}
-    managed = {**MANAGED_ARGS, **TRAINER_MANAGED_ARGS.get(trainer, {})}
+    managed = trainer_entry(trainer).managed()
     for key, value in args.items():
         if key in managed:
             raise ConfigError(f"{where}.{key}: managed by mlft: {managed[key]}")
@@ -311,9 +307,9 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
         mix = load_mix(str(mix_path), list(recipe.mix_overrides))
     except ConfigError as exc:
         raise ConfigError(f"{src}: mix: {exc}") from None
-    if mix.kind != MIX_KINDS[recipe.trainer]:
+    if mix.kind != recipe.entry.mix_kind:
         raise ConfigError(f"{src}: mix: {recipe.mix} is a {mix.kind!r} mix but trainer {recipe.trainer!r} trains on "
-                          f"a {MIX_KINDS[recipe.trainer]!r} mix")
+                          f"a {recipe.entry.mix_kind!r} mix")
     ev = recipe.evaluation
     if not ev.enabled:
         return
@@ -338,21 +334,20 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     recipe.training_args = validate_training_args(args, recipe.trainer, f"{src}: training_args")
     check_joined_rows(recipe.training_args, recipe.trainer, f"{src}: training_args")
     _validate_model(recipe.model, f"{src}: model")
-    if recipe.trainer == "grpo":
+    if recipe.entry.rewards:
         validate_rewards(recipe.rewards, f"{src}: rewards")
         recipe.scorer.validate(f"{src}: scorer")
-        check_grpo_args(recipe.training_args, f"{src}: training_args")
-        if "use_vllm" in recipe.training_args:
-            raise ConfigError(f"{src}: training_args.use_vllm: set the recipe's `generation: auto | hf | vllm` "
-                              "instead (auto: vllm on a GPU when installed)")
     elif recipe.rewards:
-        raise ConfigError(f"{src}: rewards: only trainer 'grpo' takes reward terms (trainer is {recipe.trainer!r})")
+        raise ConfigError(f"{src}: rewards: only trainer {with_rewards()} takes reward terms (trainer is "
+                          f"{recipe.trainer!r})")
     elif recipe.scorer != ScorerOptions():
-        raise ConfigError(f"{src}: scorer: only trainer 'grpo' scores replies while training (trainer is "
+        raise ConfigError(f"{src}: scorer: only trainer {with_rewards()} scores replies while training (trainer is "
                           f"{recipe.trainer!r})")
     elif recipe.generation != "auto":
-        raise ConfigError(f"{src}: generation: only trainer 'grpo' generates while training (trainer is "
+        raise ConfigError(f"{src}: generation: only trainer {with_rewards()} generates while training (trainer is "
                           f"{recipe.trainer!r})")
+    if recipe.entry.check_args is not None:
+        recipe.entry.check_args(recipe.training_args, f"{src}: training_args")
     if recipe.chat_template != "auto":
         path = resolve_path(recipe.chat_template)
         if not path.is_file():
@@ -400,30 +395,6 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     if check_linked:
         _validate_linked(recipe, src)
     return recipe
-
-
-# GRPOConfig values trl 1.16 checks only once training runs (in the first step, or never with a clear name)
-GRPO_CHOICES = {"multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
-                "scale_rewards": ("group", "batch", "none", True, False)}
-GRPO_MINIMUM = {"num_generations": (2, "GRPO's advantages are taken within each prompt's group of replies"),
-                "max_completion_length": (1, "a reply of no token earns nothing to learn from"),
-                "num_iterations": (1, "optimisation passes over each generated batch")}
-
-
-def check_grpo_args(args: dict, where: str) -> None:
-    """The GRPO values trl refuses late (or names unclearly), named by their field before any model loads; trl's
-    own checks run at `mlft train --check` too (it builds the GRPOConfig)."""
-    for key, choices in GRPO_CHOICES.items():
-        if key in args and args[key] not in choices:
-            raise ConfigError(f"{where}.{key}: {args[key]!r} is not one of {', '.join(map(str, choices))}")
-    for key, (least, why) in GRPO_MINIMUM.items():
-        value = args.get(key)
-        if value is not None and value < least:
-            raise ConfigError(f"{where}.{key}: must be >= {least} ({why}), got {value}")
-    high, low = args.get("epsilon_high"), args.get("epsilon", 0.2)
-    if high is not None and high < low:
-        raise ConfigError(f"{where}.epsilon_high: {high} is below epsilon ({low}): the upper clip bound must be >= "
-                          "the lower one")
 
 
 def per_device_batch(recipe: Recipe) -> int:
@@ -485,7 +456,7 @@ def attention_of(args: dict) -> str:
 def joins_rows(args: dict, trainer: str) -> bool:
     """Does trl join a batch's rows into one row (padding-free)? SFT's `packing` with the bfd strategies turns it
     on (trl 1.16 SFTTrainer)."""
-    return bool(args.get("padding_free")) or (trainer == "sft" and bool(args.get("packing"))
+    return bool(args.get("padding_free")) or (trainer_entry(trainer).packing_joins_rows and bool(args.get("packing"))
                                               and args.get("packing_strategy", "bfd") in ("bfd", "bfd_split"))
 
 
@@ -497,7 +468,7 @@ def resolve_auto_args(args: dict, trainer: str, where: str) -> dict:
     for key in AUTO_ARGS:
         if out.get(key) == "auto":
             if key == "padding_free":
-                out[key] = trainer == "sft" and attention_of(out) in VARLEN_ATTENTION
+                out[key] = trainer_entry(trainer).padding_free and attention_of(out) in VARLEN_ATTENTION
             else:
                 out[key] = importlib.util.find_spec("liger_kernel") is not None
         elif isinstance(out.get(key), str):
@@ -509,8 +480,10 @@ def check_joined_rows(args: dict, trainer: str, where: str) -> None:
     """Refuse padding-free rows where they cost more than padding: trl joins a batch's rows into one row of up to
     rows x max_length tokens and, with sdpa or eager attention, transformers builds a dense L x L block-diagonal
     mask over it (the attention work of every pair of rows, not of each row with itself)."""
-    if trainer == "dpo" and args.get("padding_free"):
-        raise ConfigError(f"{where}.padding_free: trl's DPOTrainer turns padding_free off (trl 1.16); set it false")
+    entry = trainer_entry(trainer)
+    if not entry.padding_free and args.get("padding_free"):
+        raise ConfigError(f"{where}.padding_free: trl's {entry.trainer_class} turns padding_free off (trl 1.16); "
+                          "set it false")
     if not joins_rows(args, trainer):
         return
     attn = attention_of(args)

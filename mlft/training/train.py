@@ -37,7 +37,7 @@ from mlft.provenance import write_results
 from mlft.training.card import push, write_card
 from mlft.training.chat_template import training_chat_template
 from mlft.training.passes import RUN_CHAT_TEMPLATE
-from mlft.training.recipe import MIX_KINDS, Recipe, accumulation_steps, default_attention, dump_recipe, uses_vllm
+from mlft.training.recipe import Recipe, accumulation_steps, default_attention, dump_recipe, uses_vllm
 from mlft.training.rewards import reward_curve_callback, reward_functions
 
 COMPLETE = "complete"
@@ -86,7 +86,7 @@ def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None
         kwargs.setdefault("dtype", recipe.dtype)
     kwargs.setdefault("attn_implementation", default_attention())
     args["model_init_kwargs"] = kwargs
-    if recipe.trainer == "grpo":
+    if recipe.entry.rewards:  # trl's own vLLM rollouts, from the recipe's `generation:`
         args["use_vllm"] = uses_vllm(recipe)
     try:
         config = recipe.config_class()(**args)
@@ -144,13 +144,12 @@ def _load_dataset(recipe: Recipe, run_dir: Path, state):
 
     mix = load_mix(recipe.mix, list(recipe.mix_overrides))
     if state.is_main_process:
-        dataset = build_mix(mix, run_dir, MIX_KINDS[recipe.trainer])
+        dataset = build_mix(mix, run_dir, recipe.entry.mix_kind)
     state.wait_for_everyone()
     if not state.is_main_process:
         rows = read_jsonl(run_dir / "mix" / "train.jsonl")
         dataset = datasets.Dataset.from_list(rows)
-    keep = {"sft": ["messages"], "dpo": ["prompt", "chosen", "rejected"],
-            "grpo": None}[recipe.trainer]  # grpo: every column (trl passes them to the reward terms as kwargs)
+    keep = recipe.entry.columns  # None: every column (trl passes them to the reward terms as kwargs)
     if keep is None:
         return dataset
     return dataset.remove_columns([c for c in dataset.column_names if c not in keep])
@@ -169,8 +168,7 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
     ref_model = None
     if mref.kind == "adapter":
         model, tok = load(mref, dtype=recipe.dtype, device="cpu")  # the trainer places it
-        needs_ref = recipe.trainer == "dpo" or (recipe.trainer == "grpo" and getattr(config, "beta", 0.0) != 0.0)
-        if needs_ref and not recipe.lora.enabled:
+        if recipe.entry.needs_reference(config) and not recipe.lora.enabled:
             ref_model, _ = load(mref, dtype=recipe.dtype, device="cpu")
     else:
         model = mref.path
@@ -179,7 +177,7 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
         tok.pad_token = tok.eos_token
     if recipe.chat_template != "auto":
         tok.chat_template = Path(recipe.chat_template).read_text(encoding="utf-8")
-    elif recipe.trainer == "sft" and getattr(config, "assistant_only_loss", False):
+    elif getattr(config, "assistant_only_loss", False):  # an SFTConfig field: the loss on the replies only
         template = training_chat_template(tok)
         if template is not None:
             tok.chat_template = template
@@ -187,25 +185,25 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
 
 
 def _make_trainer(recipe: Recipe, model, ref_model, tok, config, dataset, peft_config, run_dir: Path):
-    """The trl trainer of `recipe.trainer`. GRPO: the recipe's reward terms (mlft.training.rewards, the scorer of
-    `mlft score`) with their weights, and a callback writing each logged step's terms to rewards.jsonl."""
-    from trl import DPOTrainer, GRPOTrainer, SFTTrainer
-
-    if recipe.trainer != "grpo":
-        kwargs = {"ref_model": ref_model} if ref_model is not None else {}
-        trainer_cls = SFTTrainer if recipe.trainer == "sft" else DPOTrainer
-        return trainer_cls(model=model, args=config, train_dataset=dataset, processing_class=tok,
-                           peft_config=peft_config, **kwargs)
-    funcs, weights = reward_functions(recipe.rewards, recipe.scorer.scorer())
-    config.reward_weights = weights
-    trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=config, train_dataset=dataset, processing_class=tok,
-                          peft_config=peft_config)
-    if ref_model is not None and getattr(trainer, "ref_model", None) is not None:
+    """The trl trainer of the recipe's entry (mlft.training.trainers). A trainer with rewards (GRPO): the recipe's
+    reward terms (mlft.training.rewards, the scorer of `mlft score`) with their weights, and a callback writing
+    each logged step's terms to rewards.jsonl."""
+    entry = recipe.entry
+    kwargs = {}
+    if entry.rewards:
+        kwargs["reward_funcs"], config.reward_weights = reward_functions(recipe.rewards, recipe.scorer.scorer())
+    takes_ref = ref_model is not None and entry.takes_reference()
+    if takes_ref:
+        kwargs["ref_model"] = ref_model
+    trainer = entry.trainer()(model=model, args=config, train_dataset=dataset, processing_class=tok,
+                              peft_config=peft_config, **kwargs)
+    if ref_model is not None and not takes_ref and getattr(trainer, "ref_model", None) is not None:
         # full-weight GRPO on a merged adapter: trl built its reference from the config's name (the root base,
         # without the adapters); the reference is the starting model
         trainer.ref_model = trainer.accelerator.prepare_model(ref_model.to(trainer.accelerator.device),
                                                               evaluation_mode=True)
-    trainer.add_callback(reward_curve_callback(run_dir, recipe.rewards))
+    if entry.rewards:
+        trainer.add_callback(reward_curve_callback(run_dir, recipe.rewards))
     return trainer
 
 
