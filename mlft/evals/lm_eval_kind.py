@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
@@ -35,6 +34,7 @@ from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.generation.backends import Request, able, backend_class, backend_options
 from mlft.generation.decoding import Decoding
+from mlft.generation.rng import preserved_rng
 from mlft.harness import check_tasks, require_lm_eval
 from mlft.io.metric_rows import HarnessStats, MetricRow
 
@@ -250,25 +250,6 @@ def _write_samples(results: dict, rows: list[MetricRow], sdir: Path) -> list[Pat
     return files
 
 
-@contextmanager
-def _global_rng_kept():
-    import random
-
-    import numpy as np
-    import torch
-
-    state = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
-             torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
-    try:
-        yield
-    finally:
-        random.setstate(state[0])
-        np.random.set_state(state[1])
-        torch.set_rng_state(state[2])
-        if state[3] is not None:
-            torch.cuda.set_rng_state_all(state[3])
-
-
 def _evaluate(lm_eval, lm, o: LmEvalOptions, tm):
     return lm_eval.simple_evaluate(
         model=lm, tasks=list(o.tasks), num_fewshot=o.num_fewshot, batch_size=o.batch_size,
@@ -287,7 +268,7 @@ def run(suite, ctx) -> KindOutput:
     tm = _task_manager(o)
     _check_outputs(tm, o, ctx)
     lm = make_lm(o, ctx)
-    with _global_rng_kept():  # lm-eval reseeds python / numpy / torch: a training run must not notice
+    with preserved_rng():  # lm-eval reseeds python / numpy / torch: a training run must not notice
         results = _evaluate(lm_eval, lm, o, tm)
     if results is None:  # not rank 0
         return KindOutput([])

@@ -19,7 +19,6 @@ import os
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -28,6 +27,7 @@ from mlft.console import get_logger
 from mlft.generation import data_parallel
 from mlft.generation.backends import capabilities
 from mlft.generation.models import default_device
+from mlft.generation.rng import preserved_rng
 from mlft.io import curve_file
 from mlft.reports.page import PAGE, write_report_page
 from mlft.training.passes import evaluate_step
@@ -188,29 +188,6 @@ class EvalCallback(TrainerCallback):
         if logs:
             log_scalars(self.trainer, logs, step)
         log_samples(self.trainer, self.run_dir, rows, step)
-
-
-@contextmanager
-def preserved_rng():
-    """Restore Python's, NumPy's and torch's (CPU and CUDA) random states on exit. A checkpoint stores the RNG
-    states of the moment it was saved, before the callback evaluates it: without this, the evaluation's sampling
-    would move the generator, and a run resumed from that checkpoint (RL samples its rollouts) would differ from
-    one that never stopped."""
-    import random
-
-    import numpy as np
-    import torch
-
-    py, npy, cpu = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    try:
-        yield
-    finally:
-        random.setstate(py)
-        np.random.set_state(npy)
-        torch.random.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
 
 
 def _free_accelerator_cache() -> None:
