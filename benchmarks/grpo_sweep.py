@@ -21,8 +21,8 @@ import yaml
 
 from mlft.io import curve_file as curves
 from mlft.reports.mitigation import judge_columns, load_spec, tables
-from mlft.training.passes import evaluate_step
-from mlft.training.recipe import EvaluationOptions, load_recipe
+from mlft.training.passes import EvaluationOptions, evaluate_step
+from mlft.training.recipe import load_recipe
 from mlft.training.rewards import read_reward_curves
 from mlft.training.train import train
 

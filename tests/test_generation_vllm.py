@@ -268,7 +268,7 @@ def test_recipe_with_vllm_evaluation_checks(tmp_path):
 def test_passes_send_saved_checkpoints_to_vllm_and_quantized_to_hf(tmp_path, monkeypatch):
     import mlft.evals.runner as runner
     from mlft.training import passes
-    from mlft.training.recipe import EvaluationOptions
+    from mlft.training.passes import EvaluationOptions
 
     calls = []
 

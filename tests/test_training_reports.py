@@ -7,8 +7,7 @@ import pytest
 from mlft.cli import main
 from mlft.errors import ConfigError
 from mlft.io import curve_file
-from mlft.training.passes import EvalPass, evaluate_step, passes_for
-from mlft.training.recipe import EvaluationOptions, PromptVariant
+from mlft.training.passes import EvalPass, EvaluationOptions, PromptVariant, evaluate_step, passes_for
 
 
 def _rows(step, variant, lpr_mono, lpr_cross, suite_variant="default"):

@@ -48,8 +48,8 @@ from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatma
 from mlft.reports.mitigation import judge_columns, load_spec, plot_table, tables
 from mlft.reports.page import PAGE, write_report_page
 from mlft.reports.results import results_extra, table_record
-from mlft.training.passes import evaluate_step
-from mlft.training.recipe import EvaluationOptions, PassVariant, load_recipe
+from mlft.training.passes import EvaluationOptions, PassVariant, evaluate_step
+from mlft.training.recipe import load_recipe
 from mlft.training.rewards import read_reward_curves
 from mlft.training.train import train
 

@@ -15,9 +15,9 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Literal
 
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
@@ -25,17 +25,74 @@ from mlft.errors import ConfigError
 from mlft.evals import runner
 from mlft.evals.registry import get_kind
 from mlft.evals.suite import EvalSuite, load_suite, suite_path
-from mlft.generation.backends import able, able_backend, capabilities, option_names
+from mlft.generation.backends import DEFAULT_BACKEND, able, able_backend, capabilities, option_names
 from mlft.generation.interventions import REGISTRY as INTERVENTIONS
+from mlft.generation.interventions.quantize import Scheme
 from mlft.generation.models import eval_mode
 from mlft.io import curve_file
 from mlft.io.metric_rows import CurveRow, HarnessStats, MetricRow, rows_of
 
-if TYPE_CHECKING:  # the recipe imports this module (its validation builds the passes)
-    from mlft.training.recipe import EvaluationOptions
-
-
 log = get_logger(__name__)
+
+
+@dataclass
+class PassVariant:
+    """One extra evaluation pass of each checkpoint: a few-shot prompting baseline, an intervention..."""
+
+    variant: str = field(metadata={"help": "Name of the variant in curves.jsonl (e.g. '1-shot', '+script gate')."})
+    suite: str | None = field(default=None, metadata={
+        "help": "Suite name or path; null = the evaluation suite (with its suite_overrides)."})
+    overrides: list[str] = field(default_factory=list, metadata={"help": "key=value overrides for the suite."})
+    interventions: list[dict] = field(default_factory=list, metadata={
+        "help": "Inference-time interventions [{name: ..., <options>}] added to the suite's."})
+
+
+PromptVariant = PassVariant  # the name before interventions existed
+
+
+@dataclass
+class EvaluationOptions:
+    enabled: bool = field(default=True, metadata={"help": "Run the eval callback at all."})
+    suite: str = field(default="lcb_quick", metadata={
+        "help": "Eval suite run at train start and after every checkpoint (name in eval/ or a path)."})
+    suite_overrides: list[str] = field(default_factory=list, metadata={
+        "help": "key=value overrides applied to the suite (validated by the suite loader)."})
+    at_start: bool = field(default=True, metadata={"help": "Evaluate the starting model (step 0 baseline)."})
+    every_steps: int | None = field(default=None, metadata={
+        "help": "Evaluate every N steps: sets save_strategy=steps and save_steps=N (evaluation follows checkpoints)."})
+    variants: list[PassVariant] = field(default_factory=list, metadata={
+        "help": "Extra passes at every evaluation: [{variant, suite, overrides, interventions}]."})
+    fewshot: bool = field(default=False, metadata={"help": "Also run the few-shot prompting variants below."})
+    fewshot_variants: list[PassVariant] = field(default_factory=list, metadata={
+        "help": "Few-shot baselines: [{variant, suite, overrides}], run when `fewshot: true`; empty = the paper's "
+                "Q/A template, 1-shot and 5-shot (mlft.constants.FEWSHOT_BASELINES)."})
+    quantized: list[Scheme] = field(default_factory=list, metadata={
+        "help": "Quantized variants of each saved checkpoint (the `quantize` intervention): w8/w4 (bitsandbytes), "
+                "w8a8 (torchao int8 dynamic)."})
+    quantized_at: Literal["all", "ends"] = field(default="ends", metadata={
+        "help": "Which steps get the quantized variants: 'ends' (the step-0 baseline and the last step) or 'all'."})
+    in_process: Literal["auto", "always", "never"] = field(default="auto", metadata={
+        "help": "Generate with the live model on rank 0 ('auto': yes unless ZeRO-3/FSDP shards the weights; "
+                "then the saved checkpoint is evaluated in a separate process)."})
+    data_parallel: bool = field(default=True, metadata={
+        "help": "With several ranks and replicated weights (DDP, ZeRO-1/2), every rank generates its share of an "
+                "in-process pass and rank 0 gathers, scores and writes once (the same completions as one rank)."})
+    merge_lora: bool = field(default=True, metadata={
+        "help": "Evaluate a LoRA model as a merged copy (faster generation; one extra copy of the weights in "
+                "memory; the live model is untouched)."})
+    log_to_trainer: bool = field(default=True, metadata={
+        "help": "Log headline LPR/WPR/LCPR through the trainer's report_to (TensorBoard, W&B...)."})
+    timeout_s: int = field(default=3600, metadata={
+        "help": "Limit for one separate-process evaluation; the training job's process-group timeout is raised "
+                "above it (the other ranks wait for the evaluation in a collective)."})
+    backend: str = field(default=DEFAULT_BACKEND, metadata={
+        "help": "Generation backend of the passes: any registered backend that takes the live model (e.g. 'hf': "
+                "in-process) or loads saved checkpoints (e.g. 'vllm': the *saved* checkpoint in a separate "
+                "`mlft evaluate-run` process, on rank 0's GPU after the training process frees its cache; LoRA "
+                "checkpoints merged). Quantized variants run on a backend that can transform a model (hf)."})
+    backend_options: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "Options of the backend (e.g. {gpu_memory_utilization: 0.3, max_model_len: 4096}); with vllm during "
+                "training, gpu_memory_utilization is also capped to the GPU memory the training process leaves free."})
 
 
 @dataclass(frozen=True)
