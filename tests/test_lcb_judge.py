@@ -81,7 +81,8 @@ def test_eval_judge_rows_and_column(reports, tmp_path):
     """The eval's lpr@langdetect rows, the judged outcomes file and the variants-table column with the paired
     difference from the first row."""
     from mlft.benchmarks.lcb.scoring import outcomes_from
-    from mlft.evals.lcb import LcbOptions, judge_column, judge_rows
+    from mlft.evals.lcb import LcbOptions, judge_rows
+    from mlft.reports.mitigation import judge_column
 
     comps, official, _ = reports
     o = LcbOptions(judge="langdetect", resamples=200)
@@ -103,7 +104,7 @@ def test_eval_judge_rows_and_column(reports, tmp_path):
 
 def test_empty_group_note():
     """A language with no counted reply scores LPR 100 % by the official rule: the variants table says so."""
-    from mlft.evals.lcb import empty_group_notes
+    from mlft.reports.mitigation import empty_group_notes
 
     rows = [{"variant": v, "task": "crosslingual", "language": lang, "metric": "coverage", "value": cov, "n": 24}
             for v, lang, cov in (("base", "bn", 4 / 24), ("base", "cs", 0.6), ("gate", "bn", 0.0), ("gate", "cs", 0.5))]

@@ -25,7 +25,7 @@ from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
 from mlft.completions import Completion, write_official_csv
 from mlft.config import check_choice, from_dict
 from mlft.constants import GUARD_METRICS, TASKS
-from mlft.errors import ConfigError, MlftError
+from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.evals.runner import progress_desc
 from mlft.generation.decoding import Decoding
@@ -37,14 +37,11 @@ from mlft.io.jsonl import read_jsonl
 from mlft.langid import LanguageIdentifier
 from mlft.languages import check_language, check_scorable
 from mlft.paths import resolve_path
-from mlft.reports.mitigation import Row, mitigation_table
+from mlft.reports.mitigation import variant_table
 from mlft.reports.sweeps import plot_sweep, sweep_tables
 from mlft.stats import (
-    holm,
     intervals,
-    load_outcomes,
     mean_interval,
-    paired_test,
     prompt_means,
     save_outcomes,
     unknown_share_intervals,
@@ -335,42 +332,6 @@ def judge_rows(variant: str, completions, outcomes, o: LcbOptions, vdir) -> list
     return rows
 
 
-def judge_column(rows: list[dict], out_dir, variants: list[str], judge: str, resamples: int = 4000,
-                 confidence: float = 0.95) -> dict[str, dict[str, str]]:
-    """Columns 'Mono / Cross LPR (<judge>)' of the variants table: the judged LPR ±half-width, and for every row
-    but the first its difference from the first row with a paired bootstrap (`*` = p < 1 - confidence, Holm-
-    adjusted down the column)."""
-
-    metric = metric_name(judge)
-    cols = {}
-    for task in TASKS:
-        got = {r["variant"]: r for r in rows if r["metric"] == metric and r["task"] == task and r["language"] == "avg"}
-        if not got:
-            continue
-        base = got.get(variants[0])
-        tests = []
-        for v in variants[1:]:
-            if base is None or v not in got:
-                continue
-            try:
-                res = paired_test(load_outcomes(Path(out_dir) / base["outcomes"]),
-                                  load_outcomes(Path(out_dir) / got[v]["outcomes"]), "lpr", task=task, n=resamples,
-                                  confidence=confidence)
-            except MlftError:
-                continue
-            tests.append((v, res))
-        adjusted = dict(zip([v for v, _ in tests], holm([res.p_value for _, res in tests])))
-        cells = {}
-        for v, r in got.items():
-            text = f"{100 * r['value']:.1f} ±{100 * (r['high'] - r['low']) / 2:.1f}"
-            res = dict(tests).get(v)
-            if res is not None:
-                text += f" ({100 * res.diff:+.1f}{'*' if adjusted[v] < 1 - confidence else ''})"
-            cells[v] = text
-        cols[f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({judge})"] = cells
-    return cols
-
-
 def _timing(vdir, seconds: float, generated: int) -> float | None:
     """Seconds per generated prompt of a variant, summed over the sessions that generated it (kept in
     timing.json beside its completions, so a resumed variant keeps its cost); None when none was timed."""
@@ -388,46 +349,6 @@ def _timing(vdir, seconds: float, generated: int) -> float | None:
 
 def _done(path) -> int:
     return sum(1 for r in read_jsonl(path) if not r.get("error"))
-
-
-def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[str, float], title: str,
-                  judge: str | None = None):
-    """Table 11 layout with one row per variant (the first is the base of the paired tests) and the time per
-    prompt of each variant relative to the first."""
-
-    table_rows = []
-    for v in variants:
-        mine = [r for r in rows if r["variant"] == v]
-        rel = next((r["outcomes"] for r in mine if r.get("outcomes") and "@" not in r["metric"]), None)
-        table_rows.append(Row(v, {(r["task"], r["language"], r["metric"]): r for r in mine},
-                              out_dir / rel if rel else None))
-    base = seconds.get(variants[0])
-    cost = {v: f"{s:.2f}" + (f" ({s / base:.1f}x)" if base else "") for v, s in seconds.items()}
-    extra = judge_column(rows, out_dir, variants, judge) if judge else {}
-    table = mitigation_table(table_rows, variants[0], f"{title}: variants as mitigations (Table 11 layout, %)",
-                             extra={**extra, "s / prompt (x base)": cost})
-    if judge:
-        table.notes.append(f"LPR ({judge}) = NON-OFFICIAL second judge: the same replies and counted lines, each "
-                           f"line labelled by {judge} instead of fastText (mlft.benchmarks.lcb.judge); (±d) = difference from "
-                           f"the '{variants[0]}' row, * = paired bootstrap p < 0.05 (Holm-adjusted down the column).")
-    table.notes += empty_group_notes(rows, variants)
-    return table
-
-
-def empty_group_notes(rows: list[dict], variants: list[str]) -> list[str]:
-    """A note per (variant, task) with languages none of whose replies LCB counts (coverage 0): the official rule
-    scores such a group LPR 100 %, which moves the language average by 100 / languages pp without one reply in
-    the target language (e.g. short replies in a script the tokenizer spends many tokens on)."""
-    out = []
-    for v in variants:
-        for task in TASKS:
-            cov = [r for r in rows if (r["variant"], r["task"], r["metric"]) == (v, task, "coverage")
-                   and r["language"] != "avg"]
-            empty = sorted(r["language"] for r in cov if r["value"] == 0 and r.get("n"))
-            if empty:
-                out.append(f"⚠ {v}: {task}: no counted reply in {', '.join(empty)} (coverage 0): LPR 100 % there by "
-                           f"the official empty-group rule, {100 * len(empty) / len(cov):.0f} pp of the average")
-    return out
 
 
 KIND = EvalKind("lcb", LcbOptions, validate, run,
