@@ -83,8 +83,6 @@ class PassVariant:
 PromptVariant = PassVariant  # the name before interventions existed
 
 
-
-
 @dataclass
 class EvaluationOptions:
     enabled: bool = field(default=True, metadata={"help": "Run the eval callback at all."})
