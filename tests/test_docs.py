@@ -39,6 +39,7 @@ EXAMPLE_MODULES = {"mlft.evals.mykind", "mlft.generation.backends.mine"}
 # how the work was done, not what the project is: an issue or a finding of one, by number (a URL's `issues/12` is fine)
 PROCESS = re.compile(r"(?<![\w/])(?:issues?|findings?) #?\d+\b", re.I)
 
+
 def _commands(text: str) -> list[list[str]]:
     """argv (after `mlft`) of every mlft command in the page's bash blocks: continuation lines joined, comments
     and leading VAR=value assignments dropped, `a && b` split; `accelerate launch ... -m mlft ARGS` gives ARGS."""
