@@ -128,8 +128,8 @@ def module_problems(text: str, page: str) -> list[str]:
             problems.append(f"{page}: names {name}, which is not a module")
         elif n < len(parts):
             attr = re.escape(parts[n])
-            defined = re.compile(rf"^\s*(?:(?:async\s+)?def|class)\s+{attr}\b|^\s*{attr}\s*[:=]|^\s*(?:from|import)\s.*\b{attr}\b",
-                                 re.M)
+            defined = re.compile(rf"^\s*(?:(?:async\s+)?def|class)\s+{attr}\b|^\s*{attr}\s*[:=]"
+                                 rf"|^\s*(?:from|import)\s.*\b{attr}\b", re.M)
             if not defined.search(source.read_text(encoding="utf-8")):
                 problems.append(f"{page}: names {name}, but {'.'.join(parts[:n])} defines no {parts[n]}")
     return problems
