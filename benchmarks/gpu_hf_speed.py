@@ -1,6 +1,6 @@
 """Tokens/s of the hf backend on a GPU for a model of a given *shape* with random weights: what a full LCB pass
 (6,586 prompts x 100 new tokens) costs with transformers `generate` under mlft's batching and the paper's
-sampling, on a machine with a GPU but without the weights or vLLM (the GPU machines lent to mlft's issues get
+sampling, on a machine with a GPU but without the weights or vLLM (e.g. one that gets
 64 MiB of files and no network: neither a checkpoint nor vLLM's CUDA wheels fit).
 
 Random weights never emit EOS, so every reply runs the full max_new_tokens (an upper bound of a real pass's

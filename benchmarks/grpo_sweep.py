@@ -1,4 +1,4 @@
-"""GRPO dev sweep (issue 30): which reward weights, KL (beta) and group size keep the guard intact?
+"""GRPO dev sweep: which reward weights, KL (beta) and group size keep the guard intact?
 
 Each configuration is a short GRPO LoRA run of recipes/cpu/grpo_crosslingual.yaml on the embedded model, evaluated
 at its last step on the dev split eval/grpo_dev.yaml (held-out seed items, never LCB; fastText and langdetect),

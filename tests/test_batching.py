@@ -130,7 +130,7 @@ def test_backend_batches_follow_the_memory_budget(embedded_model):
 
 
 def test_per_step_vocabulary_bytes_are_in_the_budget(lcb_lengths, capsys):
-    """Issue 36, finding 6: the sampler's top-k over the vocabulary (int64 index, fp32 values and temporaries) and
+    """The sampler's top-k over the vocabulary (int64 index, fp32 values and temporaries) and
     each intervention's per-row bytes count next to the KV cache. At 256 rows and a 262k vocabulary they are GBs:
     a plan by KV bytes alone overshoots a tight budget."""
     from mlft.generation.decoding import Decoding

@@ -1,4 +1,4 @@
-"""Cross-lingual training data (issue 11): request phrasings disjoint from LCB's eight (enforced at import and
+"""Cross-lingual training data: request phrasings disjoint from LCB's eight (enforced at import and
 reported by every mix), seed builders that answer in the requested language for every LCB language, DPO pairs
 whose sides differ in language, the held-out evaluation prompts, and the Bactrian-X-shaped hub builder run on
 small local files through the real `datasets.load_dataset` call."""

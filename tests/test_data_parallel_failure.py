@@ -1,4 +1,4 @@
-"""Data-parallel evaluation cannot hang (issue 36, finding 7): a 2-process gloo group, rank 0 coordinating a job of
+"""Data-parallel evaluation cannot hang: a 2-process gloo group, rank 0 coordinating a job of
 several chunks per rank, rank 1 serving it, with a fake backend (no model). When the generation raises on rank 0
 or on rank 1, both ranks exit with the error within seconds (the process group's timeout is 60 s: a hang waits
 it out). Before: rank 0's own failure skipped the gather and sent STOP while rank 1 waited in the gather; rank 1's

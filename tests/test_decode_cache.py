@@ -1,4 +1,4 @@
-"""The static-cache decode paths (issue 36), proven on a CPU with a tiny random Llama:
+"""The static-cache decode paths, proven on a CPU with a tiny random Llama:
 
 1. The static cache is sized per call, never inherited: transformers sizes the cache it allocates to the larger
    of this call and `model._previous_max_cache_length` (a short batch after a long one held the long length:

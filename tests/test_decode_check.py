@@ -1,4 +1,4 @@
-"""benchmarks/gpu/decode_check.py (issue 36): the lent-GPU check runs on a CPU in its reduced mode (tiny geometry,
+"""benchmarks/gpu/decode_check.py: the GPU check runs on a CPU in its reduced mode (tiny geometry,
 few prompts) and writes every stage's JSON: eager = static = compiled greedy with the prefix cache on and off, a
 short batch after a long one allocates its planned cache, and the compiled pass compiles and allocates caches at
 most once per shape bucket."""

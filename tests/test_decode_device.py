@@ -1,4 +1,4 @@
-"""Decoding on an accelerator, proven on a CPU (issue 29, part A).
+"""Decoding on an accelerator, proven on a CPU.
 
 1. Every registered intervention (and the sampler, the step log, the newline stop) keeps its tensors on the
    logits' / hidden states' device: a few decode steps of a tiny model on the `meta` device, with each one's
@@ -97,7 +97,7 @@ def test_the_bare_chain_stays_on_the_device(tiny, sampling):
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_every_intervention_stays_on_the_device(tiny, case):
-    """Before (issue 29): script_gate hard/soft mixed its CPU masks with the logits, script_gate needed and
+    """Faults it has caught: script_gate hard/soft mixed its CPU masks with the logits, script_gate needed and
     language_prior read the device (mask index, bool, nonzero, .cpu()), learned_gate copied the logits to the
     host, steer / contrastive / ban_tokens / the newline stop moved CPU tensors every step."""
     from mlft.generation.gating import load_gate

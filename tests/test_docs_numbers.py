@@ -2,7 +2,7 @@
 from a committed results file (`docs/results/NAME.json`, a copy of one `mlft demo` run's `runs/demo/results.json`)
 through `<!-- results:NAME VIEW ... -->...<!-- /results:NAME -->` blocks (mlft/reports/results.py): every block
 must read exactly what its file renders, every decimal number of a headline paragraph (HEADLINES) must sit inside a
-block, and the stale 47.9 (the base row's cross-lingual LPR of runs before issue 35) must not be a headline.
+block, and the stale 47.9 (the base row's cross-lingual LPR of older runs) must not be a headline.
 
 Regenerate after a demo run:  mlft results runs/demo/results.json --commit --update README.md docs/training.md
 recipes/README.md  (then wrap any new headline number in a block: `mlft results --help`).
@@ -38,7 +38,7 @@ HEADLINES = [("README.md", "**What it finds.**"),
              ("docs/training.md", "**Fine-tune, decode smarter, or both**"),
              ("recipes/README.md", "**Measured** (CPU, `mlft demo`"),
              ("recipes/README.md", "**Measured** (CPU, `recipes/cpu/crosslingual_sft.yaml`")]
-STALE = ["47.9"]  # the base row's cross-lingual LPR of the runs before issue 35 (no results file behind it)
+STALE = ["47.9"]  # the base row's cross-lingual LPR of older runs (no results file behind it)
 NUMBER = re.compile(r"(?<![\w.§])\d+\.\d+(?!\w|\.\d)")
 NOT_A_RESULT = re.compile(r"p < 0\.\d+")  # a significance threshold, not a measured number
 REGENERATE = ("the lead regenerates docs/results/demo.json from a demo run: mlft demo, then mlft results "

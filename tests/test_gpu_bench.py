@@ -66,7 +66,7 @@ def test_summary_lists_every_stage_even_missing_ones(bench, tmp_path):
     assert "generate batch   16:       900 new tokens/s" in text
 
 
-# ------------------------------------------------------------------ issue 29: row lengths, rows, the lcb stage
+# ---------------------------------------------------------------------------- row lengths, rows, the lcb stage
 
 LENGTHS = BENCH.parent / "lengths.py"
 

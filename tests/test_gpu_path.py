@@ -39,7 +39,7 @@ def test_default_device_is_the_ranks_gpu(monkeypatch, fake_cuda):
 
 
 def test_load_places_the_model_on_the_default_device(monkeypatch):
-    """Finding 4: `mlft eval/generate --model X` (no --device) generates where default_device() says. The meta
+    """`mlft eval/generate --model X` (no --device) generates where default_device() says. The meta
     device stands in for a GPU: the weights really move there."""
     monkeypatch.setattr(models, "default_device", lambda: "meta")
     model, _ = models.load(None, dtype="float32")
@@ -49,7 +49,7 @@ def test_load_places_the_model_on_the_default_device(monkeypatch):
 
 
 def test_separate_process_evaluation_gets_the_gpu_dtype_and_threads(monkeypatch, tmp_path, fake_cuda):
-    """Finding 1: the ZeRO-3/FSDP child evaluation ran on the CPU with torchrun's OMP_NUM_THREADS=1."""
+    """The ZeRO-3/FSDP child evaluation runs on the rank's GPU, not on the CPU with torchrun's OMP_NUM_THREADS=1."""
     recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "dtype=auto", "training_args.bf16=true",
                                    "training_args.use_cpu=false"])
     monkeypatch.setenv("LOCAL_RANK", "0")
@@ -88,7 +88,7 @@ def test_no_gpu_means_cpu_evaluation(monkeypatch, tmp_path):
 
 
 def test_process_group_timeout_exceeds_the_evaluation(tmp_path):
-    """Finding 2: the group's timeout is the recipe's ddp_timeout raised above evaluation.timeout_s (and the trl
+    """The group's timeout is the recipe's ddp_timeout raised above evaluation.timeout_s (and the trl
     config agrees, so the GPU/DeepSpeed paths of transformers, which pass ddp_timeout on, get it too)."""
     recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.ddp_timeout=5", "evaluation.timeout_s=60"])
     assert tr.process_group_timeout(recipe) == 60 + tr.PG_TIMEOUT_MARGIN_S
@@ -122,7 +122,7 @@ def _trl_peft_zero3_rewrite(args) -> None:
 
 
 def test_trl_reentrant_setting_reaches_transformers(tmp_path):
-    """Finding 6, confirmed on the installed libraries: trl writes `use_reentrant` into the deprecated name, which
+    """Confirmed on the installed libraries: trl writes `use_reentrant` into the deprecated name, which
     transformers no longer reads; mlft's config shares one dict under both names."""
     from trl import SFTConfig
 
@@ -139,7 +139,7 @@ def test_trl_reentrant_setting_reaches_transformers(tmp_path):
 
 
 def test_resume_refuses_completions_from_another_device_or_dtype(tmp_path):
-    """Finding 8: a resumed evaluation cannot mix fp32-CPU and bf16-GPU completions."""
+    """A resumed evaluation cannot mix fp32-CPU and bf16-GPU completions."""
     from mlft.generation.decoding import Decoding
     from mlft.generation.prompting import Prompting
     from mlft.generation.runner import _check_resumable, settings_of
@@ -182,7 +182,7 @@ def test_each_planned_batch_generates_alone_as_in_the_whole_call(embedded_model)
 
 
 def test_base_model_without_template_gets_the_runs_template(tmp_path, embedded_model):
-    """Finding 3: the step-0 child loads the hub base model, whose tokenizer has no chat template."""
+    """The step-0 child loads the hub base model, whose tokenizer has no chat template."""
     from mlft.training.passes import backend_settings
 
     model, tok = embedded_model

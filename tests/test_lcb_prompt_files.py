@@ -109,7 +109,7 @@ def test_generate_and_eval_on_a_prompt_file(tmp_path, capsys):
 
 
 def test_outside_lcb_prompt_file():
-    """eval/outside_lcb_prompts.jsonl (issue 21, languages outside LCB's 15): it loads, holds >= 20 cross-lingual
+    """eval/outside_lcb_prompts.jsonl (languages outside LCB's 15): it loads, holds >= 20 cross-lingual
     and 10 monolingual prompts per language, every language is one fastText, langdetect and the lexical-validity
     guard know, and every prompt's own text is identified by fastText as what it claims (monolingual: the target
     language; cross-lingual: English, the instruction's language)."""

@@ -363,4 +363,3 @@ def test_threshold_zero_reproduces_base_and_a_gate_fires(embedded_model, seed_ga
     assert all(0 <= s <= r.completion_tokens for s, r in zip(steps, on.values()))
     changed = [k for k in on if on[k].completion != base[k].completion]
     assert all(on[k].extra["intervention_stats"]["learned_gate_steps"] > 0 for k in changed)  # only where it fired
-

@@ -1,4 +1,4 @@
-"""The newline stop criterion is a boolean lookup table (issue 36, finding 5): torch.isin against the thousands of
+"""The newline stop criterion is a boolean lookup table: torch.isin against the thousands of
 newline ids of a byte-level vocabulary takes its sort / unique path, a sync per step on a GPU."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`mlft report`: the offline HTML page of runs and eval folders (issue 31).
+"""`mlft report`: the offline HTML page of runs and eval folders.
 
 Fixtures are real folders written the way `mlft eval` / `mlft evaluate-run` write them (completions.jsonl,
 outcomes.jsonl, metric rows with intervals from mlft's own scoring), over hand-written replies that hit every

@@ -1,4 +1,4 @@
-"""The batch budget's per-step vocabulary-sized bytes (issue 36, finding 6) are at least what the processors hold:
+"""The batch budget's per-step vocabulary-sized bytes are at least what the processors hold:
 the peak of live tensor bytes created inside one call (the sampler on the accelerator's sync-free path, the step
 log, each logits-processor intervention), measured on a CPU per row and vocabulary entry, against the declared
 constants (`mlft.generation.batching`, `Intervention.step_bytes_per_row`)."""

@@ -30,7 +30,7 @@ FAST = ["training_args.max_steps=2", "training_args.save_steps=1", "training_arg
         "training_args.per_device_train_batch_size=2", "training_args.max_length=96", "training_args.warmup_steps=0",
         "mix_overrides=[total=8]", "evaluation.enabled=false"]
 # fp32 logits (|logit| up to ~40): merging a LoRA into W rounds; measured up to 1.4e-4 against the live unmerged
-# model. The model issue 14 saved (root base + this run's adapter, no SFT weights) is off by orders more.
+# model. A model saved as root base + this run's adapter (no SFT weights) is off by orders more.
 ATOL = 5e-4
 
 
@@ -147,7 +147,7 @@ def _dpo_on(parent: dict, prompt_ids, tmp_path: Path, resume: bool = False) -> P
         assert json.loads((run_dir / "complete").read_text())["resumed_from"].endswith("checkpoint-1")
         assert sorted(capture.logits) == [2]
         live = {1: live[1], 2: capture.logits[2]}
-    # the chain matters: base + this adapter without the parent's weights (what issue 14 saved) is far off
+    # the chain matters: base + this adapter without the parent's weights is far off
     assert (_without_chain(run_dir / "checkpoints" / "checkpoint-1", prompt_ids) - live[1]).abs().max() > 100 * ATOL
     info = chain.read(run_dir)
     assert info["chained"] and info["method"] == "lora" and info["trainer"] == "dpo"

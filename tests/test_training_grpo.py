@@ -1,4 +1,4 @@
-"""GRPO (issue 30): reward terms computed by the benchmark's own scorer, `trainer: grpo` recipes and prompt mixes
+"""GRPO: reward terms computed by the benchmark's own scorer, `trainer: grpo` recipes and prompt mixes
 validated before any load, and (slow) real GRPO runs on CPU: train, save, evaluate by the callback, resume
 bit-identically after SIGKILL; the `language` term equals the official verdict on every released reply."""
 

@@ -111,7 +111,7 @@ def test_bad_input_is_named_before_any_load(tmp_path, monkeypatch, body, message
 
 
 def test_fewshot_true_runs_the_papers_baselines_by_default(tmp_path):
-    """`evaluation.fewshot: true` alone: the paper's Q/A template, 1-shot and 5-shot rows (issue 19: this used to
+    """`evaluation.fewshot: true` alone: the paper's Q/A template, 1-shot and 5-shot rows (it must not
     stop with "fewshot_variants is empty")."""
     from mlft.constants import FEWSHOT_BASELINES
     from mlft.training.passes import passes_for

@@ -73,8 +73,8 @@ def test_two_process_launch_via_the_recipes_accelerate_config(shared, tmp_path):
 
 
 def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared, tmp_path):
-    """ZeRO-3 evaluates in a separate process. Finding 3: at step 0 the child loads the base model, whose tokenizer
-    has no chat template; it must use the run's (the in-process pass would). Finding 6: LoRA + activation
+    """ZeRO-3 evaluates in a separate process. At step 0 the child loads the base model, whose tokenizer
+    has no chat template; it must use the run's (the in-process pass would). LoRA + activation
     checkpointing under ZeRO-3 (trl forces reentrant checkpointing) trains its steps. Launched the short way
     (`accelerate launch ... -m mlft RECIPE`, no `train`)."""
     run_dir = tmp_path / "run"
@@ -129,10 +129,10 @@ def _instrumented(shared: Path, tmp_path: Path, sleep: float) -> dict:
 
 
 def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one_rank(shared, tmp_path):
-    """Finding 2: ranks 1..N-1 wait for rank 0's evaluation in a collective; with the recipe's ddp_timeout (5 s)
+    """Ranks 1..N-1 wait for rank 0's evaluation in a collective; with the recipe's ddp_timeout (5 s)
     shorter than the evaluation (rank 0 sleeps 12 s first), the group's timeout must have been raised above
-    evaluation.timeout_s. Finding 5: both ranks generate (data-parallel) and write the same step-0 rows as one
-    rank. Finding 7: global_batch_size gives the same optimizer steps on 1 and 2 processes."""
+    evaluation.timeout_s. Both ranks generate (data-parallel) and write the same step-0 rows as one
+    rank. global_batch_size gives the same optimizer steps on 1 and 2 processes."""
     common = ["evaluation.suite_overrides=[batch_size=2]",  # lcb_tiny's 6 prompts in 3 chunks: work for both ranks
               "training_args.max_steps=-1", "training_args.num_train_epochs=1", "global_batch_size=8",
               "training_args.per_device_train_batch_size=2", "training_args.save_steps=2",

@@ -1,4 +1,4 @@
-"""Which vLLM versions mlft runs with (issue 36, finding 4), without vLLM installed: the vllm backend's range and
+"""Which vLLM versions mlft runs with, without vLLM installed: the vllm backend's range and
 processor interface per version, and trl's GRPO vLLM rollouts refused outside trl's declared range."""
 
 from __future__ import annotations

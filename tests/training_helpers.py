@@ -18,7 +18,7 @@ TINY = ["training_args.max_steps=2", "training_args.save_steps=1", "training_arg
         "evaluation.suite=lcb_tiny", "mix_overrides=[total=16]"]
 
 
-# the quiet-console check: lines a user should never see from a default run (issue 19)
+# the quiet-console check: lines a user should never see from a default run
 NOISE = re.compile(r"FutureWarning|DeprecationWarning|Failed to load|are deprecated|is deprecated")
 
 

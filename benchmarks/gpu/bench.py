@@ -1,4 +1,4 @@
-"""Stages of `benchmarks/gpu/run.sh` (issue 24 / the GPU part of issue 18): one process per stage, results merged
+"""Stages of `benchmarks/gpu/run.sh`: one process per stage, results merged
 into $OUT/results.json, so a stage that fails or times out leaves the others' numbers.
 
     python benchmarks/gpu/bench.py env            # versions, GPU, which wheels import; picks ZeRO-2 or single GPU
@@ -55,7 +55,7 @@ VARIANTS = {
     "lora": dict(steps=30, train={"learning_rate": 2.0e-4}, lora=True, zero=2),
     # trl packing (bfd = padding-free: position_ids, no pad tokens) to 2,048-token rows; 10 steps of 32 rows
     "packed": dict(steps=10, train={"packing": True}, lora=False, zero=2),
-    # ZeRO-3: the callback evaluates the saved checkpoint in a separate process (issue 18); step 0 too
+    # ZeRO-3: the callback evaluates the saved checkpoint in a separate process; step 0 too
     "zero3": dict(steps=10, train={}, lora=False, zero=3, at_start=True),
 }
 MIX_ROWS = {"full": 1200, "lora": 1200, "packed": 12000, "zero3": 400}
@@ -166,7 +166,7 @@ def stage_model() -> None:
     n_embed = model.get_input_embeddings().weight.numel()
     model.save_pretrained(str(MODEL_DIR))
     # like the real base model (SmolLM2-1.7B): no chat template; the recipe's chat_template is what training and
-    # the evaluation of checkpoints use (the step-0 evaluation of the base in a separate process: issue 18 #3)
+    # the evaluation of checkpoints use (the step-0 evaluation of the base in a separate process)
     tok.chat_template = None
     tok.save_pretrained(str(MODEL_DIR))
     (MODEL_DIR / "chat_template.jinja").unlink(missing_ok=True)
@@ -509,7 +509,7 @@ def stage_generate(budget_s: float) -> None:
     print(json.dumps(res, indent=2))
 
 
-# ------------------------------------------------------------------------------------------------ rows (issue 29)
+# ----------------------------------------------------------------------------------------------------------- rows
 
 LENGTHS_FILE = Path(os.environ.get("MLFT_GPU_BENCH_LENGTHS", ROOT / ".gpu_assets" / "lcb_lengths.json"))
 # per row-length distribution: rows per device x accumulation = 32 rows per step, and the longest row trained
@@ -593,7 +593,7 @@ def stage_rows(kind: str, timeout_s: float) -> None:
             shutil.rmtree(work / big / sub, ignore_errors=True)
 
 
-# ------------------------------------------------------------------------------------------------ lcb (issue 29)
+# ----------------------------------------------------------------------------------------------------------- lcb
 
 LCB_BACKENDS = ("hf", "vllm")
 

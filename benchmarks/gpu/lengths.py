@@ -1,4 +1,4 @@
-"""Row lengths for the GPU train benchmark (issue 29): training rows of realistic token lengths built from real text.
+"""Row lengths for the GPU train benchmark: training rows of realistic token lengths built from real text.
 
 Two length distributions (token counts of a whole chat-templated row, SmolLM2 tokenizer):
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run ONCE on the development machine (with internet to PyPI), in the repository root that the device tool sends
-# (the lead's checkout): fills the two ignored folders that `benchmarks/gpu/run.sh` needs on the GPU machine.
+# Run ONCE on the development machine (with internet to PyPI), in the repository root that is sent to the GPU
+# machine: fills the two ignored folders that `benchmarks/gpu/run.sh` needs on the GPU machine.
 #   .whl/         wheels the GPU image lacks (trl, datasets, deepspeed, LID, jieba...; see WHEELS below)
 #   .gpu_assets/  tokenizer/ (the embedded SmolLM2-135M-Instruct's: SmolLM2's 49,152-token vocabulary) and
 #                 lcb/ (test_sets.zip, few_shot_examples.json: the LCB prompts; ../shared does not travel)

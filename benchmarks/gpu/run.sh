@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU measurement of mlft (issue 24; the GPU part of issue 18), one command on any CUDA machine:
+# GPU measurement of mlft, one command on any CUDA machine:
 #
 #   benchmarks/gpu/run.sh [train] [generate] [rows] [lcb] [zero3] [ratio] [all]
 #                                         (default: all = train generate rows lcb zero3 ratio, within the budget)
@@ -13,11 +13,11 @@
 #             full-LCB pass (6,586 prompts), estimated from a random sample.
 #   ratio     `mlft train` vs plain trl (SFTTrainer with the config mlft builds, the same rows), one process, 8 steps:
 #             median s/step of each, written per step as it finishes, and their ratio (benchmarks/train_speed.py).
-#   rows      issue 29: training rows of realistic lengths (benchmarks/gpu/lengths.py): `lcb` (LCB prompt + released
+#   rows      training rows of realistic lengths (benchmarks/gpu/lengths.py): `lcb` (LCB prompt + released
 #             reply lengths, .gpu_assets/lcb_lengths.json) and `ultrachat` (lognormal, median 1,000, tail to 8k),
 #             exact token lengths cut from the seed text; mlft then plain trl on the same config and rows, 8 steps of
 #             32 rows each: tokens/s, s/step (each step written as it finishes), the mlft/trl ratio.
-#   lcb       issue 29: the full LCB pass (6,586 prompts x 100 new tokens) with hf, then vllm (skipped, with the
+#   lcb       the full LCB pass (6,586 prompts x 100 new tokens) with hf, then vllm (skipped, with the
 #             reason, when vllm is not installed): wall time, generate calls, new tokens/s; each time-boxed.
 #   zero3     1-GPU ZeRO-3 run whose callback evaluates the saved checkpoint (and step 0) in a separate process:
 #             does it complete, and on which device did the child run.

@@ -68,7 +68,7 @@ RUNS = [("english_sft", "recipes/cpu/english_sft.yaml", "+English SFT", None, Tr
         ("crosslingual_sft", "recipes/cpu/crosslingual_sft.yaml", "+Cross-lingual SFT", None, True),
         ("crosslingual_dpo", "recipes/cpu/crosslingual_dpo.yaml", "+Cross-lingual pref. tuning", "crosslingual_sft",
          False),  # preference tuning runs ~20 s a step on 2 cores: in --full only, to keep the default <= 15 min
-        # online RL with the LCB judge as the reward (issue 30): with --rl
+        # online RL with the LCB judge as the reward: with --rl
         ("grpo", "recipes/cpu/grpo_crosslingual.yaml", "+GRPO (LCB judge reward)", None, False),
         ("grpo_on_sft", "recipes/cpu/grpo_on_sft.yaml", "+Cross-lingual SFT +GRPO", "crosslingual_sft", False)]
 RL_RUNS = ("grpo", "grpo_on_sft")

@@ -213,7 +213,6 @@ def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
     (`mlft.stats.mean_interval`)."""
     from statistics import mean
 
-
     by: dict[tuple[str, str], list[float]] = {}
     for task in dict.fromkeys(o.task for o in outcomes):  # one value per prompt (the mean of its replies)
         for (_, lang, _), x in prompt_means(outcomes, task).items():

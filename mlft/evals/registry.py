@@ -15,7 +15,7 @@ The contract every kind fulfils (an `EvalKind` object named `KIND` in its module
   declare their `Capabilities`, and the runner refuses, before any model loads, a backend that lacks one (so a
   new backend needs no edit here);
 - `run(suite, ctx) -> KindOutput`: does the work with `ctx.backend(...)` (any generation backend) or
-  `ctx.local_model()` (a backend that holds weights) and returns `MetricRow`s (mlft/evals/rows.py).
+  `ctx.local_model()` (a backend that holds weights) and returns `MetricRow`s (mlft/io/metric_rows.py).
 
 To add a kind: a module with `KIND = EvalKind(...)`, one line in `KINDS` (or `KINDS.add("name", "module")`),
 a suite YAML in `eval/`.

@@ -10,7 +10,7 @@ Everything is validated here, before any model is loaded: unknown keys (with a "
 tasks, sources, languages, interventions, bad decoding values, missing data.
 
 Suite names are looked up as: an explicit path, then `eval/<name>.yaml` under the current directory, then
-the suites shipped with mlft (mlft.paths.resource_dir).
+the suites shipped with mlft (mlft.paths.resource_dirs).
 """
 
 from __future__ import annotations

@@ -219,7 +219,6 @@ def load(ref: str | ModelRef | None, dtype: str = "auto", device: str | None = N
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-
     quiet_transformers()
     mref = ref if isinstance(ref, ModelRef) else resolve(ref)
     if dtype == "auto" and mref.dtype:

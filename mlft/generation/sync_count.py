@@ -30,6 +30,7 @@ def host_checks(t) -> bool:
     CPU, where a read costs nothing; on an accelerator it would drain the queue at every token."""
     return t.device.type == "cpu" and not SYNC_FREE
 
+
 _READS = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "cpu", "numpy", "nonzero", "argwhere",
           "masked_select", "nonzero_static"}
 _BUILDS = {"tensor", "as_tensor", "from_numpy", "asarray"}

@@ -141,7 +141,6 @@ def _load_dataset(recipe: Recipe, run_dir: Path, state):
     the other ranks read that file (run_dir is on a filesystem every node sees)."""
     import datasets
 
-
     mix = load_mix(recipe.mix, list(recipe.mix_overrides))
     if state.is_main_process:
         dataset = build_mix(mix, run_dir, recipe.entry.mix_kind)
@@ -162,7 +161,6 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
     into its base first. Full-weight DPO on a merged adapter gets that merged model as its reference (trl would
     reload the reference from the config's name: the base, without the adapters)."""
     from transformers import AutoTokenizer
-
 
     mref = resolve(start)
     ref_model = None
@@ -240,7 +238,6 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
     from datetime import timedelta
 
     from accelerate import PartialState
-
 
     t0 = time.time()
     run_dir = Path(recipe.run_dir)

@@ -31,13 +31,16 @@ class Item:
 def check_task(task: str, where: str = "task") -> str:
     return check_choice(task, TASKS, "multisense task", where)
 
+
 def check_language(lang: str, where: str = "language") -> str:
     return check_choice(lang, LANGUAGES, "multisense language", where)
+
 
 def data_dir(explicit: str | Path | None = None) -> Path:
     """Where the TSVs are: `explicit`, else `$MLFT_MULTISENSE_DATA`, else the cache (after `fetch`), else
     `../shared/multisense` beside the checkout."""
     return paths.data_dir("multisense", ENV_VAR, explicit, lambda d: any((d / t).is_dir() for t in TASKS))
+
 
 def test_file(task: str, lang: str, folder: str | Path | None = None) -> Path:
     return data_dir(folder) / check_task(task) / f"test-{check_language(lang)}.tsv"

@@ -35,9 +35,11 @@ class Fact:
 def check_language(lang: str, where: str = "language") -> str:
     return check_choice(lang, LANGUAGES, "Polyglot-or-Not language", where)
 
+
 def data_dir(explicit: str | Path | None = None) -> Path:
     """`explicit`, else `$MLFT_POLYGLOT_DATA`, else the cache (after `fetch`), else `../shared/polyglot`."""
     return paths.data_dir("polyglot", ENV_VAR, explicit, lambda d: any(d.glob("*.parquet")))
+
 
 def parse_row(row: dict, where: str) -> Fact:
     """One parquet row -> Fact; DataError naming `where` (file and row) when the row is malformed."""

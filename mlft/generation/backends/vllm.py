@@ -321,7 +321,6 @@ def _generation_eos(tokenizer) -> list[int]:
 def _tokenizer(path: str, options: VLLMOptions):
     from transformers import AutoTokenizer
 
-
     quiet_transformers()
     try:
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=options.trust_remote_code)

@@ -147,4 +147,3 @@ def split(interventions: Sequence[Intervention]) -> tuple[list[Intervention], li
     """(model transforms, everything else): transforms build a separate model, the rest act per generation."""
     transforms = [iv for iv in interventions if "transform" in iv.applies_via]
     return transforms, [iv for iv in interventions if "transform" not in iv.applies_via]
-

@@ -72,7 +72,6 @@ def load_quantized(ref: str | Path, scheme: str):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-
     quiet_transformers()
     warnings.filterwarnings("ignore", message=".*MatMul8bitLt.*")  # once per generated token otherwise
     if scheme not in SCHEMES:
