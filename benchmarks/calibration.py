@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import itertools
 import json
 import time
 from collections import defaultdict
@@ -83,56 +82,72 @@ def rate(k: int, n: int) -> dict:
     return {"rejected": k, "tests": n, "rate": k / n if n else None, "low": float(lo), "high": float(hi)}
 
 
-def calibrate(outcomes: list[Outcome], k: int, resamples: int = 2000, all_pairs_max: int = 120) -> dict:
+def random_pair(by_prompt: dict, k: int, rng: np.random.Generator) -> tuple[list[Outcome], list[Outcome], list]:
+    """Two passes of K replies per prompt that share no reply: for each prompt, 2K of its replies at random, the
+    first K to A, the others to B (renumbered 0..K-1, so the passes pair reply by reply); and the replies A left
+    (the pooled value they give is the truth A's intervals are checked against)."""
+    a, b, rest = [], [], []
+    for replies in by_prompt.values():
+        order = rng.permutation(len(replies))
+        a += [replace(replies[i], sample=j) for j, i in enumerate(order[:k])]
+        b += [replace(replies[i], sample=j) for j, i in enumerate(order[k:2 * k])]
+        rest += [replace(replies[i], sample=j) for j, i in enumerate(order[k:])]
+    return a, b, rest
+
+
+def calibrate(outcomes: list[Outcome], k: int, resamples: int = 2000, pairs: int = 200, seed: int = 0) -> dict:
+    """Spread over the aligned passes; false positives and coverage over `pairs` random pairs of passes (each
+    prompt's 2K replies drawn at random from its M: many more independent-looking comparisons than M / 2K aligned
+    pairs give; they share replies only through the finite pool, so the rates' Wilson intervals are a little
+    optimistic) and over the aligned disjoint pairs."""
     ps = passes(outcomes, k)
     tasks = [t for t in TASKS if any(o.task == t for o in outcomes)]
     est = [aggregates(p, resamples) for p in ps]
-    result: dict = {"k": k, "passes": len(ps), "prompts": len({(o.source, o.language, o.id) for o in outcomes}),
+    by_prompt: dict[tuple, list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        by_prompt[(o.task, o.source, o.language, o.id)].append(o)
+    result: dict = {"k": k, "passes": len(ps), "random_pairs": pairs, "prompts": len(by_prompt),
                     "spread": {}, "false_positives": {}, "coverage": {}}
     for task in tasks:
         result["spread"][task] = {m: spread([e[(task, "all", "all")][m].value for e in est])
                                   for m in METRICS if m in est[0][(task, "all", "all")]}
-    # false positives: disjoint pairs (independent) and all pairs (capped: dependent, a tighter point estimate)
+    rng = np.random.default_rng(seed)
     half = len(ps) // 2
-    disjoint = [(j, j + half) for j in range(half)]
-    every = list(itertools.combinations(range(len(ps)), 2))
-    rng = np.random.default_rng(0)
-    if len(every) > all_pairs_max:
-        every = [every[i] for i in sorted(rng.choice(len(every), all_pairs_max, replace=False))]
-    for task in tasks:
-        rows = {}
-        for name, pairs in (("disjoint", disjoint), ("all", every)):
-            counts = defaultdict(lambda: [0, 0])
-            ps_min = defaultdict(lambda: 1.0)
-            for a, b in pairs:
+    schemes = {"aligned disjoint": [(ps[j], ps[j + half], None) for j in range(half)],
+               "random": [random_pair(by_prompt, k, rng) for _ in range(pairs)]}
+    counts = {t: {name: defaultdict(lambda: [0, 0]) for name in schemes} for t in tasks}
+    mins = {t: {name: defaultdict(lambda: 1.0) for name in schemes} for t in tasks}
+    hits = {t: defaultdict(lambda: [0, 0]) for t in tasks}
+    for name, scheme in schemes.items():
+        for a, b, rest in scheme:
+            for task in tasks:
                 for method in ("bootstrap", "mcnemar"):
-                    res = paired_test(ps[a], ps[b], "lpr", task=task, method=method, n=resamples)
-                    counts[method][0] += res.p_value < 0.05
-                    counts[method][1] += 1
-                    ps_min[method] = min(ps_min[method], res.p_value)
-                fam = paired_tests_by_language(ps[a], ps[b], "lpr", task=task, n=resamples)
-                counts["per-language Holm (any)"][0] += any(r.significant() for r in fam.values())
-                counts["per-language Holm (any)"][1] += 1
-            rows[name] = {m: {**rate(*c), "min_p": ps_min.get(m)} for m, c in counts.items()}
-        result["false_positives"][task] = rows
-    # coverage: each pass's interval against the pooled value of all other replies
-    for task in tasks:
-        hits = defaultdict(lambda: [0, 0])
-        for j in range(len(ps)):
-            rest = [replace(o, sample=o.sample + k * i) for i, q in enumerate(ps) if i != j for o in q]
-            truth = aggregates(rest, 10)  # point values only
-            for (t, source, lang), ms in est[j].items():
-                if t != task or source != "all":
+                    res = paired_test(a, b, "lpr", task=task, method=method, n=resamples)
+                    counts[task][name][method][0] += res.p_value < 0.05
+                    counts[task][name][method][1] += 1
+                    mins[task][name][method] = min(mins[task][name][method], res.p_value)
+                fam = paired_tests_by_language(a, b, "lpr", task=task, n=1000)
+                counts[task][name]["per-language Holm (any)"][0] += any(r.significant() for r in fam.values())
+                counts[task][name]["per-language Holm (any)"][1] += 1
+            if rest is None:
+                continue
+            mine, truth = aggregates(a, resamples), aggregates(rest, 10)  # truth: point values only
+            for (t, source, lang), ms in mine.items():
+                if source != "all":
                     continue
                 where = "average" if lang == "all" else "languages"
                 for m in ("lpr", "wpr", "coverage"):
-                    if m in ms and m in truth[(t, source, lang)]:
+                    if m in ms and m in truth.get((t, source, lang), {}):
                         v = truth[(t, source, lang)][m].value
-                        hits[f"{where} {m}"][0] += ms[m].low - 1e-12 <= v <= ms[m].high + 1e-12
-                        hits[f"{where} {m}"][1] += 1
+                        hits[t][f"{where} {m}"][0] += ms[m].low - 1e-12 <= v <= ms[m].high + 1e-12
+                        hits[t][f"{where} {m}"][1] += 1
+    for task in tasks:
+        result["false_positives"][task] = {
+            name: {m: {**rate(*c), "min_p": mins[task][name].get(m)} for m, c in counts[task][name].items()}
+            for name in schemes}
         result["coverage"][task] = {name: {"covered": h, "intervals": n, "rate": h / n,
                                            "low": float(wilson(h, n)[0]), "high": float(wilson(h, n)[1])}
-                                    for name, (h, n) in hits.items()}
+                                    for name, (h, n) in hits[task].items()}
     return result
 
 
@@ -142,7 +157,7 @@ def markdown(results: list[dict], meta: dict) -> str:
              "Rates in %, [95 % Wilson interval].", ""]
     for r in results:
         k = r["k"]
-        lines += [f"## K = {k} ({r['passes']} passes)", "", "| task | metric | mean | sd | min | max |",
+        lines += [f"## K = {k} ({r['passes']} aligned passes, {r['random_pairs']} random pairs)", "", "| task | metric | mean | sd | min | max |",
                   "|---|---|---:|---:|---:|---:|"]
         for task, ms in r["spread"].items():
             for m, s in ms.items():
@@ -155,7 +170,8 @@ def markdown(results: list[dict], meta: dict) -> str:
                     minp = "" if x.get("min_p") is None else f"{x['min_p']:.3f}"
                     lines.append(f"| {task} | {name} | {m} | {x['rejected']}/{x['tests']} | "
                                  f"{100 * x['rate']:.1f} [{100 * x['low']:.1f}, {100 * x['high']:.1f}] | {minp} |")
-        lines += ["", "Coverage of single-pass 95 % intervals (the value of all other replies pooled):", "",
+        lines += ["", "Coverage of single-pass 95 % intervals (random passes; the truth: the pass's prompts, all their "
+                  "other replies pooled):", "",
                   "| task | row | covered | rate |", "|---|---|---:|---:|"]
         for task, rows in r["coverage"].items():
             for name, x in rows.items():
@@ -197,6 +213,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, nargs="+", default=[1, 4], help="replies per prompt of a pass")
     ap.add_argument("--out", type=Path, default=Path("runs/calibration"))
     ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--pairs", type=int, default=200, help="random pairs of passes (false positives, coverage)")
     ap.add_argument("--data", type=Path, help="also write the per-reply outcomes here (compact, gzip JSON)")
     args = ap.parse_args()
     started = time.perf_counter()
@@ -204,7 +221,7 @@ def main() -> None:
     outcomes = [o for o in load_outcomes(path) if o.sample < args.replies]
     meta = {"model": "smollm2-135m-instruct (embedded)", "suite": args.suite, "replies": args.replies,
             "prompts": len({(o.source, o.language, o.id) for o in outcomes}), "source": str(path)}
-    results = [calibrate(outcomes, k, args.resamples) for k in args.k]
+    results = [calibrate(outcomes, k, args.resamples, args.pairs) for k in args.k]
     (args.out / "calibration.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     text = markdown(results, meta)
     (args.out / "calibration.md").write_text(text, encoding="utf-8")

@@ -235,17 +235,32 @@ def _strata(outcomes: Sequence[Outcome]) -> tuple[list[tuple[str, str]], list[np
     return keys, codes, table
 
 
+PSEUDO = 1.0  # intervals: pseudo-units each stratum borrows from its task's pool when resampled (module docstring)
+
+
 def _resample_counts(codes: list[np.ndarray], n: int, rng: np.random.Generator,
-                     features: list[np.ndarray]) -> list[np.ndarray]:
+                     features: list[np.ndarray], pseudo: float = 0.0) -> list[np.ndarray]:
     """Bootstrap the feature sums of each stratum: returns one (n, S, _NFEAT) array per feature table.
 
     `codes[s]` are category codes (joint codes for pairs) and `features[j]` maps a code to its counts; one
-    multinomial draw of category counts per stratum is shared by all tables (pairs stay pairs)."""
+    multinomial draw of category counts per stratum is shared by all tables (pairs stay pairs). With `pseudo`
+    > 0 a stratum is resampled from its own units mixed with `pseudo` units' worth of the pool of all strata
+    (a stratum at 0 % or 100 %, or with one prompt, still varies)."""
     out = [np.empty((n, len(codes), _NFEAT)) for _ in features]
+    pool_cats, pool_counts = np.unique(np.concatenate(codes), return_counts=True)
+    pool = pool_counts / pool_counts.sum()
     for s, c in enumerate(codes):
-        cats, counts = np.unique(c, return_counts=True)
         size = max(1, len(c) - 1)  # n_s - 1 draws: unbiased variance for small strata (McCarthy-Snowden)
-        draws = rng.multinomial(size, counts / len(c), size=n).astype(np.float64)  # (n, categories)
+        if pseudo > 0:
+            cats = pool_cats
+            counts = np.zeros(len(cats))
+            own, k = np.unique(c, return_counts=True)
+            counts[np.searchsorted(cats, own)] = k
+            probs = (counts + pseudo * pool) / (len(c) + pseudo)
+        else:
+            cats, counts = np.unique(c, return_counts=True)
+            probs = counts / len(c)
+        draws = rng.multinomial(size, probs, size=n).astype(np.float64)  # (n, categories)
         for o, f in zip(out, features):
             o[:, s, :] = draws @ f[cats]
     return out
@@ -336,9 +351,12 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
         keys, codes, table = _strata(outs)
         obs = _observed(codes, table)
         point = _aggregate(keys, obs)
-        boot = _aggregate(keys, _resample_counts(codes, n, rng, [table])[0])
+        boot = _aggregate(keys, _resample_counts(codes, n, rng, [table], PSEUDO)[0])
         names = [(row, m) for row, ms in point.items() for m in ms]
-        qs = np.quantile(np.stack([boot[row][m] for row, m in names], axis=1), [alpha / 2, 1 - alpha / 2], axis=0)
+        stack = np.stack([boot[row][m] for row, m in names], axis=1)
+        # the pool pulls each stratum's resamples towards the task's mean: centred back on the official value
+        stack = stack - stack.mean(0) + np.array([point[row][m][0] for row, m in names])
+        qs = np.quantile(stack, [alpha / 2, 1 - alpha / 2], axis=0)
         sizes = {k: int(obs[0, s, 0]) for s, k in enumerate(keys)}  # replies
         for j, (row, m) in enumerate(names):
             size = sum(v for k, v in sizes.items() if row[0] in ("all", k[0]) and row[1] in ("all", k[1]))

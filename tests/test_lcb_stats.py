@@ -248,3 +248,64 @@ def test_score_bootstrap_and_eval_rows_are_one_engine(shared):
     outs = outcomes_from(rows, report.replies, degenerate=[is_degenerate(c.completion) for c in rows])
     checked = matching_interval_rows(report.rows, metric_rows("m", outs, 0.9, 300, seed=5), values=True)
     assert checked >= 8
+
+
+# ---------------------------------------------------------------- several replies per prompt (clusters)
+
+def _replicated(outcomes, k):
+    """Each reply repeated as replies 0..k-1 of its prompt (perfectly correlated replies)."""
+    from dataclasses import replace
+
+    return [replace(o, sample=s) for o in outcomes for s in range(k)]
+
+
+def test_identical_replies_of_a_prompt_add_no_information():
+    """K copies of each reply are one prompt's worth of evidence: with prompts as clusters the interval keeps its
+    width (treating the 4 x 750 replies as independent would halve it) and the point value is unchanged."""
+    base = simulate(3, dict.fromkeys(KEYS, 0.3), n_per=50)
+    one = intervals(base, n=4000)[("monolingual", "all", "all")]["lpr"]
+    four = intervals(_replicated(base, 4), n=4000)[("monolingual", "all", "all")]["lpr"]
+    assert four.value == pytest.approx(one.value, abs=1e-12)
+    assert (four.high - four.low) == pytest.approx(one.high - one.low, rel=0.1)
+    assert four.n == 4 * one.n  # replies
+    # a single group's Wilson interval uses the effective sample size (design effect = K here)
+    g1 = intervals(base, n=200)[("monolingual", "aya", "ar")]["lpr"]
+    g4 = intervals(_replicated(base, 4), n=200)[("monolingual", "aya", "ar")]["lpr"]
+    assert (g4.high - g4.low) == pytest.approx(g1.high - g1.low, rel=0.05)
+
+
+def test_independent_replies_of_a_prompt_narrow_the_interval():
+    """K independent draws per prompt (no prompt effect) are K times the evidence: the interval shrinks ~1/sqrt(K)."""
+    r = np.random.default_rng(5)
+    out = []
+    for key in KEYS:
+        for i in range(50):
+            for s in range(4):
+                c = r.random() < 0.9
+                out.append(Outcome(f"{key[0]}/{key[1]}/{i}", "monolingual", *key, bool(c), bool(c and r.random() < 0.3),
+                                   False, False, sample=s))
+    first = [o for o in out if o.sample == 0]
+    w1 = intervals(first, n=4000)[("monolingual", "all", "all")]["lpr"]
+    w4 = intervals(out, n=4000)[("monolingual", "all", "all")]["lpr"]
+    assert 0.4 < (w4.high - w4.low) / (w1.high - w1.low) < 0.62  # 1/sqrt(4) = 0.5
+
+
+def test_paired_tests_pair_replies_by_index_and_mcnemar_takes_one_per_prompt():
+    a, b = paired_runs(11, shift=0.0)
+    a4, b4 = _replicated(a, 3), _replicated(b, 3)
+    boot1, boot3 = paired_test(a, b, "lpr"), paired_test(a4, b4, "lpr")
+    assert boot3.diff == pytest.approx(boot1.diff, abs=1e-12)
+    assert (boot3.ci_high - boot3.ci_low) == pytest.approx(boot1.ci_high - boot1.ci_low, rel=0.15)
+    mc = paired_test(a4, b4, "lpr", method="mcnemar")
+    assert mc.n_pairs + mc.n_dropped == len(a4) and mc.n_pairs == paired_test(a, b, "lpr", method="mcnemar").n_pairs
+    assert any("first reply" in k for k in mc.dropped)
+    with pytest.raises(DataError, match=r"reply 2"):
+        paired_test(a4, [o for o in b4 if o.sample < 2])
+
+
+def test_outcome_sample_round_trips_and_is_checked(tmp_path):
+    o = Outcome("x/1", "monolingual", "aya", "ar", True, False, True, False, sample=3)
+    assert Outcome.from_dict(o.to_dict()) == o
+    assert Outcome.from_dict({k: v for k, v in o.to_dict().items() if k != "sample"}).sample == 0
+    with pytest.raises(DataError, match="field 'sample'"):
+        Outcome.from_dict({**o.to_dict(), "sample": -1}, "f: line 2")
