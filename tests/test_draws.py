@@ -63,14 +63,16 @@ def test_draw_keys_and_seeds_depend_on_the_request_only():
 
 @pytest.fixture(scope="module")
 def next_token_logits(embedded_model):
-    """Real next-token logits of the embedded model: three prompts' first reply token."""
+    """Real next-token logits of the embedded model: three prompts' first reply token, each row's 2,048 most
+    likely tokens (the nucleus at T = 0.3, p = 0.75 holds a handful; the target below is computed from the same
+    rows): the sampler's path is the same, 24x less work than the whole 49k vocabulary."""
     model, tok = embedded_model
     rows = []
     for text in TEXTS[:3]:
         ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                       return_tensors="pt", return_dict=True)["input_ids"]
         with torch.inference_mode():
-            rows.append(model(input_ids=ids).logits[0, -1].float())
+            rows.append(model(input_ids=ids).logits[0, -1].float().topk(2048).values)
     return torch.stack(rows)
 
 
