@@ -195,3 +195,27 @@ def test_replies_are_the_same_on_two_ranks_as_on_one(embedded_model, tmp_path):
     key = lambda r: (r["id"], r["sample"])  # noqa: E731
     assert {key(r): r["completion"] for r in two} == {key(r): r["completion"] for r in one}
     assert len(one) == 12 and {r["sample"] for r in one} == {0, 1}
+
+
+def test_greedy_replies_equal_plain_generate_on_each_prompt_alone(embedded_model, shared):
+    """What every number stands on: mlft's hf backend (length-sorted batches, the shared chat prefix computed once,
+    its own processors) gives the same greedy replies as plain transformers `generate` on each prompt alone, on
+    LCB prompts of mixed length and language."""
+    from mlft.benchmarks.lcb.data import load_prompts, stratified_sample
+    from mlft.generation.prompting import Prompting, build_input
+
+    model, tok = embedded_model
+    prompts = stratified_sample(load_prompts(["monolingual", "crosslingual"], ["okapi"], None,
+                                             path=shared / "lcb" / "test_sets.zip"), 1, 0)[:14]
+    assert len({p.language for p in prompts}) >= 10
+    decoding = Decoding(max_new_tokens=20, temperature=0.0)
+    reqs = [Request(p.id, **build_input(Prompting(), p.prompt, p.task, p.language)) for p in prompts]
+    mine = {r.id: r.completion for r in HFBackend(model, tok, batch_size=8).generate(reqs, decoding)}
+    for r in reqs:
+        ids = tok.apply_chat_template(r.messages, add_generation_prompt=True, return_tensors="pt",
+                                      return_dict=True)["input_ids"]
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=20,
+                                 do_sample=False, pad_token_id=tok.pad_token_id or tok.eos_token_id)
+        plain = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+        assert mine[r.id] == plain, r.id
