@@ -178,6 +178,47 @@ def test_an_eval_from_an_older_mlft_without_outcomes(folders, tmp_path):
     assert [v.replies for v in page.views] == [v.replies for v in before.views]
 
 
+def _rollout(step: int, rank: str, total: float, text: str, verdict: str) -> dict:
+    """One row of a GRPO run's rollouts.jsonl, as mlft.training.rewards.RolloutLog writes it."""
+    return {"step": step, "rank": rank, "prompt_id": "seed_crosslingual:fr:7", "language": "fr",
+            "task": "crosslingual", "prompt": "Why is the sky blue? Answer in French.", "completion": text,
+            "terms": {"gated_language": total, "degeneracy": 0.0}, "total": total,
+            "group": {"n": 4, "mean": 0.5, "std": 0.5}, "verdict": verdict}
+
+
+def test_grpo_rollouts_on_the_page(folders, tmp_path):
+    """A GRPO run's rollouts.jsonl: the page holds, per logged step (rewards.jsonl), the highest- and lowest-reward
+    rollouts with each term's value, the total, the prompt and LCB's verdict; long text is cut; a run folder that
+    holds only rollouts (evaluation off) is a run."""
+    run, _ = folders
+    grpo = tmp_path / "grpo"
+    shutil.copytree(run, grpo)
+    fr = "Le ciel est bleu parce que la lumière du soleil est diffusée dans l'air."
+    rows = [_rollout(s, "top", 1.0, fr, "pass") for s in (1, 2, 3)] + \
+        [_rollout(s, "bottom", 0.0, "The sky is blue. " * 200, "line") for s in (1, 2, 3)]
+    write_jsonl(grpo / "rollouts.jsonl", rows)
+    write_jsonl(grpo / "rewards.jsonl", [{"step": s, "reward": 0.25 * s, "terms": {}} for s in (1, 3)])
+    out, page = write_page([grpo], tmp_path / "grpo.html")
+    html = out.read_text(encoding="utf-8")
+    shown = _blocks(html)["rollouts"]
+    assert shown == page.rollouts and [(x["run"], x["step"], x["reward"]) for x in shown] == [("grpo", 1, 0.25),
+                                                                                              ("grpo", 3, 0.75)]
+    top, bottom = shown[1]["rows"]
+    assert (top["rank"], top["total"], top["terms"], top["verdict"], top["completion"]) == \
+        ("top", 1.0, {"gated_language": 1.0, "degeneracy": 0.0}, "pass", fr)
+    assert top["prompt"] == "Why is the sky blue? Answer in French." and top["group"]["n"] == 4
+    assert bottom["verdict"] == "line" and len(bottom["completion"]) == 1001 and bottom["completion"].endswith("…")
+    index = json.loads(re.search(r'<script type="application/json" id="index">(.*?)</script>', html, re.S).group(1))
+    assert index["rollout_steps"] == 2
+    assert "rollouts" not in _blocks(write_page([run], tmp_path / "plain.html")[0].read_text(encoding="utf-8"))
+    only = tmp_path / "only_rollouts"  # evaluation off: no curves, still a run with what the reward paid
+    only.mkdir()
+    write_jsonl(only / "rollouts.jsonl", rows)
+    page = collect([only])
+    assert [x["step"] for x in page.rollouts] == [1, 2, 3] and not page.views
+    assert len(html) < len(write_page([run], tmp_path / "plain.html")[0].read_text(encoding="utf-8")) + 3000
+
+
 def _no_browser() -> str | None:
     if find_chromium() is None:
         return "chromium not installed (apt-get install chromium; .ci/run installs it)"

@@ -19,6 +19,7 @@ from mlft.training.rewards import (
     RewardSpec,
     curve_row,
     read_reward_curves,
+    read_rollouts,
     reward_functions,
     validate_rewards,
 )
@@ -170,6 +171,56 @@ def test_reward_functions_receive_the_mix_columns(scorer):
     got = funcs[0](prompts=[[], []], completions=["a", "b"], language=["de", "de"],
                    task=["crosslingual", "monolingual"], trainer_state=None)
     assert got == [1.0, 0.0] and seen["task"] == ["crosslingual", "monolingual"]
+
+
+def test_rollouts_of_each_step_are_written_with_their_terms_resumably(scorer, tmp_path):
+    """As trl calls the reward functions (every term with the same completions list, the trainer state, the mix's
+    columns): each step's 3 highest- and 3 lowest-total rollouts go to rollouts.jsonl with each term's value, the
+    weighted total, the prompt's group and LCB's verdict; a step generated again (a resumed run) replaces its
+    rows and the later ones; only the first process writes."""
+    from types import SimpleNamespace
+
+    specs = [RewardSpec("language", 1.0), RewardSpec("validity", 0.5), RewardSpec("degeneracy", 1.0)]
+    funcs, weights = reward_functions(specs, scorer, run_dir=tmp_path)
+    fr = ["Le ciel est bleu parce que la lumière du soleil est diffusée dans l'air.",
+          "The sky is blue because sunlight is scattered by the air in the atmosphere.",
+          "Le le la la de de et et un un une une des des", ""]
+    de = ["Der Himmel ist blau, weil das Sonnenlicht in der Atmosphäre gestreut wird.", "Ja.",
+          "Here is my answer in English, as you can see right here.", "Der Himmel ist blau."]
+    texts = fr + de
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    prompts = [[{"role": "user", "content": "Why is the sky blue? Answer in French."}]] * 4 + \
+        [[{"role": "user", "content": "Warum ist der Himmel blau?"}]] * 4
+    cols = {"language": ["fr"] * 4 + ["de"] * 4, "task": ["crosslingual"] * 4 + ["monolingual"] * 4,
+            "id": ["p:fr:1"] * 4 + ["p:de:2"] * 4}
+
+    def step(global_step, batch=completions, main=True):
+        state = SimpleNamespace(global_step=global_step, is_world_process_zero=main)
+        return [f(prompts=prompts, completions=batch, trainer_state=state, **cols) for f in funcs]
+
+    values = step(0)
+    rows = read_rollouts(tmp_path)
+    assert [r["step"] for r in rows] == [1] * 6 and [r["rank"] for r in rows] == ["top"] * 3 + ["bottom"] * 3
+    totals = [sum(w * v[k] for w, v in zip(weights, values) if v[k] is not None) for k in range(8)]
+    assert [r["total"] for r in rows[:3]] == sorted(totals, reverse=True)[:3]
+    assert [r["total"] for r in rows[3:]] == sorted(totals)[:3]
+    for r in rows:  # each term's value as the term computed it, the prompt, the mix's columns, LCB's verdict
+        k = texts.index(r["completion"])
+        assert r["terms"] == {s.name: values[i][k] for i, s in enumerate(specs)}
+        assert (r["language"], r["task"], r["prompt_id"]) == (cols["language"][k], cols["task"][k], cols["id"][k])
+        assert r["prompt"] == prompts[k][0]["content"] and r["group"]["n"] == 4
+    by_text = {r["completion"]: r for r in rows}
+    assert by_text[fr[0]]["verdict"] == "pass" and by_text[fr[0]]["total"] == rows[0]["total"]
+    assert by_text[""]["verdict"] == "not counted" and by_text[""]["rank"] == "bottom"
+
+    step(1)
+    step(2)
+    assert [r["step"] for r in read_rollouts(tmp_path)] == [1] * 6 + [2] * 6 + [3] * 6
+    again = [[{"role": "assistant", "content": t}] for t in texts[::-1]]
+    step(1, again)  # resumed from checkpoint-1: step 2 generated again, step 3 not yet
+    assert [r["step"] for r in read_rollouts(tmp_path)] == [1] * 6 + [2] * 6
+    step(2, main=False)
+    assert [r["step"] for r in read_rollouts(tmp_path)] == [1] * 6 + [2] * 6
 
 
 # -- recipes and mixes, before any load -----------------------------------------------------------------------
@@ -367,6 +418,8 @@ def test_grpo_lora_run_trains_saves_is_evaluated_and_resumes_bit_identically(sha
     assert [r["step"] for r in rewards] == [1, 2]
     assert set(rewards[0]["terms"]) == {"language", "words", "validity", "degeneracy"}
     assert all(0.0 <= r["terms"]["language"]["mean"] <= 1.0 for r in rewards)
+    rollouts = read_rollouts(whole)  # 4 rollouts a step: the 3 highest, then the lowest
+    assert [(r["step"], r["rank"]) for r in rollouts] == [(s, k) for s in (1, 2) for k in ["top"] * 3 + ["bottom"]]
     assert _adapter_bytes(whole / "final") != _adapter_bytes(whole / "checkpoints" / "checkpoint-1")  # it trains
 
     kill_after_first_checkpoint(cmd(killed), killed, shared, timeout=600)
@@ -378,6 +431,7 @@ def test_grpo_lora_run_trains_saves_is_evaluated_and_resumes_bit_identically(sha
         assert _adapter_bytes(killed / folder) == _adapter_bytes(whole / folder), folder
     assert [r["step"] for r in read_reward_curves(killed)] == [1, 2]
     assert read_reward_curves(killed)[1]["terms"] == rewards[1]["terms"]
+    assert read_rollouts(killed) == rollouts  # each step once, as the uninterrupted run wrote it
     keys = lambda d: sorted((r["step"], r["task"], r["language"], r["metric"], r["value"])  # noqa: E731
                             for r in curves.read_curves(d))
     assert keys(killed) == keys(whole)  # the same replies, scored the same, no duplicate points

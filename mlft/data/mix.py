@@ -4,7 +4,8 @@ Order of work in build_mix: load each source -> for every (source, language) cel
 random order, skipping malformed rows and rows matching an LCB test prompt, until the cell's row count is
 reached (reusing rows only with `allow_replacement`; rows with LCB's request phrasings are counted, and
 dropped with `decontaminate.phrasings: drop`) -> shuffle the whole mix -> write
-out_dir/mix/{train.jsonl, stats.json, decontamination.json, mix.yaml}.
+out_dir/mix/{train.jsonl, stats.json, decontamination.json, mix.yaml}; a prompts mix also writes prompts.jsonl,
+its prompts as a prompt file for a base pass with K replies each (`mlft mix filter`, mlft/data/spread.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import yaml
 from mlft.data.decontaminate import DecontaminationReport, build_index
 from mlft.data.mix_config import DecontaminationConfig, MixConfig, SourceConfig, load_mix, validate
 from mlft.data.sources import Pool, load_pool
+from mlft.data.spread import PROMPT_FILE, prompt_rows
 from mlft.data.stats import mix_stats
 from mlft.errors import ConfigError, DataError
+from mlft.io.jsonl import write_jsonl
 
 __all__ = ["MixConfig", "SourceConfig", "DecontaminationConfig", "load_mix", "build_mix", "validate"]
 
@@ -115,3 +118,6 @@ def _write(mix: MixConfig, rows: list[dict], report: DecontaminationReport, out:
                                               encoding="utf-8")
     (out / "mix.yaml").write_text(yaml.safe_dump(asdict(mix), sort_keys=False, allow_unicode=True),
                                   encoding="utf-8")
+    listed = prompt_rows(rows) if mix.kind == "prompts" else None
+    if listed is not None:  # the prompts as a prompt file (`mlft eval --prompts`), each id once
+        write_jsonl(out / PROMPT_FILE, listed)

@@ -131,7 +131,9 @@ def validate(o: LcbOptions, where: str) -> None:
         (check_scorable if o.prompts else check_language)(lang, f"{where}: languages[{i}]")
     if o.prompts is not None:
         if not resolve_path(o.prompts).is_file():  # cwd, else the shipped eval/ files (e.g. eval/steer_dev_prompts)
-            raise ConfigError(f"{where}: prompts: file not found: {o.prompts}")
+            built = Path(o.prompts).parent.name == "mix"  # a prompts mix's prompt file (mlft.data.spread)
+            raise ConfigError(f"{where}: prompts: file not found: {o.prompts}" + (
+                " (a prompts mix writes it: `mlft mix MIX.yaml --out DIR` gives DIR/mix/prompts.jsonl)" if built else ""))
     else:
         valid_sources = {s for t in o.tasks for pair in SOURCES[t].items() for s in pair}
         for i, s in enumerate(o.sources or []):

@@ -8,6 +8,8 @@ folder. The page holds, per view, its metric rows (curves.jsonl / scores.jsonl: 
 replies, each with its lines as the official scorer judged them (`mlft.benchmarks.lcb.scoring.score_completions(...,
 detail=True)`: counted or not, fastText label and score, stray English words), its lexical validity and
 degeneracy (`mlft.benchmarks.lcb.guard`), the LCB verdict and the guard flag. Nothing is re-scored by other rules.
+A GRPO run's page also holds what the reward paid: per logged step, the highest- and lowest-reward rollouts with
+each term's value, the total and LCB's verdict, as training recorded them (rollouts.jsonl, `mlft.training.rewards`).
 
 Offline: the JavaScript and CSS are inlined (mlft/resources/report/); no CDN, no request. The replies of each view
 and the prompts (stored once) are gzip-compressed base64 blocks that the page inflates when a view is first shown
@@ -38,6 +40,7 @@ from mlft.generation.backends import draw_id
 from mlft.io.curve_file import CURVES, PASSES
 from mlft.io.jsonl import read_jsonl
 from mlft.languages import NON_LATIN
+from mlft.training.rewards import REWARD_CURVES, ROLLOUTS
 
 log = get_logger(__name__)
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "report"
@@ -46,6 +49,8 @@ PAGE = "report.html"
 # expected language, counted in another language (or "unknown")
 SHORT, OK, WRONG, CUT = 0, 1, 2, 3
 SHOWN_METRICS = (*METRICS, *GUARD_METRICS, "unknown", "skipped", "nll")
+ROLLOUT_STEPS = 40        # GRPO rollouts on the page: at most this many steps per run (spread evenly, first and last)
+ROLLOUT_PAGE_CHARS = 1000  # prompt / completion text shown per rollout
 
 
 @dataclass
@@ -71,6 +76,7 @@ class Page:
     prompts: dict[str, str]
     messages: list[str]
     seconds: float = 0.0
+    rollouts: list[dict] = field(default_factory=list)  # GRPO: [{run, step, reward, rows}] (run_rollouts)
 
 
 # ---------------------------------------------------------------- reading folders
@@ -82,7 +88,7 @@ def kind_of(folder: Path) -> str:
     if not folder.is_dir():
         raise DataError(f"{folder}: no such folder (expected a `mlft train` run directory or an `mlft eval` "
                         "output folder)")
-    if (folder / CURVES).is_file() or (folder / PASSES).is_file():
+    if (folder / CURVES).is_file() or (folder / PASSES).is_file() or (folder / ROLLOUTS).is_file():
         return "run"
     if (folder / "scores.jsonl").is_file():
         return "eval"
@@ -144,6 +150,41 @@ def eval_views(folder: Path, name: str, messages: list[str], series: str | None 
         if m:
             views[variant].metrics.append(m)
     return list(views.values())
+
+
+def _spread(steps: list[int], limit: int) -> list[int]:
+    """At most `limit` of the sorted `steps`, evenly spread, the first and the last among them."""
+    if len(steps) <= limit:
+        return steps
+    return sorted({steps[round(i * (len(steps) - 1) / (limit - 1))] for i in range(limit)})
+
+
+def _short(text, limit: int = ROLLOUT_PAGE_CHARS):
+    text = "" if text is None else str(text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def run_rollouts(run_dir: Path, name: str, messages: list[str]) -> list[dict]:
+    """What a GRPO run's reward paid, as training recorded it (rollouts.jsonl): per logged step (the steps of
+    rewards.jsonl; every recorded step without it), at most ROLLOUT_STEPS steps, the highest- and lowest-reward
+    rollouts: {run, step, reward (the step's mean), rows: [{rank, prompt_id, language, task, prompt, completion,
+    terms, total, group, verdict}]}."""
+    rows = read_jsonl(run_dir / ROLLOUTS)
+    if not rows:
+        return []
+    by_step: dict[int, list[dict]] = {}
+    for r in rows:
+        by_step.setdefault(int(r["step"]), []).append(r)
+    curves = {int(c["step"]): c for c in read_jsonl(run_dir / REWARD_CURVES)}
+    steps = sorted(s for s in by_step if not curves or s in curves) or sorted(by_step)
+    shown = _spread(steps, ROLLOUT_STEPS)
+    if len(shown) < len(steps):
+        messages.append(f"{run_dir}: rollouts of {len(shown)} of {len(steps)} logged steps shown (spread evenly; "
+                        f"all are in {ROLLOUTS})")
+    keys = ("rank", "prompt_id", "language", "task", "terms", "total", "group", "verdict")
+    return [{"run": name, "step": s, "reward": _num(curves.get(s, {}).get("reward")),
+             "rows": [{**{k: r.get(k) for k in keys}, "prompt": _short(r.get("prompt")),
+                       "completion": _short(r.get("completion"))} for r in by_step[s]]} for s in shown]
 
 
 # ---------------------------------------------------------------- replies as the scorer judged them
@@ -233,16 +274,20 @@ def collect(paths: list[str | Path], workers: int | None = None, lid: str | None
     names = _names(folders)
     messages: list[str] = []
     views: list[View] = []
+    rollouts: list[dict] = []
     for f, kind, name in zip(folders, kinds, names):
         prefix = name if len(folders) > 1 else ""
         views += run_views(f, prefix, messages) if kind == "run" else eval_views(f, prefix, messages, name)
+        if kind == "run":
+            rollouts += run_rollouts(f, name, messages)
     resources = load_resources(lid)
     prompts: dict[str, str] = {}
     for v in views:
         view_replies(v, resources, prompts, messages, workers)
     axis = "step" if all(k == "run" for k in kinds) else "variant"
     title = " + ".join(names)
-    return Page(title, [str(f) for f in folders], axis, views, prompts, messages, time.perf_counter() - started)
+    return Page(title, [str(f) for f in folders], axis, views, prompts, messages, time.perf_counter() - started,
+                rollouts)
 
 
 def _names(folders: list[Path]) -> list[str]:
@@ -269,8 +314,11 @@ def render(page: Page) -> str:
         "views": [{"label": v.label, "series": v.series, "x": v.x, "xlabel": v.xlabel, "metrics": v.metrics,
                    "n": len(v.replies), "note": v.note,
                    "folder": str(v.folder) if v.folder else None} for v in page.views],
+        "rollout_steps": len(page.rollouts),
     }
     blocks = [f'<script type="application/x-gzip-base64" id="prompts">{_blob(page.prompts)}</script>']
+    if page.rollouts:
+        blocks.append(f'<script type="application/x-gzip-base64" id="rollouts">{_blob(page.rollouts)}</script>')
     blocks += [f'<script type="application/x-gzip-base64" id="view-{i}">{_blob(v.replies)}</script>'
                for i, v in enumerate(page.views) if v.replies]
     data = json.dumps(index, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")  # strict JSON: JSON.parse

@@ -8,6 +8,7 @@ Run directory layout (`recipe.run_dir`):
     curves.jsonl         one row per (step, variant, suite, task, language, metric)
     eval_passes.jsonl    wall time of each eval pass
     rewards.jsonl        GRPO: each logged step's reward, KL and per-term mean/std (mlft.training.rewards)
+    rollouts.jsonl       GRPO: each step's highest- and lowest-reward rollouts, each term's value, LCB's verdict
     chain.json, chain/   the starting model's chain: root base, copies of ancestor adapters (see chain.py)
     chat_template.jinja  the chat template the run trains with (evaluate-run applies it to a base model without one)
     final/               the final model (or LoRA adapter) and tokenizer; merged full weights when the run is a
@@ -184,12 +185,14 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
 
 def _make_trainer(recipe: Recipe, model, ref_model, tok, config, dataset, peft_config, run_dir: Path):
     """The trl trainer of the recipe's entry (mlft.training.trainers). A trainer with rewards (GRPO): the recipe's
-    reward terms (mlft.training.rewards, the scorer of `mlft score`) with their weights, and a callback writing
-    each logged step's terms to rewards.jsonl."""
+    reward terms (mlft.training.rewards, the scorer of `mlft score`) with their weights (writing each step's
+    highest- and lowest-reward rollouts to rollouts.jsonl), and a callback writing each logged step's terms to
+    rewards.jsonl."""
     entry = recipe.entry
     kwargs = {}
     if entry.rewards:
-        kwargs["reward_funcs"], config.reward_weights = reward_functions(recipe.rewards, recipe.scorer.scorer())
+        kwargs["reward_funcs"], config.reward_weights = reward_functions(recipe.rewards, recipe.scorer.scorer(),
+                                                                         run_dir=run_dir)
     takes_ref = ref_model is not None and entry.takes_reference()
     if takes_ref:
         kwargs["ref_model"] = ref_model

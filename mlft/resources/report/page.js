@@ -15,7 +15,7 @@
   var prompts = null;
   var S = {task: null, lang: 'avg', more: false, hTask: null, hMetric: 'lpr',
     view: firstViewWithReplies(), rTask: '', rLang: '', rSource: '', rVerdict: '', rSearch: '', page: 0,
-    cId: '', cA: firstViewWithReplies(), cB: lastViewWithReplies()};
+    cId: '', cA: firstViewWithReplies(), cB: lastViewWithReplies(), roRun: null, roStep: null};
 
   function firstViewWithReplies() { for (var i = 0; i < VIEWS.length; i++) if (VIEWS[i].n) return i; return -1; }
   function lastViewWithReplies() { for (var i = VIEWS.length - 1; i >= 0; i--) if (VIEWS[i].n) return i; return -1; }
@@ -70,7 +70,12 @@
       'or cut; <mark>marked</mark> = English word (WPR)</span></h2><div class="controls" id="reply-controls"></div>' +
       '<div class="pager" id="pager-top"></div><div id="reply-list"></div><div class="pager" id="pager-bottom"></div></section>' +
       '<section id="compare"><h2>Same prompt, two ' + (IDX.axis === 'step' ? 'checkpoints' : 'variants') + '</h2>' +
-      '<div class="controls" id="cmp-controls"></div><div id="cmp-changes"></div><div id="cmp-body"></div></section></main>';
+      '<div class="controls" id="cmp-controls"></div><div id="cmp-changes"></div><div id="cmp-body"></div></section>' +
+      (IDX.rollout_steps ? '<section id="rollouts"><h2>What the reward paid <span class="hint">GRPO: per logged step, the ' +
+        'highest- and lowest-reward rollouts as training scored them (each term, the weighted total, the prompt\'s group ' +
+        'mean ± std), with LCB\'s verdict</span></h2><div class="controls" id="ro-controls"></div><div id="ro-list"></div></section>' : '') +
+      '</main>';
+    if (IDX.rollout_steps) $('app').querySelector('nav').insertAdjacentHTML('beforeend', '<a href="#rollouts">Rollouts</a>');
   }
 
   // ------------------------------------------------------------------ curves
@@ -367,11 +372,48 @@
   }
   function short(r) { return (r[4] === 'not counted' ? 'n/c' : r[4]) + (r[5] ? '⚑' : ''); }
 
+  // ------------------------------------------------------------------ rollouts (GRPO)
+  var rollouts = null;
+  async function loadRollouts() { if (rollouts === null) rollouts = (await inflate('rollouts')) || []; return rollouts; }
+  function num(v) { return v == null ? '–' : (+v).toFixed(3).replace(/\.?0+$/, ''); }
+  function rolloutCard(r) {
+    var v = r.verdict, cls = v === 'not counted' ? 'notcounted' : v;
+    var terms = Object.keys(r.terms || {}).map(function (t) {
+      return '<span class="badge b-info" data-term="' + esc(t) + '">' + esc(t) + ' ' + num(r.terms[t]) + '</span>'; }).join('');
+    var g = r.group ? '<span class="badge b-info" title="the totals of this prompt\'s rollouts in the step">group ' +
+      num(r.group.mean) + ' ± ' + num(r.group.std) + ' (n=' + r.group.n + ')</span>' : '';
+    return '<div class="reply rollout v-' + cls + '" data-rank="' + esc(r.rank) + '"><div class="meta"><b>total ' + num(r.total) + '</b>' +
+      terms + g + '<span>' + esc([r.task, r.language, r.prompt_id].filter(Boolean).join(' · ')) + '</span>' +
+      '<span class="badge b-' + cls + '">' + esc(VERDICT[v] || v) + '</span></div>' +
+      '<details class="prompt"><summary>prompt</summary><pre>' + esc(r.prompt) + '</pre></details>' +
+      '<pre class="completion">' + (esc(r.completion) || '(empty reply)') + '</pre></div>';
+  }
+  async function rolloutView() {
+    var all = await loadRollouts();
+    if (!all.length) return;
+    var runs = uniq(all.map(function (x) { return x.run; }));
+    if (S.roRun == null || runs.indexOf(S.roRun) < 0) S.roRun = runs[0];
+    var mine = all.filter(function (x) { return x.run === S.roRun; });
+    if (S.roStep == null || !mine.some(function (x) { return x.step === S.roStep; })) S.roStep = mine[mine.length - 1].step;
+    $('ro-controls').innerHTML = (runs.length > 1 ? '<label>run <select id="ro-run">' + options(runs, S.roRun) + '</select></label>' : '') +
+      '<label>step <select id="ro-step">' + options(mine.map(function (x) { return x.step; }), S.roStep,
+        mine.map(function (x) { return x.step + (x.reward != null ? ' (mean reward ' + num(x.reward) + ')' : ''); })) + '</select></label>';
+    if ($('ro-run')) $('ro-run').onchange = function () { S.roRun = this.value; S.roStep = null; rolloutView(); };
+    $('ro-step').onchange = function () { S.roStep = +this.value; rolloutView(); };
+    var cur = mine.filter(function (x) { return x.step === S.roStep; })[0];
+    var part = function (rank, title) {
+      var rs = cur.rows.filter(function (r) { return r.rank === rank; });
+      return '<h3>' + title + '</h3>' + (rs.map(rolloutCard).join('') || '<p class="empty">none recorded</p>');
+    };
+    $('ro-list').innerHTML = part('top', 'Highest reward') + part('bottom', 'Lowest reward');
+  }
+
   // ------------------------------------------------------------------ start
   async function start() {
     shell();
     curveControls(); charts(); heatControls(); heat();
     await replyControls(); await list(); await compare();
+    if (IDX.rollout_steps) await rolloutView();
   }
   var ready = start().then(function () { document.body.setAttribute('data-ready', '1'); },
     function (e) { document.body.setAttribute('data-ready', 'error'); throw e; });
