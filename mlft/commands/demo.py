@@ -55,7 +55,7 @@ from mlft.training.train import train
 
 log = get_logger(__name__)
 BASE_MODEL = "smollm2-135m-instruct"
-FEWSHOT = [{"variant": name, "overrides": list(overrides)} for name, overrides in FEWSHOT_BASELINES]
+FEWSHOT = [{"variant": name, "overrides": settings} for name, settings in FEWSHOT_BASELINES]
 DECODE_SMARTER = {"variant": "+script gate +line resampling",
                   "interventions": [{"name": "script_gate", "mode": "soft", "penalty": 3.0},
                                     {"name": "line_resample"}]}
