@@ -23,7 +23,7 @@ demo: install
 	$(PY) -m mlft demo
 
 test: install
-	$(PY) -m ruff check mlft tests benchmarks
+	$(PY) -m ruff check mlft tests benchmarks recipes
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 	$(MAKE) test-vllm
 

@@ -1,4 +1,5 @@
-"""Build hook: copy the top-level eval/, recipes/, data_mixes/ and configs/ into the wheel as mlft/shipped/.
+"""Build hook: copy the top-level eval/, recipes/, data_mixes/ and configs/ into the wheel as mlft/shipped/
+(with the experiment script recipes/demo.py that `mlft demo` runs).
 
 Everything else is in pyproject.toml. The folders stay at the repository's top level, where users read and
 copy them; an installed mlft looks them up in mlft/shipped/ (mlft.paths.shipped_root).
@@ -11,7 +12,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 SHIPPED = ("eval", "recipes", "data_mixes", "configs")
-SUFFIXES = {".yaml", ".yml", ".json", ".jsonl", ".jinja", ".sh", ".sbatch", ".slurm"}
+SUFFIXES = {".yaml", ".yml", ".json", ".jsonl", ".jinja", ".sh", ".sbatch", ".slurm", ".py"}  # .py: recipes/demo.py
 
 
 class BuildWithShipped(build_py):

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from mlft.cli import main, parse_args
-from mlft.commands.demo import _table_spec, demo_config
+from mlft.commands.demo import experiment
 from mlft.commands.results import load
 from mlft.constants import GUARD_METRICS, TASKS
 from mlft.io import curve_file
 from mlft.provenance import write_results
-from mlft.reports.mitigation import load_spec, tables
+from mlft.reports.mitigation import load_spec, spec_record, tables
 from mlft.reports.results import BLOCK, block_problems, headline_table, results_extra, table_record, update_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,11 +104,13 @@ def demo_results(tmp_path) -> Path:
             runs[key] = d
             (d / "results.json").write_text(json.dumps({"config": {"recipe": {
                 "mix": f"data_mixes/cpu/{key}.yaml", "training_args": {"max_steps": 32, "seed": 7}}}}))
-    spec = load_spec(_table_spec(out, runs, out / "base", False, False))
+    demo = experiment()  # recipes/demo.py, the script behind `mlft demo`
+    spec = demo.table_spec(out, runs, out / "base", False, False)
+    assert spec_record(load_spec(out / "table.yaml")) == spec_record(spec)  # its record reads back the same
     built = tables(spec)
     args = parse_args(["demo", "--max-new-tokens", "16"])
     lcb = {"test_sets.zip": ROOT / "README.md"}  # any file: its sha256 is recorded
-    write_results(out, demo_config(args, ["decoding.max_new_tokens=16"], runs, lcb), 0.0, 1.0,
+    write_results(out, demo.demo_config(args, demo.suite_settings(args), runs, lcb), 0.0, 1.0,
                   results_extra("demo", {"mitigation": table_record(built[0], "base")}))
     return out / "results.json"
 
@@ -125,6 +127,7 @@ def test_demo_results_file_has_every_row_task_interval_guard_and_provenance(demo
     config = record["config"]
     assert config["command"] == "mlft demo --max-new-tokens 16"
     assert config["suite"]["name"] == "lcb_demo" and config["suite"]["seed"] == 0
+    assert config["suite"]["settings"] == {"decoding": {"max_new_tokens": 16}}  # the flags, as typed settings
     assert config["suite"]["decoding"]["seed"] == 0 and config["suite"]["samples_per_prompt"] == 1
     assert config["runs"]["crosslingual_sft"]["seed"] == 7 and config["runs"]["english_sft"]["max_steps"] == 32
     assert len(config["lcb_files"]["test_sets.zip"]) == 64

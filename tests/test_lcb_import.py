@@ -7,13 +7,15 @@ import urllib.request
 
 import pytest
 
-import mlft.commands.demo as demo
 import mlft.generation.prompting as prompting
 import mlft.paths as paths
 from mlft.benchmarks.lcb.data import load_prompts
 from mlft.benchmarks.lcb.fetch import TEST_SETS, WORDS, import_files, lcb_cache
 from mlft.cli import main
+from mlft.commands.demo import experiment
 from mlft.errors import DataError, MissingDataError
+
+demo = experiment()  # recipes/demo.py, the script behind `mlft demo`
 
 
 @pytest.fixture

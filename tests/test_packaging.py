@@ -48,7 +48,8 @@ def test_wheel_holds_the_shipped_files(installed):
     names = set(zipfile.ZipFile(wheel).namelist())
     for rel in ["eval/lcb_tiny.yaml", "eval/_lcb_base.yaml", "recipes/cpu/english_sft.yaml",
                 "data_mixes/cpu/english_sft.yaml", "configs/accelerate/zero2.yaml", "configs/deepspeed/zero2.json",
-                "eval/steer_dev_prompts.jsonl", "eval/outside_lcb_prompts.jsonl"]:  # prompt files suites name
+                "eval/steer_dev_prompts.jsonl", "eval/outside_lcb_prompts.jsonl",  # prompt files suites name
+                "recipes/demo.py"]:  # the experiment `mlft demo` runs
         assert f"mlft/shipped/{rel}" in names
     assert "mlft/training/templates/chatml_training.jinja" in names and "mlft/resources/seed/parallel.jsonl" in names
     for rel in ["lcb/lcb.yaml", "lcb/_lcb_template_yaml", "lcb/utils.py", "mlft_polyglot_mc/utils.py"]:
@@ -81,6 +82,8 @@ def test_installed_mlft_runs_from_an_empty_folder(installed, shared, tmp_path):
     mlft = str(venv / "bin" / "mlft")
     check = _sh([mlft, "train", "recipes/cpu/english_sft.yaml", "--check"], empty, env)
     assert "OK (sft" in check.stdout
+    demo = _sh([mlft, "demo", "--help"], empty, env)  # the front door finds the shipped experiment script
+    assert "--max-new-tokens" in demo.stdout and "recipes/demo.py" in demo.stdout
     out = _sh([mlft, "eval", "lcb_tiny", "--no-progress", "--out", "ev"], empty, env, timeout=600)
     assert "lcb_tiny:" in out.stdout
     assert noisy_lines(out.stdout, out.stderr) == []  # a quiet console (no deprecated transformers API)

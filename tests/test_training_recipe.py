@@ -62,6 +62,31 @@ def test_cli_overrides_beat_yaml_beat_defaults():
     assert r.evaluation.fewshot is False                 # default
 
 
+def test_suite_overrides_are_parsed_once_when_the_recipe_loads():
+    """A recipe's `suite_overrides: [key=value]` (the user's syntax) arrive as the settings they set; a mapping says
+    the same; a program's typed `settings` lie over the command line's text, which lies over the YAML."""
+    from mlft.evals.suite import load_suite
+    from mlft.training.passes import passes_for
+
+    grpo = load_recipe(REPO / "recipes/cpu/grpo_crosslingual.yaml")  # suite_overrides: ["judge=langdetect"]
+    assert grpo.evaluation.suite_overrides == {"judge": "langdetect"}
+    text = ["evaluation.suite_overrides=[per_language=2, decoding.max_new_tokens=32]"]
+    typed = {"evaluation": {"suite_overrides": {"per_language": 2, "decoding": {"max_new_tokens": 32}}}}
+    a = load_recipe(REPO / "recipes/cpu/english_sft.yaml", text)
+    b = load_recipe(REPO / "recipes/cpu/english_sft.yaml", settings=typed)
+    assert a.evaluation.suite_overrides == b.evaluation.suite_overrides == typed["evaluation"]["suite_overrides"]
+    (model,) = [p for p in passes_for(a.evaluation) if p.variant == "model"]
+    suite = load_suite(model.suite, settings=model.settings)
+    old = load_suite(model.suite, ["per_language=2", "decoding.max_new_tokens=32"])  # the same suite as the text
+    assert suite.options == old.options and suite.options.decoding.max_new_tokens == 32
+    c = load_recipe(REPO / "recipes/cpu/english_sft.yaml", ["lora.r=4", "training_args.max_steps=3"],
+                    settings={"training_args": {"max_steps": 5}})
+    assert c.lora.r == 4 and c.training_args["max_steps"] == 5 and c.training_args["learning_rate"] == \
+        load_recipe(REPO / "recipes/cpu/english_sft.yaml").training_args["learning_rate"]  # settings merge by key
+    with pytest.raises(ConfigError, match=r"evaluation.suite_overrides: override 'judge' is not of the form"):
+        load_recipe(REPO / "recipes/cpu/english_sft.yaml", ["evaluation.suite_overrides=[judge]"])
+
+
 def _write(tmp_path, text: str, name="r.yaml") -> Path:
     p = tmp_path / name
     p.write_text(text, encoding="utf-8")
@@ -119,8 +144,8 @@ def test_fewshot_true_runs_the_papers_baselines_by_default(tmp_path):
     r = load_recipe(_write(tmp_path, BASE + "evaluation: {fewshot: true, quantized: [w8]}\n"))
     passes = passes_for(r.evaluation)
     assert [p.variant for p in passes] == ["model", "Q/A template", "1-shot", "5-shot", "w8"]
-    shots = {p.variant: p.overrides for p in passes}
-    assert [shots[name][-len(o):] for name, o in FEWSHOT_BASELINES] == [o for _, o in FEWSHOT_BASELINES]
+    shots = {p.variant: p.settings for p in passes}
+    assert [shots[name] for name, _ in FEWSHOT_BASELINES] == [o for _, o in FEWSHOT_BASELINES]
     assert [p.needs_saved_weights for p in passes] == [False, False, False, False, True]  # asked of `quantize`
 
 

@@ -124,26 +124,59 @@ def judge_columns(judge: str) -> list[dict]:
 
 
 def load_spec(path: str | Path) -> TableSpec:
+    """A table spec file (`mlft table SPEC.yaml`), validated; relative paths in it are read beside it."""
     path = Path(path)
-    spec = from_dict(TableSpec, load_yaml(path), str(path))
+    return check_spec(from_dict(TableSpec, load_yaml(path), str(path)), str(path), path.parent)
+
+
+def check_spec(spec: TableSpec, where: str = "table spec", folder: str | Path | None = None) -> TableSpec:
+    """Validate a spec, read from a file or built in code: every row names one existing run / rows file (a
+    relative path is looked up under the current directory, else under `folder`), the base row exists, and the
+    resamples and confidence are sane. Returns `spec` with those paths resolved."""
+    folder = Path(folder) if folder is not None else Path.cwd()
     for i, r in enumerate([*spec.rows, *spec.quantization]):
-        where = f"{path}: row {i} ({r.label!r})"
+        at = f"{where}: row {i} ({r.label!r})"
         if (r.run is None) == (r.rows_file is None):
-            raise ConfigError(f"{where}: give exactly one of run / rows_file")
+            raise ConfigError(f"{at}: give exactly one of run / rows_file")
         for key in ("run", "rows_file", "capability_rows_file"):
             value = getattr(r, key)
             if value is not None:
-                full = Path(value) if Path(value).is_absolute() or Path(value).exists() else path.parent / value
+                full = Path(value) if Path(value).is_absolute() or Path(value).exists() else folder / value
                 if not full.exists():
-                    raise ConfigError(f"{where}: {key}: not found: {value}")
+                    raise ConfigError(f"{at}: {key}: not found: {value}")
                 setattr(r, key, str(full))
     if spec.base is not None and spec.base not in [r.label for r in spec.rows]:
-        raise ConfigError(f"{path}: base: no row labelled {spec.base!r}")
+        raise ConfigError(f"{where}: base: no row labelled {spec.base!r}")
     if spec.resamples < 1000:
-        raise ConfigError(f"{path}: resamples: at least 1000 (p-values down to 0.002), got {spec.resamples}")
+        raise ConfigError(f"{where}: resamples: at least 1000 (p-values down to 0.002), got {spec.resamples}")
     if not 0 < spec.confidence < 1:
-        raise ConfigError(f"{path}: confidence: must be in (0, 1), got {spec.confidence}")
+        raise ConfigError(f"{where}: confidence: must be in (0, 1), got {spec.confidence}")
     return spec
+
+
+def spec_record(spec: TableSpec) -> dict:
+    """The spec as a `mlft table` file would say it: every field that differs from its default (the demo writes
+    its tables' specs as table.yaml, the user's record; `load_spec` reads it back to the same spec)."""
+    return _non_default(spec)
+
+
+def _non_default(obj):
+    if dataclasses.is_dataclass(obj):
+        out = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = dataclasses.MISSING
+            if value != default:
+                out[f.name] = _non_default(value)
+        return out
+    if isinstance(obj, list):
+        return [_non_default(v) for v in obj]
+    return obj
 
 
 # ---------------------------------------------------------------- one row's numbers

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from mlft.config import as_settings, deep_merge
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
 from mlft.errors import ConfigError
@@ -42,9 +43,13 @@ class PassVariant:
     variant: str = field(metadata={"help": "Name of the variant in curves.jsonl (e.g. '1-shot', '+script gate')."})
     suite: str | None = field(default=None, metadata={
         "help": "Suite name or path; null = the evaluation suite (with its suite_overrides)."})
-    overrides: list[str] = field(default_factory=list, metadata={"help": "key=value overrides for the suite."})
+    overrides: dict[str, Any] | list[str] = field(default_factory=dict, metadata={
+        "help": "Settings of the suite: key=value texts (parsed when the recipe loads) or a mapping."})
     interventions: list[dict] = field(default_factory=list, metadata={
         "help": "Inference-time interventions [{name: ..., <options>}] added to the suite's."})
+
+    def __post_init__(self):  # text (a recipe's key=value) is parsed once, here
+        self.overrides = as_settings(self.overrides, f"variant {self.variant!r}: overrides")
 
 
 PromptVariant = PassVariant  # the name before interventions existed
@@ -55,8 +60,9 @@ class EvaluationOptions:
     enabled: bool = field(default=True, metadata={"help": "Run the eval callback at all."})
     suite: str = field(default="lcb_quick", metadata={
         "help": "Eval suite run at train start and after every checkpoint (name in eval/ or a path)."})
-    suite_overrides: list[str] = field(default_factory=list, metadata={
-        "help": "key=value overrides applied to the suite (validated by the suite loader)."})
+    suite_overrides: dict[str, Any] | list[str] = field(default_factory=dict, metadata={
+        "help": "Settings of the suite: key=value texts (parsed when the recipe loads) or a mapping, laid over the "
+                "suite file (validated by the suite loader)."})
     at_start: bool = field(default=True, metadata={"help": "Evaluate the starting model (step 0 baseline)."})
     every_steps: int | None = field(default=None, metadata={
         "help": "Evaluate every N steps: sets save_strategy=steps and save_steps=N (evaluation follows checkpoints)."})
@@ -94,12 +100,15 @@ class EvaluationOptions:
         "help": "Options of the backend (e.g. {gpu_memory_utilization: 0.3, max_model_len: 4096}); with vllm during "
                 "training, gpu_memory_utilization is also capped to the GPU memory the training process leaves free."})
 
+    def __post_init__(self):  # text (a recipe's key=value) is parsed once, here
+        self.suite_overrides = as_settings(self.suite_overrides, "evaluation.suite_overrides")
+
 
 @dataclass(frozen=True)
 class EvalPass:
     variant: str                          # "model", a few-shot / intervention variant name, or w8 / w4 / w8a8
     suite: str
-    overrides: tuple[str, ...]
+    settings: dict                        # laid over the suite file (load_suite's `settings`)
     interventions: tuple = ()             # intervention specs ({name, <options>}) added to the suite's
     at_ends_only: bool = False            # quantized variants: only at step 0 and the last step by default
 
@@ -119,15 +128,16 @@ class EvalPass:
 
 
 def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
-    out = [EvalPass("model", ev.suite, tuple(ev.suite_overrides))]
+    own = ev.suite_overrides
+    out = [EvalPass("model", ev.suite, copy.deepcopy(own))]
     variants = list(ev.variants) + (list(ev.fewshot_variants) if ev.fewshot else [])
     for v in variants:
-        overrides = tuple(v.overrides) if v.suite else tuple(ev.suite_overrides) + tuple(v.overrides)
-        out.append(EvalPass(v.variant, v.suite or ev.suite, overrides, tuple(v.interventions)))
+        settings = copy.deepcopy(v.overrides) if v.suite else deep_merge(copy.deepcopy(own), v.overrides)
+        out.append(EvalPass(v.variant, v.suite or ev.suite, settings, tuple(v.interventions)))
     if ev.fewshot and not ev.fewshot_variants:  # default: the paper's Q/A template, 1-shot and 5-shot
-        out += [EvalPass(name, ev.suite, tuple(ev.suite_overrides) + overrides)
-                for name, overrides in FEWSHOT_BASELINES]
-    out += [EvalPass(q, ev.suite, tuple(ev.suite_overrides), ({"name": "quantize", "scheme": q},),
+        out += [EvalPass(name, ev.suite, deep_merge(copy.deepcopy(own), copy.deepcopy(settings)))
+                for name, settings in FEWSHOT_BASELINES]
+    out += [EvalPass(q, ev.suite, copy.deepcopy(own), ({"name": "quantize", "scheme": q},),
                      at_ends_only=ev.quantized_at == "ends") for q in ev.quantized]
     return out
 
@@ -174,7 +184,7 @@ def load_pass_suite(p: EvalPass) -> EvalSuite:
     validated once per process (recipe validation builds every pass's suite; each checkpoint's pass reuses it: a
     copy, so a run never changes it); the suite file's change time is part of the key."""
     path = suite_path(p.suite)
-    key = json.dumps([str(path.resolve()), path.stat().st_mtime_ns, p.overrides, p.interventions,
+    key = json.dumps([str(path.resolve()), path.stat().st_mtime_ns, p.settings, p.interventions,
                       os.environ.get("MLFT_LCB_DATA")], sort_keys=True, default=str)
     if key not in _SUITES:
         _SUITES[key] = _build_pass_suite(p)
@@ -182,7 +192,7 @@ def load_pass_suite(p: EvalPass) -> EvalSuite:
 
 
 def _build_pass_suite(p: EvalPass) -> EvalSuite:
-    suite = load_suite(p.suite, list(p.overrides))
+    suite = load_suite(p.suite, settings=p.settings)
     if p.interventions:
         opts = suite.options
         if not hasattr(opts, "interventions"):

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from mlft.config import _coerce, apply_overrides, did_you_mean, from_dict, load_yaml
+from mlft.config import _coerce, apply_overrides, deep_merge, did_you_mean, from_dict, load_yaml
 from mlft.data.mix import load_mix
 from mlft.errors import ConfigError
 from mlft.evals.runner import check_kind_backend
@@ -353,12 +353,15 @@ def accumulation_steps(recipe: Recipe, world_size: int, where: str = "global_bat
     return recipe.global_batch_size // per_step
 
 
-def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_linked: bool = True) -> Recipe:
-    """Read, merge (`include:`), override and validate a recipe — before any model or dataset is loaded."""
+def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_linked: bool = True,
+                settings: dict | None = None) -> Recipe:
+    """Read, merge (`include:`), override and validate a recipe — before any model or dataset is loaded.
+    `overrides`: `key=value` texts (a command line's); `settings`: typed values laid over both (a program's, e.g.
+    {"training_args": {"max_steps": 4}, "evaluation": {"suite_overrides": {"judge": "langdetect"}}})."""
     path = resolve_path(path)
     src = str(path)
     data = load_yaml(path, shipped="recipes")
-    data = apply_overrides(data, list(overrides))
+    data = deep_merge(apply_overrides(data, list(overrides)), settings or {})
     recipe = from_dict(Recipe, data, src)
     recipe.source = src
     if recipe.run_dir is None:

@@ -1,0 +1,394 @@
+"""The paper's experiment, the README's main job: end to end on CPU with the embedded SmolLM2-135M-Instruct.
+
+Run it as `mlft demo [flags]` (the copy shipped with mlft) or as `python recipes/demo.py [flags]` (this file: copy
+it and edit it like a recipe; the flags are the same).
+
+One shared step-0 evaluation of the base model (and, with --full, its few-shot, intervention and quantized
+variants), then LoRA runs, each evaluated at its end by the per-checkpoint callback on the powered suite
+(eval/lcb_demo.yaml: 10 prompts per task and language):
+  default   English-only SFT (the paper's negative control) and cross-lingual SFT (instructions that ask for a
+            reply in another language, phrasings disjoint from LCB's): ~14 min on 2 cores;
+  --decoding-row  the best inference-time mitigation row of eval/mitigation_decoding.yaml (DECODE_SMARTER) on the
+            base model and on the cross-lingual SFT checkpoint: fine-tune, decode smarter, or both, as rows of
+            the same table (+~7 min);
+  --rl      online RL (GRPO, the LCB judge as the reward, the guard as the constraint; docs/rl.md) from the base
+            model and on the cross-lingual SFT checkpoint, every pass also judged by langdetect (a Table 11 column),
+            and the base and RL models on prompts in languages outside LCB's and the RL mix's (cs, fi, bg, bn, uk:
+            eval/mitigation_outside_lcb.yaml without its interventions) as a second table, outside_lcb.md;
+  --full    also cross-lingual preference tuning on top of the cross-lingual SFT run, the paper's multilingual
+            SFT and preference tuning, English preference tuning, few-shot prompting, the quantized variants,
+            the decoding row, and a mid-run checkpoint for every SFT run (~1 h).
+Then the curves PNG (95 % bands; DPO continues its SFT run), per-run heatmaps, and the mitigation table (Table 11
+layout with intervals, paired significance against base and the guard) as markdown and PNG, and report.html (every
+reply of every run and checkpoint, `mlft report`). Rerunning resumes:
+finished runs and passes are kept.
+"""
+# This is an experiment script beside the recipes it runs (recipes/cpu/*.yaml), not a module of the mlft package:
+# it builds its runs, passes and tables as objects (typed recipe settings, EvaluationOptions, TableSpec) and calls
+# the library; table.yaml is written as the user's record of each table (`mlft table runs/demo/table.yaml`).
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from mlft.benchmarks.lcb.fetch import ENV_VAR, FEW_SHOT_FILE, TEST_SETS, TEST_SETS_FOLDER, WORDS, lcb_cache, require
+from mlft.console import get_logger
+from mlft.console import setup as setup_console
+from mlft.constants import FEWSHOT_BASELINES
+from mlft.errors import MlftError
+from mlft.evals.runner import run_suite
+from mlft.evals.suite import load_suite
+from mlft.generation.interventions.quantize import SCHEMES
+from mlft.generation.prompting import locate_examples
+from mlft.io import curve_file
+from mlft.io.download import file_digest
+from mlft.paths import shared_dir
+from mlft.provenance import write_results
+from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
+from mlft.reports.mitigation import (
+    Capability,
+    RowSpec,
+    TableSpec,
+    check_spec,
+    judge_columns,
+    plot_table,
+    spec_record,
+    tables,
+)
+from mlft.reports.page import PAGE, write_report_page
+from mlft.reports.results import results_extra, table_record
+from mlft.training.passes import EvaluationOptions, PassVariant, evaluate_step
+from mlft.training.recipe import load_recipe
+from mlft.training.rewards import read_reward_curves
+from mlft.training.train import train
+
+log = get_logger(__name__)
+BASE_MODEL = "smollm2-135m-instruct"
+FEWSHOT = [PassVariant(name, overrides=settings) for name, settings in FEWSHOT_BASELINES]
+DECODE_SMARTER = PassVariant("+script gate +line resampling",
+                             interventions=[{"name": "script_gate", "mode": "soft", "penalty": 3.0},
+                                            {"name": "line_resample"}])
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    key: str               # its folder under --out
+    recipe: str
+    label: str             # its row in Table 11
+    parent: str | None     # the run whose final model it starts from
+    default: bool          # in the default demo (else --full, or --rl for the RL runs)
+
+
+RUNS = [DemoRun("english_sft", "recipes/cpu/english_sft.yaml", "+English SFT", None, True),
+        DemoRun("english_dpo", "recipes/cpu/english_dpo.yaml", "+English pref. tuning", "english_sft", False),
+        DemoRun("multilingual_sft", "recipes/cpu/multilingual_sft.yaml", "+Multilingual SFT", None, False),
+        DemoRun("multilingual_dpo", "recipes/cpu/multilingual_dpo.yaml", "+Multilingual pref. tuning",
+                "multilingual_sft", False),
+        DemoRun("crosslingual_sft", "recipes/cpu/crosslingual_sft.yaml", "+Cross-lingual SFT", None, True),
+        DemoRun("crosslingual_dpo", "recipes/cpu/crosslingual_dpo.yaml", "+Cross-lingual pref. tuning",
+                "crosslingual_sft", False),  # ~20 s a step on 2 cores: in --full only, to keep the default <= 15 min
+        # online RL with the LCB judge as the reward: with --rl
+        DemoRun("grpo", "recipes/cpu/grpo_crosslingual.yaml", "+GRPO (LCB judge reward)", None, False),
+        DemoRun("grpo_on_sft", "recipes/cpu/grpo_on_sft.yaml", "+Cross-lingual SFT +GRPO", "crosslingual_sft", False)]
+RL_RUNS = ("grpo", "grpo_on_sft")
+SECOND_JUDGE = "langdetect"  # with --rl every pass is also judged by a second LID (a column of Table 11)
+# with --rl: the base model and every RL run's final model on prompts in languages the RL mix never asked for
+# (cs, fi, bg, bn, uk; fastText and langdetect), as a second table with paired tests against base
+OUTSIDE_SUITE = "mitigation_outside_lcb"
+
+
+HELP = "the main job: SFT / preference tuning vs decoding-time mitigation on CPU, curves + Table 11 with intervals"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The experiment's flags (`mlft demo` and `python recipes/demo.py` take the same)."""
+    p.add_argument("--out", default="runs/demo", help="folder for the runs, curves.png and mitigation.md")
+    p.add_argument("--full", action="store_true", help="every row: + multilingual and English preference runs, "
+                   "few-shot, quantized variants, mid-run checkpoints")
+    p.add_argument("--sft-steps", type=int, default=32, help="SFT optimizer steps per run")
+    p.add_argument("--dpo-steps", type=int, default=12, help="preference-tuning steps per run (0: none)")
+    p.add_argument("--rl", action="store_true", help="add GRPO rows (online RL, the LCB judge as the reward, the "
+                   "guard as the constraint): from the base model and on the cross-lingual SFT checkpoint; every "
+                   f"pass is also judged by {SECOND_JUDGE} (see docs/rl.md)")
+    p.add_argument("--rl-steps", type=int, default=16, help="GRPO optimizer steps per RL run")
+    p.add_argument("--suite", default="lcb_demo", help="eval suite of the callback")
+    p.add_argument("--max-new-tokens", type=int, help="override the suite's max_new_tokens (faster passes)")
+    p.add_argument("--samples", type=int, help="replies per prompt of every pass (default: the suite's `samples`; "
+                   "each reply a draw of its own, intervals resample prompts)")
+    p.add_argument("--seed", type=int, default=0, help="the story's seed: every pass's decoding seed and every "
+                   "run's training seed (rerun with other seeds to see which claims hold: benchmarks/demo_seeds.py)")
+    p.add_argument("--decoding-row", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"add the inference-time mitigation ({DECODE_SMARTER.variant}) on the base model and on "
+                        "the cross-lingual SFT checkpoint as rows (default: only with --full)")
+
+
+def _ensure_lcb_data(full: bool = False) -> dict[str, Path]:
+    """The demo's LCB files: the test sets and the word list (WPR), with --full the few-shot examples too; from
+    $MLFT_LCB_DATA, the cache (`mlft lcb --from PATH` imports them there), ../shared/lcb beside a checkout that
+    has it (the developers' offline copy), else a checksum-checked download into the cache. Raises
+    MissingDataError (naming `mlft lcb --from PATH` and MLFT_LCB_DATA) when none of these has them."""
+    needs = (TEST_SETS, WORDS)
+    cached = all((lcb_cache() / r.name).is_file() for r in needs) or (lcb_cache() / TEST_SETS_FOLDER).is_dir()
+    shared = shared_dir()
+    if (not os.environ.get(ENV_VAR) and not cached and shared is not None
+            and (shared / "lcb" / TEST_SETS.name).is_file()):
+        os.environ[ENV_VAR] = str(shared / "lcb")
+    extra = {FEW_SHOT_FILE: locate_examples} if full else {}
+    return require("the demo (it evaluates on the LCB test sets)", needs, extra)
+
+
+def _train(recipe_path: str, settings: dict) -> Path:
+    recipe = load_recipe(recipe_path, settings=settings)
+    log.info("\n=== mlft train %s %s", recipe_path, json.dumps(settings, default=str))
+    return train(recipe, progress=True)
+
+
+def _baseline(base: Path, suite: str, suite_settings: dict, full: bool, decoding_row: bool) -> None:
+    """Every step-0 pass, once, in its own run folder `base/` (the runs share it instead of redoing it)."""
+
+    variants = [copy.deepcopy(DECODE_SMARTER)] if decoding_row else []
+    fewshot = copy.deepcopy(FEWSHOT) if full else []
+    ev = EvaluationOptions(suite=suite, suite_overrides=suite_settings, variants=variants, fewshot=full,
+                           fewshot_variants=fewshot, quantized=list(SCHEMES) if full else [])
+    log.info("\n=== step-0 evaluation of the base model (shared by every run)")
+    base.mkdir(parents=True, exist_ok=True)
+    evaluate_step(base, ev, 0, model_ref=BASE_MODEL, progress=True, mode="baseline")
+
+
+def _share_baseline(base: Path, dst: Path) -> None:
+    """Copy the base model's step-0 pass (rows and files) into a run: its curve starts there."""
+    if (0, "model") in curve_file.done(dst):
+        return
+    rows = [r for r in curve_file.read_curves(base) if r["step"] == 0 and r["variant"] == "model"]
+    src = base / "evals" / "step-000000" / "model"
+    if src.is_dir():
+        shutil.copytree(src, dst / "evals" / "step-000000" / "model", dirs_exist_ok=True)
+    dst.mkdir(parents=True, exist_ok=True)
+    curve_file.append_pass(dst, 0, "model", rows, 0.0, f"copied from {base}")
+
+
+def run_settings(out: Path, key: str, steps: int, full: bool, parent_dir: Path | None, evaluation: dict,
+                 decoding_row: bool, seed: int = 0) -> dict:
+    """The recipe settings of one demo run (laid over its recipe); with the decoding row, the cross-lingual SFT
+    run's callback also evaluates every checkpoint with DECODE_SMARTER (fine-tune and decode smarter)."""
+    every = max(1, steps // 2) if full and parent_dir is None else steps
+    settings = {"run_dir": str(out / key), "training_args": {"max_steps": steps, "save_steps": every},
+                "evaluation": copy.deepcopy(evaluation)}
+    if seed:  # the story's seed (0: each recipe's own training seed, as the committed numbers were made)
+        settings["training_args"]["seed"] = seed
+    if parent_dir is not None:
+        settings["model"] = str(parent_dir / "final")
+    if decoding_row and key == "crosslingual_sft":
+        settings["evaluation"]["variants"] = [copy.deepcopy(DECODE_SMARTER)]
+    return settings
+
+
+def evaluation_settings(suite: str, suite_settings: dict) -> dict:
+    """Every run's evaluation block: the demo's suite and its settings; no step-0 pass (the shared baseline's)."""
+    return {"suite": suite, "suite_overrides": copy.deepcopy(suite_settings), "at_start": False}
+
+
+def _write_spec(spec: TableSpec, path: Path) -> Path:
+    """table.yaml: the user's record of a table (`mlft table` rebuilds the table from it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(spec_record(spec), sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decoding_row: bool) -> TableSpec:
+    """The mitigation table's spec (Table 11 layout), written to out/table.yaml as the record, checked."""
+    done = curve_file.done(base)
+    rows = [RowSpec("base", run=str(base), step=0)]
+    if full:
+        rows += [RowSpec(f"+{f.variant}" if f.variant != "Q/A template" else "+Q/A template", run=str(base), step=0,
+                         variant=f.variant) for f in FEWSHOT]
+    name = DECODE_SMARTER.variant
+    if decoding_row and (0, name) in done:
+        rows.append(RowSpec(name, run=str(base), step=0, variant=name))
+    rows += [RowSpec(r.label, run=str(runs[r.key])) for r in RUNS if r.key in runs]
+    if decoding_row and "crosslingual_sft" in runs:  # fine-tune and decode smarter: the callback's variant pass
+        rows.append(RowSpec(f"+Cross-lingual SFT {name}", run=str(runs["crosslingual_sft"]), variant=name))
+    spec = TableSpec(rows, title="Language confusion mitigation on SmolLM2-135M-Instruct (CPU demo, Table 11 "
+                                 "layout, %)", base="base")
+    if any(key in runs for key in RL_RUNS):  # the second judge beside fastText, scored in each row's own pass
+        spec.capability = [Capability(**c) for c in judge_columns(SECOND_JUDGE)]
+    if full and "crosslingual_sft" in runs:
+        spec.quantization = [RowSpec("base", run=str(base), step=0, variants=["model", *SCHEMES])]
+    path = _write_spec(spec, out / "table.yaml")
+    return check_spec(spec, str(path), out)
+
+
+def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -> list[str]:
+    """The base model and each RL run's final model on eval/outside_lcb_prompts.jsonl (languages outside LCB's 15
+    that the RL mix never asked for), no intervention; one table (paired tests against base, the guard, both
+    judges). Resumable: finished completions are reused. Returns the tables."""
+    settings = {"variants": [{"name": "base", "interventions": []}]}
+    if max_new_tokens:
+        settings["decoding"] = {"max_new_tokens": max_new_tokens}
+    rows = []
+    for key, model_ref, label in [("base", BASE_MODEL, "base"),
+                                  *[(r.key, str(runs[r.key] / "final"), r.label) for r in RUNS if r.key in RL_RUNS
+                                    and r.key in runs]]:
+        folder = out / "outside_lcb" / key
+        log.info("\n=== %s on prompts outside LCB's languages (%s)", label, OUTSIDE_SUITE)
+        run_suite(load_suite(OUTSIDE_SUITE, settings=settings), model_ref=model_ref, out_dir=folder, progress=True)
+        rows.append(RowSpec(label, rows_file=str(folder / "scores.jsonl"), suite_variant="base"))
+    spec = TableSpec(rows, title="GRPO on languages outside LCB's 15 and outside the RL mix (cs, fi, bg, bn, uk; %)",
+                     base="base", capability=[Capability(**c) for c in judge_columns(SECOND_JUDGE)])
+    path = _write_spec(spec, out / "outside_lcb" / "table.yaml")
+    built = tables(check_spec(spec, str(path), path.parent))
+    (out / "outside_lcb.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
+    return built
+
+
+def _command(args) -> str:
+    """The `mlft demo` command line that gives these settings (defaults left out)."""
+    parts = ["mlft demo"]
+    for flag, default in (("out", "runs/demo"), ("sft_steps", 32), ("dpo_steps", 12), ("rl_steps", 16),
+                          ("suite", "lcb_demo"), ("max_new_tokens", None), ("samples", None), ("seed", 0)):
+        if getattr(args, flag) != default:
+            parts.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
+    parts += [f"--{flag}" for flag in ("full", "rl") if getattr(args, flag)]
+    if args.decoding_row is not None:
+        parts.append("--decoding-row" if args.decoding_row else "--no-decoding-row")
+    return " ".join(parts)
+
+
+def demo_config(args, suite_settings: dict, runs: dict[str, Path], lcb_files: dict[str, Path]) -> dict:
+    """What a demo's numbers depend on, for its results.json: the command and settings, the evaluation suite
+    (its sample, seeds, decoding and replies per prompt), every run's recipe, steps and seeds, and the sha256
+    of the LCB files it read."""
+    suite = load_suite(args.suite, settings=suite_settings).options
+    run_seeds = {}
+    for r in RUNS:
+        key, recipe = r.key, r.recipe
+        if key not in runs:
+            continue
+        try:
+            saved = json.loads((runs[key] / "results.json").read_text(encoding="utf-8"))["config"]["recipe"]
+        except (OSError, KeyError, json.JSONDecodeError):
+            saved = {}
+        targs = saved.get("training_args", {})
+        run_seeds[key] = {"recipe": recipe, "run_dir": str(runs[key]), "max_steps": targs.get("max_steps"),
+                          "seed": targs.get("seed", 42), "mix": saved.get("mix")}  # 42: transformers' default
+    settings = {k: v for k, v in vars(args).items() if k != "func" and not callable(v)}
+    return {"command": _command(args), "settings": settings,
+            "suite": {"name": args.suite, "settings": suite_settings, "tasks": suite.tasks,
+                      "sources": suite.sources, "per_language": suite.per_language, "seed": suite.seed,
+                      "decoding": dataclasses.asdict(suite.decoding), "samples_per_prompt": suite.samples},
+            "runs": run_seeds,
+            "lcb_files": {name: (file_digest(p) if p.is_file() else "folder") for name, p in lcb_files.items()}}
+
+
+def suite_settings(args) -> dict:
+    """The suite settings of every pass: max_new_tokens, replies per prompt, the decoding seed, the judge."""
+    out: dict = {}
+    if args.max_new_tokens:
+        out.setdefault("decoding", {})["max_new_tokens"] = args.max_new_tokens
+    if args.samples is not None:
+        out["samples"] = args.samples
+    if args.seed:
+        out.setdefault("decoding", {})["seed"] = args.seed
+    if args.rl:
+        out["judge"] = SECOND_JUDGE
+    return out
+
+
+def run(args) -> int:
+    t0 = time.time()
+    lcb_files = _ensure_lcb_data(args.full)
+    out = Path(args.out)
+    settings = suite_settings(args)
+    evaluation = evaluation_settings(args.suite, settings)
+    decoding_row = args.full if args.decoding_row is None else args.decoding_row
+    base = out / "base"
+    _baseline(base, args.suite, settings, args.full, decoding_row)
+    runs: dict[str, Path] = {}
+    for r in RUNS:
+        rl = r.key in RL_RUNS
+        if rl and not (args.rl and args.rl_steps > 0):
+            continue
+        if not rl and (not (r.default or args.full) or (r.parent is not None and args.dpo_steps <= 0)):
+            continue
+        if r.parent is not None and r.parent not in runs:
+            continue
+        steps = args.rl_steps if rl else args.dpo_steps if r.parent else args.sft_steps
+        recipe_settings = run_settings(out, r.key, steps, args.full, runs[r.parent] if r.parent else None,
+                                       evaluation, decoding_row, args.seed)
+        if not r.parent:
+            _share_baseline(base, out / r.key)
+        runs[r.key] = _train(r.recipe, recipe_settings)
+
+    log.info("\n=== curves")
+    loaded = load_runs(list(runs.values()))
+    log.info("%s", curve_table(loaded))
+    png = plot_curves(loaded, out / "curves.png")
+    heatmaps = [plot_heatmap(label, rows, out / f"heatmap_{label}.png") for label, rows in loaded.items()]
+    log.info("wrote %s and %d heatmaps", png, len(heatmaps))
+    rl = {key: runs[key] for key in RL_RUNS if key in runs}
+    if rl:
+        log.info("wrote %s (GRPO reward terms per step)",
+                 plot_reward_curves({k: read_reward_curves(d) for k, d in rl.items()}, out / "rewards.png"))
+    page = write_report_page([base, *runs.values()], out / PAGE)  # every checkpoint's replies, one page
+    log.info("\n=== mitigation table")
+    spec = table_spec(out, runs, base, args.full, decoding_row)
+    built = tables(spec)
+    (out / "mitigation.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
+    table_png = plot_table(built[0], out / "mitigation.png")
+    log.info("%s", "\n".join(t.render("table") for t in built))
+    results_tables = {"mitigation": table_record(built[0], spec.base or spec.rows[0].label, spec.confidence,
+                                                 spec.resamples)}
+    if rl:
+        outside = _outside_lcb(out, runs, args.max_new_tokens)
+        log.info("%s", "\n".join(t.render("table") for t in outside))
+        results_tables["outside_lcb"] = table_record(outside[0], "base")
+    passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curve_file.read_passes(d)]
+    in_training = [p for p in passes if p["mode"] in ("in-process", "separate-process")]
+    train_wall = sum(json.loads((d / "complete").read_text())["wall_s"] for d in runs.values())
+    timing = {"wall_s": round(time.time() - t0, 1), "train_wall_s": round(train_wall, 1),
+              "callback_s": round(sum(p["seconds"] for p in in_training), 1),
+              "baseline_s": round(sum(p["seconds"] for p in passes if p["mode"] == "baseline"), 1),
+              "eval_passes": passes}
+    timing["callback_share"] = round(timing["callback_s"] / train_wall, 3) if train_wall else None
+    (out / "timings.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
+    results = write_results(out, demo_config(args, settings, runs, lcb_files), t0, time.time() - t0,
+                            results_extra("demo", results_tables))
+    log.info("eval passes (s): %s", ", ".join(f"{p['run']}@{p['step']}/{p['variant']}={p['seconds']:.0f}"
+                                              for p in passes if p["seconds"]))
+    log.info("demo wall time: %.0f s (training runs %.0f s, of which the eval callback %.0f s = %.0f %%; shared "
+             "step-0 passes %.0f s); wrote %s, %s, %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
+             100 * (timing["callback_share"] or 0), timing["baseline_s"], out / "mitigation.md", table_png, png,
+             out / "timings.json", results, page or "no report page")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python recipes/demo.py [flags]`: the same as `mlft demo [flags]`, with this file's experiment."""
+    parser = argparse.ArgumentParser(prog="demo.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    setup_console()
+    try:
+        return int(run(args) or 0)
+    except MlftError as exc:
+        print(f"demo: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("demo: interrupted (finished work is kept; rerun to resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
