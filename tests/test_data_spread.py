@@ -10,11 +10,11 @@ import pytest
 
 from mlft.cli import main
 from mlft.data.mix import build_mix, load_mix
-from mlft.data.spread import FILTERED_MIX, PROMPT_FILE, filter_mix
 from mlft.errors import DataError
 from mlft.io.jsonl import read_jsonl, write_jsonl
 from mlft.training.recipe import load_recipe
 from mlft.training.rewards import ReplyScorer
+from mlft.training.spread import FILTERED_MIX, PROMPT_FILE, filter_mix
 from tests.training_helpers import REPO
 
 FR = "Le ciel est bleu parce que la lumière du soleil est diffusée dans l'air."

@@ -128,7 +128,7 @@ def test_demo_results_file_has_every_row_task_interval_guard_and_provenance(demo
     assert config["command"] == "mlft demo --max-new-tokens 16"
     assert config["suite"]["name"] == "lcb_demo" and config["suite"]["seed"] == 0
     assert config["suite"]["settings"] == {"decoding": {"max_new_tokens": 16}}  # the flags, as typed settings
-    assert config["suite"]["decoding"]["seed"] == 0 and config["suite"]["samples_per_prompt"] == 1
+    assert config["suite"]["decoding"]["seed"] == 0 and config["suite"]["samples_per_prompt"] == 2  # lcb_demo: samples: 2
     assert config["runs"]["crosslingual_sft"]["seed"] == 7 and config["runs"]["english_sft"]["max_steps"] == 32
     assert len(config["lcb_files"]["test_sets.zip"]) == 64
     assert "git_commit" in record["environment"] and record["schema"] == "mlft.results/1"

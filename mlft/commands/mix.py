@@ -1,6 +1,6 @@
 """`mlft mix`: validate a data mix, or build it (mixed JSONL + stats + decontamination report) and summarise it;
 `mlft mix filter MIX_DIR --pass PASS_DIR --out OUT`: keep a prompts mix's prompts that the base model answers
-right sometimes but not always (mlft/data/spread.py)."""
+right sometimes but not always (mlft/training/spread.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from mlft.config import help_of
 from mlft.data.mix import build_mix, load_mix
 from mlft.data.mix_config import MixConfig, SourceConfig
 from mlft.errors import ConfigError
+from mlft.training.spread import filter_mix
 
 
 def add_parser(sub) -> None:
@@ -37,7 +38,6 @@ def add_parser(sub) -> None:
 
 
 def run_filter(args) -> int:
-    from mlft.data.spread import filter_mix
 
     if len(args.overrides) != 1 or args.pass_dir is None or args.out is None:
         raise ConfigError("usage: mlft mix filter MIX_DIR --pass PASS_DIR --out OUT")

@@ -5,7 +5,7 @@ random order, skipping malformed rows and rows matching an LCB test prompt, unti
 reached (reusing rows only with `allow_replacement`; rows with LCB's request phrasings are counted, and
 dropped with `decontaminate.phrasings: drop`) -> shuffle the whole mix -> write
 out_dir/mix/{train.jsonl, stats.json, decontamination.json, mix.yaml}; a prompts mix also writes prompts.jsonl,
-its prompts as a prompt file for a base pass with K replies each (`mlft mix filter`, mlft/data/spread.py).
+its prompts as a prompt file for a base pass with K replies each (`mlft mix filter`, mlft/training/spread.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import yaml
 
 from mlft.data.decontaminate import DecontaminationReport, build_index
 from mlft.data.mix_config import DecontaminationConfig, MixConfig, SourceConfig, load_mix, validate
+from mlft.data.prompt_file import PROMPT_FILE, prompt_rows
 from mlft.data.sources import Pool, load_pool
-from mlft.data.spread import PROMPT_FILE, prompt_rows
 from mlft.data.stats import mix_stats
 from mlft.errors import ConfigError, DataError
 from mlft.io.jsonl import write_jsonl

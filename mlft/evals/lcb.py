@@ -131,7 +131,7 @@ def validate(o: LcbOptions, where: str) -> None:
         (check_scorable if o.prompts else check_language)(lang, f"{where}: languages[{i}]")
     if o.prompts is not None:
         if not resolve_path(o.prompts).is_file():  # cwd, else the shipped eval/ files (e.g. eval/steer_dev_prompts)
-            built = Path(o.prompts).parent.name == "mix"  # a prompts mix's prompt file (mlft.data.spread)
+            built = Path(o.prompts).parent.name == "mix"  # a prompts mix's prompt file (mlft.training.spread)
             raise ConfigError(f"{where}: prompts: file not found: {o.prompts}" + (
                 " (a prompts mix writes it: `mlft mix MIX.yaml --out DIR` gives DIR/mix/prompts.jsonl)" if built else ""))
     else:

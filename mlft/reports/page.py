@@ -37,10 +37,9 @@ from mlft.console import get_logger
 from mlft.constants import GUARD_METRICS, METRICS, VALID_SHARE
 from mlft.errors import DataError, MlftError
 from mlft.generation.backends import draw_id
-from mlft.io.curve_file import CURVES, PASSES
+from mlft.io.curve_file import CURVES, PASSES, REWARD_CURVES, ROLLOUTS
 from mlft.io.jsonl import read_jsonl
 from mlft.languages import NON_LATIN
-from mlft.training.rewards import REWARD_CURVES, ROLLOUTS
 
 log = get_logger(__name__)
 RESOURCES = Path(__file__).resolve().parent.parent / "resources" / "report"

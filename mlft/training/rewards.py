@@ -62,12 +62,11 @@ from mlft.benchmarks.lcb.scoring import load_resources
 from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.constants import LID_THRESHOLD, MIN_TOKENS, VALID_SHARE
 from mlft.errors import ConfigError
+from mlft.io.curve_file import REWARD_CURVES, ROLLOUTS
 from mlft.io.jsonl import append_jsonl, read_jsonl, write_jsonl
 from mlft.languages import NON_LATIN
 from mlft.registry import Registry
 
-REWARD_CURVES = "rewards.jsonl"
-ROLLOUTS = "rollouts.jsonl"
 ROLLOUTS_KEPT = 3      # rollouts kept per step at each end (highest and lowest total)
 ROLLOUT_CHARS = 2000   # prompt and completion text kept per rollout (longer text is cut, marked "…")
 

@@ -26,40 +26,13 @@ from pathlib import Path
 import yaml
 
 from mlft.completions import read_completions
+from mlft.data.prompt_file import PROMPT_FILE, mix_folder, prompt_rows
 from mlft.data.stats import mix_stats
 from mlft.errors import DataError
 from mlft.io.jsonl import read_jsonl, write_jsonl
+from mlft.training.rewards import ReplyScorer, RewardFunction, RewardSpec, validate_rewards
 
-PROMPT_FILE = "prompts.jsonl"
 FILTERED_MIX = "filtered_mix.yaml"
-
-
-def mix_folder(path: str | Path) -> Path:
-    """The folder holding a built mix's train.jsonl: `path` itself or its mix/ (a `mlft mix --out` or run dir)."""
-    path = Path(path)
-    for folder in (path / "mix", path):
-        if (folder / "train.jsonl").is_file():
-            return folder
-    raise DataError(f"{path}: no built mix (no train.jsonl in it or in its mix/); build one with "
-                    "`mlft mix MIX.yaml --out DIR`")
-
-
-def prompt_rows(rows: list[dict]) -> list[dict] | None:
-    """The mix's prompts as an LCB prompt file (`id, prompt, language, task, source`; each id once), or None when a
-    prompt is more than one user turn (a prompt file holds text)."""
-    out, seen = [], set()
-    for row in rows:
-        prompt = row["prompt"]
-        if isinstance(prompt, list):
-            if len(prompt) != 1 or prompt[0].get("role") != "user":
-                return None
-            prompt = prompt[0].get("content") or ""
-        if row["id"] in seen:
-            continue
-        seen.add(row["id"])
-        out.append({"id": row["id"], "prompt": prompt, "language": row["language"],
-                    "task": row.get("task") or "monolingual", "source": row.get("source") or "mix"})
-    return out
 
 
 def _pass_completions(pass_dir: Path) -> Path:
@@ -80,8 +53,6 @@ def filter_mix(mix_dir: str | Path, pass_dir: str | Path, out: str | Path, rewar
                options: dict | None = None, above: float = 0.0, scorer=None) -> dict:
     """Keep the mix's prompts whose share of passed replies in the base pass is strictly between 0 and 1; write
     OUT (module docstring) and return the filter's summary (filter.json without the per-prompt rows)."""
-    from mlft.training.rewards import ReplyScorer, RewardFunction, RewardSpec, validate_rewards
-
     folder = mix_folder(mix_dir)
     rows = read_jsonl(folder / "train.jsonl")
     if not rows:
