@@ -365,7 +365,7 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
         names = [(row, m) for row, ms in point.items() for m in ms]
         stack = np.stack([boot[row][m] for row, m in names], axis=1)
         # the pool pulls each stratum's resamples towards the task's mean: centred back on the official value
-        stack = stack - stack.mean(0) + np.array([point[row][m][0] for row, m in names])
+        stack = np.clip(stack - stack.mean(0) + np.array([point[row][m][0] for row, m in names]), 0.0, 1.0)
         qs = np.quantile(stack, [alpha / 2, 1 - alpha / 2], axis=0)
         sizes = {k: int(obs[0, s, 0]) for s, k in enumerate(keys)}  # replies
         for j, (row, m) in enumerate(names):
