@@ -79,8 +79,9 @@ class HFOptions:
     compile_min_steps: int = field(default=1024, metadata={
         "help": "decode: auto compiles only for a pass of at least this many decode steps (at least its replies / "
                 "batch_size batches x max_new_tokens, as the runner tells the backend before the pass): compiling "
-                "and recording CUDA graphs costs tens of seconds per pass, a compiled step saves tens of ms of kernel "
-                "launches whatever its rows, so a shorter pass decodes eagerly; 0: always compile"})
+                "and recording CUDA graphs is paid per pass and shape bucket, a compiled step saves launch overhead "
+                "that does not grow with its rows, so a shorter pass decodes eagerly (an estimate: docs/gpu.md); "
+                "0: always compile"})
 
 
 def batch_seed(seed: int, first_id: str) -> int:
