@@ -20,6 +20,7 @@ import copy
 import pytest
 import torch
 
+from mlft.errors import ConfigError
 from mlft.generation import sync_count
 from mlft.generation.decoding import Decoding
 from mlft.generation.interventions import REGISTRY, build_interventions
@@ -197,6 +198,59 @@ def test_decode_auto_compiles_on_a_gpu_only_without_forward_hooks(tiny):
     assert kw["cache_implementation"] == "static" and kw["compile_config"] is not None
     assert backend._static_kwargs("static", own_cache=False) == {"disable_compile": True}
     assert HFBackend(model, tok, decode="static").spec()["decode"] == "static"
+
+
+def test_decode_auto_decodes_a_short_pass_eagerly(tiny):
+    """A pass of fewer decode steps than compile_min_steps (its replies / batch_size batches x max_new_tokens)
+    decodes eagerly on CUDA: compiling and recording would cost more than the steps save. Not told the pass's size,
+    auto compiles as before; the spec carries the size, so data-parallel ranks choose the same mode."""
+    from mlft.generation.backends.hf import HFBackend, HFOptions
+
+    model, tok, _ = tiny
+    assert HFOptions().compile_min_steps == 1024
+    backend = HFBackend(model, tok, batch_size=16)
+    cuda, paper = torch.device("cuda"), Decoding()  # 100 new tokens
+    assert backend.pass_steps(paper) is None and backend.decode_mode(cuda, paper) == "compiled"
+    backend.start_pass(4)  # 1 batch x 100 steps
+    assert backend.pass_steps(paper) == 100 and backend.decode_mode(cuda, paper) == "eager"
+    assert backend.decode_mode(torch.device("cpu"), paper) == "eager"
+    backend.start_pass(160)  # 10 batches x 100 steps: still below 1,024
+    assert backend.decode_mode(cuda, paper) == "eager"
+    backend.start_pass(176)  # 11 batches x 100 steps
+    assert backend.pass_steps(paper) == 1100 and backend.decode_mode(cuda, paper) == "compiled"
+    assert backend.decode_mode(cuda, Decoding(max_new_tokens=10)) == "eager"  # 110 steps
+    assert HFBackend(model, tok, **backend.spec()).decode_mode(cuda, paper) == "compiled"
+    backend.start_pass(None)
+    assert backend.decode_mode(cuda, paper) == "compiled"
+    small = HFBackend(model, tok, batch_size=16, compile_min_steps=0, pass_replies=1)
+    assert small.decode_mode(cuda, paper) == "compiled"  # 0: always compile
+    assert HFBackend(model, tok, decode="compiled", pass_replies=1).decode_mode(cuda, paper) == "compiled"
+    with pytest.raises(ConfigError, match="compile_min_steps"):
+        HFBackend(model, tok, compile_min_steps=-1)
+
+
+def test_the_runner_tells_the_backend_its_pass_size(tiny, tmp_path):
+    """generate_completions tells the backend every reply it will generate in the pass (samples included, replies
+    already in the file left out) before the first generate call, and None after the pass."""
+    from generation_helpers import prompts
+
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.prompting import Prompting
+    from mlft.generation.runner import generate_completions
+
+    model, tok, _ = tiny
+    backend = HFBackend(model, tok, batch_size=4)
+    told, seen = [], []
+    start, generate = backend.start_pass, backend.generate
+    backend.start_pass = lambda n: (told.append(n), start(n))
+    backend.generate = lambda reqs, *a, **k: (seen.append(backend.pass_replies), (yield from generate(reqs, *a, **k)))
+    decoding, out = Decoding(temperature=0.0, max_new_tokens=2), tmp_path / "c.jsonl"
+    ps = prompts(["eins", "zwei", "drei", "vier", "fuenf"])
+    generate_completions(ps[:2], backend, decoding, Prompting(), out, "tiny", progress=False, samples=3)
+    assert told == [6, None] and seen == [6, 6] and backend.pass_replies is None
+    told.clear()
+    generate_completions(ps, backend, decoding, Prompting(), out, "tiny", progress=False, samples=3)
+    assert told == [9, None]  # the 6 replies of the first pass are in the file
 
 
 @pytest.mark.parametrize("prefix_cache", [True, False])

@@ -112,6 +112,120 @@ class _Tok:
     name_or_path = ""
 
 
+# -- the processors' per-step function (no vLLM: plain tensors) ------------------------------------------
+
+@pytest.fixture(scope="module")
+def smol_tok():
+    from transformers import AutoTokenizer
+
+    from mlft.generation.models import resolve
+
+    return AutoTokenizer.from_pretrained(resolve(None).path)
+
+
+def _host_path(procs, output_ids, logits):
+    """The per-step path the processors had before (a copy to the host and back, the stats read every step)."""
+    import torch
+
+    scores = logits.unsqueeze(0).float().cpu()
+    ids = torch.tensor([output_ids], dtype=torch.long)
+    for p in procs:
+        scores = p(ids, scores)
+    stats = {}
+    for p in procs:
+        if hasattr(p, "stats"):
+            stats.update(p.stats(0))
+    return scores[0].to(device=logits.device, dtype=logits.dtype), stats
+
+
+def _step_logits(tok, steps: int, dtype):
+    """Random logits whose top tokens are, in turns, English " the" before Japanese and German candidates (the
+    gate and the prior fire) or the Japanese one."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    the, ja, der = (tok(t, add_special_tokens=False)["input_ids"][0] for t in (" the", "日本", " der"))
+    rows = []
+    for k in range(steps):
+        row = torch.randn(len(tok), generator=g) * 3
+        row[the], row[ja], row[der] = (30.0, 29.0, 28.5) if k % 2 else (20.0, 30.0, 20.0)
+        rows.append(row.to(dtype))
+    return rows
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("ivs,language", [
+    ([{"name": "script_gate", "mode": "needed"}], "ja"),
+    ([{"name": "script_gate", "mode": "hard"}], "ru"),
+    ([{"name": "script_gate", "mode": "soft"}], "zh"),
+    ([{"name": "language_prior"}], "de"),
+    ([{"name": "language_prior"}], "ja"),  # no row it acts for
+    ([{"name": "ban_tokens", "strings": ["Sure", "The"]}, {"name": "script_gate", "mode": "needed"}], "ja"),
+])
+def test_vllm_processors_run_on_the_logits_device_without_host_syncs(smol_tok, monkeypatch, ivs, language, dtype):
+    """The per-step function vLLM calls per request: the same logits and statistics as the former host path
+    (copy to the CPU and back), 0 host syncs or host-to-device copies per step after the first (which moves the
+    tables to the logits' device once), the logits' dtype kept; the statistics read once, when the backend asks."""
+    import torch
+
+    from mlft.generation import sync_count
+    from mlft.generation.backends.vllm_steps import STATS, request_processor
+    from mlft.generation.interventions import build_interventions
+
+    monkeypatch.setattr(sync_count, "SYNC_FREE", True)
+    dtype = getattr(torch, dtype)
+    spec = {"interventions": ivs, "language": language, "id": "r7", "stats": True}
+    apply = request_processor(spec, smol_tok, {})
+    old = [p for iv in build_interventions(ivs, "x") for p in iv.logits_processors(smol_tok, [language])]
+    steps, out_ids = _step_logits(smol_tok, 9, dtype), [5, 6]
+    new_out = [apply(out_ids, steps[0].clone())]
+    with sync_count.SyncCounter(count_ops=False) as counter:
+        new_out += [apply(out_ids + [k], logits.clone()) for k, logits in enumerate(steps[1:])]
+    assert counter.total == 0, dict(counter.syncs)
+    with sync_count.SyncCounter(count_ops=False) as host:
+        old_out = [_host_path(old, out_ids + [k], logits.clone()) for k, logits in enumerate(steps)]
+    assert host.total > 0  # the counter sees the host path's copies
+    for a, (b, _) in zip(new_out, old_out):
+        assert a.dtype == dtype and torch.equal(a, b)
+    changed = any(not torch.equal(a, s) for a, s in zip(new_out, steps))
+    assert changed == (ivs[0]["name"] != "language_prior" or language == "de")  # the prior acts for de only
+    assert STATS.pop("r7")() == old_out[-1][1]
+    counts = old_out[-1][1]  # the gate's and the prior's intervention counts (needed mode; the prior for de)
+    assert [v > 0 for v in counts.values()] == [language == "de" or ivs[-1].get("mode") == "needed"] * len(counts)
+
+
+def test_vllm_processors_stats_only_when_asked_and_the_reply_only_to_who_reads_it(smol_tok):
+    """Without `stats` in the spec (an engine in its own process: nobody reads them) no reader is kept; a
+    processor that does not say it ignores the reply gets it as a tensor on the logits' device."""
+    import torch
+
+    from mlft.generation.backends.vllm_steps import STATS, request_processor
+
+    assert request_processor(None, smol_tok, {}) is None
+    spec = {"interventions": [{"name": "script_gate", "mode": "needed"}], "language": "ja", "id": "r8"}
+    apply = request_processor(spec, smol_tok, {})
+    assert "r8" not in STATS
+    logits = torch.randn(len(smol_tok))
+    assert apply([1, 2], logits.clone()).shape == logits.shape and "r8" not in STATS
+
+    seen = []
+
+    class Reader:  # a processor of another intervention: reads the reply so far
+        def __call__(self, input_ids, scores):
+            seen.append(input_ids)
+            return scores
+
+    class Other:
+        def logits_processors(self, tokenizer, languages, model=None):
+            return [Reader()]
+
+    spec = {"interventions": [{"name": "other"}], "language": "de", "id": "r9", "stats": True}
+    apply = request_processor(spec, smol_tok, {json.dumps(spec["interventions"], sort_keys=True): [Other()]})
+    assert "r9" not in STATS  # no processor reports statistics
+    assert torch.equal(apply([3, 4], logits), logits) and seen[0].tolist() == [[3, 4]]
+    assert seen[0].device == logits.device and seen[0].dtype == torch.long
+
+
 # -- with vLLM ---------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,8 @@ appended (fsynced) to the file as soon as the backend yields it. Re-running the 
 already there; every reply's draws are keyed by its request (decoding seed, prompt id, sample index), so a
 resumed run draws exactly what the uninterrupted run would have drawn, whatever the batching. With `samples`
 K > 1 every prompt gets K replies (records with the same `id` and `sample` 0..K-1). Records that failed (`error` set) are dropped from the file on resume and generated
-again. The file is locked for the whole run: a second writer is refused at once (mlft.io.locks).
+again. A backend with `start_pass` is told how many replies the pass generates (the hf backend decodes a short
+pass eagerly) before its first generate call. The file is locked for the whole run: a second writer is refused at once (mlft.io.locks).
 
 What makes two completions files comparable — model, backend, where and in what precision it ran (device,
 dtype), decoding, prompting, interventions — is written into every record and checked on resume (`settings_of`).
@@ -120,17 +121,24 @@ def generate_completions(prompts: list[Prompt], backend, decoding: Decoding, pro
                 tqdm(total=sum(map(len, todo)), desc=desc, unit="reply" if samples > 1 else "prompt",
                      disable=not progress) as bar:
             by_req = {r.id: r for r in requests}
-            dp = data_parallel.current()
-            if dp is not None and dp.covers(backend):
-                results = dp.generate(backend, todo, decoding, per_call, strategies, generate)
-            else:
-                results = (res for chunk in todo for res in generate(chunk, decoding, per_call))
-            for res in results:
-                rec = _record(*which[res.id], by_req[res.id], res, settings, prompting)
-                writer.write(rec)
-                if not rec["error"]:
-                    done[res.id] = rec
-                bar.update(1)
+            start_pass = getattr(backend, "start_pass", None)  # a backend that decodes by the pass's size
+            if callable(start_pass):
+                start_pass(sum(map(len, todo)))
+            try:
+                dp = data_parallel.current()
+                if dp is not None and dp.covers(backend):
+                    results = dp.generate(backend, todo, decoding, per_call, strategies, generate)
+                else:
+                    results = (res for chunk in todo for res in generate(chunk, decoding, per_call))
+                for res in results:
+                    rec = _record(*which[res.id], by_req[res.id], res, settings, prompting)
+                    writer.write(rec)
+                    if not rec["error"]:
+                        done[res.id] = rec
+                    bar.update(1)
+            finally:
+                if callable(start_pass):
+                    start_pass(None)
     return [done[rid] for p in by_id.values() for k in range(samples) if (rid := draw_id(p.id, k)) in done]
 
 

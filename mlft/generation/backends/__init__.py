@@ -177,6 +177,8 @@ class Backend(Protocol):
     name: str
     batch_size: int  # requests the runner hands over per call (hf: one seeded batch)
     # class attributes (see the module docstring): Options, capabilities; classmethod create(...)
+    # optional: start_pass(replies | None), told by the runner how many replies the coming pass generates (hf:
+    # decode a short pass eagerly), then None after it
 
     def prompt_length(self, request: Request) -> int:
         """A cheap length used to order requests (similar lengths batch together)."""

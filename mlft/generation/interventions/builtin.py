@@ -22,6 +22,8 @@ class BanTokensOptions:
 class BanTokensProcessor:
     """The banned ids as one tensor on the logits' device (moved once, not a list indexed per step)."""
 
+    reads_input_ids = False  # the logits alone (vLLM: no reply tensor built per step)
+
     def __init__(self, ids, device=None):
         import torch
 

@@ -42,6 +42,8 @@ class GateProcessor:
     """The gate over a batch's logits: its masks move to the logits' device and are padded to their width once
     (the first step); every step is device-side (no host read), the `needed` test included."""
 
+    reads_input_ids = False  # the logits alone (vLLM: no reply tensor built per step)
+
     def __init__(self, masks, options: ScriptGateOptions, norm_scale=None):
         self.allowed = masks          # [rows, vocab] bool (all True for ungated rows)
         self.o = options

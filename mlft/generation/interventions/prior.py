@@ -71,6 +71,8 @@ class PriorProcessor:
     """Per step, device-side (no host read): the rows whose top-1 token starts a foreign word while a target word
     is near get their foreign words masked (`active` rows only; a batch without one gets no processor)."""
 
+    reads_input_ids = False  # the logits alone (vLLM: no reply tensor built per step)
+
     def __init__(self, foreign, target, active, top_k: int):
         self.foreign, self.target, self.active, self.top_k = foreign, target, active, top_k
         self.fired = None
@@ -156,6 +158,8 @@ class LanguagePrior(Intervention):
 
 class NoPrior:
     """A batch without a row the prior acts for: scores untouched, zero steps recorded."""
+
+    reads_input_ids = False  # the logits alone (vLLM: no reply tensor built per step)
 
     def __init__(self, rows: int):
         self.rows = rows
