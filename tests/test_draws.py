@@ -219,3 +219,12 @@ def test_greedy_replies_equal_plain_generate_on_each_prompt_alone(embedded_model
                                  do_sample=False, pad_token_id=tok.pad_token_id or tok.eos_token_id)
         plain = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
         assert mine[r.id] == plain, r.id
+
+
+def test_greedy_or_beam_decoding_gives_one_reply_per_prompt_whatever_samples_says():
+    from mlft.evals.lcb import LcbOptions, replies_per_prompt
+
+    o = LcbOptions(samples=4)
+    assert replies_per_prompt(o, Decoding()) == 4
+    assert replies_per_prompt(o, Decoding(temperature=0.0)) == 1
+    assert replies_per_prompt(o, Decoding(temperature=0.0, num_beams=3)) == 1

@@ -80,9 +80,10 @@ class LcbOptions:
     variants: list[Variant] = field(default_factory=list, metadata={
         "help": "sweep rows: each overrides decoding/prompting keys or the interventions; empty = one run"})
     samples: int = field(default=1, metadata={
-        "help": "replies per prompt (each drawn with its own key: prompt id + sample index). Every metric pools a "
-                "prompt's replies as the official formula pools replies; intervals and paired tests resample "
-                "prompts (a prompt's replies together). 1 = the official protocol, bit for bit"})
+        "help": "replies per prompt under sampled decoding (each drawn with its own key: prompt id + sample index; "
+                "greedy or beam decoding gives one). Every metric pools a prompt's replies as the official formula "
+                "pools replies; intervals and paired tests resample prompts (a prompt's replies together). 1 = the "
+                "official protocol, bit for bit"})
     batch_size: int = field(default=16, metadata={"help": "prompts per generate call (hf) / chunk (openai)"})
     token_stats: bool = field(default=False, metadata={
         "help": "record per-token entropy and nucleus size (hf) and report confusion points (paper Table 7)"})
@@ -253,11 +254,15 @@ def generate_run(ctx, o: LcbOptions, r: Run, prompts, path: Path, desc: str | No
     """Generate (resumably) the completions of one variant into `path`: the suite's generation step, also the whole
     of `mlft generate` (the kind with scoring off)."""
     backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
-    if o.samples > 1 and not r.decoding.sampling:
-        raise ConfigError(f"samples: {o.samples} replies per prompt need sampling (temperature > 0): greedy "
-                          "decoding gives the same reply each time")
     return generate_completions(prompts, backend, r.decoding, r.prompting, path, ctx.model_name, ctx.progress,
-                                desc=desc or "generate", interventions=r.interventions, samples=o.samples)
+                                desc=desc or "generate", interventions=r.interventions,
+                                samples=replies_per_prompt(o, r.decoding))
+
+
+def replies_per_prompt(o: LcbOptions, decoding: Decoding) -> int:
+    """`samples` under sampled decoding; 1 under greedy or beam search, which gives the same reply every time (a
+    suite with `samples: 2` run with temperature 0 generates one reply per prompt)."""
+    return o.samples if decoding.sampling and decoding.num_beams == 1 else 1
 
 
 def run(suite, ctx) -> KindOutput:
