@@ -45,6 +45,7 @@ from mlft.generation.backends import (
     request_seed,
     vllm_support,
 )
+from mlft.generation.backends.vllm_steps import KEY, STATS
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.models import DEFAULT_MODEL, load, resolve
 from mlft.paths import cache_dir
@@ -238,7 +239,6 @@ class VLLMBackend:
         if req.stop_at_newline:
             kw["stop_token_ids"] = sorted(set(self.eos_ids) | self._newline_ids())
         if self._procs:
-            from mlft.generation.backends.vllm_steps import KEY
 
             kw["extra_args"] = {KEY: {"interventions": self._procs, "language": req.language, "id": req.id,
                                       "stats": _engine_in_process()}}
@@ -287,7 +287,6 @@ class VLLMBackend:
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         res = Result(req.id, text, finish, len(enc), len(ids), seconds)
         if self._procs:
-            from mlft.generation.backends.vllm_steps import STATS
 
             reader = STATS.pop(req.id, None)  # read on the host once per request (never per step)
             stats = reader() if reader is not None else None

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from mlft.generation.interventions import build_interventions
+
 KEY = "mlft_processors"
 STATS: dict[str, Callable[[], dict]] = {}  # request id -> its processors' stats, read on the host when called
 
@@ -32,8 +34,6 @@ def request_processor(spec: dict | None, tokenizer, built: dict) -> Callable | N
     `spec` ({"interventions": [specs], "language": ..., "id": ..., "stats": bool}), or None without one.
     `built`: interventions already built, by their specs (shared by the requests of one engine)."""
     import torch
-
-    from mlft.generation.interventions import build_interventions
 
     if not spec:
         return None
