@@ -257,8 +257,9 @@ def _resample_counts(codes: list[np.ndarray], n: int, rng: np.random.Generator,
     > 0 a stratum is resampled from its own units mixed with `pseudo` units' worth of the pool of all strata
     (a stratum at 0 % or 100 %, or with one prompt, still varies)."""
     out = [np.empty((n, len(codes), _NFEAT)) for _ in features]
-    pool_cats, pool_counts = np.unique(np.concatenate(codes), return_counts=True)
-    pool = pool_counts / pool_counts.sum()
+    if pseudo > 0:
+        pool_cats, pool_counts = np.unique(np.concatenate(codes), return_counts=True)
+        pool = pool_counts / pool_counts.sum()
     for s, c in enumerate(codes):
         size = max(1, len(c) - 1)  # n_s - 1 draws: unbiased variance for small strata (McCarthy-Snowden)
         if pseudo > 0:
@@ -397,7 +398,8 @@ def unknown_share_intervals(outcomes: Sequence[Outcome], *, confidence: float = 
     (all, all)); None without counted lines (or for outcomes written before the count existed).
 
     Interval: lines cluster in replies (a salad reply has many unknown lines), so replies - not lines - are
-    resampled (a prompt's replies together when there are several per prompt), within each (source, language) stratum with n_s - 1 draws as `mlft.stats.intervals` does;
+    resampled (a prompt's replies together when there are several per prompt), within each (source, language)
+    stratum with n_s - 1 draws as `mlft.stats.intervals` does;
     each resample's ratio of pooled counts is aggregated like the point value; percentile interval."""
 
     check_confidence(confidence, n)
