@@ -23,7 +23,7 @@ demo: install
 	$(PY) -m mlft demo
 
 test: install
-	$(PY) -m ruff check mlft tests benchmarks recipes
+	$(PY) -m ruff check mlft tests measurements recipes
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 	$(MAKE) test-vllm
 
@@ -37,12 +37,12 @@ test-vllm: install-vllm
 	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/test_generation_vllm.py
 
 bench: install
-	$(PY) benchmarks/score_speed.py
-	$(PY) benchmarks/lexical_validity.py
-	OMP_NUM_THREADS=2 $(PY) benchmarks/generate_speed.py
-	OMP_NUM_THREADS=2 $(PY) benchmarks/eval_pass_speed.py
-	$(PY) benchmarks/callback_share.py runs/demo
-	$(PY) benchmarks/report_page.py demo runs/bench_report
+	$(PY) measurements/score_speed.py
+	$(PY) measurements/lexical_validity.py
+	OMP_NUM_THREADS=2 $(PY) measurements/generate_speed.py
+	OMP_NUM_THREADS=2 $(PY) measurements/eval_pass_speed.py
+	$(PY) measurements/callback_share.py runs/demo
+	$(PY) measurements/report_page.py demo runs/bench_report
 
 bench-vllm: install-vllm
-	OMP_NUM_THREADS=2 $(VLLM_VENV)/bin/python benchmarks/backend_speed.py
+	OMP_NUM_THREADS=2 $(VLLM_VENV)/bin/python measurements/backend_speed.py

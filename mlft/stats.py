@@ -27,7 +27,7 @@ Intervals (`intervals`, `interval_rows`):
   the bootstrap distribution is centred back on the official value: a stratum at 0 % or 100 %, or holding a
   single prompt, would otherwise add no variance (on 24 real reruns of the embedded model on lcb_demo, 61 % of
   single-pass monolingual language-row intervals held the value of the same prompts' other replies; with the
-  pool 98 %; averages 97.5-99 %: benchmarks/calibration.py, tests/test_calibration.py). On simulated data (15
+  pool 98 %; averages 97.5-99 %: measurements/calibration.py, tests/test_calibration.py). On simulated data (15
   strata x 50 replies, 300 datasets): 94.0 % coverage for (all, all) LPR, 94.7 % for (all, lang).
 - several replies per prompt (`Outcome.sample` > 0, `clustered`): a prompt's replies are one unit (a cluster):
   the strata resample prompts with their replies, a group's Wilson interval uses the effective sample size
@@ -53,7 +53,7 @@ Paired comparisons of two runs B and A over the same prompts (matched on source,
   Over 1,000 seeded nulls (150 prompts) the bootstrap rejects 5.6 % at the 5 % level, McNemar 3.3 %
   (exact tests are conservative); a planted 20 pp LPR drop is found 97 % of the time. On real reruns (200
   random pairs of same-model passes of the embedded model on lcb_demo sharing no reply): bootstrap 6.5 %
-  monolingual / 3.5 % cross-lingual, McNemar 1.5 % / 2.5 % (benchmarks/calibration.py).
+  monolingual / 3.5 % cross-lingual, McNemar 1.5 % / 2.5 % (measurements/calibration.py).
 - `holm` / `paired_tests_by_language`: Holm's step-down adjustment for a family of per-language tests (valid
   under any dependence, uniformly more powerful than Bonferroni): with 15 languages tested at 5 % each, more
   than half of all comparisons of two equal runs would otherwise show some "significant" language.

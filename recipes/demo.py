@@ -127,7 +127,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--samples", type=int, help="replies per prompt of every pass (default: the suite's `samples`; "
                    "each reply a draw of its own, intervals resample prompts)")
     p.add_argument("--seed", type=int, default=0, help="the story's seed: every pass's decoding seed and every "
-                   "run's training seed (rerun with other seeds to see which claims hold: benchmarks/demo_seeds.py)")
+                   "run's training seed (rerun with other seeds to see which claims hold: measurements/demo_seeds.py)")
     p.add_argument("--decoding-row", action=argparse.BooleanOptionalAction, default=None,
                    help=f"add the inference-time mitigation ({DECODE_SMARTER.variant}) on the base model and on "
                         "the cross-lingual SFT checkpoint as rows (default: only with --full)")

@@ -1,6 +1,6 @@
 """A tiny random Llama with SmolLM2's tokenizer and vocabulary, and a small working spec of every registered
 intervention (the ones needing a built file get one, built on the tiny model): shared by the device tests and
-benchmarks/decode_syncs.py."""
+measurements/decode_syncs.py."""
 
 from __future__ import annotations
 

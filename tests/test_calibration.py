@@ -1,6 +1,6 @@
 """mlft's intervals and paired tests on real reruns of a model, not simulations.
 
-The data (tests/data/calibration_lcb_demo.json.gz, written by `benchmarks/calibration.py --data`): the embedded
+The data (tests/data/calibration_lcb_demo.json.gz, written by `measurements/calibration.py --data`): the embedded
 SmolLM2-135M-Instruct on the 290 lcb_demo prompts with the paper's decoding, 24 replies per prompt, each drawn
 with its own key (so any choice of replies per prompt is a rerun with other seeds); per reply LCB's verdict bits
 and lexical validity. One pass of this suite is one draw: its cross-lingual LPR spans ~16 pp across reruns."""
@@ -19,7 +19,7 @@ DATA = ROOT / "tests" / "data" / "calibration_lcb_demo.json.gz"
 
 @pytest.fixture(scope="module")
 def cal():
-    spec = importlib.util.spec_from_file_location("calibration", ROOT / "benchmarks" / "calibration.py")
+    spec = importlib.util.spec_from_file_location("calibration", ROOT / "measurements" / "calibration.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

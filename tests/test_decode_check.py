@@ -1,4 +1,4 @@
-"""benchmarks/gpu/decode_check.py: the GPU check runs on a CPU in its reduced mode (tiny geometry,
+"""measurements/gpu/decode_check.py: the GPU check runs on a CPU in its reduced mode (tiny geometry,
 few prompts) and writes every stage's JSON: eager = static = compiled greedy with the prefix cache on and off, a
 short batch after a long one allocates its planned cache, and the compiled pass compiles and allocates caches at
 most once per shape bucket."""
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def test_decode_check_reduced_runs_every_stage(tmp_path):
     out = tmp_path / "decode_check.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks/gpu/decode_check.py"), "--reduced", "--out",
+    proc = subprocess.run([sys.executable, str(REPO / "measurements/gpu/decode_check.py"), "--reduced", "--out",
                            str(out)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())

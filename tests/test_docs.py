@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# every markdown page of the repository (README.md, docs/, the per-folder READMEs, benchmarks/ result pages); not
+# every markdown page of the repository (README.md, docs/, the per-folder READMEs, measurements/ result pages); not
 # outputs (runs/), hidden folders (.venv-vllm, caches) or the wheel's copies
 _NOT_PAGES = {"runs", "outputs", "build", "dist", "shipped", "resources", "node_modules", "__pycache__"}
 PAGES = sorted(p for p in ROOT.glob("**/*.md")
@@ -200,18 +200,18 @@ def test_documented_modules_exist(page):
 
 
 def test_docs_docstrings_and_comments_name_no_issue_numbers():
-    """Pages, the docstrings and comments of mlft/, benchmarks/ and tests/, and the comments of the shipped YAML files
+    """Pages, the docstrings and comments of mlft/, measurements/ and tests/, and the comments of the shipped YAML files
     (suites, recipes, mixes, configs) and scripts say what the project does, not which issue asked for it."""
     problems = []
     for page in PAGES:
         problems += process_problems(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))
-    py_files = [p for folder in ("mlft", "benchmarks", "tests") for p in (ROOT / folder).rglob("*.py")
+    py_files = [p for folder in ("mlft", "measurements", "tests") for p in (ROOT / folder).rglob("*.py")
                 if "shipped" not in p.parts]
     assert len(py_files) > 150
     for path in [*py_files, ROOT / "setup.py"]:
         for line, prose in _python_prose(path):
             problems += process_problems(prose, f"{path.relative_to(ROOT)}:{line}")
-    other = [p for folder in ("eval", "recipes", "data_mixes", "configs", "slurm", "benchmarks", ".ci")
+    other = [p for folder in ("eval", "recipes", "data_mixes", "configs", "slurm", "measurements", ".ci")
              for p in (ROOT / folder).rglob("*") if p.suffix in (".yaml", ".yml", ".sh", "") and p.is_file()]
     for path in [*other, ROOT / "Makefile", ROOT / "pyproject.toml"]:
         for line, text in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
@@ -224,7 +224,7 @@ def test_pages_are_found_and_hold_commands():
     """The checks above would pass vacuously if the pages or their commands were not found."""
     names = {str(p.relative_to(ROOT)) for p in PAGES}
     assert names >= {"README.md", "docs/README.md", "docs/rl.md", "docs/report.md", "eval/README.md",
-                     "recipes/README.md", "benchmarks/README.md", "benchmarks/gpu/README.md", "docs/results/README.md"}
+                     "recipes/README.md", "measurements/README.md", "measurements/gpu/README.md", "docs/results/README.md"}
     assert len(PAGES) >= 16 and not any(n.startswith(("runs/", ".")) for n in names)
     commands = [c for p in PAGES for c in _commands(p.read_text(encoding="utf-8"))]
     assert len(commands) >= 60

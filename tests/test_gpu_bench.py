@@ -1,4 +1,4 @@
-"""benchmarks/gpu/bench.py: the numbers it derives from a run (tokens/s over the timed steps, MFU, callback share)
+"""measurements/gpu/bench.py: the numbers it derives from a run (tokens/s over the timed steps, MFU, callback share)
 and the summary table, on hand-made run files (no model, no GPU)."""
 
 import importlib.util
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "bench.py"
+BENCH = Path(__file__).resolve().parents[1] / "measurements" / "gpu" / "bench.py"
 
 
 @pytest.fixture

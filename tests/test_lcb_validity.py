@@ -13,7 +13,7 @@ from mlft.constants import VALID_SHARE
 from mlft.stats import Outcome, intervals, load_outcomes, paired_test, save_outcomes
 from mlft.stats import unknown_share_intervals as lid_detail
 
-# right script, no words (held out: not the sentences the thresholds were tuned on, benchmarks/lexical_validity.py)
+# right script, no words (held out: not the sentences the thresholds were tuned on, measurements/lexical_validity.py)
 SALAD = {
     "ja": ["ケモラスタのピルネとハムリョンがドラプセ", "<<文章のラクティ．．．．．．"],
     "ar": ["بلمسقور تفانيطة مسكولي درنوبة", "فرشمونة كلطابي نيسمورت"],

@@ -53,7 +53,7 @@ lid.176's labels have one). A reply is lexically valid when its validity is > `V
 count); the guard's `validity` is the share of valid replies, aggregated like coverage (over all replies), flagged
 below 80 % (`limit_flags`) or below a base run beyond chance. So validity is low both for salad and for a reply
 in the wrong language (English, or English words in a CJK reply).
-Calibration (benchmarks/lexical_validity.py, the paper's released replies): valid mono / cross, GPT-4 Turbo
+Calibration (measurements/lexical_validity.py, the paper's released replies): valid mono / cross, GPT-4 Turbo
 99.9 / 91.5 %, GPT-3.5 Turbo 99.7 / 91.4, Command R+ 100 / 95.7, Command R 99.9 / 77.8, Mistral Large 74.9 /
 62.3, Mixtral 74.2 / 69.4, Llama 3 56.2 / 60.8, Llama 2 55.3 / 42.7, the base models 86-91 / 1-2 (before the
 English rule: 94-100 % for every model). Of the replies the English rule made invalid, 98-99 % have a line LCB

@@ -6,7 +6,7 @@
 2. Hand-written word salad in the right script (the failure LPR counts as a success) against real sentences,
    per language: every salad line should score at most VALID_SHARE, every real one above.
 Prints the numbers and the languages the LID model knows that have no lexicon.
-Usage: python benchmarks/lexical_validity.py [OUTPUTS_DIR]
+Usage: python measurements/lexical_validity.py [OUTPUTS_DIR]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (base, gate, base, gate, ...) so that both see the same machine load. Default: the cross-lingual lcb_demo prompts
 (okapi), the embedded model on the hf backend, the paper's sampling (T=0.3, p=0.75, seeded), 32 new tokens.
 
-    OMP_NUM_THREADS=1 python benchmarks/learned_gate_speed.py --gate gates/smollm2-seed.safetensors [--prompts 32]
+    OMP_NUM_THREADS=1 python measurements/learned_gate_speed.py --gate gates/smollm2-seed.safetensors [--prompts 32]
         [--rounds 3] [--batch-size 16]
 
 Prints per round the seconds per prompt of each, the median ratio gate / base, and the share of generated tokens

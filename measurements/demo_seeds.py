@@ -5,9 +5,9 @@ reads each run's results.json and prints, per row and task, LPR in each seed, it
 the base row in each seed with its paired p (Holm-adjusted, as the table prints it), and whether the claim holds:
 the same sign and p < 0.05 in every seed ("holds"), the same sign only ("sign"), or not.
 
-    python benchmarks/demo_seeds.py --seeds 0 1 2                       # three demos, then the table
-    python benchmarks/demo_seeds.py --seeds 0 1 2 --samples 2 --out runs/demo_seeds
-    python benchmarks/demo_seeds.py --seeds 0 1 2 --no-run              # only the table, from finished runs
+    python measurements/demo_seeds.py --seeds 0 1 2                       # three demos, then the table
+    python measurements/demo_seeds.py --seeds 0 1 2 --samples 2 --out runs/demo_seeds
+    python measurements/demo_seeds.py --seeds 0 1 2 --no-run              # only the table, from finished runs
 
 Writes OUT/seeds.md and OUT/seeds.json.
 """

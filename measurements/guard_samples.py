@@ -4,7 +4,7 @@ For each variant folder (completions.jsonl + outcomes.jsonl): the guard's number
 validity) and N replies it passes and N it flags (degenerate or lexically invalid), drawn at random (seeded),
 each with LCB's verdict, so a reader can judge whether the guard separates fixes from word salad. Outcomes
 written before lexical validity existed get it computed from the reply (`mlft.benchmarks.lcb.guard.lexical_validity`).
-Usage: python benchmarks/guard_samples.py EVAL_DIR [N]
+Usage: python measurements/guard_samples.py EVAL_DIR [N]
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ this script starts on 127.0.0.1 (the setup the vllm backend replaces). Default: 
 first --prompts of them), the paper's sampling (T=0.3, p=0.75, seeded), 32 new tokens.
 
     make install-vllm
-    OMP_NUM_THREADS=2 .venv-vllm/bin/python benchmarks/backend_speed.py [--prompts 64] [--max-new-tokens 32]
+    OMP_NUM_THREADS=2 .venv-vllm/bin/python measurements/backend_speed.py [--prompts 64] [--max-new-tokens 32]
         [--dtype bfloat16] [--backends hf,vllm,server] [--concurrency 64]
 
 Order: hf first (in-process vLLM binds this process's threads), then the server (its own processes), then the

@@ -7,7 +7,7 @@ after:  today's pass — the powered lcb_demo (10 prompts per (task, language): 
         LoRA model, batches cut by length (max_batch_tokens), the shared chat prefix computed once, sampling among
         the nucleus only.
 
-    OMP_NUM_THREADS=2 python benchmarks/eval_pass_speed.py
+    OMP_NUM_THREADS=2 python measurements/eval_pass_speed.py
 """
 
 from __future__ import annotations

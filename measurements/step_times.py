@@ -1,6 +1,6 @@
 """A TrainerCallback that writes each optimizer step's time as the step finishes (one JSON line per step, flushed),
-so a run that is killed or times out still leaves every step it took. Shared by benchmarks/train_speed.py and
-benchmarks/gpu/bench.py.
+so a run that is killed or times out still leaves every step it took. Shared by measurements/train_speed.py and
+measurements/gpu/bench.py.
 
 Each line: {"step", "step_s" (on_step_begin -> on_step_end: forward, backward, optimizer), "wall_s" (since the
 previous step's end: the step plus whatever ran between steps: logging, callbacks, saves, evaluation),

@@ -1,6 +1,6 @@
 """Share of training wall time spent in the eval callback, per run of `mlft demo` (and overall).
 
-    python benchmarks/callback_share.py [DEMO_DIR]     # default runs/demo; runs `mlft demo` first if missing
+    python measurements/callback_share.py [DEMO_DIR]     # default runs/demo; runs `mlft demo` first if missing
 
 Reads each run's `complete` marker (wall time of `mlft train`, eval included) and `eval_passes.jsonl`
 (seconds of every eval pass the callback ran in-process; passes copied between runs count 0).

@@ -1,8 +1,8 @@
 """Parity of mlft's LCB tasks in lm-evaluation-harness with `mlft score`: run lm_eval, convert its logged samples
 with `mlft harness completions`, score them with `mlft score`, print both numbers per language and the mismatches.
 
-    python benchmarks/harness_parity.py [--tasks lcb_crosslingual] [--limit 6] [--model smollm2-135m-instruct]
-    python benchmarks/harness_parity.py --samples-dir OUT      # an lm_eval --log_samples output folder you have
+    python measurements/harness_parity.py [--tasks lcb_crosslingual] [--limit 6] [--model smollm2-135m-instruct]
+    python measurements/harness_parity.py --samples-dir OUT      # an lm_eval --log_samples output folder you have
 
 Measured (SmolLM2-135M-Instruct, --tasks lcb_crosslingual --limit 6, paper decoding, 84 replies, 14 languages):
 0 mismatches in LPR / WPR / LCPR per language and in the group rows (LPR 59.52, LCPR 58.80).

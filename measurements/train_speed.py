@@ -4,9 +4,9 @@ CPU by default: the CPU recipe (recipes/cpu/english_sft.yaml: the embedded SmolL
 fp32, batch 4 x max_length 256) for a few steps, the eval callback off (evaluation.enabled=false). mlft runs `mlft.training.train.train` (its
 chain, callbacks, progress, curves); trl runs SFTTrainer alone with the SFTConfig mlft built, the rows mlft's mix
 wrote (run_dir/mix/train.jsonl), the same chat template and LoRA config. Each runs in a process of its own
-(mlft first: it writes the rows), each step's time written as it finishes (benchmarks/step_times.py); the ratio
+(mlft first: it writes the rows), each step's time written as it finishes (measurements/step_times.py); the ratio
 compares median step times after the first step.
-Usage: python benchmarks/train_speed.py [RECIPE] [--steps N] [--work DIR] [-o KEY=VALUE ...]
+Usage: python measurements/train_speed.py [RECIPE] [--steps N] [--work DIR] [-o KEY=VALUE ...]
 """
 
 from __future__ import annotations

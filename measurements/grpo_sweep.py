@@ -7,7 +7,7 @@ LPR (fastText), cross-lingual LPR (langdetect), coverage, degeneracy, validity (
 logged reward terms and s/step; writes OUT/sweep.json, then the same rows as a Table 11 (OUT/sweep.md: intervals,
 paired tests against base, the guard's flags). Resumable: finished runs are kept.
 
-    python benchmarks/grpo_sweep.py --out runs/grpo_sweep --steps 8 [--only NAME ...]
+    python measurements/grpo_sweep.py --out runs/grpo_sweep --steps 8 [--only NAME ...]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Size and open time of `mlft report`'s page for a demo-sized and a full-LCB-sized training run.
 
-    python benchmarks/report_page.py demo [OUT_DIR]    # lcb_demo's 290 prompts x 3 checkpoints (0, 16, 32)
-    python benchmarks/report_page.py full [OUT_DIR]    # all 6,586 LCB prompts x 10 checkpoints
+    python measurements/report_page.py demo [OUT_DIR]    # lcb_demo's 290 prompts x 3 checkpoints (0, 16, 32)
+    python measurements/report_page.py full [OUT_DIR]    # all 6,586 LCB prompts x 10 checkpoints
 
 The runs are synthetic: checkpoint k's replies are the paper's released completions of the k-th released model
 ($MLFT_LCB_DATA/outputs, 10 models x 6,586 replies; prompt text paired by position within its (task, source,

@@ -1,8 +1,8 @@
 """Data-parallel evaluation: one pass of a suite on the embedded model, by 1 rank and by N ranks (gloo, CPU), in
 one run. Prints each pass's wall time, the ratio, and whether both wrote the same completions and score rows.
 
-    python benchmarks/dp_eval_speed.py                       # lcb_demo, 2 ranks (1 thread each) vs 1 rank (2 threads)
-    python benchmarks/dp_eval_speed.py lcb_quick --ranks 2 --threads 2
+    python measurements/dp_eval_speed.py                       # lcb_demo, 2 ranks (1 thread each) vs 1 rank (2 threads)
+    python measurements/dp_eval_speed.py lcb_quick --ranks 2 --threads 2
 
 The N-rank pass runs as the training callback runs it (mlft.generation.data_parallel: rank 0 coordinates, scores and
 writes; the other ranks generate their share of the hf backend's batches).

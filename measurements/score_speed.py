@@ -4,7 +4,7 @@ runs fastText.
 Scores all released outputs (10 models, ~66k replies). Prints wall times and their ratios to the bare loop in
 one run (goals: `mlft score --no-guard` / bare <= 1.25, `mlft score` (guard on) / bare <= 1.5; mlft forks one
 worker per core for large inputs, so on one core every number is one process).
-Usage: python benchmarks/score_speed.py [OUTPUTS_DIR] [--workers N]
+Usage: python measurements/score_speed.py [OUTPUTS_DIR] [--workers N]
 """
 
 from __future__ import annotations

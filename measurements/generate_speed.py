@@ -1,7 +1,7 @@
 """Tokens/s of the hf backend: a one-prompt-at-a-time loop vs mlft's batched, length-sorted generation on the
 same prompts (default: 64 LCB prompts, 100 new tokens, the paper's sampling).
 
-    OMP_NUM_THREADS=2 python benchmarks/generate_speed.py [--prompts 64] [--max-new-tokens 100] [--batch-size 32]
+    OMP_NUM_THREADS=2 python measurements/generate_speed.py [--prompts 64] [--max-new-tokens 100] [--batch-size 32]
         [--single-budget-s 300]   # on a busy machine: time the slow loop on the first prompts only
 """
 

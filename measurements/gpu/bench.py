@@ -1,13 +1,13 @@
-"""Stages of `benchmarks/gpu/run.sh`: one process per stage, results merged
+"""Stages of `measurements/gpu/run.sh`: one process per stage, results merged
 into $OUT/results.json, so a stage that fails or times out leaves the others' numbers.
 
-    python benchmarks/gpu/bench.py env            # versions, GPU, which wheels import; picks ZeRO-2 or single GPU
-    python benchmarks/gpu/bench.py model          # random-weight SmolLM2-1.7B-shape Llama (bf16) -> $WORK/model
-    python benchmarks/gpu/bench.py train VARIANT  # full | lora | packed | zero3: `mlft train` + step timer
-    python benchmarks/gpu/bench.py generate       # hf backend tokens/s at batch 16/64/256 + a full-LCB estimate
-    python benchmarks/gpu/bench.py rows KIND      # lcb | ultrachat row lengths: mlft vs plain trl, tokens/s, ratio
-    python benchmarks/gpu/bench.py lcb BACKEND    # hf | vllm: the full LCB pass (6,586 x 100 new tokens), timed
-    python benchmarks/gpu/bench.py summary        # the table (also written to $OUT/summary.txt)
+    python measurements/gpu/bench.py env            # versions, GPU, which wheels import; picks ZeRO-2 or single GPU
+    python measurements/gpu/bench.py model          # random-weight SmolLM2-1.7B-shape Llama (bf16) -> $WORK/model
+    python measurements/gpu/bench.py train VARIANT  # full | lora | packed | zero3: `mlft train` + step timer
+    python measurements/gpu/bench.py generate       # hf backend tokens/s at batch 16/64/256 + a full-LCB estimate
+    python measurements/gpu/bench.py rows KIND      # lcb | ultrachat row lengths: mlft vs plain trl, tokens/s, ratio
+    python measurements/gpu/bench.py lcb BACKEND    # hf | vllm: the full LCB pass (6,586 x 100 new tokens), timed
+    python measurements/gpu/bench.py summary        # the table (also written to $OUT/summary.txt)
 
 MLFT_GPU_BENCH_TINY=1 shrinks the model (2 layers, hidden 64), steps and prompt counts and runs on the CPU: a smoke
 run of the same code, measuring nothing. $MLFT_GPU_BENCH_WORK (default /tmp/mlft_gpu_bench) holds the model and runs.
@@ -37,7 +37,7 @@ WORK = Path(os.environ.get("MLFT_GPU_BENCH_WORK", "/tmp/mlft_gpu_bench"))
 OUT = Path(os.environ.get("OUT") or WORK / "out")
 RESULTS = OUT / "results.json"
 MODEL_DIR = WORK / "model"
-PROBE = WORK / "probe.jsonl"  # one line per Python process at exit (benchmarks/gpu/probe/sitecustomize.py)
+PROBE = WORK / "probe.jsonl"  # one line per Python process at exit (measurements/gpu/probe/sitecustomize.py)
 TOKENIZER = Path(os.environ.get("MLFT_GPU_BENCH_TOKENIZER", ROOT / ".gpu_assets" / "tokenizer"))
 PEAK_BF16 = 989e12  # H100 SXM dense bf16 FLOP/s (the issue's denominator)
 
@@ -568,9 +568,9 @@ def rows_metrics(steps: list[dict], skip: int = 1) -> dict:
 
 
 def stage_rows(kind: str, timeout_s: float) -> None:
-    """`mlft train` then plain trl (benchmarks/train_speed.py: same config, same rows, one process each) on rows of
+    """`mlft train` then plain trl (measurements/train_speed.py: same config, same rows, one process each) on rows of
     realistic lengths; each step's time written as it finishes; tokens/s, s/step and the mlft/trl ratio."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "measurements"))
     from step_times import read_steps
 
     t0 = time.time()
@@ -578,7 +578,7 @@ def stage_rows(kind: str, timeout_s: float) -> None:
     info = json.loads((WORK / f"rows_{kind}" / "rows_info.json").read_text())
     info["build_s"] = round(time.time() - t0, 1)
     work = WORK / f"rows_{kind}" / "speed"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "train_speed.py"), str(recipe), "--steps", str(steps),
+    cmd = [sys.executable, str(ROOT / "measurements" / "train_speed.py"), str(recipe), "--steps", str(steps),
            "--work", str(work)]
     print("run:", " ".join(cmd), flush=True)
     res = {**info, **run_bounded(cmd, timeout_s - (time.time() - t0))}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU measurement of mlft, one command on any CUDA machine:
 #
-#   benchmarks/gpu/run.sh [train] [generate] [rows] [lcb] [zero3] [ratio] [all]
+#   measurements/gpu/run.sh [train] [generate] [rows] [lcb] [zero3] [ratio] [all]
 #                                         (default: all = train generate rows lcb zero3 ratio, within the budget)
 #
 #   train     `mlft train` on the GPU recipe shape (recipes/multilingual_sft.yaml: bf16, full fine-tune,
@@ -12,8 +12,8 @@
 #   generate  hf backend, the paper's decoding, 100 new tokens: tokens/s at batch 16 / 64 / 256 and the time of a
 #             full-LCB pass (6,586 prompts), estimated from a random sample.
 #   ratio     `mlft train` vs plain trl (SFTTrainer with the config mlft builds, the same rows), one process, 8 steps:
-#             median s/step of each, written per step as it finishes, and their ratio (benchmarks/train_speed.py).
-#   rows      training rows of realistic lengths (benchmarks/gpu/lengths.py): `lcb` (LCB prompt + released
+#             median s/step of each, written per step as it finishes, and their ratio (measurements/train_speed.py).
+#   rows      training rows of realistic lengths (measurements/gpu/lengths.py): `lcb` (LCB prompt + released
 #             reply lengths, .gpu_assets/lcb_lengths.json) and `ultrachat` (lognormal, median 1,000, tail to 8k),
 #             exact token lengths cut from the seed text; mlft then plain trl on the same config and rows, 8 steps of
 #             32 rows each: tokens/s, s/step (each step written as it finishes), the mlft/trl ratio.
@@ -27,7 +27,7 @@
 # (default /tmp/mlft_gpu_bench/out): results.json, summary.txt, setup.log, train.log, generate.log, rows.log, lcb.log, zero3.log,
 # ratio.log.
 #
-# Needs (ignored folders, carried to the GPU machine; made by benchmarks/gpu/prepare.sh): .whl/ (wheels the GPU
+# Needs (ignored folders, carried to the GPU machine; made by measurements/gpu/prepare.sh): .whl/ (wheels the GPU
 # image lacks) and .gpu_assets/ (tokenizer/, lcb/). No model weights travel: the model is built from its config.
 # MLFT_GPU_BENCH_TINY=1: a CPU smoke run of the same code at toy scale (2-layer model, 3 steps, a few prompts).
 set -u
@@ -79,7 +79,7 @@ run_stage() {
   [ "$limit" -gt "$left" ] && limit=$left
   local t=$SECONDS rc
   echo "[$(date +%T)] === $* (limit ${limit} s)" >>"$OUT/$log"
-  MLFT_GPU_BENCH_STAGE_S=$((limit - 25)) timeout -k 10 "$limit" $PY benchmarks/gpu/bench.py "$@" >>"$OUT/$log" 2>&1
+  MLFT_GPU_BENCH_STAGE_S=$((limit - 25)) timeout -k 10 "$limit" $PY measurements/gpu/bench.py "$@" >>"$OUT/$log" 2>&1
   rc=$?
   echo "[$(date +%T)] $* -> rc $rc in $((SECONDS - t)) s" | tee -a "$OUT/$log"
   [ $rc -ne 0 ] && tail -n 15 "$OUT/$log" | sed 's/^/    | /'
@@ -102,14 +102,14 @@ for s in "${stages[@]}"; do
       run_stage lcb.log 420 lcb hf
       run_stage lcb.log 420 lcb vllm ;;
     zero3) run_stage zero3.log 280 train zero3 ;;
-    ratio)  # `mlft train` vs plain trl on the same config, one process, s/step in one run (benchmarks/train_speed.py)
+    ratio)  # `mlft train` vs plain trl on the same config, one process, s/step in one run (measurements/train_speed.py)
       t=$SECONDS
-      timeout -k 10 240 $PY benchmarks/train_speed.py recipes/multilingual_sft.yaml --steps 8 \
+      timeout -k 10 240 $PY measurements/train_speed.py recipes/multilingual_sft.yaml --steps 8 \
         --work "$MLFT_GPU_BENCH_WORK/ratio" -o "model=$MLFT_GPU_BENCH_WORK/model" \
         -o mix=data_mixes/cpu/multilingual_sft.yaml -o mix_overrides=[total=600] -o global_batch_size=8 \
         -o accelerate_config=null >>"$OUT/ratio.log" 2>&1
       echo "ratio -> rc $? in $((SECONDS - t)) s: $(tail -n 1 "$OUT/ratio.log")" | tee -a "$OUT/ratio.log" ;;
   esac
 done
-$PY benchmarks/gpu/bench.py summary
+$PY measurements/gpu/bench.py summary
 echo "total ${SECONDS} s; files in $OUT: $(ls "$OUT" | tr '\n' ' ')"

@@ -3,7 +3,7 @@ registered intervention, on a tiny random Llama with SmolLM2's tokenizer (49k vo
 sync here (item, bool, .cpu(), a tensor from host data, a list or mask index...) is a stall of the GPU's queue
 there, and each aten op is one kernel launch in eager mode (mlft.generation.sync_count).
 
-    python benchmarks/decode_syncs.py [--layers 2] [--rows 16] [--json out.json]
+    python measurements/decode_syncs.py [--layers 2] [--rows 16] [--json out.json]
 
 Columns: syncs per step (total, then by kind), aten ops per step, and mlft's ops over plain generate's with the
 same decoding (greedy rows over plain greedy, sampled rows over plain sampling at T=0.3, top-p=0.75).

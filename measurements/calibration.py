@@ -14,9 +14,9 @@ For each K it reports, per task:
   value of all the other replies pooled (the best estimate of the truth there is, itself with a little noise:
   the rate is slightly conservative), for the task average and for each language row.
 
-    python benchmarks/calibration.py                                  # generates 24 replies per prompt, then reports
-    python benchmarks/calibration.py --replies 24 --k 4 --out runs/calibration
-    python benchmarks/calibration.py --data tests/data/calibration_lcb_demo.json.gz   # also the test's data
+    python measurements/calibration.py                                  # generates 24 replies per prompt, then reports
+    python measurements/calibration.py --replies 24 --k 4 --out runs/calibration
+    python measurements/calibration.py --data tests/data/calibration_lcb_demo.json.gz   # also the test's data
 
 Generation is resumable (`mlft eval lcb_demo samples=M --out OUT/lcb_demo` does the same). Writes
 OUT/calibration.json and OUT/calibration.md.

@@ -1,7 +1,7 @@
 """The hf backend's decode paths on a GPU, in one command of at most 8 minutes: run this first.
 
 Nothing to carry but the repository: a random-weight model of SmolLM2-1.7B's geometry (24 layers, hidden 2,048,
-32 heads, vocabulary 49,152; bf16) and a synthetic word-level tokenizer (as benchmarks/gpu_hf_speed.py), torch and
+32 heads, vocabulary 49,152; bf16) and a synthetic word-level tokenizer (as measurements/gpu_hf_speed.py), torch and
 transformers only. One JSON (`--out`, default $OUT/decode_check.json or ./decode_check.json) is rewritten after
 every stage, so a cut-off run still reports what it finished:
 
@@ -17,8 +17,8 @@ every stage, so a cut-off run still reports what it finished:
    distinct caches (CUDA-graph recordings: a new cache or shape re-records), peak memory over the call's start
    against the plan's KV bytes; new tokens/s with and without the first (compiling) call.
 
-    python benchmarks/gpu/decode_check.py                  # a GPU: ~5-8 min
-    python benchmarks/gpu/decode_check.py --reduced        # CPU, tiny geometry, few prompts (tests/test_decode_check.py)
+    python measurements/gpu/decode_check.py                  # a GPU: ~5-8 min
+    python measurements/gpu/decode_check.py --reduced        # CPU, tiny geometry, few prompts (tests/test_decode_check.py)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Random weights never emit EOS, so every reply runs the full max_new_tokens (an u
 decode work); the tokenizer is a synthetic word-level one over the same 49,152-token vocabulary, and prompts
 are 30-300 tokens (LCB's okapi/aya/dolly prompts; the long sharegpt/complex_prompts ones are not modelled).
 
-    python benchmarks/gpu_hf_speed.py [1.7b|135m] [PROMPTS] [BATCH_SIZES]     # default: 1.7b 512 64,256
+    python measurements/gpu_hf_speed.py [1.7b|135m] [PROMPTS] [BATCH_SIZES]     # default: 1.7b 512 64,256
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Benchmark probe (benchmarks/gpu/run.sh puts this folder on PYTHONPATH): when $MLFT_BENCH_PROBE is set, every
+"""Benchmark probe (measurements/gpu/run.sh puts this folder on PYTHONPATH): when $MLFT_BENCH_PROBE is set, every
 Python process appends one JSON line there at exit -- argv, and if it imported torch whether it used CUDA and its
 peak GPU memory. It shows which device a separate-process evaluation (`mlft evaluate-run`) really ran on."""
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run ONCE on the development machine (with internet to PyPI), in the repository root that is sent to the GPU
-# machine: fills the two ignored folders that `benchmarks/gpu/run.sh` needs on the GPU machine.
+# machine: fills the two ignored folders that `measurements/gpu/run.sh` needs on the GPU machine.
 #   .whl/         wheels the GPU image lacks (trl, datasets, deepspeed, LID, jieba...; see WHEELS below)
 #   .gpu_assets/  tokenizer/ (the embedded SmolLM2-135M-Instruct's: SmolLM2's 49,152-token vocabulary) and
 #                 lcb/ (test_sets.zip, few_shot_examples.json: the LCB prompts; ../shared does not travel)
@@ -52,7 +52,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, "benchmarks/gpu")
+sys.path.insert(0, "measurements/gpu")
 from lengths import lcb_lengths
 
 lcb = Path(os.environ.get("MLFT_LCB_DATA") or "../shared/lcb")

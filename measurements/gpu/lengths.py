@@ -3,7 +3,7 @@
 Two length distributions (token counts of a whole chat-templated row, SmolLM2 tokenizer):
 
 lcb        empirical: each row = one LCB prompt's length + one released reply's length (drawn independently), from
-           `lcb_lengths.json`, written at prepare time (benchmarks/gpu/prepare.sh -> .gpu_assets/lcb_lengths.json) from
+           `lcb_lengths.json`, written at prepare time (measurements/gpu/prepare.sh -> .gpu_assets/lcb_lengths.json) from
            the real LCB prompts (mlft.benchmarks.lcb.data.load_prompts) and the paper's released outputs
            (mlft.completions.read_completions on $MLFT_LCB_DATA/outputs/*.csv), so nothing is downloaded on the GPU.
 ultrachat  parametric: lognormal, median 1,000 tokens, sigma 0.9 (so p90 ~ 3,170, p99 ~ 8,100), clipped to
@@ -43,7 +43,7 @@ def sample_lengths(kind: str, n: int, seed: int = 0, lengths_file: str | Path | 
         return [min(u["max"], max(u["min"], round(rng.lognormvariate(mu, u["sigma"])))) for _ in range(n)]
     if kind == "lcb":
         if lengths_file is None or not Path(lengths_file).is_file():
-            raise FileNotFoundError(f"lcb row lengths: {lengths_file} not found (run benchmarks/gpu/prepare.sh)")
+            raise FileNotFoundError(f"lcb row lengths: {lengths_file} not found (run measurements/gpu/prepare.sh)")
         data = json.loads(Path(lengths_file).read_text(encoding="utf-8"))
         prompts, replies = data["prompt_tokens"], data["reply_tokens"]
         if not prompts or not replies:
