@@ -123,6 +123,7 @@ TEXTS = {"bg": BG, "fi": FI, "de": "Die Bibliothek öffnet um neun Uhr morgens u
 def _judged_eval(folder, share: dict[str, float], replies: int = 2):
     """An lcb eval's rows for variants answering in the prompt's language with probability `share[variant]` (else
     English), `replies` per prompt, scored officially and by langdetect; the eval folder holds the outcomes."""
+    import dataclasses
     import random
 
     from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
@@ -138,7 +139,7 @@ def _judged_eval(folder, share: dict[str, float], replies: int = 2):
         outs = outcomes_from(comps, score_completions(comps).replies)
         (folder / name).mkdir(parents=True)
         save_outcomes(folder / name / "outcomes.jsonl", outs)
-        rows += [{**r, "outcomes": f"{name}/outcomes.jsonl"} for r in metric_rows(name, outs, 0.95, 200)]
+        rows += [dataclasses.replace(r, outcomes=f"{name}/outcomes.jsonl") for r in metric_rows(name, outs, 0.95, 200)]
         rows += judge_rows(name, comps, outs, o, folder / name)
     return rows
 
@@ -157,10 +158,11 @@ def test_one_judge_column_in_the_variants_table_and_table_specs(tmp_path):
 
     variants = {"base": 0.8, "worse": 0.4, "same": 0.75}
     rows = _judged_eval(tmp_path / "eval", variants)
-    (tmp_path / "eval" / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "eval" / "scores.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows),
+                                                    encoding="utf-8")
     for v in variants:  # a training run per variant: its step-0 pass is the variant's eval
-        mine = [dict(r, step=0, variant="model", suite_variant=r["variant"], outcomes=f"../../eval/{r['outcomes']}")
-                for r in rows if r["variant"] == v]
+        mine = [dict(r.to_dict(), step=0, variant="model", suite_variant=v, outcomes=f"../../eval/{r.outcomes}")
+                for r in rows if r.variant == v]
         curve_file.append_pass(tmp_path / "runs" / v, 0, "model", mine, 1.0, "test")
     capability = [Capability(**c) for c in judge_columns("langdetect")]
     headers = [c.header for c in capability]

@@ -299,10 +299,10 @@ def _select(r: RowSpec, variant: str | None = None) -> Row:
     return Row(label, {(x.task, x.language, x.metric): x for x in rows}, root / rel if rel else None, root)
 
 
-def official_outcomes(rows) -> str | None:
+def official_outcomes(rows: list[MetricRow]) -> str | None:
     """The (relative) official per-reply outcomes file of a row's metric rows; a second judge's rows name their
     own file (`outcomes.<judge>.jsonl`), which is not it."""
-    return next((x.get("outcomes") for x in rows if x.get("outcomes") and judge_of(x["metric"]) is None), None)
+    return next((x.outcomes for x in rows if x.outcomes and judge_of(x.metric) is None), None)
 
 
 # ---------------------------------------------------------------- tests against the base row
@@ -522,18 +522,18 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
 
 # ---------------------------------------------------------------- an eval's variants as mitigations
 
-def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[str, float], title: str,
+def variant_table(rows: list[MetricRow], out_dir, variants: list[str], seconds: dict[str, float], title: str,
                   judge: str | None = None):
     """Table 11 layout with one row per variant (the first is the base of the paired tests) and the time per
     prompt of each variant relative to the first."""
 
-    out_dir = Path(out_dir)
+    rows, out_dir = rows_of(rows), Path(out_dir)
     table_rows = []
     for v in variants:
-        mine = [r for r in rows if r["variant"] == v]
+        mine = [r for r in rows if r.variant == v]
         rel = official_outcomes(mine)
-        table_rows.append(Row(v, {(r["task"], r["language"], r["metric"]): r for r in mine},
-                              out_dir / rel if rel else None, out_dir))
+        table_rows.append(Row(v, {(r.task, r.language, r.metric): r for r in mine}, out_dir / rel if rel else None,
+                              out_dir))
     base = seconds.get(variants[0])
     cost = {v: f"{s:.2f}" + (f" ({s / base:.1f}x)" if base else "") for v, s in seconds.items()}
     table = mitigation_table(table_rows, variants[0], f"{title}: variants as mitigations (Table 11 layout, %)",
@@ -543,16 +543,16 @@ def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[
     return table
 
 
-def empty_group_notes(rows: list[dict], variants: list[str]) -> list[str]:
+def empty_group_notes(rows: list[MetricRow], variants: list[str]) -> list[str]:
     """A note per (variant, task) with languages none of whose replies LCB counts (coverage 0): the official rule
     scores such a group LPR 100 %, which moves the language average by 100 / languages pp without one reply in
     the target language (e.g. short replies in a script the tokenizer spends many tokens on)."""
+    rows = rows_of(rows)
     out = []
     for v in variants:
         for task in TASKS:
-            cov = [r for r in rows if (r["variant"], r["task"], r["metric"]) == (v, task, "coverage")
-                   and r["language"] != "avg"]
-            empty = sorted(r["language"] for r in cov if r["value"] == 0 and r.get("n"))
+            cov = [r for r in rows if (r.variant, r.task, r.metric) == (v, task, "coverage") and r.language != "avg"]
+            empty = sorted(r.language for r in cov if r.value == 0 and r.n)
             if empty:
                 out.append(f"⚠ {v}: {task}: no counted reply in {', '.join(empty)} (coverage 0): LPR 100 % there by "
                            f"the official empty-group rule, {100 * len(empty) / len(cov):.0f} pp of the average")
