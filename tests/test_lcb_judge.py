@@ -82,7 +82,7 @@ def test_eval_judge_rows_and_column(reports, tmp_path):
     difference from the first row."""
     from mlft.benchmarks.lcb.scoring import outcomes_from
     from mlft.evals.lcb import LcbOptions, judge_rows
-    from mlft.reports.mitigation import judge_column
+    from mlft.reports.mitigation import Capability, Row, judge_column, judge_columns
 
     comps, official, _ = reports
     o = LcbOptions(judge="langdetect", resamples=200)
@@ -97,9 +97,12 @@ def test_eval_judge_rows_and_column(reports, tmp_path):
     avg = {r["variant"]: r for r in rows if r["language"] == "avg"}
     assert avg["base"]["value"] == pytest.approx(0.25) and avg["better"]["value"] == pytest.approx(1.0)
     assert avg["better"]["metric"] == "lpr@langdetect" and (tmp_path / "better" / "outcomes.langdetect.jsonl").is_file()
-    col = judge_column(rows, tmp_path, ["base", "better"], "langdetect", resamples=1000)
-    cells = col["Cross LPR (langdetect)"]
-    assert cells["base"].startswith("25.0 ±") and "(+75.0" in cells["better"]
+    table_rows = [Row(v, {(r["task"], r["language"], r["metric"]): r for r in rows if r["variant"] == v}, None,
+                      tmp_path) for v in ("base", "better")]
+    cross = Capability(**next(c for c in judge_columns("langdetect") if c["task"] == "crosslingual"))
+    cells = judge_column(table_rows, table_rows[0], cross, resamples=1000)
+    assert cells["base"].text.startswith("25.0 ±") and cells["base"].test is None
+    assert "(+75.0" in cells["better"].text and cells["better"].test.diff == pytest.approx(0.75)
 
 
 def test_empty_group_note():
@@ -112,3 +115,74 @@ def test_empty_group_note():
                  "n": 48})
     (note,) = empty_group_notes(rows, ["base", "gate"])
     assert note.startswith("⚠ gate: crosslingual: no counted reply in bn") and "50 pp of the average" in note
+
+
+TEXTS = {"bg": BG, "fi": FI, "de": "Die Bibliothek öffnet um neun Uhr morgens und schließt um sechs Uhr abends."}
+
+
+def _judged_eval(folder, share: dict[str, float], replies: int = 2):
+    """An lcb eval's rows for variants answering in the prompt's language with probability `share[variant]` (else
+    English), `replies` per prompt, scored officially and by langdetect; the eval folder holds the outcomes."""
+    import dataclasses
+    import random
+
+    from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
+    from mlft.evals.lcb import LcbOptions, judge_rows, metric_rows
+    from mlft.stats import save_outcomes
+
+    rng, o, rows = random.Random(0), LcbOptions(judge="langdetect", resamples=200), []
+    for name, p in share.items():
+        comps = [Completion(f"{task[0]}{lang}{i}", name, task, "mine", lang,
+                            TEXTS[lang] if rng.random() < p else EN, {"sample": k})
+                 for task in ("monolingual", "crosslingual") for lang in TEXTS for i in range(12)
+                 for k in range(replies)]
+        outs = outcomes_from(comps, score_completions(comps).replies)
+        (folder / name).mkdir(parents=True)
+        save_outcomes(folder / name / "outcomes.jsonl", outs)
+        rows += [dataclasses.replace(r, outcomes=f"{name}/outcomes.jsonl") for r in metric_rows(name, outs, 0.95, 200)]
+        rows += judge_rows(name, comps, outs, o, folder / name)
+    return rows
+
+
+def _columns(table, headers):
+    return {h: {row[0].removesuffix(" ⚠"): row[table.header.index(h)] for row in table.body} for h in headers}
+
+
+def test_one_judge_column_in_the_variants_table_and_table_specs(tmp_path):
+    """The second judge's LPR columns are one computation: an eval's variants table, a `mlft table` spec over the
+    eval's scores.jsonl and one over training run directories (the demo's) print the same cells for the same
+    replies: value ±h, the paired difference from the base row over prompts (two replies per prompt: a cluster)
+    and * (Holm down the column); a judged drop is tested as LPR is, not flagged as a capability drop."""
+    from mlft.io import curve_file
+    from mlft.reports.mitigation import Capability, RowSpec, TableSpec, judge_columns, tables, variant_table
+
+    variants = {"base": 0.8, "worse": 0.4, "same": 0.75}
+    rows = _judged_eval(tmp_path / "eval", variants)
+    (tmp_path / "eval" / "scores.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows),
+                                                    encoding="utf-8")
+    for v in variants:  # a training run per variant: its step-0 pass is the variant's eval
+        mine = [dict(r.to_dict(), step=0, variant="model", suite_variant=v, outcomes=f"../../eval/{r.outcomes}")
+                for r in rows if r.variant == v]
+        curve_file.append_pass(tmp_path / "runs" / v, 0, "model", mine, 1.0, "test")
+    capability = [Capability(**c) for c in judge_columns("langdetect")]
+    headers = [c.header for c in capability]
+
+    variant = variant_table(rows, tmp_path / "eval", list(variants), {}, "t", "langdetect")
+    from_scores = tables(TableSpec([RowSpec(v, rows_file=str(tmp_path / "eval" / "scores.jsonl"), suite_variant=v)
+                                    for v in variants], capability=capability, per_language=[]))[0]
+    from_runs = tables(TableSpec([RowSpec(v, run=str(tmp_path / "runs" / v), step=0) for v in variants],
+                                 capability=capability, per_language=[]))[0]
+    cells = _columns(variant, headers)
+    assert _columns(from_scores, headers) == cells == _columns(from_runs, headers)
+    for h in headers:
+        assert cells[h]["base"].count("±") == 1 and "(" not in cells[h]["base"]
+        assert "(-" in cells[h]["worse"] and cells[h]["worse"].endswith("*)")  # 40 pp fewer: significant
+        assert cells[h]["same"].endswith(")") and not cells[h]["same"].endswith("*)")
+        assert "↓" not in cells[h]["worse"]
+    notes = [n for n in variant.notes if n.startswith("LPR (langdetect)")]
+    assert notes == [n for n in from_runs.notes if n.startswith("LPR (langdetect)")] and len(notes) == 1
+    assert not any("capability" in n for t in (variant, from_scores, from_runs) for n in t.notes)
+    data = [{(r["label"], h): r["capability"][h].get("p_vs_base") for r in t.data for h in headers}
+            for t in (variant, from_scores, from_runs)]
+    assert data[0] == data[1] == data[2]
+    assert all(data[0][("base", h)] is None and data[0][("worse", h)] < 0.05 for h in headers)

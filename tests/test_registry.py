@@ -127,3 +127,22 @@ def test_generate_and_eval_share_flags_and_pipeline(toy, tmp_path, capsys):
     strip = lambda rs: sorted(({k: v for k, v in r.items() if k != "seconds"} for r in rs),  # noqa: E731
                               key=lambda r: r["id"])
     assert strip(gen) == strip(ev)
+
+
+def test_kinds_return_metric_rows_and_the_runner_hands_them_back(toy, tmp_path):
+    """The lcb kind returns MetricRows (docs/extending.md); the runner names the suite in them, writes them to
+    scores.jsonl and returns the same rows (one list, no conversion); a kind's dict rows are refused."""
+    from mlft.evals.registry import KindOutput
+    from mlft.evals.runner import run_suite
+    from mlft.evals.suite import load_suite
+    from mlft.io.metric_rows import MetricRow
+
+    suite = load_suite("lcb_tiny", ["per_group=2", "languages=[de]", "resamples=200"])
+    result = run_suite(suite, backend="toy", out_dir=tmp_path, progress=False)
+    written = [json.loads(x) for x in (tmp_path / "scores.jsonl").read_text().splitlines()]
+    assert result.rows and all(isinstance(r, MetricRow) and r.suite == "lcb_tiny" for r in result.rows)
+    assert [r.to_dict() for r in result.rows] == written
+    assert result.value("lpr", "crosslingual", "de") == next(
+        r["value"] for r in written if (r["metric"], r["task"], r["language"]) == ("lpr", "crosslingual", "de"))
+    with pytest.raises(TypeError, match="an eval kind returns MetricRows"):
+        KindOutput([written[0]])

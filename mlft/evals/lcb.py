@@ -5,7 +5,8 @@ languages, per_group sample), how to generate (decoding, prompting, intervention
 `variants`: rows of a sweep, each overriding decoding / prompting keys or replacing the interventions.
 
 Per variant the run folder gets `<variant>/completions.jsonl` (+ `completions.csv`, the official format);
-`token_stats: true` adds `confusion.md` (paper Table 7). Rows: {variant, task, language, metric, value}.
+`token_stats: true` adds `confusion.md` (paper Table 7). Rows: `MetricRow`s (variant, task, language, metric,
+value, interval, outcomes file).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from mlft.generation.interventions import build_interventions
 from mlft.generation.prompting import Prompting
 from mlft.generation.runner import generate_completions
 from mlft.io.jsonl import read_jsonl
+from mlft.io.metric_rows import MetricRow
 from mlft.langid import LanguageIdentifier
 from mlft.languages import check_language, check_scorable
 from mlft.paths import resolve_path
@@ -181,7 +183,7 @@ def slug(name: str) -> str:
 GUARD = GUARD_METRICS
 
 
-def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed: int = 0) -> list[dict]:
+def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed: int = 0) -> list[MetricRow]:
     """Long-format rows of one variant: LPR / WPR / LCPR and the guard (coverage, degeneracy, lexical validity,
     fluency NLL) per task and language ('avg' = the task average), each with its interval (`low`, `high`) and
     `n` replies, and the LID detail: `unknown` (share of counted lines labelled unknown; reply-cluster bootstrap
@@ -197,21 +199,18 @@ def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed:
         for metric in ("lpr", "wpr", "lcpr", *GUARD):
             if metric in ms:
                 est = ms[metric]
-                rows.append({"variant": variant, "task": task, "language": language, "metric": metric,
-                             "value": est.value, "low": est.low, "high": est.high, "n": est.n})
+                rows.append(MetricRow(variant, task, language, metric, est.value, est.low, est.high, est.n))
         cov = ms["coverage"]
-        rows.append({"variant": variant, "task": task, "language": language, "metric": "skipped",
-                     "value": 1 - cov.value, "low": 1 - cov.high, "high": 1 - cov.low, "n": cov.n})
+        rows.append(MetricRow(variant, task, language, "skipped", 1 - cov.value, 1 - cov.high, 1 - cov.low, cov.n))
         unknown = detail.get((task, source, lang), {})
         if unknown.get("unknown") is not None:
-            rows.append({"variant": variant, "task": task, "language": language, "metric": "unknown",
-                         "value": unknown["unknown"], "low": unknown["unknown_ci_low"],
-                         "high": unknown["unknown_ci_high"], "n": unknown["lines"]})
+            rows.append(MetricRow(variant, task, language, "unknown", unknown["unknown"], unknown["unknown_ci_low"],
+                                  unknown["unknown_ci_high"], unknown["lines"]))
     rows += nll_rows(variant, outcomes, confidence)
     return rows
 
 
-def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
+def nll_rows(variant: str, outcomes, confidence: float) -> list[MetricRow]:
     """Mean reply NLL per task and language (and the task's unweighted language mean) with a normal interval
     (`mlft.stats.mean_interval`)."""
     from statistics import mean
@@ -228,10 +227,9 @@ def nll_rows(variant: str, outcomes, confidence: float) -> list[dict]:
                 continue
             m, low, high = mean_interval(xs, confidence)
             means.append(m)
-            rows.append({"variant": variant, "task": task, "language": lang, "metric": "nll", "value": m,
-                         "low": low, "high": high, "n": len(xs)})
-        rows.append({"variant": variant, "task": task, "language": "avg", "metric": "nll", "value": mean(means),
-                     "low": None, "high": None, "n": sum(len(xs) for (t, _), xs in by.items() if t == task)})
+            rows.append(MetricRow(variant, task, lang, "nll", m, low, high, len(xs)))
+        rows.append(MetricRow(variant, task, "avg", "nll", mean(means), None, None,
+                              sum(len(xs) for (t, _), xs in by.items() if t == task)))
     return rows
 
 
@@ -290,7 +288,7 @@ def run(suite, ctx) -> KindOutput:
         report = score_completions(completions)
         outcomes = outcomes_from(completions, report.replies, nll=reply_nlls(ctx, o, records))
         save_outcomes(vdir / "outcomes.jsonl", outcomes)
-        rows += [{**row, "outcomes": f"{slug(r.name)}/outcomes.jsonl"}
+        rows += [dataclasses.replace(row, outcomes=f"{slug(r.name)}/outcomes.jsonl")
                  for row in metric_rows(r.name, outcomes, o.confidence, o.resamples)]
         files += [vdir / "completions.jsonl", vdir / "completions.csv", vdir / "outcomes.jsonl"]
         if o.judge:
@@ -318,7 +316,7 @@ def judge_file(judge: str) -> str:
     return f"outcomes.{judge}.jsonl"
 
 
-def judge_rows(variant: str, completions, outcomes, o: LcbOptions, vdir) -> list[dict]:
+def judge_rows(variant: str, completions, outcomes, o: LcbOptions, vdir) -> list[MetricRow]:
     """The second judge's LPR rows (metric `lpr@<judge>`, per task and language with intervals): the variant's
     replies scored again with `o.judge` labelling the lines; its per-reply outcomes (the official ones with the
     judge's line errors) go to `<variant>/outcomes.<judge>.jsonl` for the paired tests."""
@@ -332,9 +330,8 @@ def judge_rows(variant: str, completions, outcomes, o: LcbOptions, vdir) -> list
     for (task, source, lang), ms in intervals(mine, confidence=o.confidence, n=o.resamples).items():
         if source == "all":
             est = ms["lpr"]
-            rows.append({"variant": variant, "task": task, "language": "avg" if lang == "all" else lang,
-                         "metric": metric_name(o.judge), "value": est.value, "low": est.low, "high": est.high,
-                         "n": est.n, "outcomes": f"{slug(variant)}/{judge_file(o.judge)}"})
+            rows.append(MetricRow(variant, task, "avg" if lang == "all" else lang, metric_name(o.judge), est.value,
+                                  est.low, est.high, est.n, outcomes=f"{slug(variant)}/{judge_file(o.judge)}"))
     return rows
 
 

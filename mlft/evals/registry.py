@@ -42,11 +42,16 @@ KINDS = Registry("eval kind", {
 
 @dataclass
 class KindOutput:
-    rows: list[MetricRow | dict]                             # MetricRows (dicts {variant, task, language,
-                                                             # metric, value, ...} are read as MetricRows)
+    rows: list[MetricRow]                                    # the kind's metric rows (scores.jsonl)
     report: str = ""                                         # markdown for report.md
     tables: list[tuple[str, str]] = field(default_factory=list)  # (name, CSV text) -> table_<name>.csv
     files: list[Path] = field(default_factory=list)          # other files the kind wrote
+
+    def __post_init__(self):
+        wrong = next((r for r in self.rows if not isinstance(r, MetricRow)), None)
+        if wrong is not None:
+            raise TypeError(f"an eval kind returns MetricRows (mlft/io/metric_rows.py), got {type(wrong).__name__}: "
+                            f"{wrong!r:.200}")
 
 
 @dataclass(frozen=True)

@@ -141,15 +141,14 @@ def _reference_model(ref: str, backend_name: str, backend_opts):
 @dataclass
 class SuiteResult:
     suite: str
-    rows: list[dict]             # as written to scores.jsonl
+    rows: list[MetricRow]        # the kind's rows with the suite named, as scores.jsonl holds them
     out_dir: Path
     report: str = ""
     seconds: float = 0.0
     files: list[Path] = field(default_factory=list)
-    metric_rows: list[MetricRow] = field(default_factory=list)  # the same rows, typed
 
     def value(self, metric: str, task: str, language: str = "avg", variant: str = "default") -> float | None:
-        return next((r["value"] for r in self.rows if (r["metric"], r["task"], r["language"], r["variant"])
+        return next((r.value for r in self.rows if (r.metric, r.task, r.language, r.variant)
                      == (metric, task, language, variant)), None)
 
 
@@ -188,9 +187,8 @@ def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, token
         out = get_kind(suite.kind).run(suite, ctx)
     finally:
         ctx.close()
-    typed = [_with_suite(MetricRow.coerce(r), suite.name) for r in out.rows]
-    rows = [r.to_dict() for r in typed]
-    write_jsonl(out_dir / "scores.jsonl", rows)
+    rows = [_with_suite(r, suite.name) for r in out.rows]
+    write_jsonl(out_dir / "scores.jsonl", [r.to_dict() for r in rows])
     files = [out_dir / "scores.jsonl"]
     for name, text in out.tables:
         (out_dir / f"table_{name}.csv").write_text(text, encoding="utf-8")
@@ -203,7 +201,7 @@ def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, token
     files.append(write_results(out_dir, {"suite": suite.to_dict(), "backend": backend,
                                          "backend_options": _safe_options(backend, backend_options),
                                          "model": ctx.model_name}, started_at, seconds))
-    return SuiteResult(suite.name, rows, out_dir, report, seconds, files, typed)
+    return SuiteResult(suite.name, rows, out_dir, report, seconds, files)
 
 
 def _with_suite(row: MetricRow, name: str) -> MetricRow:

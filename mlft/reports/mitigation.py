@@ -25,13 +25,18 @@ reply NLL (fluency) is more than 10 % above the base row's on the same prompts. 
 
 Capability columns (`capability:`) show any metric row — typically an `lm_eval` suite's (a harness task's acc
 with its stderr interval) — read from the curve variant `variant` of a `run` row (e.g. a training-callback pass
-`{variant: capability, suite: capability_demo}`), or from the row's `rows_file` / `capability_rows_file`. A
-mitigation that costs capability is flagged (⚠, the cell marked ↓) when the base row's value lies above the
-row's whole interval.
+`{variant: capability, suite: capability_demo}`), or from the row's `rows_file` / `capability_rows_file`;
+`variant: null` = the row's own pass. A mitigation that costs capability is flagged (⚠, the cell marked ↓) when
+the base row's value lies above the row's whole interval.
+
+A second LID judge's LPR (`lpr@<judge>`; `judge_columns(judge)` gives the spec entries, `variant: null`) is an LPR
+column, not a capability one: `judge_column` computes its cells — value ±h and, per row, the difference from the
+base row over the judged per-reply outcomes, tested as the official LPR is (paired over prompts, Holm down the
+column) — for table specs and for `variant_table` alike.
 
 `variant_table` lays out an eval's variants (the lcb kind's `variants:`) as mitigations, from the kind's rows: the
-first variant is the base; a second LID judge's LPR (`judge_column`), the time per prompt and notes on groups
-without a counted reply (`empty_group_notes`) join it.
+first variant is the base; the judge's columns (when the suite has `judge:`), the time per prompt and notes on
+groups without a counted reply (`empty_group_notes`) join it.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from pathlib import Path
 from typing import Literal
 
 from mlft.benchmarks.lcb.guard_report import guard_flags
-from mlft.benchmarks.lcb.judge import metric_name
+from mlft.benchmarks.lcb.judge import judge_of
 from mlft.config import from_dict, load_yaml
 from mlft.constants import GUARD_METRICS, TASKS
 from mlft.errors import ConfigError, DataError, MlftError
@@ -53,6 +58,8 @@ from mlft.io.curve_file import read_curves
 from mlft.io.metric_rows import MetricRow, rows_of
 from mlft.languages import LANGUAGES
 from mlft.stats import (
+    PairedResult,
+    adjust,
     holm,
     load_outcomes,
     paired_test,
@@ -185,7 +192,8 @@ def _non_default(obj):
 class Row:
     label: str
     values: dict[tuple[str, str, str], MetricRow]   # (task, language, metric) -> the metric row
-    outcomes_path: Path | None
+    outcomes_path: Path | None                        # the official per-reply outcomes (resolved)
+    root: Path | None = None                          # the folder the rows' relative `outcomes` paths start from
 
     def __post_init__(self):  # rows as written (dicts) are read as MetricRows
         self.values = {k: MetricRow.coerce(v) for k, v in self.values.items()}
@@ -193,6 +201,14 @@ class Row:
     def value(self, task: str, lang: str, metric: str):
         row = self.values.get((task, lang, metric))
         return row.value if row is not None else None
+
+    def outcomes_file(self, key: tuple[str, str, str]) -> Path | None:
+        """The per-reply outcomes file behind one metric row (resolved), e.g. a second judge's
+        `outcomes.<judge>.jsonl` behind its `lpr@<judge>` row."""
+        row = self.values.get(key)
+        if row is None or not row.outcomes:
+            return None
+        return (self.root or Path()) / row.outcomes  # an absolute path stays itself
 
     def samples_path(self, key: tuple[str, str, str]) -> str | None:
         """The lm-eval per-document samples file of a capability row (resolved)."""
@@ -225,6 +241,8 @@ def select(r: RowSpec, variant: str | None = None, capability: list[Capability] 
     `capability`, the capability columns' rows too."""
     row = _select(r, variant)
     for cap in capability:
+        if cap.variant is None and not r.capability_rows_file:
+            continue  # the row's own pass (e.g. a second judge's lpr@<judge>): `_select` holds its rows already
         found = _capability_row(r, cap)
         if found is not None:
             row.values[(cap.task, cap.language, cap.metric)] = found
@@ -251,6 +269,8 @@ def _capability_row(r: RowSpec, cap: Capability) -> MetricRow | None:
     if not rows:
         return None
     found = rows[-1]
+    if found.outcomes:  # resolved against the folder that holds the rows
+        found = dataclasses.replace(found, outcomes=str(root / found.outcomes))
     if found.harness is not None and found.harness.samples:  # resolved against the folder that holds the rows
         found = dataclasses.replace(found, harness=dataclasses.replace(found.harness,
                                                                        samples=str(root / found.harness.samples)))
@@ -274,9 +294,15 @@ def _select(r: RowSpec, variant: str | None = None) -> Row:
         if not rows:
             raise DataError(f"row {r.label!r}: no rows with suite variant {r.suite_variant!r}")
     root = Path(r.run) if r.run else Path(r.rows_file).parent
-    rel = next((x.outcomes for x in rows if x.outcomes), None)
+    rel = official_outcomes(rows)
     label = r.label if variant == r.variant else f"{r.label} / {variant}"
-    return Row(label, {(x.task, x.language, x.metric): x for x in rows}, root / rel if rel else None)
+    return Row(label, {(x.task, x.language, x.metric): x for x in rows}, root / rel if rel else None, root)
+
+
+def official_outcomes(rows: list[MetricRow]) -> str | None:
+    """The (relative) official per-reply outcomes file of a row's metric rows; a second judge's rows name their
+    own file (`outcomes.<judge>.jsonl`), which is not it."""
+    return next((x.outcomes for x in rows if x.outcomes and judge_of(x.metric) is None), None)
 
 
 # ---------------------------------------------------------------- tests against the base row
@@ -293,17 +319,27 @@ def _tests(rows: list[Row], base: Row, columns: list[tuple[str, str]], resamples
         for row in rows:
             if row is base or (outs := row.outcomes()) is None or row.value(task, "avg", metric) is None:
                 continue
-            try:
-                res = paired_test(base_out, outs, metric, task=task, n=resamples)
-            except MlftError:  # not the same prompts: an unpaired comparison
-                try:
-                    res = unpaired_test(base_out, outs, metric, task=task, n=resamples)
-                except MlftError:
-                    continue
-            family.append((row.label, res.p_value))
+            res = compare(base_out, outs, metric, task, resamples=resamples)
+            if res is not None:
+                family.append((row.label, res.p_value))
         for (label, _), q in zip(family, holm([p for _, p in family])):
             out[(label, task, metric)] = q
     return out
+
+
+def compare(base_out, outs, metric: str, task: str, language: str | None = None, *, resamples: int,
+            confidence: float = 0.95) -> PairedResult | None:
+    """A row's outcomes against the base row's (B - A) on one task (and language): the paired bootstrap over the
+    prompts both answered (a prompt's replies resampled together, `mlft.stats.paired_test`), unpaired when the
+    prompts differ; None when neither applies."""
+    try:
+        return paired_test(base_out, outs, metric, task=task, language=language, n=resamples, confidence=confidence)
+    except MlftError:  # not the same prompts: an unpaired comparison
+        try:
+            return unpaired_test(base_out, outs, metric, task=task, language=language, n=resamples,
+                                 confidence=confidence)
+        except MlftError:
+            return None
 
 
 MAX_NLL_INCREASE = 0.10  # the fluency guard: a row's mean reply NLL may exceed the base row's by 10 % at most
@@ -425,13 +461,17 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
                      capability: list[Capability] | tuple = ()) -> Table:
     """Table 11 layout over `rows` (one per mitigation), tested against the row labelled `base_label`;
     `extra` adds columns: {column name: {row label: cell}} (e.g. time per prompt); `capability` adds capability
-    columns (a row whose interval lies below the base row's value is flagged)."""
+    columns (a row whose interval lies below the base row's value is flagged) and a second LID judge's LPR
+    columns (`lpr@<judge>`, `judge_columns`: tested as LPR is, `judge_column`)."""
     base = next(r for r in rows if r.label == base_label)
     p = _tests(rows, base, MAIN + [("monolingual", "lcpr"), ("crosslingual", "lcpr")], resamples)
     flags = _guard(rows, base, resamples, confidence)
     sig = 1 - confidence
-    drops = capability_drops(rows, base, capability)
-    cap_p = capability_tests(rows, base, capability, resamples) if capability else {}
+    judged = {c.header: judge_column(rows, base, c, resamples, confidence) for c in capability
+              if judge_of(c.metric)}
+    others = [c for c in capability if c.header not in judged]
+    drops = capability_drops(rows, base, others)
+    cap_p = capability_tests(rows, base, others, resamples) if others else {}
     for label, reasons in drops.items():
         flags.setdefault(label, []).extend(reasons)
     extra = extra or {}
@@ -440,7 +480,7 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
               *extra]
     body, data = [], []
     for row in rows:
-        data.append(_row_data(row, base, p, flags.get(row.label, []), capability, cap_p))
+        data.append(_row_data(row, base, p, flags.get(row.label, []), capability, cap_p, judged))
         mark = lambda t, m: "*" if p.get((row.label, t, m), 1.0) < sig else ""  # noqa: E731, B023
         lcpr = [row.value(t, "avg", "lcpr") for t in TASKS]
         lcpr_text = f"{100 * sum(lcpr) / 2:.1f}" if None not in lcpr else "–"
@@ -448,7 +488,8 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
         guard = [" / ".join(row.cell(t, "avg", m) for t in TASKS) for m, _ in GUARD]
         nll = " / ".join(row.cell(t, "avg", "nll", percent=False) for t in TASKS)
         label = row.label + (" ⚠" if row.label in flags else "")
-        caps = [row.cell(c.task, c.language, c.metric,
+        caps = [judged[c.header][row.label].text if c.header in judged else
+                row.cell(c.task, c.language, c.metric,
                          ("*" if cap_p.get((row.label, c.header), (1,) * 4)[3] < sig else "")
                          + (" ↓" if any(c.header + ":" in x for x in drops.get(row.label, [])) else ""))
                 for c in capability]
@@ -462,7 +503,13 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
              "validity: word salad scores low); NLL = mean token NLL of the reply under the reference model (lower "
              "= more fluent). LPR alone rewards degenerate output: read it beside these. ⚠ = coverage, degeneracy "
              f"or validity worse than the base row's beyond chance, or NLL more than {MAX_NLL_INCREASE:.0%} above it."]
-    if capability:
+    for judge in dict.fromkeys(judge_of(c.metric) for c in capability if c.header in judged):
+        notes.append(f"LPR ({judge}) = NON-OFFICIAL second judge: the same replies and counted lines, each line "
+                     f"labelled by {judge} instead of fastText (mlft.benchmarks.lcb.judge); ± = half-width of the "
+                     f"row's interval; (±d) = difference from the '{base.label}' row, * = p < {sig:.2g}, tested as "
+                     "LPR is (paired bootstrap over the same prompts, a prompt's replies together; Holm-adjusted "
+                     "down the column; unpaired when prompts differ).")
+    if others:
         notes.append("Capability columns (%, ± = half-width of the row's interval, e.g. the harness's value ± "
                      "1.96·stderr): ↓ ⚠ = the base row's value lies above the row's whole interval; * = paired "
                      f"bootstrap over the documents both rows evaluated (lm-eval samples), p < {sig:.2g}, "
@@ -475,80 +522,82 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
 
 # ---------------------------------------------------------------- an eval's variants as mitigations
 
-def variant_table(rows: list[dict], out_dir, variants: list[str], seconds: dict[str, float], title: str,
+def variant_table(rows: list[MetricRow], out_dir, variants: list[str], seconds: dict[str, float], title: str,
                   judge: str | None = None):
     """Table 11 layout with one row per variant (the first is the base of the paired tests) and the time per
     prompt of each variant relative to the first."""
 
+    rows, out_dir = rows_of(rows), Path(out_dir)
     table_rows = []
     for v in variants:
-        mine = [r for r in rows if r["variant"] == v]
-        rel = next((r["outcomes"] for r in mine if r.get("outcomes") and "@" not in r["metric"]), None)
-        table_rows.append(Row(v, {(r["task"], r["language"], r["metric"]): r for r in mine},
-                              out_dir / rel if rel else None))
+        mine = [r for r in rows if r.variant == v]
+        rel = official_outcomes(mine)
+        table_rows.append(Row(v, {(r.task, r.language, r.metric): r for r in mine}, out_dir / rel if rel else None,
+                              out_dir))
     base = seconds.get(variants[0])
     cost = {v: f"{s:.2f}" + (f" ({s / base:.1f}x)" if base else "") for v, s in seconds.items()}
-    extra = judge_column(rows, out_dir, variants, judge) if judge else {}
     table = mitigation_table(table_rows, variants[0], f"{title}: variants as mitigations (Table 11 layout, %)",
-                             extra={**extra, "s / prompt (x base)": cost})
-    if judge:
-        table.notes.append(f"LPR ({judge}) = NON-OFFICIAL second judge: the same replies and counted lines, each "
-                           f"line labelled by {judge} instead of fastText (mlft.benchmarks.lcb.judge); (±d) = difference from "
-                           f"the '{variants[0]}' row, * = paired bootstrap p < 0.05 (Holm-adjusted down the column).")
+                             extra={"s / prompt (x base)": cost},
+                             capability=[Capability(**c) for c in judge_columns(judge)] if judge else ())
     table.notes += empty_group_notes(rows, variants)
     return table
 
 
-def empty_group_notes(rows: list[dict], variants: list[str]) -> list[str]:
+def empty_group_notes(rows: list[MetricRow], variants: list[str]) -> list[str]:
     """A note per (variant, task) with languages none of whose replies LCB counts (coverage 0): the official rule
     scores such a group LPR 100 %, which moves the language average by 100 / languages pp without one reply in
     the target language (e.g. short replies in a script the tokenizer spends many tokens on)."""
+    rows = rows_of(rows)
     out = []
     for v in variants:
         for task in TASKS:
-            cov = [r for r in rows if (r["variant"], r["task"], r["metric"]) == (v, task, "coverage")
-                   and r["language"] != "avg"]
-            empty = sorted(r["language"] for r in cov if r["value"] == 0 and r.get("n"))
+            cov = [r for r in rows if (r.variant, r.task, r.metric) == (v, task, "coverage") and r.language != "avg"]
+            empty = sorted(r.language for r in cov if r.value == 0 and r.n)
             if empty:
                 out.append(f"⚠ {v}: {task}: no counted reply in {', '.join(empty)} (coverage 0): LPR 100 % there by "
                            f"the official empty-group rule, {100 * len(empty) / len(cov):.0f} pp of the average")
     return out
 
 
-def judge_column(rows: list[dict], out_dir, variants: list[str], judge: str, resamples: int = 4000,
-                 confidence: float = 0.95) -> dict[str, dict[str, str]]:
-    """Columns 'Mono / Cross LPR (<judge>)' of the variants table: the judged LPR ±half-width, and for every row
-    but the first its difference from the first row with a paired bootstrap (`*` = p < 1 - confidence, Holm-
-    adjusted down the column)."""
+@dataclass(frozen=True)
+class JudgeCell:
+    text: str                       # `value ±h`, and for a tested row ` (±d)` with `*` when significant
+    test: PairedResult | None       # against the base row (`p_adjusted`: Holm down the column); None: untested
 
-    metric = metric_name(judge)
-    cols = {}
-    for task in TASKS:
-        got = {r["variant"]: r for r in rows if r["metric"] == metric and r["task"] == task and r["language"] == "avg"}
-        if not got:
+
+def judge_column(rows: list[Row], base: Row, column: Capability, resamples: int = 4000,
+                 confidence: float = 0.95) -> dict[str, JudgeCell]:
+    """{row label: cell} of a second LID judge's LPR column (`lpr@<judge>`, a `judge_columns` entry): the one
+    computation behind the variants table and table specs alike. A cell is the row's judged LPR ±half-width of its
+    interval; for every other row whose judged outcomes (`outcomes.<judge>.jsonl`) are at hand, its difference
+    from the base row, tested as the official LPR column is (`compare`: paired bootstrap over the prompts both rows
+    answered, a prompt's replies resampled together; unpaired when the prompts differ), Holm-adjusted down the
+    column; `*` = adjusted p < 1 - confidence."""
+
+    key = (column.task, column.language, column.metric)
+    language = None if column.language == "avg" else column.language
+
+    def outcomes(row: Row):
+        path = row.outcomes_file(key)
+        return load_outcomes(path) if path is not None and path.is_file() and row.value(*key) is not None else None
+
+    base_out = outcomes(base)
+    family = []
+    for row in rows:
+        if row is base or base_out is None or (outs := outcomes(row)) is None:
             continue
-        base = got.get(variants[0])
-        tests = []
-        for v in variants[1:]:
-            if base is None or v not in got:
-                continue
-            try:
-                res = paired_test(load_outcomes(Path(out_dir) / base["outcomes"]),
-                                  load_outcomes(Path(out_dir) / got[v]["outcomes"]), "lpr", task=task, n=resamples,
-                                  confidence=confidence)
-            except MlftError:
-                continue
-            tests.append((v, res))
-        adjusted = dict(zip([v for v, _ in tests], holm([res.p_value for _, res in tests])))
-        cells = {}
-        for v, r in got.items():
-            text = f"{100 * r['value']:.1f} ±{100 * (r['high'] - r['low']) / 2:.1f}"
-            res = dict(tests).get(v)
-            if res is not None:
-                text += f" ({100 * res.diff:+.1f}{'*' if adjusted[v] < 1 - confidence else ''})"
-            cells[v] = text
-        cols[f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({judge})"] = cells
-    return cols
+        res = compare(base_out, outs, "lpr", column.task, language, resamples=resamples, confidence=confidence)
+        if res is not None:
+            family.append((row.label, res))
+    tests = dict(zip([label for label, _ in family], adjust([res for _, res in family])))
+    cells = {}
+    for row in rows:
+        res = tests.get(row.label)
+        text = row.cell(*key)
+        if res is not None:
+            text += f" ({100 * res.diff:+.1f}{'*' if res.significant() else ''})"
+        cells[row.label] = JudgeCell(text, res)
+    return cells
 
 
 ROW_METRICS = ("lpr", "wpr", "lcpr", *GUARD_METRICS, "nll")
@@ -560,7 +609,8 @@ def _number(row: MetricRow | None) -> dict | None:
     return {"value": row.value, "low": row.low, "high": row.high, "n": row.n}
 
 
-def _row_data(row: Row, base: Row, p: dict, flags: list[str], capability, cap_p: dict) -> dict:
+def _row_data(row: Row, base: Row, p: dict, flags: list[str], capability, cap_p: dict,
+              judged: dict[str, dict[str, JudgeCell]] | None = None) -> dict:
     """One row's numbers as data: per task, LPR / WPR / LCPR and the guard's metrics (coverage, degeneracy,
     validity, NLL) as {value, low, high, n} (fractions; NLL in nats), the Holm-adjusted p against the base row
     where tested, the guard's flags, and the capability columns by header."""
@@ -580,6 +630,9 @@ def _row_data(row: Row, base: Row, p: dict, flags: list[str], capability, cap_p:
         if number is not None:
             if (row.label, c.header) in cap_p:
                 number["p_vs_base"] = cap_p[(row.label, c.header)][3]
+            test = (judged or {}).get(c.header, {}).get(row.label)
+            if test is not None and test.test is not None:
+                number["p_vs_base"] = test.test.p_adjusted
             caps[c.header] = number
     return {"label": row.label, "base": row is base, "flagged": bool(flags), "flags": list(flags), "tasks": tasks,
             **({"capability": caps} if capability else {})}

@@ -6,39 +6,41 @@ from pathlib import Path
 
 from mlft.constants import METRICS
 from mlft.format import cell, render
+from mlft.io.metric_rows import MetricRow, rows_of
 
 
-def sweep_tables(rows: list[dict], fmt: str = "markdown") -> list[tuple[str, str]]:
+def sweep_tables(rows: list[MetricRow], fmt: str = "markdown") -> list[tuple[str, str]]:
     """Per task and metric: rows = setting (variant), columns = avg + languages. [(name, rendered table)]."""
+    rows = rows_of(rows)
     out = []
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    for task in dict.fromkeys(r["task"] for r in rows):
+    variants = list(dict.fromkeys(r.variant for r in rows))
+    for task in dict.fromkeys(r.task for r in rows):
         for metric in METRICS:
-            sel = [r for r in rows if r["task"] == task and r["metric"] == metric]
+            sel = [r for r in rows if r.task == task and r.metric == metric]
             if not sel:
                 continue
-            langs = sorted({r["language"] for r in sel if r["language"] != "avg"})
-            val = {(r["variant"], r["language"]): r["value"] for r in sel}
+            langs = sorted({r.language for r in sel if r.language != "avg"})
+            val = {(r.variant, r.language): r.value for r in sel}
             body = [[v] + [cell(val.get((v, lang))) for lang in ["avg", *langs]] for v in variants]
             out.append((f"{task}_{metric}", render(["setting", "avg", *langs], body, fmt,
                                                    f"{task} {metric.upper()} (%)")))
     return out
 
 
-def plot_sweep(rows: list[dict], path: Path, title: str) -> Path:
+def plot_sweep(rows: list[MetricRow], path: Path, title: str) -> Path:
     """One panel per task: LPR/WPR/LCPR (language averages) against the variants."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    rows = rows_of(rows)
+    variants = list(dict.fromkeys(r.variant for r in rows))
+    tasks = list(dict.fromkeys(r.task for r in rows))
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for metric in METRICS:
-            val = {r["variant"]: r["value"] for r in rows
-                   if r["task"] == task and r["metric"] == metric and r["language"] == "avg"}
+            val = {r.variant: r.value for r in rows if r.task == task and r.metric == metric and r.language == "avg"}
             if val:
                 ax.plot(range(len(variants)), [100 * val[v] if v in val else float("nan") for v in variants],
                         marker="o", label=metric.upper())

@@ -226,7 +226,7 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
         result = runner.run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
                            backend_options=backend_options)
     rel = out_dir.relative_to(run_dir)
-    return [curve_row(r, step, p, rel, model_ref) for r in result.metric_rows]
+    return [curve_row(r, step, p, rel, model_ref) for r in result.rows]
 
 
 def curve_row(r: MetricRow, step: int, p: EvalPass, rel: Path, model_ref: str | None) -> CurveRow:

@@ -33,6 +33,12 @@ def metric_name(judge: str) -> str:
     return f"lpr@{judge}"
 
 
+def judge_of(metric: str) -> str | None:
+    """The judge a metric name is judged by (`lpr@langdetect` -> langdetect); None for an official metric."""
+    head, at, judge = metric.partition("@")
+    return judge if at and head == "lpr" and judge else None
+
+
 def judge_report(completions: Sequence[Completion], judge: str, options=None, *, words=None, workers=None):
     """`mlft.benchmarks.lcb.scoring.score_completions` with `judge` labelling the lines (a ScoreReport, NON-OFFICIAL)."""
     check_judge(judge, "judge")

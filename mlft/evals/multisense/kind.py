@@ -23,6 +23,7 @@ from mlft.evals.multisense import pipeline
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.generation.backends import Request
 from mlft.generation.decoding import Decoding
+from mlft.io.metric_rows import rows_of
 
 
 @dataclass
@@ -125,7 +126,7 @@ def run(suite, ctx) -> KindOutput:
     chat_fn = make_chat_fn(ctx.backend(batch_size=opts.batch_size), opts)
     rows = evaluate(opts, chat_fn=chat_fn, model_name=ctx.model_name, out_dir=ctx.out_dir, progress=ctx.progress)
     out = ctx.out_dir
-    return KindOutput(rows, (out / "multisense.md").read_text(encoding="utf-8"),
+    return KindOutput(rows_of(rows), (out / "multisense.md").read_text(encoding="utf-8"),
                       files=[out / "generations.jsonl", out / "items.jsonl", out / "multisense.md"])
 
 

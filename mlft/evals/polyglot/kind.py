@@ -21,6 +21,7 @@ from mlft.config import from_dict
 from mlft.errors import ConfigError
 from mlft.evals.polyglot.cka import score_facts
 from mlft.evals.registry import EvalKind, KindOutput
+from mlft.io.metric_rows import MetricRow
 
 
 @dataclass
@@ -101,7 +102,7 @@ def evaluate(opts: PolyglotOptions, *, model, tokenizer, out_dir: Path, progress
 def run(suite, ctx) -> KindOutput:
     model, tokenizer = ctx.local_model()
     rows = evaluate(suite.options, model=model, tokenizer=tokenizer, out_dir=ctx.out_dir, progress=ctx.progress)
-    rows = [{"variant": "default", **r} for r in rows]
+    rows = [MetricRow.from_dict({"variant": "default", **r}) for r in rows]
     out = ctx.out_dir
     return KindOutput(rows, (out / "polyglot.md").read_text(encoding="utf-8"), files=[out / "facts.jsonl"])
 
