@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mlft.config import deep_merge, parse_overrides
 from mlft.errors import ConfigError
 from mlft.generation.backends import backend_options, check_backend, options_from_args
 from mlft.generation.cli_flags import add_model_args
+from mlft.training import chain
 from mlft.training.passes import checkpoint_step, evaluate_step, evaluation_backend
 from mlft.training.recipe import load_recipe
 
@@ -34,14 +36,14 @@ def _targets(run_dir: Path, recipe) -> list[tuple[int, str]]:
 
 def run_recipe(run_dir: Path, overrides: list[str]):
     """The run's recipe, its `model` (step 0) set to the starting model kept in the run's chain (so a moved run,
-    or one whose parent run is gone or retrained, evaluates the model it actually started from)."""
-    from mlft.training import chain
-
+    or one whose parent run is gone or retrained, evaluates the model it actually started from); the command
+    line's overrides are parsed here, once, and laid over it (a `model=` of the user's wins)."""
     if not (run_dir / "recipe.yaml").is_file():
         raise ConfigError(f"{run_dir}: not a run directory (no recipe.yaml)")
+    start = {}
     if (run_dir / chain.CHAIN_JSON).is_file():
-        overrides = [f"model={chain.start_ref(run_dir, chain.read(run_dir))}", *overrides]
-    return load_recipe(run_dir / "recipe.yaml", overrides)
+        start = {"model": chain.start_ref(run_dir, chain.read(run_dir))}
+    return load_recipe(run_dir / "recipe.yaml", settings=deep_merge(start, parse_overrides(overrides)))
 
 
 def run(args) -> int:
