@@ -35,6 +35,7 @@ from mlft.generation.models import load, resolve
 from mlft.io.jsonl import read_jsonl
 from mlft.io.locks import OutputLock
 from mlft.provenance import write_results
+from mlft.training import chain
 from mlft.training.card import push, write_card
 from mlft.training.chat_template import training_chat_template
 from mlft.training.passes import RUN_CHAT_TEMPLATE
@@ -217,8 +218,6 @@ def _weights_sharded(trainer) -> bool:
 
 def _save_final(trainer, tok, recipe: Recipe, run_dir: Path, info: dict, state) -> str:
     """final/ (and final_adapter/ for a chained LoRA run: final/ then holds the merged full weights)."""
-    from mlft.training import chain
-
     merged = recipe.lora.enabled and chain.is_chained(info)
     out = run_dir / ("final_adapter" if merged else "final")
     if state.is_main_process:  # a crash between saving the adapter and merging leaves stale folders
@@ -268,7 +267,6 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
 def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbacks, t0: float) -> Path:
     from transformers.trainer_utils import get_last_checkpoint
 
-    from mlft.training import chain
     from mlft.training.callback import EvalCallback
 
     if state.is_main_process:

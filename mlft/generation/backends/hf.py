@@ -47,6 +47,7 @@ from mlft.generation.batching import (
 from mlft.generation.interventions.contrastive import PairedRows
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.models import load
+from mlft.generation.processors import GreedyPicker, NewlineStop, NucleusSampler, NucleusWarper, StepLog
 
 
 @dataclass
@@ -266,8 +267,6 @@ class HFBackend:
 
         import torch
         from transformers import LogitsProcessorList, StoppingCriteriaList
-
-        from mlft.generation.processors import GreedyPicker, NewlineStop, NucleusSampler, NucleusWarper, StepLog
 
         device = next(self.model.parameters()).device
         real = len(requests)
