@@ -15,6 +15,7 @@ Options the paper describes but the script lacks (off by default, labelled in ev
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,12 +25,14 @@ from mlft.constants import LID_THRESHOLD, MIN_TOKENS
 from mlft.languages import NON_LATIN, SCRIPT_RANGES
 
 WORD_CHECKS = ("dictionary", "latin", "latin+dictionary")
-_PUNCT = str.maketrans("", "", string.punctuation)
+# the official `str.translate(str.maketrans("", "", string.punctuation))`, as a regex: the same text, but a
+# dict-mapped translate looks every character of a non-ASCII text up in the dict (5x slower)
+_PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 
 
 def normalize(text: str) -> str:
     text = text.split("\nQ:")[0].strip()
-    text = text.translate(_PUNCT)
+    text = _PUNCT.sub("", text)
     return text.replace("—", " ").replace("،", "")
 
 
