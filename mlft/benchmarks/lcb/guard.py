@@ -82,7 +82,6 @@ from mlft.languages import SCRIPT_RANGES
 SHARE = 0.5  # a rule fires when its repeats cover at least this share of the text
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
 _TOKEN = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
-_WS = re.compile(r"\s+")
 
 
 @functools.cache
@@ -188,8 +187,8 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
     table = _punct_to_space()
     ids: dict[str, int] = {}
     counter = itertools.count()
-    chars, char_at, toks, tok_at, line_seqs, line_at, pair_at = [], [], [], [], [], [], []
-    for k, text in enumerate(texts):
+    chars, char_at, toks, tok_at, line_seqs, line_at, pairs = [], [], [], [], [], [], set()
+    for k, text in enumerate(texts):  # keeps little per text: every container kept costs the collector later
         text = text.strip()
         if not text:
             reasons[k] = "empty"
@@ -199,14 +198,16 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
         if not tokens:
             reasons[k] = "no-words"
             continue
-        pair_at.append((k, tokens))
-        chars.append(np.frombuffer(_WS.sub(" ", text).encode("utf-32-le"), np.uint32).astype(np.int64))
-        char_at.append(k)
-        if 3 * len(set(tokens)) <= 2 * len(tokens):  # a tandem covering half the tokens needs half to be repeats
+        chars.append(np.frombuffer(" ".join(text.split()).encode("utf-32-le"), np.uint32).astype(np.int64))
+        char_at.append(k)  # (whitespace runs as one space)
+        distinct = len(set(tokens))
+        if 3 * distinct <= 2 * len(tokens):  # a tandem covering half the tokens needs half to be repeats
             toks.append(np.fromiter(map(ids.setdefault, tokens, counter), np.int64, len(tokens)))
             tok_at.append(k)
-        lines = [s for s in (" ".join(x.split()) for x in clean.split("\n")) if s]  # = _WS.sub(" ", x).strip()
-        if len(lines) >= 2:
+        if _pairs_fire(tokens, distinct):  # the last rule: applied below, where no other fired
+            pairs.add(k)
+        lines = [s for s in (" ".join(x.split()) for x in clean.split("\n")) if s]  # whitespace runs as one space
+        if len(set(lines)) < len(lines):  # the lines rule needs a line twice (a repeat, or one of >= 3 copies)
             line_seqs.append(np.fromiter(map(ids.setdefault, lines, counter), np.int64, len(lines)))
             line_at.append((k, lines))
     char_hit = {k for k, hit in zip(char_at, _tandem_fires(chars, 24, 3, 6)) if hit}
@@ -224,8 +225,8 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
         looped = looped | np.array([counts[s] >= 3 for s in lines])
         if sizes[looped].sum() >= SHARE * sizes.sum():
             reasons[k] = "repeated-lines"
-    for k, tokens in pair_at:
-        if reasons[k] is None and _pairs_fire(tokens):
+    for k in pairs:
+        if reasons[k] is None:
             reasons[k] = "repeated-pairs"
     return reasons
 
@@ -233,10 +234,12 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
 PAIR_MIN_TOKENS = 6  # `repeated-pairs` judges replies of at least this many tokens
 
 
-def _pairs_fire(tokens: list[str]) -> bool:
-    """Do units of 1-2 tokens doubled back to back (`a a`, `a b a b`) cover >= SHARE of the tokens?"""
+def _pairs_fire(tokens: list[str], distinct: int) -> bool:
+    """Do units of 1-2 tokens doubled back to back (`a a`, `a b a b`) cover >= SHARE of the tokens (`distinct`
+    of them different)? Every covered token has an equal one 1 or 2 places away inside the cover, so the cover C
+    holds at most |C| / 2 different tokens, and the reply at most n - |C| / 2 <= (1 - SHARE / 2) n."""
     n = len(tokens)
-    if n < PAIR_MIN_TOKENS:
+    if n < PAIR_MIN_TOKENS or distinct > (1 - SHARE / 2) * n:
         return False
     equal = sum(a == b for a, b in zip(tokens, tokens[1:])) + sum(a == b for a, b in zip(tokens, tokens[2:]))
     if 2 * equal < SHARE * n:  # each equality covers at most 2 tokens
