@@ -73,8 +73,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mlft.benchmarks.lcb.metrics import normalize
-from mlft.benchmarks.lcb.tokenize import tokenize
+from mlft.benchmarks.lcb.metrics import Tokenized, normalize, tokenized
 from mlft.constants import VALID_SHARE
 from mlft.langid import LanguageIdentifier
 from mlft.languages import SCRIPT_RANGES
@@ -307,12 +306,23 @@ def languages_without_lexicon(labels=None) -> list[str]:
 
 @functools.cache
 def _lexicon(lang: str) -> dict[str, float] | None:
+    """wordfreq's frequency dict of `lang` (`get_frequency_dict`) down to Zipf `WORD_ZIPF`: no rule reads a rarer
+    word (every floor is at least as high, and an English word rarer than a known word of the target stays below
+    it either way), and the long tail is most of the entries (4.2 M -> 1.4 M for LCB's 15 languages)."""
     code = _wordfreq_code(lang)
     if code is None:
         return None
     import wordfreq
 
-    return wordfreq.get_frequency_dict(code, wordlist="best")
+    floor = 10 ** (WORD_ZIPF - 9)
+    out: dict[str, float] = {}
+    for index, bucket in enumerate(wordfreq.get_frequency_list(code, wordlist="best")):  # most frequent first
+        freq = wordfreq.cB_to_freq(-index)
+        if freq < floor:
+            break
+        for word in bucket:
+            out[word] = freq
+    return out
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -320,8 +330,12 @@ def is_known_word(word: str, lang: str) -> bool:
     """`word` (a token with a letter) is a word of `lang`'s lexicon, or (zh/ja/ko) splits into entries."""
     from wordfreq.preprocess import preprocess_text
 
+    return _is_known_key(preprocess_text(word, _wordfreq_code(lang)), lang)
+
+
+def _is_known_key(key: str, lang: str) -> bool:
+    """`is_known_word` of a word already preprocessed the wordfreq way for `lang`."""
     lexicon = _lexicon(lang)
-    key = preprocess_text(word, _wordfreq_code(lang))
     if lang == "zh" and len(key) == 1:
         return lexicon.get(key, 0.0) >= 10 ** (SINGLE_CHAR_ZIPF - 9)
     if not key:
@@ -353,50 +367,48 @@ def counts_for(word: str, lang: str) -> bool:
     script; for the others (Latin-script targets, and any language but English) English's lexicon must not hold
     it `ENGLISH_MARGIN` Zipf or more above the target's (`the`, `would`, `weather` are in every lexicon; `la`, `a`,
     `in` (de), `park` (fr) stay words of their languages)."""
-    if not is_known_word(word, lang):
+    from wordfreq.preprocess import preprocess_text
+
+    key = preprocess_text(word, _wordfreq_code(lang))
+    if not _is_known_key(key, lang):
         return False
     if lang == "en":
         return True
     if lang in SCRIPT_RANGES:
         return any(lo <= ord(c) <= hi for c in word if c.isalpha() for lo, hi in SCRIPT_RANGES[lang])
-    from wordfreq.preprocess import preprocess_text
-
     english = _lexicon("en").get(preprocess_text(word, "en"), 0.0)
-    own = _lexicon(lang).get(preprocess_text(word, _wordfreq_code(lang)), 0.0)
-    return english < own * 10 ** ENGLISH_MARGIN
+    return english < _lexicon(lang).get(key, 0.0) * 10 ** ENGLISH_MARGIN
 
 
-def reply_words(text: str, lang: str) -> list[str]:
-    """The reply's words as the official scorer tokenises them in `lang` (every line), edge symbols stripped."""
+def reply_words(text: str, lang: str, reply: Tokenized | None = None) -> list[str]:
+    """The reply's words: its tokens as the official scorer makes them in `lang` (every line; `reply`: the
+    reply's `metrics.tokenized` when the caller has it), punctuation and symbols turned into spaces, the pieces
+    with a letter. Whitespace tokens: the pieces of the whole normalised text are the same."""
+    if lang in _OWN_TOKENIZER:
+        joined = " ".join(tok for tokens in (reply or tokenized(text, lang)).tokens for tok in tokens)
+    else:
+        joined = reply.text if reply else normalize(text)
+    return [w for w in joined.translate(_punct_to_space()).split() if w.isalpha() or any(map(str.isalpha, w))]
 
-    words = []
-    for line in normalize(text).split("\n"):
-        for tok in tokenize(line, lang):
-            word = tok.strip().translate(_punct_to_space()).strip()
-            if any(c.isalpha() for c in word):
-                words.extend(word.split())
-    return words
 
-
-def lexical_validity(text: str, lang: str) -> float | None:
-    """Share of the reply's words that are words of `lang` (zh/ja/ko: weighted by characters); 0 without a
-    word; None when `lang` has no lexicon."""
+def lexical_validity(text: str, lang: str, reply: Tokenized | None = None) -> float | None:
+    """Share of the reply's words (`reply_words`) that are words of `lang` (zh/ja/ko: weighted by characters); 0
+    without a word; None when `lang` has no lexicon. `reply`: the reply's `metrics.tokenized`, when at hand."""
     if _lexicon(lang) is None:
         return None
-    if lang in _OWN_TOKENIZER:
-        words = [w for w in reply_words(text, lang) if any(map(str.isalpha, w))]
-    else:  # whitespace tokens: the words of the whole reply at once are the words of its lines' tokens
-        words = [w for w in normalize(text).translate(_punct_to_space()).split() if any(map(str.isalpha, w))]
+    words = reply_words(text, lang, reply)
     if not words:
         return 0.0
-    known = map(counts_for, words, itertools.repeat(lang))
+    counts = Counter(words)  # each different word judged once
+    known = [(w, n) for w, n in counts.items() if counts_for(w, lang)]
     if lang in _BY_CHARS:  # weighed by characters
-        return sum(len(w) for w, k in zip(words, known) if k) / sum(map(len, words))
-    return sum(known) / len(words)
+        return sum(len(w) * n for w, n in known) / sum(len(w) * n for w, n in counts.items())
+    return sum(n for _, n in known) / len(words)
 
 
 def lexicon_of(lang: str) -> dict[str, float] | None:
-    """The wordfreq lexicon lexical validity reads for `lang` (loaded once per process; None without one)."""
+    """The wordfreq lexicon lexical validity reads for `lang` (`_lexicon`; loaded once per process; None without
+    one)."""
     return _lexicon(lang)
 
 
