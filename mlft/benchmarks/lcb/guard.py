@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import re
 import unicodedata
 from collections import Counter
@@ -122,10 +123,12 @@ _CELLS = 1 << 25  # (item, period) cells of one vectorised pass (memory: a byte 
 
 def _joined(seqs: list[np.ndarray], gap: int) -> tuple[np.ndarray, np.ndarray]:
     """`seqs` joined with `gap` unique negative sentinels after each (a sentinel equals nothing, so no repeat of
-    period <= gap crosses a border), and the start of each sequence."""
+    period <= gap crosses a border), and the start of each sequence. 32-bit when the sentinels fit (code points and
+    ids always do): the comparisons that follow read half the memory."""
     sizes = np.array([len(x) for x in seqs], np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes + gap)[:-1]])
-    out = -2 - np.arange(int(sizes.sum()) + gap * len(seqs), dtype=np.int64)  # sentinels everywhere ...
+    total = int(sizes.sum()) + gap * len(seqs)
+    out = -2 - np.arange(total, dtype=np.int32 if total < 2**31 - 2 else np.int64)  # sentinels everywhere ...
     for s, x in zip(starts, seqs):
         out[s:s + len(x)] = x  # ... but where the sequences go
     return out, starts
@@ -197,7 +200,7 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
         if not tokens:
             reasons[k] = "no-words"
             continue
-        chars.append(np.frombuffer(" ".join(text.split()).encode("utf-32-le"), np.uint32).astype(np.int64))
+        chars.append(np.frombuffer(" ".join(text.split()).encode("utf-32-le"), np.uint32).astype(np.int32))
         char_at.append(k)  # (whitespace runs as one space)
         distinct = len(set(tokens))
         if 3 * distinct <= 2 * len(tokens):  # a tandem covering half the tokens needs half to be repeats
@@ -240,7 +243,7 @@ def _pairs_fire(tokens: list[str], distinct: int) -> bool:
     n = len(tokens)
     if n < PAIR_MIN_TOKENS or distinct > (1 - SHARE / 2) * n:
         return False
-    equal = sum(a == b for a, b in zip(tokens, tokens[1:])) + sum(a == b for a, b in zip(tokens, tokens[2:]))
+    equal = sum(map(operator.eq, tokens, tokens[1:])) + sum(map(operator.eq, tokens, tokens[2:]))
     if 2 * equal < SHARE * n:  # each equality covers at most 2 tokens
         return False
     return bool(tandem_cover(_ids(tokens), 2, 2, 2).mean() >= SHARE)
@@ -360,13 +363,32 @@ def _is_known_key(key: str, lang: str) -> bool:
 ENGLISH_MARGIN = 1.0      # Latin-script targets: a word is English when English uses it >= 10 ** this times as often
 
 
-@functools.lru_cache(maxsize=1 << 18)
+JUDGED_MAX = 1 << 18  # words remembered per language (`_judged`); the table starts again beyond
+
+
+@functools.cache
+def _judged(lang: str) -> dict[str, bool]:
+    """`counts_for` of the words of `lang` seen so far in this process (a dict keyed by the word alone: a look-up
+    is a third of an `lru_cache` hit's, and a reply's words are looked up by the million)."""
+    return {}
+
+
 def counts_for(word: str, lang: str) -> bool:
     """`word` counts for `lang`: a known word of `lang` (`is_known_word`) that is not English. For a target with a
     script of its own (`mlft.languages.SCRIPT_RANGES`: ar, hi, ja, ko, ru, zh) the word must have a letter in that
     script; for the others (Latin-script targets, and any language but English) English's lexicon must not hold
     it `ENGLISH_MARGIN` Zipf or more above the target's (`the`, `would`, `weather` are in every lexicon; `la`, `a`,
-    `in` (de), `park` (fr) stay words of their languages)."""
+    `in` (de), `park` (fr) stay words of their languages). Remembered per language (`_judged`)."""
+    judged = _judged(lang)
+    verdict = judged.get(word)
+    if verdict is None:
+        if len(judged) >= JUDGED_MAX:
+            judged.clear()
+        verdict = judged[word] = _counts_for(word, lang)
+    return verdict
+
+
+def _counts_for(word: str, lang: str) -> bool:
     from wordfreq.preprocess import preprocess_text
 
     key = preprocess_text(word, _wordfreq_code(lang))
@@ -375,20 +397,42 @@ def counts_for(word: str, lang: str) -> bool:
     if lang == "en":
         return True
     if lang in SCRIPT_RANGES:
-        return any(lo <= ord(c) <= hi for c in word if c.isalpha() for lo, hi in SCRIPT_RANGES[lang])
+        return _script_letter(lang).search(word) is not None
     english = _lexicon("en").get(preprocess_text(word, "en"), 0.0)
     return english < _lexicon(lang).get(key, 0.0) * 10 ** ENGLISH_MARGIN
 
 
-def reply_words(text: str, lang: str, reply: Tokenized | None = None) -> list[str]:
-    """The reply's words: its tokens as the official scorer makes them in `lang` (every line; `reply`: the
-    reply's `metrics.tokenized` when the caller has it), punctuation and symbols turned into spaces, the pieces
-    with a letter. Whitespace tokens: the pieces of the whole normalised text are the same."""
+@functools.cache
+def _script_letter(lang: str) -> re.Pattern:
+    """A letter (`str.isalpha`) of `lang`'s own script (`SCRIPT_RANGES`), as one character class."""
+    letters = sorted({cp for lo, hi in SCRIPT_RANGES[lang] for cp in range(lo, hi + 1) if chr(cp).isalpha()})
+    spans = [[letters[0], letters[0]]]
+    for cp in letters[1:]:
+        if cp == spans[-1][1] + 1:
+            spans[-1][1] = cp
+        else:
+            spans.append([cp, cp])
+    return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in spans) + "]")
+
+
+def _pieces(text: str, lang: str, reply: Tokenized | None) -> list[str]:
+    """The reply's tokens as the official scorer makes them in `lang` (every line; `reply`: the reply's
+    `metrics.tokenized` when the caller has it), punctuation and symbols turned into spaces, split on whitespace.
+    Whitespace tokens: the pieces of the whole normalised text are the same."""
     if lang in _OWN_TOKENIZER:
         joined = " ".join(tok for tokens in (reply or tokenized(text, lang)).tokens for tok in tokens)
     else:
         joined = reply.text if reply else normalize(text)
-    return [w for w in joined.translate(_punct_to_space()).split() if w.isalpha() or any(map(str.isalpha, w))]
+    return joined.translate(_punct_to_space()).split()
+
+
+def _has_letter(piece: str) -> bool:
+    return piece.isalpha() or any(map(str.isalpha, piece))
+
+
+def reply_words(text: str, lang: str, reply: Tokenized | None = None) -> list[str]:
+    """The reply's words: the pieces of its tokens (`_pieces`) with a letter."""
+    return [w for w in _pieces(text, lang, reply) if _has_letter(w)]
 
 
 def lexical_validity(text: str, lang: str, reply: Tokenized | None = None) -> float | None:
@@ -396,14 +440,14 @@ def lexical_validity(text: str, lang: str, reply: Tokenized | None = None) -> fl
     without a word; None when `lang` has no lexicon. `reply`: the reply's `metrics.tokenized`, when at hand."""
     if _lexicon(lang) is None:
         return None
-    words = reply_words(text, lang, reply)
-    if not words:
+    counts = [(w, n) for w, n in Counter(_pieces(text, lang, reply)).items() if _has_letter(w)]  # each word once
+    if not counts:
         return 0.0
-    counts = Counter(words)  # each different word judged once
-    known = [(w, n) for w, n in counts.items() if counts_for(w, lang)]
+    judged = _judged(lang)  # `counts_for`, its table read here directly (the common case: a word seen before)
+    known = [(w, n) for w, n in counts if (judged[w] if w in judged else counts_for(w, lang))]
     if lang in _BY_CHARS:  # weighed by characters
-        return sum(len(w) * n for w, n in known) / sum(len(w) * n for w, n in counts.items())
-    return sum(n for _, n in known) / len(words)
+        return sum(len(w) * n for w, n in known) / sum(len(w) * n for w, n in counts)
+    return sum(n for _, n in known) / sum(n for _, n in counts)
 
 
 def lexicon_of(lang: str) -> dict[str, float] | None:
