@@ -423,9 +423,10 @@ def unknown_share_intervals(outcomes: Sequence[Outcome], *, confidence: float = 
         point[key] = unknown / lines if lines else None
         if len(pairs):
             idx = rng.integers(0, len(pairs), size=(n, max(1, len(pairs) - 1)))
-            drawn = pairs[idx].sum(1)  # (n, 2)
+            # whole counts: exact sums in any order; one contiguous column at a time is 5x faster than pairs[idx]
+            drawn_lines, drawn_unknown = (np.ascontiguousarray(pairs[:, j])[idx].sum(1) for j in (0, 1))
             with np.errstate(invalid="ignore", divide="ignore"):
-                boot[key] = np.where(drawn[:, 0] > 0, drawn[:, 1] / np.maximum(drawn[:, 0], 1), np.nan)
+                boot[key] = np.where(drawn_lines > 0, drawn_unknown / np.maximum(drawn_lines, 1), np.nan)
         else:
             boot[key] = np.full(n, np.nan)
 

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import re
 import unicodedata
 from collections import Counter
@@ -73,8 +74,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mlft.benchmarks.lcb.metrics import normalize
-from mlft.benchmarks.lcb.tokenize import tokenize
+from mlft.benchmarks.lcb.metrics import Tokenized, normalize, tokenized
 from mlft.constants import VALID_SHARE
 from mlft.langid import LanguageIdentifier
 from mlft.languages import SCRIPT_RANGES
@@ -82,7 +82,6 @@ from mlft.languages import SCRIPT_RANGES
 SHARE = 0.5  # a rule fires when its repeats cover at least this share of the text
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
 _TOKEN = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+")
-_WS = re.compile(r"\s+")
 
 
 @functools.cache
@@ -124,10 +123,12 @@ _CELLS = 1 << 25  # (item, period) cells of one vectorised pass (memory: a byte 
 
 def _joined(seqs: list[np.ndarray], gap: int) -> tuple[np.ndarray, np.ndarray]:
     """`seqs` joined with `gap` unique negative sentinels after each (a sentinel equals nothing, so no repeat of
-    period <= gap crosses a border), and the start of each sequence."""
+    period <= gap crosses a border), and the start of each sequence. 32-bit when the sentinels fit (code points and
+    ids always do): the comparisons that follow read half the memory."""
     sizes = np.array([len(x) for x in seqs], np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes + gap)[:-1]])
-    out = -2 - np.arange(int(sizes.sum()) + gap * len(seqs), dtype=np.int64)  # sentinels everywhere ...
+    total = int(sizes.sum()) + gap * len(seqs)
+    out = -2 - np.arange(total, dtype=np.int32 if total < 2**31 - 2 else np.int64)  # sentinels everywhere ...
     for s, x in zip(starts, seqs):
         out[s:s + len(x)] = x  # ... but where the sequences go
     return out, starts
@@ -188,8 +189,8 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
     table = _punct_to_space()
     ids: dict[str, int] = {}
     counter = itertools.count()
-    chars, char_at, toks, tok_at, line_seqs, line_at, pair_at = [], [], [], [], [], [], []
-    for k, text in enumerate(texts):
+    chars, char_at, toks, tok_at, line_seqs, line_at, pairs = [], [], [], [], [], [], set()
+    for k, text in enumerate(texts):  # keeps little per text: every container kept costs the collector later
         text = text.strip()
         if not text:
             reasons[k] = "empty"
@@ -199,14 +200,16 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
         if not tokens:
             reasons[k] = "no-words"
             continue
-        pair_at.append((k, tokens))
-        chars.append(np.frombuffer(_WS.sub(" ", text).encode("utf-32-le"), np.uint32).astype(np.int64))
-        char_at.append(k)
-        if 3 * len(set(tokens)) <= 2 * len(tokens):  # a tandem covering half the tokens needs half to be repeats
+        chars.append(np.frombuffer(" ".join(text.split()).encode("utf-32-le"), np.uint32).astype(np.int32))
+        char_at.append(k)  # (whitespace runs as one space)
+        distinct = len(set(tokens))
+        if 3 * distinct <= 2 * len(tokens):  # a tandem covering half the tokens needs half to be repeats
             toks.append(np.fromiter(map(ids.setdefault, tokens, counter), np.int64, len(tokens)))
             tok_at.append(k)
-        lines = [s for s in (" ".join(x.split()) for x in clean.split("\n")) if s]  # = _WS.sub(" ", x).strip()
-        if len(lines) >= 2:
+        if _pairs_fire(tokens, distinct):  # the last rule: applied below, where no other fired
+            pairs.add(k)
+        lines = [s for s in (" ".join(x.split()) for x in clean.split("\n")) if s]  # whitespace runs as one space
+        if len(set(lines)) < len(lines):  # the lines rule needs a line twice (a repeat, or one of >= 3 copies)
             line_seqs.append(np.fromiter(map(ids.setdefault, lines, counter), np.int64, len(lines)))
             line_at.append((k, lines))
     char_hit = {k for k, hit in zip(char_at, _tandem_fires(chars, 24, 3, 6)) if hit}
@@ -224,8 +227,8 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
         looped = looped | np.array([counts[s] >= 3 for s in lines])
         if sizes[looped].sum() >= SHARE * sizes.sum():
             reasons[k] = "repeated-lines"
-    for k, tokens in pair_at:
-        if reasons[k] is None and _pairs_fire(tokens):
+    for k in pairs:
+        if reasons[k] is None:
             reasons[k] = "repeated-pairs"
     return reasons
 
@@ -233,12 +236,14 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
 PAIR_MIN_TOKENS = 6  # `repeated-pairs` judges replies of at least this many tokens
 
 
-def _pairs_fire(tokens: list[str]) -> bool:
-    """Do units of 1-2 tokens doubled back to back (`a a`, `a b a b`) cover >= SHARE of the tokens?"""
+def _pairs_fire(tokens: list[str], distinct: int) -> bool:
+    """Do units of 1-2 tokens doubled back to back (`a a`, `a b a b`) cover >= SHARE of the tokens (`distinct`
+    of them different)? Every covered token has an equal one 1 or 2 places away inside the cover, so the cover C
+    holds at most |C| / 2 different tokens, and the reply at most n - |C| / 2 <= (1 - SHARE / 2) n."""
     n = len(tokens)
-    if n < PAIR_MIN_TOKENS:
+    if n < PAIR_MIN_TOKENS or distinct > (1 - SHARE / 2) * n:
         return False
-    equal = sum(a == b for a, b in zip(tokens, tokens[1:])) + sum(a == b for a, b in zip(tokens, tokens[2:]))
+    equal = sum(map(operator.eq, tokens, tokens[1:])) + sum(map(operator.eq, tokens, tokens[2:]))
     if 2 * equal < SHARE * n:  # each equality covers at most 2 tokens
         return False
     return bool(tandem_cover(_ids(tokens), 2, 2, 2).mean() >= SHARE)
@@ -304,12 +309,23 @@ def languages_without_lexicon(labels=None) -> list[str]:
 
 @functools.cache
 def _lexicon(lang: str) -> dict[str, float] | None:
+    """wordfreq's frequency dict of `lang` (`get_frequency_dict`) down to Zipf `WORD_ZIPF`: no rule reads a rarer
+    word (every floor is at least as high, and an English word rarer than a known word of the target stays below
+    it either way), and the long tail is most of the entries (4.2 M -> 1.4 M for LCB's 15 languages)."""
     code = _wordfreq_code(lang)
     if code is None:
         return None
     import wordfreq
 
-    return wordfreq.get_frequency_dict(code, wordlist="best")
+    floor = 10 ** (WORD_ZIPF - 9)
+    out: dict[str, float] = {}
+    for index, bucket in enumerate(wordfreq.get_frequency_list(code, wordlist="best")):  # most frequent first
+        freq = wordfreq.cB_to_freq(-index)
+        if freq < floor:
+            break
+        for word in bucket:
+            out[word] = freq
+    return out
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -317,8 +333,12 @@ def is_known_word(word: str, lang: str) -> bool:
     """`word` (a token with a letter) is a word of `lang`'s lexicon, or (zh/ja/ko) splits into entries."""
     from wordfreq.preprocess import preprocess_text
 
+    return _is_known_key(preprocess_text(word, _wordfreq_code(lang)), lang)
+
+
+def _is_known_key(key: str, lang: str) -> bool:
+    """`is_known_word` of a word already preprocessed the wordfreq way for `lang`."""
     lexicon = _lexicon(lang)
-    key = preprocess_text(word, _wordfreq_code(lang))
     if lang == "zh" and len(key) == 1:
         return lexicon.get(key, 0.0) >= 10 ** (SINGLE_CHAR_ZIPF - 9)
     if not key:
@@ -343,57 +363,96 @@ def is_known_word(word: str, lang: str) -> bool:
 ENGLISH_MARGIN = 1.0      # Latin-script targets: a word is English when English uses it >= 10 ** this times as often
 
 
-@functools.lru_cache(maxsize=1 << 18)
+JUDGED_MAX = 1 << 18  # words remembered per language (`_judged`); the table starts again beyond
+
+
+@functools.cache
+def _judged(lang: str) -> dict[str, bool]:
+    """`counts_for` of the words of `lang` seen so far in this process (a dict keyed by the word alone: a look-up
+    is a third of an `lru_cache` hit's, and a reply's words are looked up by the million)."""
+    return {}
+
+
 def counts_for(word: str, lang: str) -> bool:
     """`word` counts for `lang`: a known word of `lang` (`is_known_word`) that is not English. For a target with a
     script of its own (`mlft.languages.SCRIPT_RANGES`: ar, hi, ja, ko, ru, zh) the word must have a letter in that
     script; for the others (Latin-script targets, and any language but English) English's lexicon must not hold
     it `ENGLISH_MARGIN` Zipf or more above the target's (`the`, `would`, `weather` are in every lexicon; `la`, `a`,
-    `in` (de), `park` (fr) stay words of their languages)."""
-    if not is_known_word(word, lang):
+    `in` (de), `park` (fr) stay words of their languages). Remembered per language (`_judged`)."""
+    judged = _judged(lang)
+    verdict = judged.get(word)
+    if verdict is None:
+        if len(judged) >= JUDGED_MAX:
+            judged.clear()
+        verdict = judged[word] = _counts_for(word, lang)
+    return verdict
+
+
+def _counts_for(word: str, lang: str) -> bool:
+    from wordfreq.preprocess import preprocess_text
+
+    key = preprocess_text(word, _wordfreq_code(lang))
+    if not _is_known_key(key, lang):
         return False
     if lang == "en":
         return True
     if lang in SCRIPT_RANGES:
-        return any(lo <= ord(c) <= hi for c in word if c.isalpha() for lo, hi in SCRIPT_RANGES[lang])
-    from wordfreq.preprocess import preprocess_text
-
+        return _script_letter(lang).search(word) is not None
     english = _lexicon("en").get(preprocess_text(word, "en"), 0.0)
-    own = _lexicon(lang).get(preprocess_text(word, _wordfreq_code(lang)), 0.0)
-    return english < own * 10 ** ENGLISH_MARGIN
+    return english < _lexicon(lang).get(key, 0.0) * 10 ** ENGLISH_MARGIN
 
 
-def reply_words(text: str, lang: str) -> list[str]:
-    """The reply's words as the official scorer tokenises them in `lang` (every line), edge symbols stripped."""
+@functools.cache
+def _script_letter(lang: str) -> re.Pattern:
+    """A letter (`str.isalpha`) of `lang`'s own script (`SCRIPT_RANGES`), as one character class."""
+    letters = sorted({cp for lo, hi in SCRIPT_RANGES[lang] for cp in range(lo, hi + 1) if chr(cp).isalpha()})
+    spans = [[letters[0], letters[0]]]
+    for cp in letters[1:]:
+        if cp == spans[-1][1] + 1:
+            spans[-1][1] = cp
+        else:
+            spans.append([cp, cp])
+    return re.compile("[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in spans) + "]")
 
-    words = []
-    for line in normalize(text).split("\n"):
-        for tok in tokenize(line, lang):
-            word = tok.strip().translate(_punct_to_space()).strip()
-            if any(c.isalpha() for c in word):
-                words.extend(word.split())
-    return words
+
+def _pieces(text: str, lang: str, reply: Tokenized | None) -> list[str]:
+    """The reply's tokens as the official scorer makes them in `lang` (every line; `reply`: the reply's
+    `metrics.tokenized` when the caller has it), punctuation and symbols turned into spaces, split on whitespace.
+    Whitespace tokens: the pieces of the whole normalised text are the same."""
+    if lang in _OWN_TOKENIZER:
+        joined = " ".join(tok for tokens in (reply or tokenized(text, lang)).tokens for tok in tokens)
+    else:
+        joined = reply.text if reply else normalize(text)
+    return joined.translate(_punct_to_space()).split()
 
 
-def lexical_validity(text: str, lang: str) -> float | None:
-    """Share of the reply's words that are words of `lang` (zh/ja/ko: weighted by characters); 0 without a
-    word; None when `lang` has no lexicon."""
+def _has_letter(piece: str) -> bool:
+    return piece.isalpha() or any(map(str.isalpha, piece))
+
+
+def reply_words(text: str, lang: str, reply: Tokenized | None = None) -> list[str]:
+    """The reply's words: the pieces of its tokens (`_pieces`) with a letter."""
+    return [w for w in _pieces(text, lang, reply) if _has_letter(w)]
+
+
+def lexical_validity(text: str, lang: str, reply: Tokenized | None = None) -> float | None:
+    """Share of the reply's words (`reply_words`) that are words of `lang` (zh/ja/ko: weighted by characters); 0
+    without a word; None when `lang` has no lexicon. `reply`: the reply's `metrics.tokenized`, when at hand."""
     if _lexicon(lang) is None:
         return None
-    if lang in _OWN_TOKENIZER:
-        words = [w for w in reply_words(text, lang) if any(map(str.isalpha, w))]
-    else:  # whitespace tokens: the words of the whole reply at once are the words of its lines' tokens
-        words = [w for w in normalize(text).translate(_punct_to_space()).split() if any(map(str.isalpha, w))]
-    if not words:
+    counts = [(w, n) for w, n in Counter(_pieces(text, lang, reply)).items() if _has_letter(w)]  # each word once
+    if not counts:
         return 0.0
-    known = map(counts_for, words, itertools.repeat(lang))
+    judged = _judged(lang)  # `counts_for`, its table read here directly (the common case: a word seen before)
+    known = [(w, n) for w, n in counts if (judged[w] if w in judged else counts_for(w, lang))]
     if lang in _BY_CHARS:  # weighed by characters
-        return sum(len(w) for w, k in zip(words, known) if k) / sum(map(len, words))
-    return sum(known) / len(words)
+        return sum(len(w) * n for w, n in known) / sum(len(w) * n for w, n in counts)
+    return sum(n for _, n in known) / sum(n for _, n in counts)
 
 
 def lexicon_of(lang: str) -> dict[str, float] | None:
-    """The wordfreq lexicon lexical validity reads for `lang` (loaded once per process; None without one)."""
+    """The wordfreq lexicon lexical validity reads for `lang` (`_lexicon`; loaded once per process; None without
+    one)."""
     return _lexicon(lang)
 
 
