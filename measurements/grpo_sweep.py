@@ -37,10 +37,12 @@ CONFIGS = {  # name -> recipe overrides
     "default b=0.04 G=8": [f"rewards={DEFAULT}", "training_args.num_generations=8"],
     "default lr=5e-4": [f"rewards={DEFAULT}", "training_args.learning_rate=5e-4"],
     "language only lr=5e-4": ["rewards=[{name: language, weight: 1.0}]", "training_args.learning_rate=5e-4"],
-    # the gated term (recipes/cpu/grpo_gated.yaml's reward), three seeds each for a spread
-    **{f"gated lr=5e-4 seed={seed}": ["rewards=[{name: gated_language, weight: 1.0}]",
-                                      "training_args.learning_rate=5e-4", "training_args.disable_dropout=true",
-                                      f"training_args.seed={seed}"] for seed in (0, 1, 2)},
+    # the gated term (recipes/cpu/grpo_gated.yaml's reward) against the language term alone, both with dropout
+    # off, three seeds each for a spread (interleaved: a sweep stopped early still holds pairs)
+    **{f"{term} lr=5e-4 seed={seed}": [f"rewards=[{{name: {reward}, weight: 1.0}}]",
+                                       "training_args.learning_rate=5e-4", "training_args.disable_dropout=true",
+                                       f"training_args.seed={seed}"]
+       for seed in (0, 1, 2) for term, reward in (("gated", "gated_language"), ("language", "language"))},
     **{f"gated lr=5e-4 mu=2 eps_high=0.28 seed={seed}": [
         "rewards=[{name: gated_language, weight: 1.0}]", "training_args.learning_rate=5e-4",
         "training_args.disable_dropout=true", "training_args.num_iterations=2", "training_args.epsilon_high=0.28",
@@ -64,11 +66,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="runs/grpo_sweep")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--only", nargs="*", help="configuration names (default: all)")
+    p.add_argument("--samples", type=int, default=1,
+                   help="replies per dev prompt at every evaluation (the suite's `samples`; the base pass too)")
     args = p.parse_args(argv)
     out = Path(args.out)
     base = out / "base"
     base.mkdir(parents=True, exist_ok=True)
-    evaluate_step(base, EvaluationOptions(suite=SUITE), 0, model_ref="smollm2-135m-instruct", mode="baseline")
+    evaluate_step(base, EvaluationOptions(suite=SUITE, suite_overrides={"samples": args.samples}), 0, model_ref="smollm2-135m-instruct", mode="baseline")
     results = {"base": {"run": str(base), "step": 0}}
     for name, overrides in CONFIGS.items():
         if args.only and name not in args.only:
@@ -77,7 +81,7 @@ def main(argv=None) -> int:
         t0 = time.time()
         recipe = load_recipe(RECIPE, [*overrides, f"run_dir={run_dir}", f"training_args.max_steps={args.steps}",
                                       f"training_args.save_steps={args.steps}", f"evaluation.suite={SUITE}",
-                                      "evaluation.suite_overrides=[]", "evaluation.at_start=false"])
+                                      f"evaluation.suite_overrides=[samples={args.samples}]", "evaluation.at_start=false"])
         train(recipe, progress=False)
         marker = json.loads((run_dir / "complete").read_text())
         rewards = read_reward_curves(run_dir)
