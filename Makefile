@@ -24,6 +24,7 @@ demo: install
 
 test: install
 	$(PY) -m ruff check mlft tests measurements recipes
+	$(PY) -m ruff format --check mlft tests measurements recipes
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 	$(MAKE) test-vllm
 

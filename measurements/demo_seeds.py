@@ -50,35 +50,56 @@ def summarise(per_seed: dict[int, dict]) -> list[dict]:
                 if any(c is None for c in cells) or any(b is None for b in bases):
                     continue
                 values = [100 * c["value"] for c in cells]
-                row = {"row": label, "task": task, "metric": metric, "values": values,
-                       "mean": statistics.mean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-                       "halfwidths": [100 * (c["high"] - c["low"]) / 2 for c in cells]}
+                row = {
+                    "row": label,
+                    "task": task,
+                    "metric": metric,
+                    "values": values,
+                    "mean": statistics.mean(values),
+                    "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
+                    "halfwidths": [100 * (c["high"] - c["low"]) / 2 for c in cells],
+                }
                 if label != base:
                     gains = [v - 100 * b["value"] for v, b in zip(values, bases)]
                     ps = [c.get("p_vs_base") for c in cells]
                     same_sign = all(g > 0 for g in gains) or all(g < 0 for g in gains)
                     significant = all(p is not None and p < 0.05 for p in ps)
-                    row.update(gains=gains, p=ps, gain_mean=statistics.mean(gains),
-                               gain_sd=statistics.stdev(gains) if len(gains) > 1 else 0.0,
-                               verdict="holds" if same_sign and significant else "sign" if same_sign else "no")
+                    row.update(
+                        gains=gains,
+                        p=ps,
+                        gain_mean=statistics.mean(gains),
+                        gain_sd=statistics.stdev(gains) if len(gains) > 1 else 0.0,
+                        verdict="holds" if same_sign and significant else "sign" if same_sign else "no",
+                    )
                 out.append(row)
     return out
 
 
 def markdown(rows: list[dict], seeds: list[int]) -> str:
-    head = ["| row | task | metric | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± sd | gain per seed (p) "
-            "| gain mean ± sd | claim |", "|---|---|---|" + "---:|" * len(seeds) + "---:|---|---:|---|"]
-    lines = [f"# The demo's story over seeds {', '.join(map(str, seeds))}", "",
-             "LPR and the guard in %, ±h = the pass's 95 % interval half-width; gain = row − base in the same seed, "
-             "p = paired bootstrap (Holm-adjusted, as the table); claim: holds = same sign and p < 0.05 in every "
-             "seed, sign = same sign only.", "", *head]
+    head = [
+        "| row | task | metric | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± sd | gain per seed (p) "
+        "| gain mean ± sd | claim |",
+        "|---|---|---|" + "---:|" * len(seeds) + "---:|---|---:|---|",
+    ]
+    lines = [
+        f"# The demo's story over seeds {', '.join(map(str, seeds))}",
+        "",
+        "LPR and the guard in %, ±h = the pass's 95 % interval half-width; gain = row − base in the same seed, "
+        "p = paired bootstrap (Holm-adjusted, as the table); claim: holds = same sign and p < 0.05 in every "
+        "seed, sign = same sign only.",
+        "",
+        *head,
+    ]
     for r in rows:
         vals = " | ".join(f"{v:.1f} ±{h:.1f}" for v, h in zip(r["values"], r["halfwidths"]))
-        gains = ", ".join(f"{g:+.1f} ({p:.3f})" if p is not None else f"{g:+.1f}" for g, p in
-                          zip(r.get("gains", []), r.get("p", [])))
+        gains = ", ".join(
+            f"{g:+.1f} ({p:.3f})" if p is not None else f"{g:+.1f}" for g, p in zip(r.get("gains", []), r.get("p", []))
+        )
         gm = f"{r['gain_mean']:+.1f} ± {r['gain_sd']:.1f}" if "gains" in r else ""
-        lines.append(f"| {r['row']} | {r['task']} | {r['metric']} | {vals} | {r['mean']:.1f} ± {r['sd']:.1f} | "
-                     f"{gains} | {gm} | {r.get('verdict', 'base')} |")
+        lines.append(
+            f"| {r['row']} | {r['task']} | {r['metric']} | {vals} | {r['mean']:.1f} ± {r['sd']:.1f} | "
+            f"{gains} | {gm} | {r.get('verdict', 'base')} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -56,8 +56,9 @@ def _records(out: Path) -> dict:
 
 def _rows(out: Path) -> list:
     rows = [json.loads(x) for x in (out / "scores.jsonl").read_text(encoding="utf-8").splitlines()]
-    return sorted((r["variant"], r["task"], r["language"], r["metric"], r["value"], r.get("low"), r.get("high"))
-                  for r in rows)
+    return sorted(
+        (r["variant"], r["task"], r["language"], r["metric"], r["value"], r.get("low"), r.get("high")) for r in rows
+    )
 
 
 def main() -> int:
@@ -65,8 +66,12 @@ def main() -> int:
     ap.add_argument("suite", nargs="?", default="lcb_demo")
     ap.add_argument("overrides", nargs="*", default=[])
     ap.add_argument("--ranks", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="CPU threads of the 1-rank pass "
-                    "(the N ranks get threads/N each)")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="CPU threads of the 1-rank pass (the N ranks get threads/N each)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="mlft-dp-") as tmp:
         tmp = Path(tmp)
@@ -76,9 +81,23 @@ def main() -> int:
         for label, n in (("1 rank", 1), (f"{args.ranks} ranks", args.ranks)):
             out = tmp / label.replace(" ", "_")
             env = dict(os.environ, OMP_NUM_THREADS=str(max(1, args.threads // n)), PYTHONUNBUFFERED="1")
-            cmd = [sys.executable, str(script), args.suite, str(out), *args.overrides] if n == 1 else \
-                [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), "--master_port",
-                 "29631", str(script), args.suite, str(out), *args.overrides]
+            cmd = (
+                [sys.executable, str(script), args.suite, str(out), *args.overrides]
+                if n == 1
+                else [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nproc_per_node",
+                    str(n),
+                    "--master_port",
+                    "29631",
+                    str(script),
+                    args.suite,
+                    str(out),
+                    *args.overrides,
+                ]
+            )
             t0 = time.perf_counter()
             subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             walls[label] = (json.loads((out / "wall.json").read_text())["seconds"], time.perf_counter() - t0, out)
@@ -91,9 +110,11 @@ def main() -> int:
         print(f"suite {args.suite} {' '.join(args.overrides)}: {len(_records(one_out))} completions")
         for label, (w, p, _) in walls.items():
             print(f"  {label:>8}: pass {w:7.1f} s   (process incl. model load {p:7.1f} s)")
-        print(f"  speed-up of the pass: {one / many:.2f}x with {args.ranks} ranks; same completions: {same_c}; "
-              f"same score rows (LPR/WPR/LCPR, guard): {same_r}; NLL rows differ by at most "
-              f"{max(nll, default=0.0):.2g}")
+        print(
+            f"  speed-up of the pass: {one / many:.2f}x with {args.ranks} ranks; same completions: {same_c}; "
+            f"same score rows (LPR/WPR/LCPR, guard): {same_r}; NLL rows differ by at most "
+            f"{max(nll, default=0.0):.2g}"
+        )
     return 0 if same_c and same_r else 1
 
 

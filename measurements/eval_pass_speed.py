@@ -33,8 +33,14 @@ def requests_of(overrides: list[str]):
     o = load_suite("lcb_demo", overrides).options
     (run,) = runs(o)
     prompts = select_prompts(o)
-    return [Request(p.id, language=p.language, **build_input(run.prompting, p.prompt, p.task, p.language))
-            for p in prompts], run.decoding, o.batch_size
+    return (
+        [
+            Request(p.id, language=p.language, **build_input(run.prompting, p.prompt, p.task, p.language))
+            for p in prompts
+        ],
+        run.decoding,
+        o.batch_size,
+    )
 
 
 def old_pass(model, tok, requests, decoding, batch_size: int) -> float:
@@ -46,9 +52,18 @@ def old_pass(model, tok, requests, decoding, batch_size: int) -> float:
         width = max(map(len, enc))
         ids = torch.tensor([[backend.pad_id] * (width - len(e)) + e for e in enc])
         mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
-        model.generate(input_ids=ids, attention_mask=mask, pad_token_id=backend.pad_id, eos_token_id=backend.eos_ids,
-                       logits_processor=LogitsProcessorList([NucleusWarper(decoding.temperature, decoding.top_p)]),
-                       max_new_tokens=decoding.max_new_tokens, do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
+        model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            pad_token_id=backend.pad_id,
+            eos_token_id=backend.eos_ids,
+            logits_processor=LogitsProcessorList([NucleusWarper(decoding.temperature, decoding.top_p)]),
+            max_new_tokens=decoding.max_new_tokens,
+            do_sample=True,
+            temperature=1.0,
+            top_p=1.0,
+            top_k=0,
+        )
     return time.perf_counter() - started
 
 
@@ -68,8 +83,11 @@ def main() -> int:
     model.eval()
     old_reqs, decoding, old_bs = requests_of(OLD_SUITE)
     new_reqs, decoding_new, new_bs = requests_of([])
-    print(f"threads {torch.get_num_threads()}; before: {len(old_reqs)} prompts; after: {len(new_reqs)} prompts; "
-          f"{decoding.max_new_tokens} new tokens, T={decoding.temperature}, top-p={decoding.top_p}", flush=True)
+    print(
+        f"threads {torch.get_num_threads()}; before: {len(old_reqs)} prompts; after: {len(new_reqs)} prompts; "
+        f"{decoding.max_new_tokens} new tokens, T={decoding.temperature}, top-p={decoding.top_p}",
+        flush=True,
+    )
     with torch.inference_mode():
         new_pass(model, tok, old_reqs[:4], decoding, 4)  # warm-up
         before = old_pass(model, tok, old_reqs, decoding, old_bs)

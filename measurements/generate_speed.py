@@ -18,13 +18,14 @@ from mlft.generation.models import load
 from mlft.generation.prompting import Prompting, build_input
 
 
-def measure(backend: HFBackend, requests: list[Request], decoding: Decoding,
-            budget_s: float | None = None) -> tuple[float, int, int]:
+def measure(
+    backend: HFBackend, requests: list[Request], decoding: Decoding, budget_s: float | None = None
+) -> tuple[float, int, int]:
     """(seconds, generated tokens, prompts done); with a budget, stops after the prompt that exceeds it."""
     started, tokens, done = time.perf_counter(), 0, 0
     step = backend.batch_size if budget_s else len(requests)
     for i in range(0, len(requests), step):
-        tokens += sum(r.completion_tokens for r in backend.generate(requests[i:i + step], decoding))
+        tokens += sum(r.completion_tokens for r in backend.generate(requests[i : i + step], decoding))
         done = min(i + step, len(requests))
         if budget_s and time.perf_counter() - started > budget_s:
             break
@@ -39,8 +40,12 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--dtype", default="auto")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--single-budget-s", type=float, default=None,
-                    help="stop the one-at-a-time loop after this many seconds (tokens/s over the prompts done)")
+    ap.add_argument(
+        "--single-budget-s",
+        type=float,
+        default=None,
+        help="stop the one-at-a-time loop after this many seconds (tokens/s over the prompts done)",
+    )
     ap.add_argument("--data", default=None, help="LCB test_sets.zip (default: $MLFT_LCB_DATA / cache / download)")
     args = ap.parse_args()
 
@@ -49,15 +54,22 @@ def main() -> None:
     requests = [Request(p.id, **build_input(Prompting(), p.prompt, p.task, p.language)) for p in prompts]
     model, tok = load(args.model, dtype=args.dtype, device=args.device)
     decoding = Decoding(max_new_tokens=args.max_new_tokens)
-    print(f"{len(requests)} prompts, {args.max_new_tokens} new tokens, T={decoding.temperature}, "
-          f"top-p={decoding.top_p}, device {next(model.parameters()).device}, dtype {next(model.parameters()).dtype}")
+    print(
+        f"{len(requests)} prompts, {args.max_new_tokens} new tokens, T={decoding.temperature}, "
+        f"top-p={decoding.top_p}, device {next(model.parameters()).device}, dtype {next(model.parameters()).dtype}"
+    )
     rows = []
-    for label, bs, budget in ((f"batched (batch {args.batch_size})", args.batch_size, None),
-                              ("one prompt at a time", 1, args.single_budget_s)):
+    for label, bs, budget in (
+        (f"batched (batch {args.batch_size})", args.batch_size, None),
+        ("one prompt at a time", 1, args.single_budget_s),
+    ):
         seconds, tokens, done = measure(HFBackend(model, tok, batch_size=bs), requests, decoding, budget)
         rows.append(tokens / seconds)
-        print(f"{label:<28} {seconds:8.1f} s  {done:3d}/{len(requests)} prompts  {tokens:6d} tokens  "
-              f"{tokens / seconds:8.1f} tokens/s", flush=True)
+        print(
+            f"{label:<28} {seconds:8.1f} s  {done:3d}/{len(requests)} prompts  {tokens:6d} tokens  "
+            f"{tokens / seconds:8.1f} tokens/s",
+            flush=True,
+        )
     print(f"speed-up of batched over one-at-a-time: {rows[0] / rows[1]:.1f}x")
 
 

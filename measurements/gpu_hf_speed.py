@@ -17,10 +17,20 @@ import sys
 import time
 
 SHAPES = {  # SmolLM2's public configs (Llama architecture)
-    "135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                 num_key_value_heads=3),
-    "1.7b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
-                 num_key_value_heads=32),
+    "135m": {
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+    },
+    "1.7b": {
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+    },
 }
 VOCAB = 49152
 LCB_PROMPTS = 6586
@@ -33,8 +43,9 @@ def tokenizer():
     vocab = {"<unk>": 0, "<s>": 1, "<|im_end|>": 2, **{f"w{i}": i + 3 for i in range(VOCAB - 3)}}
     t = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", bos_token="<s>", eos_token="<|im_end|>",
-                                  pad_token="<|im_end|>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=t, unk_token="<unk>", bos_token="<s>", eos_token="<|im_end|>", pad_token="<|im_end|>"
+    )
     tok.chat_template = "{% for m in messages %}<s> {{m['content']}} <|im_end|> {% endfor %}<s>"
     return tok
 
@@ -53,25 +64,54 @@ def main() -> None:
     tok = tokenizer()
     torch.manual_seed(0)
     with torch.device("cuda"):
-        model = LlamaForCausalLM(LlamaConfig(vocab_size=VOCAB, max_position_embeddings=8192, head_dim=64,
-                                             tie_word_embeddings=True, bos_token_id=1, eos_token_id=2,
-                                             pad_token_id=2, **SHAPES[shape])).to(torch.bfloat16).eval()
+        model = (
+            LlamaForCausalLM(
+                LlamaConfig(
+                    vocab_size=VOCAB,
+                    max_position_embeddings=8192,
+                    head_dim=64,
+                    tie_word_embeddings=True,
+                    bos_token_id=1,
+                    eos_token_id=2,
+                    pad_token_id=2,
+                    **SHAPES[shape],
+                )
+            )
+            .to(torch.bfloat16)
+            .eval()
+        )
     rng = random.Random(0)
-    requests = [Request(f"p{i}", messages=[{"role": "user", "content": " ".join(
-        f"w{rng.randint(3, VOCAB - 1)}" for _ in range(rng.randint(30, 300)))}]) for i in range(n)]
-    print(f"{shape}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters (random, bf16) on "
-          f"{torch.cuda.get_device_name()}; {n} prompts x 100 new tokens, paper sampling", flush=True)
+    requests = [
+        Request(
+            f"p{i}",
+            messages=[
+                {
+                    "role": "user",
+                    "content": " ".join(f"w{rng.randint(3, VOCAB - 1)}" for _ in range(rng.randint(30, 300))),
+                }
+            ],
+        )
+        for i in range(n)
+    ]
+    print(
+        f"{shape}: {sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters (random, bf16) on "
+        f"{torch.cuda.get_device_name()}; {n} prompts x 100 new tokens, paper sampling",
+        flush=True,
+    )
     for bs in sizes:
-        backend = HFBackend(model, tok, batch_size=bs, max_batch_tokens=10 ** 9)
+        backend = HFBackend(model, tok, batch_size=bs, max_batch_tokens=10**9)
         list(backend.generate(requests[:bs], Decoding(max_new_tokens=4)))  # warm-up
         torch.cuda.synchronize()
         ordered = sorted(requests, key=backend.prompt_length)
         started, tokens = time.perf_counter(), 0
         for i in range(0, n, bs):
-            tokens += sum(r.completion_tokens for r in backend.generate(ordered[i:i + bs], Decoding()))
+            tokens += sum(r.completion_tokens for r in backend.generate(ordered[i : i + bs], Decoding()))
         s = time.perf_counter() - started
-        print(f"batch {bs}: {s:.1f} s {tokens} tokens {tokens / s:.0f} tok/s -> full LCB {LCB_PROMPTS}x100: "
-              f"{s / n * LCB_PROMPTS / 60:.1f} min", flush=True)
+        print(
+            f"batch {bs}: {s:.1f} s {tokens} tokens {tokens / s:.0f} tok/s -> full LCB {LCB_PROMPTS}x100: "
+            f"{s / n * LCB_PROMPTS / 60:.1f} min",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

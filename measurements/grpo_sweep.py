@@ -28,8 +28,10 @@ from mlft.training.train import train
 
 RECIPE = "recipes/cpu/grpo_crosslingual.yaml"
 SUITE = "grpo_dev"
-DEFAULT = "[{name: language, weight: 1.0}, {name: words, weight: 0.5}, {name: validity, weight: 0.5}, " \
-          "{name: degeneracy, weight: 1.0}]"
+DEFAULT = (
+    "[{name: language, weight: 1.0}, {name: words, weight: 0.5}, {name: validity, weight: 0.5}, "
+    "{name: degeneracy, weight: 1.0}]"
+)
 CONFIGS = {  # name -> recipe overrides
     "default b=0.04 G=4": [f"rewards={DEFAULT}"],
     "language only b=0.04 G=4": ["rewards=[{name: language, weight: 1.0}]"],
@@ -39,14 +41,27 @@ CONFIGS = {  # name -> recipe overrides
     "language only lr=5e-4": ["rewards=[{name: language, weight: 1.0}]", "training_args.learning_rate=5e-4"],
     # the gated term (recipes/cpu/grpo_gated.yaml's reward) against the language term alone, both with dropout
     # off, three seeds each for a spread (interleaved: a sweep stopped early still holds pairs)
-    **{f"{term} lr=5e-4 seed={seed}": [f"rewards=[{{name: {reward}, weight: 1.0}}]",
-                                       "training_args.learning_rate=5e-4", "training_args.disable_dropout=true",
-                                       f"training_args.seed={seed}"]
-       for seed in (0, 1, 2) for term, reward in (("gated", "gated_language"), ("language", "language"))},
-    **{f"gated lr=5e-4 mu=2 eps_high=0.28 seed={seed}": [
-        "rewards=[{name: gated_language, weight: 1.0}]", "training_args.learning_rate=5e-4",
-        "training_args.disable_dropout=true", "training_args.num_iterations=2", "training_args.epsilon_high=0.28",
-        f"training_args.seed={seed}"] for seed in (0, 1, 2)},
+    **{
+        f"{term} lr=5e-4 seed={seed}": [
+            f"rewards=[{{name: {reward}, weight: 1.0}}]",
+            "training_args.learning_rate=5e-4",
+            "training_args.disable_dropout=true",
+            f"training_args.seed={seed}",
+        ]
+        for seed in (0, 1, 2)
+        for term, reward in (("gated", "gated_language"), ("language", "language"))
+    },
+    **{
+        f"gated lr=5e-4 mu=2 eps_high=0.28 seed={seed}": [
+            "rewards=[{name: gated_language, weight: 1.0}]",
+            "training_args.learning_rate=5e-4",
+            "training_args.disable_dropout=true",
+            "training_args.num_iterations=2",
+            "training_args.epsilon_high=0.28",
+            f"training_args.seed={seed}",
+        ]
+        for seed in (0, 1, 2)
+    },
 }
 
 
@@ -66,53 +81,88 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="runs/grpo_sweep")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--only", nargs="*", help="configuration names (default: all)")
-    p.add_argument("--samples", type=int, default=1,
-                   help="replies per dev prompt at every evaluation (the suite's `samples`; the base pass too)")
+    p.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        help="replies per dev prompt at every evaluation (the suite's `samples`; the base pass too)",
+    )
     args = p.parse_args(argv)
     out = Path(args.out)
     base = out / "base"
     base.mkdir(parents=True, exist_ok=True)
-    evaluate_step(base, EvaluationOptions(suite=SUITE, suite_overrides={"samples": args.samples}), 0, model_ref="smollm2-135m-instruct", mode="baseline")
+    evaluate_step(
+        base,
+        EvaluationOptions(suite=SUITE, suite_overrides={"samples": args.samples}),
+        0,
+        model_ref="smollm2-135m-instruct",
+        mode="baseline",
+    )
     results = {"base": {"run": str(base), "step": 0}}
     for name, overrides in CONFIGS.items():
         if args.only and name not in args.only:
             continue
         run_dir = out / _slug(name)
         t0 = time.time()
-        recipe = load_recipe(RECIPE, [*overrides, f"run_dir={run_dir}", f"training_args.max_steps={args.steps}",
-                                      f"training_args.save_steps={args.steps}", f"evaluation.suite={SUITE}",
-                                      f"evaluation.suite_overrides=[samples={args.samples}]", "evaluation.at_start=false"])
+        recipe = load_recipe(
+            RECIPE,
+            [
+                *overrides,
+                f"run_dir={run_dir}",
+                f"training_args.max_steps={args.steps}",
+                f"training_args.save_steps={args.steps}",
+                f"evaluation.suite={SUITE}",
+                f"evaluation.suite_overrides=[samples={args.samples}]",
+                "evaluation.at_start=false",
+            ],
+        )
         train(recipe, progress=False)
         marker = json.loads((run_dir / "complete").read_text())
         rewards = read_reward_curves(run_dir)
         step_times = [r["step_time"] for r in rewards if r.get("step_time")]
-        results[name] = {"run": str(run_dir), "step": args.steps, "wall_s": round(time.time() - t0, 1),
-                         "s_per_step": round(sum(step_times) / len(step_times), 1) if step_times else None,
-                         "last_terms": {k: v["mean"] for k, v in rewards[-1]["terms"].items()} if rewards else {},
-                         "train_wall_s": marker["wall_s"]}
-    head = f"{'config':28} {'X-LPR':>6} {'M-LPR':>6} {'X-ld':>6} {'cov':>6} {'degen':>6} {'valid':>6} {'NLL':>6}  " \
-           "s/step  last terms"
+        results[name] = {
+            "run": str(run_dir),
+            "step": args.steps,
+            "wall_s": round(time.time() - t0, 1),
+            "s_per_step": round(sum(step_times) / len(step_times), 1) if step_times else None,
+            "last_terms": {k: v["mean"] for k, v in rewards[-1]["terms"].items()} if rewards else {},
+            "train_wall_s": marker["wall_s"],
+        }
+    head = (
+        f"{'config':28} {'X-LPR':>6} {'M-LPR':>6} {'X-ld':>6} {'cov':>6} {'degen':>6} {'valid':>6} {'NLL':>6}  "
+        "s/step  last terms"
+    )
     print(head)
     for name, res in results.items():
         rows = curves.read_curves(res["run"])
         step = res["step"]
-        cells = [_value(rows, step, "crosslingual", "lpr"), _value(rows, step, "monolingual", "lpr"),
-                 _value(rows, step, "crosslingual", "lpr@langdetect"), _value(rows, step, "crosslingual", "coverage"),
-                 _value(rows, step, "crosslingual", "degeneracy"), _value(rows, step, "crosslingual", "validity")]
+        cells = [
+            _value(rows, step, "crosslingual", "lpr"),
+            _value(rows, step, "monolingual", "lpr"),
+            _value(rows, step, "crosslingual", "lpr@langdetect"),
+            _value(rows, step, "crosslingual", "coverage"),
+            _value(rows, step, "crosslingual", "degeneracy"),
+            _value(rows, step, "crosslingual", "validity"),
+        ]
         nll = _value(rows, step, "crosslingual", "nll")
-        res["metrics"] = dict(zip(["x_lpr", "m_lpr", "x_lpr_langdetect", "x_coverage", "x_degeneracy",
-                                   "x_validity"], cells), x_nll=nll)
+        res["metrics"] = dict(
+            zip(["x_lpr", "m_lpr", "x_lpr_langdetect", "x_coverage", "x_degeneracy", "x_validity"], cells), x_nll=nll
+        )
         text = " ".join(f"{100 * c:6.1f}" if c is not None else f"{'-':>6}" for c in cells)
         terms = ", ".join(f"{k}={v:.2f}" for k, v in res.get("last_terms", {}).items() if v is not None)
-        print(f"{name:28} {text} {nll if nll is None else round(nll, 3)!s:>6}  {res.get('s_per_step') or '-'!s:>6}  "
-              f"{terms}")
+        print(
+            f"{name:28} {text} {nll if nll is None else round(nll, 3)!s:>6}  {res.get('s_per_step') or '-'!s:>6}  "
+            f"{terms}"
+        )
     (out / "sweep.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     # the same rows as a Table 11 with intervals, paired tests against base and the guard's flags (which
     # configurations keep coverage, degeneracy, validity and NLL inside the guard)
-    spec = {"title": f"GRPO dev sweep ({SUITE}: held-out seed items, never LCB; {args.steps} steps, %)",
-            "base": "base",
-            "rows": [{"label": name, "run": res["run"], "step": res["step"]} for name, res in results.items()],
-            "capability": judge_columns("langdetect")}
+    spec = {
+        "title": f"GRPO dev sweep ({SUITE}: held-out seed items, never LCB; {args.steps} steps, %)",
+        "base": "base",
+        "rows": [{"label": name, "run": res["run"], "step": res["step"]} for name, res in results.items()],
+        "capability": judge_columns("langdetect"),
+    }
     (out / "sweep_table.yaml").write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
     built = tables(load_spec(out / "sweep_table.yaml"))
     (out / "sweep.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")

@@ -31,20 +31,25 @@ def main() -> None:
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     for folder in sorted(p.parent for p in root.glob("*/outcomes.jsonl")):
         outcomes = {(o.task, o.source, o.language, o.id): o for o in load_outcomes(folder / "outcomes.jsonl")}
-        records = [json.loads(x) for x in (folder / "completions.jsonl").read_text(encoding="utf-8").splitlines()
-                   if x.strip()]
-        pairs = [(r, outcomes[key]) for r in records
-                 if (key := (r["task"], r["source"], r["language"], str(r["id"]))) in outcomes]
+        records = [
+            json.loads(x) for x in (folder / "completions.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()
+        ]
+        pairs = [
+            (r, outcomes[key])
+            for r in records
+            if (key := (r["task"], r["source"], r["language"], str(r["id"]))) in outcomes
+        ]
         if all(o.validity is None for _, o in pairs):  # outcomes from before the validity column
             pairs = [(r, replace(o, validity=lexical_validity(r["completion"], r["language"]))) for r, o in pairs]
-        flagged = [(r, o) for r, o in pairs
-                   if o.degenerate or (o.validity is not None and o.validity <= VALID_SHARE)]
+        flagged = [(r, o) for r, o in pairs if o.degenerate or (o.validity is not None and o.validity <= VALID_SHARE)]
         passed = [(r, o) for r, o in pairs if (r, o) not in flagged]
         rng = random.Random(0)
         cov = sum(o.counted for _, o in pairs) / len(pairs)
-        print(f"== {folder.name}: {len(pairs)} replies, coverage {cov:.1%}, flagged {len(flagged)} "
-              f"(degenerate {sum(o.degenerate for _, o in pairs)}, lexically invalid "
-              f"{sum(o.validity is not None and o.validity <= VALID_SHARE for _, o in pairs)})")
+        print(
+            f"== {folder.name}: {len(pairs)} replies, coverage {cov:.1%}, flagged {len(flagged)} "
+            f"(degenerate {sum(o.degenerate for _, o in pairs)}, lexically invalid "
+            f"{sum(o.validity is not None and o.validity <= VALID_SHARE for _, o in pairs)})"
+        )
         for name, group in (("passed", passed), ("flagged", flagged)):
             print(f"-- {name} (random {min(n, len(group))} of {len(group)})")
             for r, o in rng.sample(group, min(n, len(group))):

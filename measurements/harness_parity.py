@@ -24,11 +24,32 @@ def run_lm_eval(tasks: str, limit: int, model: str, out: Path) -> None:
     from mlft.generation.models import resolve
 
     path = resolve(model).path
-    subprocess.run([sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
-                    f"pretrained={path},dtype=float32", "--device", "cpu", "--include_path",
-                    str(REPO / "mlft" / "harness" / "tasks"), "--tasks", tasks, "--limit", str(limit),
-                    "--apply_chat_template", "--log_samples", "--output_path", str(out), "--batch_size", "16"],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lm_eval",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={path},dtype=float32",
+            "--device",
+            "cpu",
+            "--include_path",
+            str(REPO / "mlft" / "harness" / "tasks"),
+            "--tasks",
+            tasks,
+            "--limit",
+            str(limit),
+            "--apply_chat_template",
+            "--log_samples",
+            "--output_path",
+            str(out),
+            "--batch_size",
+            "16",
+        ],
+        check=True,
+    )
 
 
 def compare(out: Path) -> int:
@@ -38,8 +59,12 @@ def compare(out: Path) -> int:
     samples = sorted(str(p) for p in out.rglob("samples_lcb_*.jsonl"))
     comp = out / "completions.jsonl"
     subprocess.run([sys.executable, "-m", "mlft", "harness", "completions", *samples, "--out", str(comp)], check=True)
-    text = subprocess.run([sys.executable, "-m", "mlft", "score", str(comp), "--format", "json"], check=True,
-                          capture_output=True, text=True).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "mlft", "score", str(comp), "--format", "json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     data = json.loads(text)
     rows = data["rows"] if isinstance(data, dict) else data
     mismatches, n = 0, 0
@@ -57,8 +82,10 @@ def compare(out: Path) -> int:
             n += 1
             same = a is not None and b is not None and abs(a - b) < 1e-12
             mismatches += not same
-            print(f"{name:<24} {m:<6} {a if a is not None else '-':>10.6} {b if b is not None else '-':>10.6}"
-                  f"{'' if same else '  MISMATCH'}")
+            print(
+                f"{name:<24} {m:<6} {a if a is not None else '-':>10.6} {b if b is not None else '-':>10.6}"
+                f"{'' if same else '  MISMATCH'}"
+            )
     print(f"{n} numbers compared, {mismatches} mismatches ({sum(1 for _ in comp.open())} replies)")
     return 1 if mismatches else 0
 

@@ -34,13 +34,16 @@ def main() -> None:
 
     suite = load_suite("lcb_demo", ["tasks=[crosslingual]", "sources=[okapi]"])
     prompts = select_prompts(suite.options)[: args.prompts]
-    requests = [Request(p.id, language=p.language, **build_input(Prompting(), p.prompt, p.task, p.language))
-                for p in prompts]
+    requests = [
+        Request(p.id, language=p.language, **build_input(Prompting(), p.prompt, p.task, p.language)) for p in prompts
+    ]
     decoding = Decoding(max_new_tokens=args.max_new_tokens)
     backend = create_backend("hf", {"dtype": "float32"}, batch_size=args.batch_size)
     gate = build_interventions([{"name": "learned_gate", "gate": args.gate}], "--gate")
-    print(f"{len(requests)} cross-lingual prompts, {args.max_new_tokens} new tokens, batch {args.batch_size}, "
-          f"T={decoding.temperature} p={decoding.top_p}")
+    print(
+        f"{len(requests)} cross-lingual prompts, {args.max_new_tokens} new tokens, batch {args.batch_size}, "
+        f"T={decoding.temperature} p={decoding.top_p}"
+    )
     ratios, tokens, steps, top1 = [], 0, 0, 0
     for rnd in range(args.rounds):
         seconds = {}
@@ -53,11 +56,15 @@ def main() -> None:
                 steps = sum(r.extra["intervention_stats"]["learned_gate_steps"] for r in results)
                 top1 = sum(r.extra["intervention_stats"]["learned_gate_top1"] for r in results)
         ratios.append(seconds["gate"] / seconds["base"])
-        print(f"round {rnd + 1}: base {seconds['base']:.3f} s/prompt, gate {seconds['gate']:.3f} s/prompt "
-              f"(x{ratios[-1]:.3f})")
-    print(f"median gate/base time: x{statistics.median(ratios):.3f}; gated at {steps} of {tokens} generated tokens "
-          f"({100 * steps / max(tokens, 1):.2f} %), most likely token changed at {top1} "
-          f"({100 * top1 / max(tokens, 1):.2f} %)")
+        print(
+            f"round {rnd + 1}: base {seconds['base']:.3f} s/prompt, gate {seconds['gate']:.3f} s/prompt "
+            f"(x{ratios[-1]:.3f})"
+        )
+    print(
+        f"median gate/base time: x{statistics.median(ratios):.3f}; gated at {steps} of {tokens} generated tokens "
+        f"({100 * steps / max(tokens, 1):.2f} %), most likely token changed at {top1} "
+        f"({100 * top1 / max(tokens, 1):.2f} %)"
+    )
 
 
 if __name__ == "__main__":

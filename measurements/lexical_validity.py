@@ -30,7 +30,11 @@ from mlft.paths import shared_dir
 
 # right script, non-words (the first ja / ar / bn lines are the examples from real runs)
 SALAD = {
-    "ja": ["<<文章のラクティ．．．．．．", "ラクティモスパネリョン、クラピスタのフェトリ。", "ポリネスカのデュラミとケリマンタをスナッペ"],
+    "ja": [
+        "<<文章のラクティ．．．．．．",
+        "ラクティモスパネリョン、クラピスタのフェトリ。",
+        "ポリネスカのデュラミとケリマンタをスナッペ",
+    ],
     "ar": ["أنا نشرط الإصلية الأصلية الأص", "نشرط الإصلية كتمبور فلاستي مرنوب", "تلمسكور برانيطة سفلوشي قرمطان"],
     "bn": ["বাদানায়ারায়ারা", "কলমাতি সুরপানো বাখেরিতা মনোলাকি"],
     "hi": ["कलपाना सुरतीम बाखेरा मनोताकी", "तरबूली खपसाना गिरमोटी छलाकुन"],
@@ -47,7 +51,10 @@ REAL = {
     "bn": ["আমি প্রতিদিন সকালে চা পান করি এবং খবরের কাগজ পড়ি।", "ঢাকা বাংলাদেশের রাজধানী এবং সবচেয়ে বড় শহর।"],
     "hi": ["मैं हर सुबह चाय पीता हूँ और अखबार पढ़ता हूँ।", "भारत की राजधानी नई दिल्ली है और यह एक बड़ा शहर है।"],
     "zh": ["今天天气很好，我们去公园散步吧。", "北京是中国的首都，也是一座历史悠久的城市。"],
-    "ko": ["세계화의 경제적 측면은 여러 핵심 개념을 포함하고 있습니다.", "오늘은 날씨가 좋아서 친구와 함께 공원에 갔습니다."],
+    "ko": [
+        "세계화의 경제적 측면은 여러 핵심 개념을 포함하고 있습니다.",
+        "오늘은 날씨가 좋아서 친구와 함께 공원에 갔습니다.",
+    ],
     "bg": ["Аз обичам да чета книги вечер.", "София е столицата на България и най-големият град в страната."],
     "fi": ["Minä luen kirjaa joka ilta ennen nukkumaanmenoa.", "Helsinki on Suomen pääkaupunki ja suurin kaupunki."],
     "ru": ["Я люблю читать книги по вечерам, это очень интересно.", "Москва является столицей России."],
@@ -58,8 +65,10 @@ REAL = {
 def released(root: Path) -> None:
     files = sorted(root.glob("*.csv"))
     print(f"Released LCB completions ({root}), valid = validity > {VALID_SHARE}:")
-    print(f"{'model':22s} {'replies':>7s} {'mean':>6s} {'valid %':>8s} {'mono %':>7s} {'cross %':>8s} "
-          f"{'degen %':>8s}  weakest language")
+    print(
+        f"{'model':22s} {'replies':>7s} {'mean':>6s} {'valid %':>8s} {'mono %':>7s} {'cross %':>8s} "
+        f"{'degen %':>8s}  weakest language"
+    )
     total, started = 0, time.perf_counter()
     for f in files:
         comps = read_completions(f)
@@ -72,9 +81,11 @@ def released(root: Path) -> None:
             by_lang[c.language].append(v > VALID_SHARE)
         worst = min(by_lang, key=lambda x: np.mean(by_lang[x]))
         valid = 100 * np.mean([v > VALID_SHARE for v in values])
-        print(f"{f.stem:22s} {len(comps):7d} {np.mean(values):6.3f} {valid:8.1f}"
-              f" {100 * np.mean(by_task['monolingual']):7.1f} {100 * np.mean(by_task['crosslingual']):8.1f} {degen:8.1f}"
-              f"  {worst} {100 * np.mean(by_lang[worst]):.1f}")
+        print(
+            f"{f.stem:22s} {len(comps):7d} {np.mean(values):6.3f} {valid:8.1f}"
+            f" {100 * np.mean(by_task['monolingual']):7.1f} {100 * np.mean(by_task['crosslingual']):8.1f} {degen:8.1f}"
+            f"  {worst} {100 * np.mean(by_lang[worst]):.1f}"
+        )
     print(f"{total} replies in {time.perf_counter() - started:.0f} s\n")
 
 
@@ -86,8 +97,10 @@ def salad() -> None:
         r = [lexical_validity(x, lang) for x in REAL[lang]]
         sep = max(s) <= VALID_SHARE < min(r)
         ok &= sep
-        print(f"  {lang}: salad {' '.join(f'{v:.2f}' for v in s):20s} real {' '.join(f'{v:.2f}' for v in r):12s}"
-              f" {'separated' if sep else 'NOT separated'}")
+        print(
+            f"  {lang}: salad {' '.join(f'{v:.2f}' for v in s):20s} real {' '.join(f'{v:.2f}' for v in r):12s}"
+            f" {'separated' if sep else 'NOT separated'}"
+        )
     print(f"all separated: {ok}\n")
 
 

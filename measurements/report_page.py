@@ -31,8 +31,18 @@ from mlft.paths import shared_dir
 from mlft.reports.page import write_page
 from mlft.stats import save_outcomes
 
-MODELS = ["llama-2-instruct", "mistral-8x7b", "command-r-base", "llama-3-instruct", "command-r", "gpt-3.5-turbo",
-          "command-r-plus-base", "mistral-large", "command-r-plus", "gpt-4-turbo"]
+MODELS = [
+    "llama-2-instruct",
+    "mistral-8x7b",
+    "command-r-base",
+    "llama-3-instruct",
+    "command-r",
+    "gpt-3.5-turbo",
+    "command-r-plus-base",
+    "mistral-large",
+    "command-r-plus",
+    "gpt-4-turbo",
+]
 
 
 def released(model: str, prompts: dict[str, str]) -> list[dict]:
@@ -46,8 +56,17 @@ def released(model: str, prompts: dict[str, str]) -> list[dict]:
             pid = "/".join(key) + f"/{seen[key]}"
             seen[key] += 1
             if pid in prompts:
-                out.append({"id": pid, "task": row["task"], "source": row["source"], "language": row["language"],
-                            "model": model, "completion": row["completion"], "prompt": prompts[pid]})
+                out.append(
+                    {
+                        "id": pid,
+                        "task": row["task"],
+                        "source": row["source"],
+                        "language": row["language"],
+                        "model": model,
+                        "completion": row["completion"],
+                        "prompt": prompts[pid],
+                    }
+                )
     return out
 
 
@@ -73,8 +92,17 @@ def build_run(run_dir: Path, size: str) -> float:
         outcomes = outcomes_from(comps, score_completions(comps, lid=lid).replies)
         save_outcomes(folder / "outcomes.jsonl", outcomes)
         rel = folder.relative_to(run_dir) / "outcomes.jsonl"
-        rows += [{"step": step, "variant": "model", "suite": "synthetic", "suite_variant": "default", **r,
-                  "outcomes": str(rel)} for r in metric_rows("default", outcomes, 0.95, 2000)]
+        rows += [
+            {
+                "step": step,
+                "variant": "model",
+                "suite": "synthetic",
+                "suite_variant": "default",
+                **r,
+                "outcomes": str(rel),
+            }
+            for r in metric_rows("default", outcomes, 0.95, 2000)
+        ]
         print(f"  step {step}: {len(records)} replies of {MODELS[k]}", flush=True)
     for r in rows:
         r["variant"] = "model"
@@ -91,9 +119,19 @@ def main() -> None:
     out, page = write_page([run_dir], root / f"{size}.html")
     seconds = time.perf_counter() - t0
     replies = sum(len(v.replies) for v in page.views)
-    print(json.dumps({"size": size, "views": len(page.views), "replies": replies, "prompts": len(page.prompts),
-                      "run_build_s": round(built, 1), "page_build_s": round(seconds, 1),
-                      "file_mb": round(out.stat().st_size / 1e6, 2)}))
+    print(
+        json.dumps(
+            {
+                "size": size,
+                "views": len(page.views),
+                "replies": replies,
+                "prompts": len(page.prompts),
+                "run_build_s": round(built, 1),
+                "page_build_s": round(seconds, 1),
+                "file_mb": round(out.stat().st_size / 1e6, 2),
+            }
+        )
+    )
     try:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
         from tests.browser_helpers import Browser, find_chromium
@@ -107,15 +145,27 @@ def main() -> None:
         opens = [b.open(out) for _ in range(3)]
         t1 = time.perf_counter()
         last = len(page.views) - 1
-        b.eval(f"(() => {{ const s = document.getElementById('r-view'); s.value = '{last}'; "
-               "s.dispatchEvent(new Event('change')); return 1; })()")
-        b.eval("document.querySelector('#reply-count').textContent",
-               until=lambda v: v and v.endswith(f" of {len(page.views[last].replies)} replies"))
+        b.eval(
+            f"(() => {{ const s = document.getElementById('r-view'); s.value = '{last}'; "
+            "s.dispatchEvent(new Event('change')); return 1; })()"
+        )
+        b.eval(
+            "document.querySelector('#reply-count').textContent",
+            until=lambda v: v and v.endswith(f" of {len(page.views[last].replies)} replies"),
+        )
         switch = time.perf_counter() - t1
         heap = b.eval("performance.memory ? performance.memory.usedJSHeapSize : null")
-        print(json.dumps({"open_s": [round(x, 2) for x in opens], "switch_checkpoint_s": round(switch, 2),
-                          "js_heap_mb": round(heap / 1e6, 1) if heap else None, "problems": b.problems(),
-                          "requests": len(b.requests())}))
+        print(
+            json.dumps(
+                {
+                    "open_s": [round(x, 2) for x in opens],
+                    "switch_checkpoint_s": round(switch, 2),
+                    "js_heap_mb": round(heap / 1e6, 1) if heap else None,
+                    "problems": b.problems(),
+                    "requests": len(b.requests()),
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

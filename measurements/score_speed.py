@@ -75,14 +75,16 @@ def main() -> None:
     bare, completions, n_lines = timed(lambda cs: bare_loop(cs, lid))
     strict = timed(lambda cs: bare_loop(cs, lid, normalize))[0] if args.mlft_normalize else None
     plain, _, _ = timed(lambda cs: score_completions(cs, lid=lid, words=words, workers=workers))
-    guarded, _, _ = timed(lambda cs: score_guard(cs, score_completions(cs, lid=lid, words=words, workers=workers,
-                                                                       guard=True).replies))
-    print(f"files: {len(files)}  replies: {len(completions)}  lines identified: {n_lines}  "
-          f"scorer processes: {workers}")
+    guarded, _, _ = timed(
+        lambda cs: score_guard(cs, score_completions(cs, lid=lid, words=words, workers=workers, guard=True).replies)
+    )
+    print(f"files: {len(files)}  replies: {len(completions)}  lines identified: {n_lines}  scorer processes: {workers}")
     print(f"bare loop (read + tokenise + fastText, 1 process): {bare:7.2f} s")
     if strict is not None:
-        print(f"bare loop with mlft's normalize:                   {strict:7.2f} s   (ratios to it: --no-guard "
-              f"{plain / strict:.2f}, guard on {guarded / strict:.2f})")
+        print(
+            f"bare loop with mlft's normalize:                   {strict:7.2f} s   (ratios to it: --no-guard "
+            f"{plain / strict:.2f}, guard on {guarded / strict:.2f})"
+        )
     print(f"mlft score --no-guard:                             {plain:7.2f} s   ratio to bare: {plain / bare:.2f}")
     print(f"mlft score (guard on):                             {guarded:7.2f} s   ratio to bare: {guarded / bare:.2f}")
 

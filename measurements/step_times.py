@@ -45,10 +45,15 @@ def step_times(path: str | Path):
         def on_step_end(self, args, state, control, **kw):
             sync()
             now = time.perf_counter()
-            row = {"step": state.global_step, "step_s": round(now - self.begin, 5),
-                   "wall_s": round(now - self.last, 5), "t": round(now - self.t0, 4), "num_tokens": self.tokens}
+            row = {
+                "step": state.global_step,
+                "step_s": round(now - self.begin, 5),
+                "wall_s": round(now - self.last, 5),
+                "t": round(now - self.t0, 4),
+                "num_tokens": self.tokens,
+            }
             if torch.cuda.is_available():
-                row["peak_alloc_gib"] = round(torch.cuda.max_memory_allocated() / 2 ** 30, 3)
+                row["peak_alloc_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
             self.last = now
             if self.fh is not None:
                 self.fh.write(json.dumps(row) + "\n")
@@ -68,7 +73,9 @@ def step_times(path: str | Path):
 
 def read_steps(path: str | Path) -> list[dict]:
     p = Path(path)
-    return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()] if p.is_file() else []
+    return (
+        [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()] if p.is_file() else []
+    )
 
 
 def median_step(rows: list[dict], key: str = "step_s", skip: int = 1) -> float | None:

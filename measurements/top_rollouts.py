@@ -33,8 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     top = [r for r in rows if r.get("rank") == "top" and r["step"] >= args.from_step]
     random.Random(args.seed).shuffle(top)
     top.sort(key=lambda r: -r["total"])  # stable: ties stay in the drawn order
-    print(f"{len(top)} top rollouts at steps >= {args.from_step} in {path}; the {min(args.n, len(top))} of highest "
-          f"total (ties drawn with seed {args.seed})\n")
+    print(
+        f"{len(top)} top rollouts at steps >= {args.from_step} in {path}; the {min(args.n, len(top))} of highest "
+        f"total (ties drawn with seed {args.seed})\n"
+    )
     print("| step | task | lang | total | terms | group mean | LCB | degenerate | valid | reply |")
     print("|---:|---|---|---:|---|---:|---|---|---:|---|")
     for r in top[: args.n]:
@@ -42,9 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         valid = lexical_validity(r["completion"], r["language"])
         terms = ", ".join(f"{k} {v:.2f}" for k, v in r["terms"].items() if v is not None)
         text = r["completion"].replace("\n", " ⏎ ").replace("|", "\\|")
-        print(f"| {r['step']} | {r['task'][:5]} | {r['language']} | {r['total']:.2f} | {terms} | "
-              f"{r['group']['mean']:.2f} | {r.get('verdict', '')} | {degenerate or 'no'} | "
-              f"{'' if valid is None else f'{valid:.2f}'} | {text} |")
+        print(
+            f"| {r['step']} | {r['task'][:5]} | {r['language']} | {r['total']:.2f} | {terms} | "
+            f"{r['group']['mean']:.2f} | {r.get('verdict', '')} | {degenerate or 'no'} | "
+            f"{'' if valid is None else f'{valid:.2f}'} | {text} |"
+        )
     return 0
 
 

@@ -1,7 +1,8 @@
 """`mlft train` vs plain trl on the same config, s/step in one run (goal: mlft / trl <= 1.05).
 
 CPU by default: the CPU recipe (recipes/cpu/english_sft.yaml: the embedded SmolLM2-135M-Instruct, LoRA r 16,
-fp32, batch 4 x max_length 256) for a few steps, the eval callback off (evaluation.enabled=false). mlft runs `mlft.training.train.train` (its
+fp32, batch 4 x max_length 256) for a few steps, the eval callback off (evaluation.enabled=false). mlft runs
+`mlft.training.train.train` (its
 chain, callbacks, progress, curves); trl runs SFTTrainer alone with the SFTConfig mlft built, the rows mlft's mix
 wrote (run_dir/mix/train.jsonl), the same chat template and LoRA config. Each runs in a process of its own
 (mlft first: it writes the rows), each step's time written as it finishes (measurements/step_times.py); the ratio
@@ -37,8 +38,18 @@ def main() -> None:
         shutil.rmtree(work / "mlft", ignore_errors=True)
         for side in ("mlft", "trl"):
             (work / f"{side}_steps.jsonl").unlink(missing_ok=True)
-            cmd = [sys.executable, __file__, args.recipe, "--steps", str(args.steps), "--work", str(work),
-                   "--only", side, *[x for o in args.override for x in ("-o", o)]]
+            cmd = [
+                sys.executable,
+                __file__,
+                args.recipe,
+                "--steps",
+                str(args.steps),
+                "--work",
+                str(work),
+                "--only",
+                side,
+                *[x for o in args.override for x in ("-o", o)],
+            ]
             subprocess.run(cmd, check=True)
         report(args, work)
         if not args.work:
@@ -57,8 +68,12 @@ def run_side(args, work: Path) -> None:
     from mlft.training.recipe import load_recipe
     from mlft.training.train import _trainer_config, train
 
-    overrides = [f"training_args.max_steps={args.steps}",
-                 "training_args.logging_steps=1", "evaluation.enabled=false", *args.override]
+    overrides = [
+        f"training_args.max_steps={args.steps}",
+        "training_args.logging_steps=1",
+        "evaluation.enabled=false",
+        *args.override,
+    ]
     recipe = load_recipe(args.recipe, [*overrides, f"run_dir={work / 'mlft'}"])
     if args.only == "mlft":
         train(recipe, progress=False, callbacks=[step_times(work / "mlft_steps.jsonl")])
@@ -75,9 +90,14 @@ def run_side(args, work: Path) -> None:
     template = work / "mlft" / "chat_template.jinja"
     if template.is_file():
         tok.chat_template = template.read_text(encoding="utf-8")
-    trainer = SFTTrainer(model=str(ref.path), args=config, train_dataset=dataset, processing_class=tok,
-                         peft_config=recipe.lora.to_peft() if recipe.lora.enabled else None,
-                         callbacks=[step_times(work / "trl_steps.jsonl")])
+    trainer = SFTTrainer(
+        model=str(ref.path),
+        args=config,
+        train_dataset=dataset,
+        processing_class=tok,
+        peft_config=recipe.lora.to_peft() if recipe.lora.enabled else None,
+        callbacks=[step_times(work / "trl_steps.jsonl")],
+    )
     trainer.train()
 
 
@@ -88,9 +108,11 @@ def report(args, work: Path) -> None:
         a, b = median_step(m, key), median_step(t, key)
         out[key] = {"mlft": a, "trl": b, "ratio": round(a / b, 3) if a and b else None}
     print(json.dumps(out, indent=1))
-    print(f"mlft train vs plain trl, median s/step after step 1: {out['step_s']['mlft']:.3f} vs "
-          f"{out['step_s']['trl']:.3f} (ratio {out['step_s']['ratio']}); between step ends (callbacks, logging "
-          f"included): ratio {out['wall_s']['ratio']}")
+    print(
+        f"mlft train vs plain trl, median s/step after step 1: {out['step_s']['mlft']:.3f} vs "
+        f"{out['step_s']['trl']:.3f} (ratio {out['step_s']['ratio']}); between step ends (callbacks, logging "
+        f"included): ratio {out['wall_s']['ratio']}"
+    )
 
 
 if __name__ == "__main__":

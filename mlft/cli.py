@@ -58,11 +58,12 @@ def parse_args(argv: list[str], parser: argparse.ArgumentParser | None = None) -
     parser = parser or make_parser()
     argv = list(argv)
     if argv and argv[0].endswith((".yaml", ".yml")):  # `mlft RECIPE.yaml` = `mlft train RECIPE.yaml`, so that
-        argv.insert(0, "train")                       # `accelerate launch -m mlft RECIPE.yaml` trains
+        argv.insert(0, "train")  # `accelerate launch -m mlft RECIPE.yaml` trains
     args, extra = parser.parse_known_args(argv)
     if extra:  # key=value overrides after an option (`mlft eval S --out d per_group=1`): argparse leaves them
-        if isinstance(getattr(args, "overrides", None), list) and all("=" in e and not e.startswith("-")
-                                                                        for e in extra):
+        if isinstance(getattr(args, "overrides", None), list) and all(
+            "=" in e and not e.startswith("-") for e in extra
+        ):
             args.overrides = [*args.overrides, *extra]
         else:
             parser.parse_args(argv)  # the usual error message and exit code

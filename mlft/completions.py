@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from mlft.constants import TASKS
 from mlft.errors import ConfigError, DataError
@@ -63,9 +63,15 @@ def _check(rec: dict, where: str, default_model: str) -> Completion:
     if not isinstance(completion, str):
         raise DataError(f"{where}: field 'completion' must be text, got {type(completion).__name__}")
     extra = {k: v for k, v in rec.items() if k not in (*REQUIRED, "id", "model")}
-    return Completion(id=str(rec.get("id", "")), model=str(rec.get("model") or default_model),
-                      task=rec["task"], source=str(rec["source"]), language=rec["language"],
-                      completion=completion, extra=extra)
+    return Completion(
+        id=str(rec.get("id", "")),
+        model=str(rec.get("model") or default_model),
+        task=rec["task"],
+        source=str(rec["source"]),
+        language=rec["language"],
+        completion=completion,
+        extra=extra,
+    )
 
 
 def _read_text(path: Path) -> str:
@@ -89,8 +95,10 @@ def _iter_csv(path: Path, text: str) -> Iterator[Completion]:
     header = reader.fieldnames or []
     missing = [c for c in REQUIRED if c not in header]
     if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} "
-                        f"(header: {', '.join(header)}); expected id, model, completion, task, source, language")
+        raise DataError(
+            f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} "
+            f"(header: {', '.join(header)}); expected id, model, completion, task, source, language"
+        )
     for row in reader:
         # data row n sits on physical line reader.line_num
         yield _check(row, f"{path}: row {reader.line_num - 1} (line {reader.line_num})", path.stem)

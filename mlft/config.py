@@ -82,8 +82,10 @@ def _include_path(path: Path, inc, shipped: str | None) -> Path:
     known = sorted({p.relative_to(d).as_posix() for d in resource_dirs(shipped) for p in d.rglob("*.y*ml")})
     stem = str(Path(inc).with_suffix("")) if Path(inc).suffix in (".yaml", ".yml") else inc
     hint = did_you_mean(stem, [str(Path(k).with_suffix("")) for k in known])
-    raise ConfigError(f"{path}: include {inc}: file not found beside it ({path.parent}) nor among the shipped "
-                      f"{shipped}/ files{hint}; shipped: {', '.join(known)}")
+    raise ConfigError(
+        f"{path}: include {inc}: file not found beside it ({path.parent}) nor among the shipped "
+        f"{shipped}/ files{hint}; shipped: {', '.join(known)}"
+    )
 
 
 def apply_overrides(data: dict, overrides: list[str], source: str = "command line") -> dict:
@@ -133,8 +135,9 @@ def did_you_mean(name: str, choices) -> str:
 def check_choice(value: str, choices, what: str, where: str) -> str:
     """Return `value` if it is one of `choices`, else a ConfigError with a "did you mean" and the valid list."""
     if value not in choices:
-        raise ConfigError(f"{where}: unknown {what} {value!r}{did_you_mean(str(value), choices)}; "
-                          f"valid: {', '.join(sorted(choices))}")
+        raise ConfigError(
+            f"{where}: unknown {what} {value!r}{did_you_mean(str(value), choices)}; valid: {', '.join(sorted(choices))}"
+        )
     return value
 
 
@@ -162,7 +165,9 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} matches none of {_type_name(tp)}")
     if origin is Literal:
         if value not in get_args(tp):
-            raise ConfigError(f"{where}: {value!r} is not one of {list(get_args(tp))}{did_you_mean(str(value), map(str, get_args(tp)))}")
+            choices = list(get_args(tp))
+            hint = did_you_mean(str(value), map(str, choices))
+            raise ConfigError(f"{where}: {value!r} is not one of {choices}{hint}")
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
@@ -204,7 +209,8 @@ def from_dict(cls, data: dict, where: str):
             raise ConfigError(f"{where}: unknown key {key!r}{did_you_mean(key, fields)}")
         kwargs[key] = _coerce(value, hints[key], f"{where}.{key}" if where else key)
     missing = [
-        n for n, f in fields.items()
+        n
+        for n, f in fields.items()
         if n not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     if missing:
@@ -222,6 +228,7 @@ def help_of(cls) -> dict[str, str]:
 
 
 # --- command-line flags generated from config dataclasses (shared by `mlft generate`, `mlft eval`, backends) ---
+
 
 def flag_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
@@ -254,8 +261,15 @@ def arg_spec(tp) -> dict:
     return {"type": str}
 
 
-def add_dataclass_flags(group, cls, dest_prefix: str, *, rename: dict[str, str] | None = None,
-                        exclude: tuple[str, ...] | set[str] = (), help_prefix: dict[str, str] | None = None) -> None:
+def add_dataclass_flags(
+    group,
+    cls,
+    dest_prefix: str,
+    *,
+    rename: dict[str, str] | None = None,
+    exclude: tuple[str, ...] | set[str] = (),
+    help_prefix: dict[str, str] | None = None,
+) -> None:
     """One flag per field of dataclass `cls` (help from the field's metadata, default shown; the flag's value is
     None unless given, so only what the user sets overrides a config). `rename`: field -> flag for clashes;
     `help_prefix`: field -> text before its help (e.g. the backends that have the option)."""
@@ -269,11 +283,19 @@ def add_dataclass_flags(group, cls, dest_prefix: str, *, rename: dict[str, str] 
             kw["metavar"] = f.name.upper()
         default = f.default if f.default is not dataclasses.MISSING else None
         shown = "" if kw.get("action") or default in (None, "") else f" (default {default})"
-        group.add_argument(rename.get(f.name, flag_name(f.name)), dest=f"{dest_prefix}{f.name}", default=None,
-                           help=f"{help_prefix.get(f.name, '')}{f.metadata.get('help', '')}{shown}", **kw)
+        group.add_argument(
+            rename.get(f.name, flag_name(f.name)),
+            dest=f"{dest_prefix}{f.name}",
+            default=None,
+            help=f"{help_prefix.get(f.name, '')}{f.metadata.get('help', '')}{shown}",
+            **kw,
+        )
 
 
 def flag_values(args, dest_prefix: str) -> dict:
     """{field: value} of the flags of `add_dataclass_flags(..., dest_prefix)` the user set."""
-    return {k[len(dest_prefix):]: v for k, v in vars(args).items()
-            if k.startswith(dest_prefix) and v is not None and v is not False}
+    return {
+        k[len(dest_prefix) :]: v
+        for k, v in vars(args).items()
+        if k.startswith(dest_prefix) and v is not None and v is not False
+    }

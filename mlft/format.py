@@ -32,9 +32,15 @@ def render(header: list[str], rows: list[list], fmt: str = "table", title: str |
         return "\n".join(lines) + "\n"
     if fmt == "latex":
         esc = lambda s: s.replace("_", r"\_").replace("%", r"\%").replace("&", r"\&")  # noqa: E731
-        out = [r"\begin{table}[t]", r"\centering", r"\small",
-               r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule",
-               " & ".join(esc(h) for h in header) + r" \\", r"\midrule"]
+        out = [
+            r"\begin{table}[t]",
+            r"\centering",
+            r"\small",
+            r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
+            r"\toprule",
+            " & ".join(esc(h) for h in header) + r" \\",
+            r"\midrule",
+        ]
         out += [" & ".join(esc(c) for c in r) + r" \\" for r in cells]
         out += [r"\bottomrule", r"\end{tabular}"]
         if title:
@@ -44,8 +50,10 @@ def render(header: list[str], rows: list[list], fmt: str = "table", title: str |
     if fmt != "table":
         raise ValueError(f"unknown format {fmt!r}; valid: {', '.join(FORMATS)}")
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)]
-    fmt_row = lambda r: "  ".join(c.ljust(w) if i == 0 else c.rjust(w)  # noqa: E731
-                                  for i, (c, w) in enumerate(zip(r, widths)))
+
+    def fmt_row(r: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
     lines = [title] if title else []
     lines += [fmt_row(header), "  ".join("-" * w for w in widths)]
     lines += [fmt_row(r) for r in cells]

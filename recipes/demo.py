@@ -76,31 +76,40 @@ from mlft.training.train import train
 log = get_logger(__name__)
 BASE_MODEL = "smollm2-135m-instruct"
 FEWSHOT = [PassVariant(name, overrides=settings) for name, settings in FEWSHOT_BASELINES]
-DECODE_SMARTER = PassVariant("+script gate +line resampling",
-                             interventions=[{"name": "script_gate", "mode": "soft", "penalty": 3.0},
-                                            {"name": "line_resample"}])
+DECODE_SMARTER = PassVariant(
+    "+script gate +line resampling",
+    interventions=[{"name": "script_gate", "mode": "soft", "penalty": 3.0}, {"name": "line_resample"}],
+)
 
 
 @dataclass(frozen=True)
 class DemoRun:
-    key: str               # its folder under --out
+    key: str  # its folder under --out
     recipe: str
-    label: str             # its row in Table 11
-    parent: str | None     # the run whose final model it starts from
-    default: bool          # in the default demo (else --full, or --rl for the RL runs)
+    label: str  # its row in Table 11
+    parent: str | None  # the run whose final model it starts from
+    default: bool  # in the default demo (else --full, or --rl for the RL runs)
 
 
-RUNS = [DemoRun("english_sft", "recipes/cpu/english_sft.yaml", "+English SFT", None, True),
-        DemoRun("english_dpo", "recipes/cpu/english_dpo.yaml", "+English pref. tuning", "english_sft", False),
-        DemoRun("multilingual_sft", "recipes/cpu/multilingual_sft.yaml", "+Multilingual SFT", None, False),
-        DemoRun("multilingual_dpo", "recipes/cpu/multilingual_dpo.yaml", "+Multilingual pref. tuning",
-                "multilingual_sft", False),
-        DemoRun("crosslingual_sft", "recipes/cpu/crosslingual_sft.yaml", "+Cross-lingual SFT", None, True),
-        DemoRun("crosslingual_dpo", "recipes/cpu/crosslingual_dpo.yaml", "+Cross-lingual pref. tuning",
-                "crosslingual_sft", False),  # ~20 s a step on 2 cores: in --full only, to keep the default <= 15 min
-        # online RL with the LCB judge as the reward: with --rl
-        DemoRun("grpo", "recipes/cpu/grpo_crosslingual.yaml", "+GRPO (LCB judge reward)", None, False),
-        DemoRun("grpo_on_sft", "recipes/cpu/grpo_on_sft.yaml", "+Cross-lingual SFT +GRPO", "crosslingual_sft", False)]
+RUNS = [
+    DemoRun("english_sft", "recipes/cpu/english_sft.yaml", "+English SFT", None, True),
+    DemoRun("english_dpo", "recipes/cpu/english_dpo.yaml", "+English pref. tuning", "english_sft", False),
+    DemoRun("multilingual_sft", "recipes/cpu/multilingual_sft.yaml", "+Multilingual SFT", None, False),
+    DemoRun(
+        "multilingual_dpo", "recipes/cpu/multilingual_dpo.yaml", "+Multilingual pref. tuning", "multilingual_sft", False
+    ),
+    DemoRun("crosslingual_sft", "recipes/cpu/crosslingual_sft.yaml", "+Cross-lingual SFT", None, True),
+    DemoRun(
+        "crosslingual_dpo",
+        "recipes/cpu/crosslingual_dpo.yaml",
+        "+Cross-lingual pref. tuning",
+        "crosslingual_sft",
+        False,
+    ),  # ~20 s a step on 2 cores: in --full only, to keep the default <= 15 min
+    # online RL with the LCB judge as the reward: with --rl
+    DemoRun("grpo", "recipes/cpu/grpo_crosslingual.yaml", "+GRPO (LCB judge reward)", None, False),
+    DemoRun("grpo_on_sft", "recipes/cpu/grpo_on_sft.yaml", "+Cross-lingual SFT +GRPO", "crosslingual_sft", False),
+]
 RL_RUNS = ("grpo", "grpo_on_sft")
 SECOND_JUDGE = "langdetect"  # with --rl every pass is also judged by a second LID (a column of Table 11)
 # with --rl: the base model and every RL run's final model on prompts in languages the RL mix never asked for
@@ -114,23 +123,43 @@ HELP = "the main job: SFT / preference tuning vs decoding-time mitigation on CPU
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The experiment's flags (`mlft demo` and `python recipes/demo.py` take the same)."""
     p.add_argument("--out", default="runs/demo", help="folder for the runs, curves.png and mitigation.md")
-    p.add_argument("--full", action="store_true", help="every row: + multilingual and English preference runs, "
-                   "few-shot, quantized variants, mid-run checkpoints")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="every row: + multilingual and English preference runs, few-shot, quantized variants, mid-run checkpoints",
+    )
     p.add_argument("--sft-steps", type=int, default=32, help="SFT optimizer steps per run")
     p.add_argument("--dpo-steps", type=int, default=12, help="preference-tuning steps per run (0: none)")
-    p.add_argument("--rl", action="store_true", help="add GRPO rows (online RL, the LCB judge as the reward, the "
-                   "guard as the constraint): from the base model and on the cross-lingual SFT checkpoint; every "
-                   f"pass is also judged by {SECOND_JUDGE} (see docs/rl.md)")
+    p.add_argument(
+        "--rl",
+        action="store_true",
+        help="add GRPO rows (online RL, the LCB judge as the reward, the "
+        "guard as the constraint): from the base model and on the cross-lingual SFT checkpoint; every "
+        f"pass is also judged by {SECOND_JUDGE} (see docs/rl.md)",
+    )
     p.add_argument("--rl-steps", type=int, default=16, help="GRPO optimizer steps per RL run")
     p.add_argument("--suite", default="lcb_demo", help="eval suite of the callback")
     p.add_argument("--max-new-tokens", type=int, help="override the suite's max_new_tokens (faster passes)")
-    p.add_argument("--samples", type=int, help="replies per prompt of every pass (default: the suite's `samples`; "
-                   "each reply a draw of its own, intervals resample prompts)")
-    p.add_argument("--seed", type=int, default=0, help="the story's seed: every pass's decoding seed and every "
-                   "run's training seed (rerun with other seeds to see which claims hold: measurements/demo_seeds.py)")
-    p.add_argument("--decoding-row", action=argparse.BooleanOptionalAction, default=None,
-                   help=f"add the inference-time mitigation ({DECODE_SMARTER.variant}) on the base model and on "
-                        "the cross-lingual SFT checkpoint as rows (default: only with --full)")
+    p.add_argument(
+        "--samples",
+        type=int,
+        help="replies per prompt of every pass (default: the suite's `samples`; "
+        "each reply a draw of its own, intervals resample prompts)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the story's seed: every pass's decoding seed and every "
+        "run's training seed (rerun with other seeds to see which claims hold: measurements/demo_seeds.py)",
+    )
+    p.add_argument(
+        "--decoding-row",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"add the inference-time mitigation ({DECODE_SMARTER.variant}) on the base model and on "
+        "the cross-lingual SFT checkpoint as rows (default: only with --full)",
+    )
 
 
 def _ensure_lcb_data(full: bool = False) -> dict[str, Path]:
@@ -141,8 +170,12 @@ def _ensure_lcb_data(full: bool = False) -> dict[str, Path]:
     needs = (TEST_SETS, WORDS)
     cached = all((lcb_cache() / r.name).is_file() for r in needs) or (lcb_cache() / TEST_SETS_FOLDER).is_dir()
     shared = shared_dir()
-    if (not os.environ.get(ENV_VAR) and not cached and shared is not None
-            and (shared / "lcb" / TEST_SETS.name).is_file()):
+    if (
+        not os.environ.get(ENV_VAR)
+        and not cached
+        and shared is not None
+        and (shared / "lcb" / TEST_SETS.name).is_file()
+    ):
         os.environ[ENV_VAR] = str(shared / "lcb")
     extra = {FEW_SHOT_FILE: locate_examples} if full else {}
     return require("the demo (it evaluates on the LCB test sets)", needs, extra)
@@ -159,8 +192,14 @@ def _baseline(base: Path, suite: str, suite_settings: dict, full: bool, decoding
 
     variants = [copy.deepcopy(DECODE_SMARTER)] if decoding_row else []
     fewshot = copy.deepcopy(FEWSHOT) if full else []
-    ev = EvaluationOptions(suite=suite, suite_overrides=suite_settings, variants=variants, fewshot=full,
-                           fewshot_variants=fewshot, quantized=list(SCHEMES) if full else [])
+    ev = EvaluationOptions(
+        suite=suite,
+        suite_overrides=suite_settings,
+        variants=variants,
+        fewshot=full,
+        fewshot_variants=fewshot,
+        quantized=list(SCHEMES) if full else [],
+    )
     log.info("\n=== step-0 evaluation of the base model (shared by every run)")
     base.mkdir(parents=True, exist_ok=True)
     evaluate_step(base, ev, 0, model_ref=BASE_MODEL, progress=True, mode="baseline")
@@ -178,13 +217,24 @@ def _share_baseline(base: Path, dst: Path) -> None:
     curve_file.append_pass(dst, 0, "model", rows, 0.0, f"copied from {base}")
 
 
-def run_settings(out: Path, key: str, steps: int, full: bool, parent_dir: Path | None, evaluation: dict,
-                 decoding_row: bool, seed: int = 0) -> dict:
+def run_settings(
+    out: Path,
+    key: str,
+    steps: int,
+    full: bool,
+    parent_dir: Path | None,
+    evaluation: dict,
+    decoding_row: bool,
+    seed: int = 0,
+) -> dict:
     """The recipe settings of one demo run (laid over its recipe); with the decoding row, the cross-lingual SFT
     run's callback also evaluates every checkpoint with DECODE_SMARTER (fine-tune and decode smarter)."""
     every = max(1, steps // 2) if full and parent_dir is None else steps
-    settings = {"run_dir": str(out / key), "training_args": {"max_steps": steps, "save_steps": every},
-                "evaluation": copy.deepcopy(evaluation)}
+    settings = {
+        "run_dir": str(out / key),
+        "training_args": {"max_steps": steps, "save_steps": every},
+        "evaluation": copy.deepcopy(evaluation),
+    }
     if seed:  # the story's seed (0: each recipe's own training seed, as the committed numbers were made)
         settings["training_args"]["seed"] = seed
     if parent_dir is not None:
@@ -211,16 +261,24 @@ def table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodin
     done = curve_file.done(base)
     rows = [RowSpec("base", run=str(base), step=0)]
     if full:
-        rows += [RowSpec(f"+{f.variant}" if f.variant != "Q/A template" else "+Q/A template", run=str(base), step=0,
-                         variant=f.variant) for f in FEWSHOT]
+        rows += [
+            RowSpec(
+                f"+{f.variant}" if f.variant != "Q/A template" else "+Q/A template",
+                run=str(base),
+                step=0,
+                variant=f.variant,
+            )
+            for f in FEWSHOT
+        ]
     name = DECODE_SMARTER.variant
     if decoding_row and (0, name) in done:
         rows.append(RowSpec(name, run=str(base), step=0, variant=name))
     rows += [RowSpec(r.label, run=str(runs[r.key])) for r in RUNS if r.key in runs]
     if decoding_row and "crosslingual_sft" in runs:  # fine-tune and decode smarter: the callback's variant pass
         rows.append(RowSpec(f"+Cross-lingual SFT {name}", run=str(runs["crosslingual_sft"]), variant=name))
-    spec = TableSpec(rows, title="Language confusion mitigation on SmolLM2-135M-Instruct (CPU demo, Table 11 "
-                                 "layout, %)", base="base")
+    spec = TableSpec(
+        rows, title="Language confusion mitigation on SmolLM2-135M-Instruct (CPU demo, Table 11 layout, %)", base="base"
+    )
     if any(key in runs for key in RL_RUNS):  # the second judge beside fastText, scored in each row's own pass
         spec.capability = [Capability(**c) for c in judge_columns(SECOND_JUDGE)]
     if full and "crosslingual_sft" in runs:
@@ -237,15 +295,20 @@ def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -
     if max_new_tokens:
         settings["decoding"] = {"max_new_tokens": max_new_tokens}
     rows = []
-    for key, model_ref, label in [("base", BASE_MODEL, "base"),
-                                  *[(r.key, str(runs[r.key] / "final"), r.label) for r in RUNS if r.key in RL_RUNS
-                                    and r.key in runs]]:
+    for key, model_ref, label in [
+        ("base", BASE_MODEL, "base"),
+        *[(r.key, str(runs[r.key] / "final"), r.label) for r in RUNS if r.key in RL_RUNS and r.key in runs],
+    ]:
         folder = out / "outside_lcb" / key
         log.info("\n=== %s on prompts outside LCB's languages (%s)", label, OUTSIDE_SUITE)
         run_suite(load_suite(OUTSIDE_SUITE, settings=settings), model_ref=model_ref, out_dir=folder, progress=True)
         rows.append(RowSpec(label, rows_file=str(folder / "scores.jsonl"), suite_variant="base"))
-    spec = TableSpec(rows, title="GRPO on languages outside LCB's 15 and outside the RL mix (cs, fi, bg, bn, uk; %)",
-                     base="base", capability=[Capability(**c) for c in judge_columns(SECOND_JUDGE)])
+    spec = TableSpec(
+        rows,
+        title="GRPO on languages outside LCB's 15 and outside the RL mix (cs, fi, bg, bn, uk; %)",
+        base="base",
+        capability=[Capability(**c) for c in judge_columns(SECOND_JUDGE)],
+    )
     path = _write_spec(spec, out / "outside_lcb" / "table.yaml")
     built = tables(check_spec(spec, str(path), path.parent))
     (out / "outside_lcb.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
@@ -255,8 +318,16 @@ def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -
 def _command(args) -> str:
     """The `mlft demo` command line that gives these settings (defaults left out)."""
     parts = ["mlft demo"]
-    for flag, default in (("out", "runs/demo"), ("sft_steps", 32), ("dpo_steps", 12), ("rl_steps", 16),
-                          ("suite", "lcb_demo"), ("max_new_tokens", None), ("samples", None), ("seed", 0)):
+    for flag, default in (
+        ("out", "runs/demo"),
+        ("sft_steps", 32),
+        ("dpo_steps", 12),
+        ("rl_steps", 16),
+        ("suite", "lcb_demo"),
+        ("max_new_tokens", None),
+        ("samples", None),
+        ("seed", 0),
+    ):
         if getattr(args, flag) != default:
             parts.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
     parts += [f"--{flag}" for flag in ("full", "rl") if getattr(args, flag)]
@@ -280,15 +351,30 @@ def demo_config(args, suite_settings: dict, runs: dict[str, Path], lcb_files: di
         except (OSError, KeyError, json.JSONDecodeError):
             saved = {}
         targs = saved.get("training_args", {})
-        run_seeds[key] = {"recipe": recipe, "run_dir": str(runs[key]), "max_steps": targs.get("max_steps"),
-                          "seed": targs.get("seed", 42), "mix": saved.get("mix")}  # 42: transformers' default
+        run_seeds[key] = {
+            "recipe": recipe,
+            "run_dir": str(runs[key]),
+            "max_steps": targs.get("max_steps"),
+            "seed": targs.get("seed", 42),
+            "mix": saved.get("mix"),
+        }  # 42: transformers' default
     settings = {k: v for k, v in vars(args).items() if k != "func" and not callable(v)}
-    return {"command": _command(args), "settings": settings,
-            "suite": {"name": args.suite, "settings": suite_settings, "tasks": suite.tasks,
-                      "sources": suite.sources, "per_language": suite.per_language, "seed": suite.seed,
-                      "decoding": dataclasses.asdict(suite.decoding), "samples_per_prompt": suite.samples},
-            "runs": run_seeds,
-            "lcb_files": {name: (file_digest(p) if p.is_file() else "folder") for name, p in lcb_files.items()}}
+    return {
+        "command": _command(args),
+        "settings": settings,
+        "suite": {
+            "name": args.suite,
+            "settings": suite_settings,
+            "tasks": suite.tasks,
+            "sources": suite.sources,
+            "per_language": suite.per_language,
+            "seed": suite.seed,
+            "decoding": dataclasses.asdict(suite.decoding),
+            "samples_per_prompt": suite.samples,
+        },
+        "runs": run_seeds,
+        "lcb_files": {name: (file_digest(p) if p.is_file() else "folder") for name, p in lcb_files.items()},
+    }
 
 
 def suite_settings(args) -> dict:
@@ -324,8 +410,9 @@ def run(args) -> int:
         if r.parent is not None and r.parent not in runs:
             continue
         steps = args.rl_steps if rl else args.dpo_steps if r.parent else args.sft_steps
-        recipe_settings = run_settings(out, r.key, steps, args.full, runs[r.parent] if r.parent else None,
-                                       evaluation, decoding_row, args.seed)
+        recipe_settings = run_settings(
+            out, r.key, steps, args.full, runs[r.parent] if r.parent else None, evaluation, decoding_row, args.seed
+        )
         if not r.parent:
             _share_baseline(base, out / r.key)
         runs[r.key] = _train(r.recipe, recipe_settings)
@@ -338,8 +425,10 @@ def run(args) -> int:
     log.info("wrote %s and %d heatmaps", png, len(heatmaps))
     rl = {key: runs[key] for key in RL_RUNS if key in runs}
     if rl:
-        log.info("wrote %s (GRPO reward terms per step)",
-                 plot_reward_curves({k: read_reward_curves(d) for k, d in rl.items()}, out / "rewards.png"))
+        log.info(
+            "wrote %s (GRPO reward terms per step)",
+            plot_reward_curves({k: read_reward_curves(d) for k, d in rl.items()}, out / "rewards.png"),
+        )
     page = write_report_page([base, *runs.values()], out / PAGE)  # every checkpoint's replies, one page
     log.info("\n=== mitigation table")
     spec = table_spec(out, runs, base, args.full, decoding_row)
@@ -347,8 +436,9 @@ def run(args) -> int:
     (out / "mitigation.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
     table_png = plot_table(built[0], out / "mitigation.png")
     log.info("%s", "\n".join(t.render("table") for t in built))
-    results_tables = {"mitigation": table_record(built[0], spec.base or spec.rows[0].label, spec.confidence,
-                                                 spec.resamples)}
+    results_tables = {
+        "mitigation": table_record(built[0], spec.base or spec.rows[0].label, spec.confidence, spec.resamples)
+    }
     if rl:
         outside = _outside_lcb(out, runs, args.max_new_tokens)
         log.info("%s", "\n".join(t.render("table") for t in outside))
@@ -356,27 +446,45 @@ def run(args) -> int:
     passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curve_file.read_passes(d)]
     in_training = [p for p in passes if p["mode"] in ("in-process", "separate-process")]
     train_wall = sum(json.loads((d / "complete").read_text())["wall_s"] for d in runs.values())
-    timing = {"wall_s": round(time.time() - t0, 1), "train_wall_s": round(train_wall, 1),
-              "callback_s": round(sum(p["seconds"] for p in in_training), 1),
-              "baseline_s": round(sum(p["seconds"] for p in passes if p["mode"] == "baseline"), 1),
-              "eval_passes": passes}
+    timing = {
+        "wall_s": round(time.time() - t0, 1),
+        "train_wall_s": round(train_wall, 1),
+        "callback_s": round(sum(p["seconds"] for p in in_training), 1),
+        "baseline_s": round(sum(p["seconds"] for p in passes if p["mode"] == "baseline"), 1),
+        "eval_passes": passes,
+    }
     timing["callback_share"] = round(timing["callback_s"] / train_wall, 3) if train_wall else None
     (out / "timings.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
-    results = write_results(out, demo_config(args, settings, runs, lcb_files), t0, time.time() - t0,
-                            results_extra("demo", results_tables))
-    log.info("eval passes (s): %s", ", ".join(f"{p['run']}@{p['step']}/{p['variant']}={p['seconds']:.0f}"
-                                              for p in passes if p["seconds"]))
-    log.info("demo wall time: %.0f s (training runs %.0f s, of which the eval callback %.0f s = %.0f %%; shared "
-             "step-0 passes %.0f s); wrote %s, %s, %s, %s, %s, %s", timing["wall_s"], train_wall, timing["callback_s"],
-             100 * (timing["callback_share"] or 0), timing["baseline_s"], out / "mitigation.md", table_png, png,
-             out / "timings.json", results, page or "no report page")
+    results = write_results(
+        out, demo_config(args, settings, runs, lcb_files), t0, time.time() - t0, results_extra("demo", results_tables)
+    )
+    log.info(
+        "eval passes (s): %s",
+        ", ".join(f"{p['run']}@{p['step']}/{p['variant']}={p['seconds']:.0f}" for p in passes if p["seconds"]),
+    )
+    log.info(
+        "demo wall time: %.0f s (training runs %.0f s, of which the eval callback %.0f s = %.0f %%; shared "
+        "step-0 passes %.0f s); wrote %s, %s, %s, %s, %s, %s",
+        timing["wall_s"],
+        train_wall,
+        timing["callback_s"],
+        100 * (timing["callback_share"] or 0),
+        timing["baseline_s"],
+        out / "mitigation.md",
+        table_png,
+        png,
+        out / "timings.json",
+        results,
+        page or "no report page",
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python recipes/demo.py [flags]`: the same as `mlft demo [flags]`, with this file's experiment."""
-    parser = argparse.ArgumentParser(prog="demo.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="demo.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     setup_console()

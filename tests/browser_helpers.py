@@ -31,11 +31,27 @@ class Browser:
             raise RuntimeError("chromium not found")
         self.profile = tempfile.mkdtemp(prefix="mlft-chromium-")
         self.proc = subprocess.Popen(
-            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-default-apps", "--disable-extensions", "--mute-audio", f"--user-data-dir={self.profile}",
-             f"--window-size={width},{height}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            [
+                exe,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-port=0",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-default-apps",
+                "--disable-extensions",
+                "--mute-audio",
+                f"--user-data-dir={self.profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         url, deadline, seen = None, time.time() + timeout, []
         while time.time() < deadline and url is None:
             line = self.proc.stderr.readline()
@@ -56,8 +72,11 @@ class Browser:
         self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Network", "Log"):
             self.call(f"{domain}.enable", session=True)
-        self.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
-                                                         "mobile": False}, session=True)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=True,
+        )
 
     def call(self, method: str, params: dict | None = None, session: bool = False) -> dict:
         self._id += 1
@@ -82,16 +101,19 @@ class Browser:
         self.events.clear()
         t0 = time.perf_counter()
         self.call("Page.navigate", {"url": Path(path).resolve().as_uri()}, session=True)
-        self.eval("window.mlftPage ? window.mlftPage.ready.then(() => 1) : Promise.reject('no mlftPage')",
-                  until=lambda v: v == 1)
+        self.eval(
+            "window.mlftPage ? window.mlftPage.ready.then(() => 1) : Promise.reject('no mlftPage')",
+            until=lambda v: v == 1,
+        )
         return time.perf_counter() - t0
 
     def eval(self, expr: str, until=None):
         """Evaluate `expr` in the page (promises awaited); with `until`, retry until it holds (page loading)."""
         deadline = time.time() + self.timeout
         while True:
-            res = self.call("Runtime.evaluate", {"expression": expr, "awaitPromise": True, "returnByValue": True},
-                            session=True)
+            res = self.call(
+                "Runtime.evaluate", {"expression": expr, "awaitPromise": True, "returnByValue": True}, session=True
+            )
             value = res.get("result", {}).get("value")
             if "exceptionDetails" not in res and (until is None or until(value)):
                 return value
@@ -119,12 +141,15 @@ class Browser:
         """PNG of the element (`selector`, scrolled into view) or of the viewport."""
         params: dict = {"format": "png"}
         if selector:
-            box = self.eval(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
-                            "e.scrollIntoView(); const r = e.getBoundingClientRect(); "
-                            "return [r.x + scrollX, r.y + scrollY, r.width, r.height]; })()")
-            params.update(captureBeyondViewport=True,
-                          clip={"x": box[0], "y": box[1], "width": box[2], "height": min(box[3], max_height),
-                                "scale": 1})
+            box = self.eval(
+                f"(() => {{ const e = document.querySelector({json.dumps(selector)}); "
+                "e.scrollIntoView(); const r = e.getBoundingClientRect(); "
+                "return [r.x + scrollX, r.y + scrollY, r.width, r.height]; })()"
+            )
+            params.update(
+                captureBeyondViewport=True,
+                clip={"x": box[0], "y": box[1], "width": box[2], "height": min(box[3], max_height), "scale": 1},
+            )
         data = self.call("Page.captureScreenshot", params, session=True)["data"]
         Path(path).write_bytes(base64.b64decode(data))
         return Path(path)

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PROMPTS = [("Schreibe einen Satz über Katzen.", "de"), ("Réponds en français, s'il te plaît.", "fr"),
-           ("日本語で答えてください。", "ja"), ("Напиши одно предложение.", "ru"), ("Write one sentence.", "en"),
-           ("Was ist die Hauptstadt von Frankreich?", "de"), ("한국어로 대답해 주세요.", "ko"),
-           ("Dime algo bonito.", "es")]
+PROMPTS = [
+    ("Schreibe einen Satz über Katzen.", "de"),
+    ("Réponds en français, s'il te plaît.", "fr"),
+    ("日本語で答えてください。", "ja"),
+    ("Напиши одно предложение.", "ru"),
+    ("Write one sentence.", "en"),
+    ("Was ist die Hauptstadt von Frankreich?", "de"),
+    ("한국어로 대답해 주세요.", "ko"),
+    ("Dime algo bonito.", "es"),
+]
 
 
 def tiny_model(layers: int = 2, hidden: int = 64, init: float = 0.5, seed: int = 0):
@@ -22,10 +28,20 @@ def tiny_model(layers: int = 2, hidden: int = 64, init: float = 0.5, seed: int =
 
     tok = AutoTokenizer.from_pretrained(resolve(None).path)
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                      max_position_embeddings=512, tie_word_embeddings=True, initializer_range=init,
-                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        initializer_range=init,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     model = LlamaForCausalLM(cfg).eval()
     model.generation_config.eos_token_id = tok.eos_token_id
     if tok.pad_token is None:
@@ -36,8 +52,15 @@ def tiny_model(layers: int = 2, hidden: int = 64, init: float = 0.5, seed: int =
 def requests(n: int = 8, stop_at_newline: bool = False):
     from mlft.generation.backends import Request
 
-    return [Request(f"r{i}", messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)][0]}],
-                    language=PROMPTS[i % len(PROMPTS)][1], stop_at_newline=stop_at_newline) for i in range(n)]
+    return [
+        Request(
+            f"r{i}",
+            messages=[{"role": "user", "content": PROMPTS[i % len(PROMPTS)][0]}],
+            language=PROMPTS[i % len(PROMPTS)][1],
+            stop_at_newline=stop_at_newline,
+        )
+        for i in range(n)
+    ]
 
 
 def intervention_specs(model, tok, folder: Path) -> dict[str, dict]:
@@ -52,14 +75,17 @@ def intervention_specs(model, tok, folder: Path) -> dict[str, dict]:
     folder = Path(folder)
     vec_path, gate_path = folder / "vectors.safetensors", folder / "gate.safetensors"
     if not vec_path.is_file():
-        texts = {"de": ["Guten Morgen, wie geht es dir?", "Das Wetter ist schön."],
-                 "en": ["Good morning, how are you?", "The weather is nice."],
-                 "fr": ["Bonjour, comment ça va ?", "Il fait beau."]}
+        texts = {
+            "de": ["Guten Morgen, wie geht es dir?", "Das Wetter ist schön."],
+            "en": ["Good morning, how are you?", "The weather is nice."],
+            "fr": ["Bonjour, comment ça va ?", "Il fait beau."],
+        }
         save_vectors(build_vectors(model, tok, texts, model_name="tiny"), vec_path)
     if not gate_path.is_file():
         torch.manual_seed(0)
-        save_gate(Gate(gate_net(model.config.hidden_size), token_families(tok, model.config.vocab_size), "tiny"),
-                  gate_path)
+        save_gate(
+            Gate(gate_net(model.config.hidden_size), token_families(tok, model.config.vocab_size), "tiny"), gate_path
+        )
     specs = {
         "ban_tokens": {"name": "ban_tokens", "strings": ["Sure", "The"]},
         "script_gate": {"name": "script_gate", "mode": "needed", "calibrate": 0.5},
@@ -85,13 +111,20 @@ def plain_runner(model, tok, reqs, sampling: bool):
     width = max(map(len, enc))
     ids = torch.tensor([[tok.pad_token_id] * (width - len(e)) + e for e in enc])
     mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
-    kw = dict(do_sample=True, temperature=0.3, top_p=0.75, top_k=0) if sampling else dict(do_sample=False)
+    kw = {"do_sample": True, "temperature": 0.3, "top_p": 0.75, "top_k": 0} if sampling else {"do_sample": False}
 
     def run(n):
         torch.manual_seed(0)
         with torch.inference_mode():
-            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n,
-                           pad_token_id=tok.pad_token_id, **kw)
+            model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=n,
+                min_new_tokens=n,
+                pad_token_id=tok.pad_token_id,
+                **kw,
+            )
+
     return run
 
 
@@ -113,6 +146,7 @@ def mlft_runner(model, tok, reqs, decoding, interventions, token_stats=False, **
             list(generate(reqs, dataclasses.replace(decoding, max_new_tokens=n), others))
         finally:
             model.generation_config.min_new_tokens = None
+
     return run
 
 

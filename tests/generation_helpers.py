@@ -14,8 +14,10 @@ API_KEY = "sk-test-secret-0123"
 
 
 def prompts(texts: list[str], language: str = "de") -> list[Prompt]:
-    return [Prompt(id=f"monolingual/okapi/{language}/{i}", task="monolingual", source="okapi", language=language,
-                   prompt=t) for i, t in enumerate(texts)]
+    return [
+        Prompt(id=f"monolingual/okapi/{language}/{i}", task="monolingual", source="okapi", language=language, prompt=t)
+        for i, t in enumerate(texts)
+    ]
 
 
 class FaultServer:
@@ -26,8 +28,7 @@ class FaultServer:
     'reset' (the connection reset mid-body), 'nochoices' (a 200 with an empty `choices` list).
     `die_after=N`: after N good replies the server closes its port (a server that dies mid-run)."""
 
-    def __init__(self, slow: float = 1.5, delay: float = 0.05, die_after: int | None = None, port: int = 0,
-                 reply=None):
+    def __init__(self, slow: float = 1.5, delay: float = 0.05, die_after: int | None = None, port: int = 0, reply=None):
         self.slow, self.delay, self.fixed, self.die_after = slow, delay, False, die_after
         self.reply = reply  # optional body -> (text, finish_reason): a scripted model
         self.good = 0
@@ -97,13 +98,19 @@ class FaultServer:
                 elif "nochoices" in text and n == 1:
                     return self._send(200, b'{"choices": [], "object": "chat.completion"}')
                 content, finish = server.reply(body) if server.reply else (f"echo: {text}", "stop")
-                choice = ({"message": {"role": "assistant", "content": content}} if "messages" in body
-                          else {"text": content})
+                choice = (
+                    {"message": {"role": "assistant", "content": content}} if "messages" in body else {"text": content}
+                )
                 if body.get("logprobs") is not None and body.get("logprobs") is not False:  # two tokens
-                    choice["logprobs"] = ({"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1.5}]}
-                                          if "messages" in body else {"token_logprobs": [-0.5, -1.5]})
-                reply = {"choices": [{**choice, "finish_reason": finish}],
-                         "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 2}}
+                    choice["logprobs"] = (
+                        {"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1.5}]}
+                        if "messages" in body
+                        else {"token_logprobs": [-0.5, -1.5]}
+                    )
+                reply = {
+                    "choices": [{**choice, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 2},
+                }
                 self._send(200, json.dumps(reply).encode())
                 with server.lock:
                     server.good += 1

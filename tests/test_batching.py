@@ -11,7 +11,7 @@ import pytest
 
 from mlft.generation.batching import BatchBudget, decode_step_bytes, kv_bytes_per_token, plan_batches
 
-GIB = 2 ** 30
+GIB = 2**30
 KV_1_7B = 2 * 24 * 32 * 64 * 2  # SmolLM2-1.7B in bf16: 24 layers x 32 kv heads x head dim 64: 192 KiB a token
 
 
@@ -25,8 +25,14 @@ def lcb_lengths(embedded_model) -> list[int]:
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"LCB test sets unavailable: {e}")
     _, tok = embedded_model
-    texts = [tok.apply_chat_template(build_input(Prompting(), p.prompt, p.task, p.language)["messages"],
-                                     add_generation_prompt=True, tokenize=False) for p in prompts]
+    texts = [
+        tok.apply_chat_template(
+            build_input(Prompting(), p.prompt, p.task, p.language)["messages"],
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        for p in prompts
+    ]
     return [len(ids) for ids in tok(texts, add_special_tokens=False)["input_ids"]]  # = encode_request, batched
 
 
@@ -44,13 +50,16 @@ def prompt_cap_plan(lengths: list[int], rows: int, max_tokens: int) -> list[list
 def test_no_batch_exceeds_its_budget_on_lcb_lengths(lcb_lengths):
     rng = random.Random(0)
     for _ in range(300):
-        budget = BatchBudget(max_rows=rng.choice([1, 8, 64, 256, 1024]),
-                             max_prefill_tokens=rng.choice([2048, 6144, 32768, 10 ** 9]),
-                             new_tokens=rng.choice([1, 100, 512, 4096]),
-                             kv_bytes_per_token=rng.choice([23040, KV_1_7B]),
-                             memory_bytes=rng.choice([None, GIB // 4, 4 * GIB, 16 * GIB, 60 * GIB]),
-                             row_factor=rng.choice([1, 2, 4]), buckets=rng.choice([False, True]),
-                             step_bytes_per_row=rng.choice([0, 40 * 49152, 40 * 262144, 145 * 262144]))
+        budget = BatchBudget(
+            max_rows=rng.choice([1, 8, 64, 256, 1024]),
+            max_prefill_tokens=rng.choice([2048, 6144, 32768, 10**9]),
+            new_tokens=rng.choice([1, 100, 512, 4096]),
+            kv_bytes_per_token=rng.choice([23040, KV_1_7B]),
+            memory_bytes=rng.choice([None, GIB // 4, 4 * GIB, 16 * GIB, 60 * GIB]),
+            row_factor=rng.choice([1, 2, 4]),
+            buckets=rng.choice([False, True]),
+            step_bytes_per_row=rng.choice([0, 40 * 49152, 40 * 262144, 145 * 262144]),
+        )
         lengths = rng.sample(lcb_lengths, rng.choice([1, 50, 1000, len(lcb_lengths)]))
         batches = plan_batches(lengths, budget)
         order = [i for b in batches for i in b]
@@ -65,8 +74,9 @@ def test_no_batch_exceeds_its_budget_on_lcb_lengths(lcb_lengths):
                 assert len(b) <= budget.max_rows
                 assert rows * width <= budget.max_prefill_tokens
                 if budget.memory_bytes is not None:  # the KV cache and one step's vocabulary-sized temporaries
-                    assert rows * (length * budget.kv_bytes_per_token + budget.step_bytes_per_row) <= \
-                        budget.memory_bytes
+                    assert (
+                        rows * (length * budget.kv_bytes_per_token + budget.step_bytes_per_row) <= budget.memory_bytes
+                    )
             if k + 1 < len(batches):  # greedy: the next batch's first request would not have fit
                 assert not budget.fits(len(b) + 1, lengths[batches[k + 1][0]])
 
@@ -79,8 +89,10 @@ def test_a_full_lcb_pass_at_batch_size_256_makes_few_calls(lcb_lengths):
     before = prompt_cap_plan(lcb_lengths, 256, 6144)
     budget = BatchBudget(256, 32768, new_tokens=512, kv_bytes_per_token=KV_1_7B, memory_bytes=59 * GIB)
     after = plan_batches(lcb_lengths, budget)
-    print(f"\ngenerate calls of a full LCB pass (batch_size 256): prompt-token cap 6144 {len(before)}, "
-          f"memory-sized {len(after)}, unlimited {unlimited}")
+    print(
+        f"\ngenerate calls of a full LCB pass (batch_size 256): prompt-token cap 6144 {len(before)}, "
+        f"memory-sized {len(after)}, unlimited {unlimited}"
+    )
     assert len(before) > 10 * unlimited
     assert len(after) <= 3 * unlimited
     assert max(budget.kv_bytes(len(b), max(lcb_lengths[i] for i in b)) for b in after) <= 59 * GIB
@@ -109,8 +121,10 @@ def test_backend_batches_follow_the_memory_budget(embedded_model):
     from mlft.generation.decoding import Decoding
 
     model, tok = embedded_model
-    reqs = [Request(str(i), messages=[{"role": "user", "content": f"Count to {i} in German."}], language="de")
-            for i in range(6)]
+    reqs = [
+        Request(str(i), messages=[{"role": "user", "content": f"Count to {i} in German."}], language="de")
+        for i in range(6)
+    ]
     decoding = Decoding(max_new_tokens=16, seed=0)
     roomy = HFBackend(model, tok, batch_size=8)
     assert [len(b) for b in roomy.plan(reqs, decoding)] == [6]
@@ -139,18 +153,24 @@ def test_per_step_vocabulary_bytes_are_in_the_budget(lcb_lengths, capsys):
     lines = []
     for vocab in (49152, 262144):
         per_row = decode_step_bytes(vocab, paper)
-        lines.append(f"vocab {vocab}: {per_row / 2 ** 20:.2f} MiB per row per step (sampling), "
-                     f"{256 * per_row / GIB:.2f} GiB at 256 rows; greedy {256 * decode_step_bytes(vocab, greedy) / GIB:.2f}"
-                     f" GiB; with token_stats {256 * decode_step_bytes(vocab, paper, True) / GIB:.2f} GiB")
+        lines.append(
+            f"vocab {vocab}: {per_row / 2**20:.2f} MiB per row per step (sampling), "
+            f"{256 * per_row / GIB:.2f} GiB at 256 rows; greedy {256 * decode_step_bytes(vocab, greedy) / GIB:.2f}"
+            f" GiB; with token_stats {256 * decode_step_bytes(vocab, paper, True) / GIB:.2f} GiB"
+        )
         assert per_row >= (8 + 4 + 4) * vocab  # at least the top-k's int64 index + fp32 values + the logits copy
-        budget = BatchBudget(256, 10 ** 9, new_tokens=512, kv_bytes_per_token=KV_1_7B, memory_bytes=4 * GIB,
-                             step_bytes_per_row=per_row)
-        kv_only = BatchBudget(256, 10 ** 9, new_tokens=512, kv_bytes_per_token=KV_1_7B, memory_bytes=4 * GIB)
+        budget = BatchBudget(
+            256, 10**9, new_tokens=512, kv_bytes_per_token=KV_1_7B, memory_bytes=4 * GIB, step_bytes_per_row=per_row
+        )
+        kv_only = BatchBudget(256, 10**9, new_tokens=512, kv_bytes_per_token=KV_1_7B, memory_bytes=4 * GIB)
         for b in plan_batches(lcb_lengths, budget):
             width = max(lcb_lengths[i] for i in b)
             assert len(b) == 1 or budget.kv_bytes(len(b), width) + len(b) * per_row <= 4 * GIB
-        over = [b for b in plan_batches(lcb_lengths, kv_only)
-                if kv_only.kv_bytes(len(b), max(lcb_lengths[i] for i in b)) + len(b) * per_row > 4 * GIB]
+        over = [
+            b
+            for b in plan_batches(lcb_lengths, kv_only)
+            if kv_only.kv_bytes(len(b), max(lcb_lengths[i] for i in b)) + len(b) * per_row > 4 * GIB
+        ]
         lines.append(f"  a 4 GiB budget planned by KV alone: {len(over)} batches over it")
         if vocab == 262144:
             assert over  # the finding: the KV-only plan overshoots
@@ -167,7 +187,12 @@ def test_the_backend_counts_the_sampler_and_each_intervention(embedded_model, tm
     vocab = model.config.vocab_size
     backend = HFBackend(model, tok, batch_size=8)
     assert backend.budget(Decoding()).step_bytes_per_row == decode_step_bytes(vocab, Decoding())
-    assert backend.budget(Decoding(temperature=0.0)).step_bytes_per_row == decode_step_bytes(vocab, Decoding(temperature=0.0))
+    assert backend.budget(Decoding(temperature=0.0)).step_bytes_per_row == decode_step_bytes(
+        vocab, Decoding(temperature=0.0)
+    )
     gate = build_interventions([{"name": "script_gate", "mode": "needed"}], "t")
-    assert backend.budget(Decoding(), gate).step_bytes_per_row == \
-        decode_step_bytes(vocab, Decoding()) + gate[0].step_bytes_per_row(vocab) > decode_step_bytes(vocab, Decoding())
+    assert (
+        backend.budget(Decoding(), gate).step_bytes_per_row
+        == decode_step_bytes(vocab, Decoding()) + gate[0].step_bytes_per_row(vocab)
+        > decode_step_bytes(vocab, Decoding())
+    )

@@ -58,7 +58,9 @@ def test_single_pass_intervals_cover_the_value_of_all_other_replies(cal, reruns)
         for (task, source, lang), ms in mine.items():
             if source == "all" and "lpr" in ms:
                 where = "average" if lang == "all" else "languages"
-                hits[where][0] += ms["lpr"].low - 1e-12 <= truth[(task, source, lang)]["lpr"].value <= ms["lpr"].high + 1e-12
+                hits[where][0] += (
+                    ms["lpr"].low - 1e-12 <= truth[(task, source, lang)]["lpr"].value <= ms["lpr"].high + 1e-12
+                )
                 hits[where][1] += 1
     rates = {k: h / n for k, (h, n) in hits.items()}
     assert rates["average"] >= 0.9 and rates["languages"] >= 0.93, rates

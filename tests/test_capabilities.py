@@ -15,8 +15,10 @@ from generation_helpers import TextBackend
 from mlft.errors import ConfigError
 from mlft.generation.backends import CAPABILITIES, REGISTRY, Capabilities, capabilities
 
-REPLIES = {"de": "Das ist eine ganz normale Antwort auf Deutsch, mit mehreren Wörtern darin.",
-           "zh": "这是一个用中文写的完全正常的回答，里面有很多词语和句子。"}
+REPLIES = {
+    "de": "Das ist eine ganz normale Antwort auf Deutsch, mit mehreren Wörtern darin.",
+    "zh": "这是一个用中文写的完全正常的回答，里面有很多词语和句子。",
+}
 ENGLISH = "This is a perfectly normal answer written in English with several words."
 
 
@@ -71,10 +73,17 @@ def test_no_backend_name_is_tested_outside_the_backends():
     import re
 
     root = Path(__file__).resolve().parent.parent / "mlft"
-    pattern = re.compile(r"""(==|!=|\bin)\s*\(?["'](hf|vllm|openai)["']|["'](hf|vllm|openai)["']\s*(==|!=)|"""
-                         r"""Literal\[["'](hf|vllm)""")
-    hits = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if "backends" not in p.parts
-            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    pattern = re.compile(
+        r"""(==|!=|\bin)\s*\(?["'](hf|vllm|openai)["']|["'](hf|vllm|openai)["']\s*(==|!=)|"""
+        r"""Literal\[["'](hf|vllm)"""
+    )
+    hits = [
+        f"{p.relative_to(root)}:{i}"
+        for p in root.rglob("*.py")
+        if "backends" not in p.parts
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert hits == []
 
 
@@ -85,9 +94,14 @@ def test_a_recipe_evaluates_with_the_third_backend_in_process(canned, tmp_path, 
     from mlft.io import curve_file
     from mlft.training.recipe import load_recipe
 
-    recipe = load_recipe("recipes/crosslingual_sft.yaml", [
-        "evaluation.backend=canned", "evaluation.suite=lcb_tiny",
-        "evaluation.suite_overrides=[per_group=2, 'languages=[de,zh]']"])
+    recipe = load_recipe(
+        "recipes/crosslingual_sft.yaml",
+        [
+            "evaluation.backend=canned",
+            "evaluation.suite=lcb_tiny",
+            "evaluation.suite_overrides=[per_group=2, 'languages=[de,zh]']",
+        ],
+    )
     monkeypatch.setattr(cb.EvalCallback, "_evaluate_in_child", lambda *a, **k: pytest.fail("child process"))
     import torch
 
@@ -98,8 +112,9 @@ def test_a_recipe_evaluates_with_the_third_backend_in_process(canned, tmp_path, 
     assert canned.seen and all(m is live for m, _ in canned.seen)  # the live model, not a reload
     assert live.training  # train mode restored after the pass
     rows = curve_file.read_curves(tmp_path)
-    lpr = {(r["variant"], r["language"]): r["value"] for r in rows if r["metric"] == "lpr"
-           and r["task"] == "crosslingual"}
+    lpr = {
+        (r["variant"], r["language"]): r["value"] for r in rows if r["metric"] == "lpr" and r["task"] == "crosslingual"
+    }
     assert lpr[("model", "de")] == 1.0 and lpr[("model", "zh")] == 1.0  # always the right language
 
 
@@ -112,10 +127,15 @@ def test_a_recipe_backend_is_checked_against_the_registry_and_the_passes(canned)
         load_recipe("recipes/crosslingual_sft.yaml", ["evaluation.backend=openai"])
     with pytest.raises(ConfigError, match="polyglot suite cannot run on the canned backend.*needs weights"):
         load_recipe("recipes/crosslingual_sft.yaml", ["evaluation.backend=canned", "evaluation.suite=polyglot_quick"])
-    with pytest.raises(ConfigError, match="script_gate.*needs processors.*canned backend cannot apply.*use a backend "
-                                          r"that can \(hf, vllm\)"):
-        load_recipe("recipes/crosslingual_sft.yaml", [
-            "evaluation.backend=canned", "evaluation.variants=[{variant: g, interventions: [{name: script_gate}]}]"])
+    with pytest.raises(
+        ConfigError,
+        match="script_gate.*needs processors.*canned backend cannot apply.*use a backend "
+        r"that can \(hf, vllm\)",
+    ):
+        load_recipe(
+            "recipes/crosslingual_sft.yaml",
+            ["evaluation.backend=canned", "evaluation.variants=[{variant: g, interventions: [{name: script_gate}]}]"],
+        )
     # quantized variants need a backend that transforms a model: they run on one (hf), the rest on canned
     assert load_recipe("recipes/crosslingual_sft.yaml", ["evaluation.backend=canned", "evaluation.quantized=[w8]"])
 
@@ -127,36 +147,97 @@ def test_an_lm_eval_suite_runs_on_the_third_backend(canned, tmp_path):
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import build_suite
 
-    suite = build_suite({"kind": "lm_eval", "tasks": ["lcb_crosslingual_de", "lcb_crosslingual_zh"], "limit": 3,
-                         "apply_chat_template": True, "log_samples": True}, "s.yaml")
+    suite = build_suite(
+        {
+            "kind": "lm_eval",
+            "tasks": ["lcb_crosslingual_de", "lcb_crosslingual_zh"],
+            "limit": 3,
+            "apply_chat_template": True,
+            "log_samples": True,
+        },
+        "s.yaml",
+    )
     result = run_suite(suite, backend="canned", model_ref="canned-model", out_dir=tmp_path / "a", progress=False)
     # lm-eval's requests carry no target language: the toy answers German, right for de, wrong for zh
     assert result.value("lpr", "lcb_crosslingual_de") == 1.0 and result.value("lpr", "lcb_crosslingual_zh") == 0.0
-    samples = [json.loads(x) for x in (tmp_path / "a" / "samples" / "lcb_crosslingual_de.jsonl").read_text()
-               .splitlines()]
+    samples = [
+        json.loads(x) for x in (tmp_path / "a" / "samples" / "lcb_crosslingual_de.jsonl").read_text().splitlines()
+    ]
     assert len(samples) == 3 and all(s["resps"][0][0] == REPLIES["de"] for s in samples)
-    english = run_suite(suite, backend="canned", backend_options={"canned_english": True}, model_ref="m",
-                        out_dir=tmp_path / "b", progress=False)
+    english = run_suite(
+        suite,
+        backend="canned",
+        backend_options={"canned_english": True},
+        model_ref="m",
+        out_dir=tmp_path / "b",
+        progress=False,
+    )
     assert english.value("lpr", "lcb_crosslingual_de") == 0.0
     mc = build_suite({"kind": "lm_eval", "tasks": ["mlft_polyglot_mc_de"], "limit": 2}, "s.yaml")
-    with pytest.raises(ConfigError, match="score log-likelihoods, which the canned backend cannot.*holds weights "
-                                          r"\(hf\)"):
+    with pytest.raises(
+        ConfigError,
+        match="score log-likelihoods, which the canned backend cannot.*holds weights "
+        r"\(hf\)",
+    ):
         run_suite(mc, backend="canned", model_ref="m", out_dir=tmp_path / "c", progress=False)
 
 
 # -- one shape of metric rows ------------------------------------------------------------------------------------
 
 OLD_SCORES = [  # scores.jsonl lines as mlft wrote them before MetricRow (an lcb row, a polyglot row, an lm_eval row)
-    {"suite": "lcb_tiny", "variant": "default", "task": "crosslingual", "language": "de", "metric": "lpr",
-     "value": 0.75, "low": 0.5, "high": 0.9, "n": 12, "outcomes": "default/outcomes.jsonl"},
-    {"suite": "polyglot_quick", "variant": "default", "task": "cka", "language": "avg", "metric": "accuracy",
-     "value": 0.4},
-    {"suite": "cap", "variant": "default", "task": "arc_easy", "language": "avg", "metric": "acc", "value": 0.6,
-     "low": 0.5, "high": 0.7, "n": 40, "stderr": 0.05, "harness": True, "samples": "samples/arc_easy.jsonl"},
+    {
+        "suite": "lcb_tiny",
+        "variant": "default",
+        "task": "crosslingual",
+        "language": "de",
+        "metric": "lpr",
+        "value": 0.75,
+        "low": 0.5,
+        "high": 0.9,
+        "n": 12,
+        "outcomes": "default/outcomes.jsonl",
+    },
+    {
+        "suite": "polyglot_quick",
+        "variant": "default",
+        "task": "cka",
+        "language": "avg",
+        "metric": "accuracy",
+        "value": 0.4,
+    },
+    {
+        "suite": "cap",
+        "variant": "default",
+        "task": "arc_easy",
+        "language": "avg",
+        "metric": "acc",
+        "value": 0.6,
+        "low": 0.5,
+        "high": 0.7,
+        "n": 40,
+        "stderr": 0.05,
+        "harness": True,
+        "samples": "samples/arc_easy.jsonl",
+    },
 ]
-OLD_CURVE = {"step": 10, "variant": "model", "suite": "cap", "suite_variant": "default", "task": "arc_easy",
-             "language": "avg", "metric": "acc", "value": 0.6, "low": 0.5, "high": 0.7, "n": 40, "outcomes": None,
-             "model": "ckpt-10", "harness": True, "stderr": 0.05, "samples": "evals/step-000010/model/s.jsonl"}
+OLD_CURVE = {
+    "step": 10,
+    "variant": "model",
+    "suite": "cap",
+    "suite_variant": "default",
+    "task": "arc_easy",
+    "language": "avg",
+    "metric": "acc",
+    "value": 0.6,
+    "low": 0.5,
+    "high": 0.7,
+    "n": 40,
+    "outcomes": None,
+    "model": "ckpt-10",
+    "harness": True,
+    "stderr": 0.05,
+    "samples": "evals/step-000010/model/s.jsonl",
+}
 
 
 def test_old_scores_and_curve_rows_read_as_metric_rows_and_write_back_the_same():
@@ -179,17 +260,22 @@ def test_trackers_and_the_table_read_old_curve_files(tmp_path):
     """curves.jsonl written before MetricRow: the trackers' scalars and the mitigation table still read it."""
     from mlft.training.tracking import scalars
 
-    assert scalars([OLD_CURVE]) == {"harness/model/arc_easy/acc": 0.6, "harness/model/arc_easy/acc_low": 0.5,
-                                    "harness/model/arc_easy/acc_high": 0.7}
+    assert scalars([OLD_CURVE]) == {
+        "harness/model/arc_easy/acc": 0.6,
+        "harness/model/arc_easy/acc_low": 0.5,
+        "harness/model/arc_easy/acc_high": 0.7,
+    }
     from mlft.reports.mitigation import Capability, RowSpec, _capability_row
 
     (tmp_path / "curves.jsonl").write_text(json.dumps(OLD_CURVE) + "\n")
-    row = _capability_row(RowSpec("r", run=str(tmp_path)), Capability(task="arc_easy", metric="acc",
-                                                                       variant="model", label="ARC"))
+    row = _capability_row(
+        RowSpec("r", run=str(tmp_path)), Capability(task="arc_easy", metric="acc", variant="model", label="ARC")
+    )
     assert row.value == 0.6 and row.harness.samples == str(tmp_path / OLD_CURVE["samples"])
 
 
 # -- thin front doors ------------------------------------------------------------------------------------------------
+
 
 def test_pass_suites_are_loaded_once_per_run(tmp_path, monkeypatch):
     """Recipe validation builds every pass's suite; the checkpoints' passes reuse them (copies: a pass cannot change
@@ -203,8 +289,10 @@ def test_pass_suites_are_loaded_once_per_run(tmp_path, monkeypatch):
     monkeypatch.setattr(passes, "load_suite", lambda *a, **k: loads.append(a) or real(*a, **k))
     monkeypatch.setattr(passes, "_SUITES", {})
     monkeypatch.setattr(runner, "run_suite", lambda suite, **kw: runner.SuiteResult(suite.name, [], kw["out_dir"]))
-    recipe = load_recipe("recipes/crosslingual_sft.yaml", [
-        "evaluation.suite=lcb_tiny", "evaluation.fewshot=true", "evaluation.quantized=[w8]"])
+    recipe = load_recipe(
+        "recipes/crosslingual_sft.yaml",
+        ["evaluation.suite=lcb_tiny", "evaluation.fewshot=true", "evaluation.quantized=[w8]"],
+    )
     n = len(passes.passes_for(recipe.evaluation))
     assert n == 5 and len(loads) == n  # model, Q/A, 1-shot, 5-shot, w8
     for step in (0, 10, 20):
@@ -218,7 +306,10 @@ def test_pass_suites_are_loaded_once_per_run(tmp_path, monkeypatch):
 def test_eval_flags_reach_the_suite_typed_over_the_overrides():
     from mlft.evals.suite import load_suite
 
-    suite = load_suite("lcb_tiny", ["decoding.max_new_tokens=9", "per_group=2"],
-                       {"decoding": {"max_new_tokens": 20, "temperature": 0.0}, "prompts": None})
+    suite = load_suite(
+        "lcb_tiny",
+        ["decoding.max_new_tokens=9", "per_group=2"],
+        {"decoding": {"max_new_tokens": 20, "temperature": 0.0}, "prompts": None},
+    )
     assert suite.options.decoding.max_new_tokens == 20 and suite.options.decoding.temperature == 0.0
     assert suite.options.per_group == 2 and suite.to_dict()["settings"]["decoding"]["max_new_tokens"] == 20

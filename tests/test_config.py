@@ -1,7 +1,7 @@
 """YAML include / overrides / validation shared by recipes, suites and mixes."""
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 import pytest
 
@@ -21,7 +21,7 @@ class Cfg:
     mode: Literal["sft", "dpo"] = "sft"
     langs: list[str] = field(default_factory=list)
     inner: Inner = field(default_factory=Inner)
-    note: Optional[str] = None
+    note: str | None = None
 
 
 def test_include_and_overrides(tmp_path):
@@ -83,10 +83,15 @@ def test_user_recipe_includes_a_shipped_base_by_its_path(tmp_path, monkeypatch):
     from mlft.training.recipe import load_recipe
 
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "mine.yaml").write_text("include: cpu/_sft.yaml\nmix: data_mixes/cpu/crosslingual_sft.yaml\n"
-                                        "run_dir: runs/cpu/crosslingual_sft\n")
+    (tmp_path / "mine.yaml").write_text(
+        "include: cpu/_sft.yaml\nmix: data_mixes/cpu/crosslingual_sft.yaml\nrun_dir: runs/cpu/crosslingual_sft\n"
+    )
     mine = load_recipe(tmp_path / "mine.yaml")
     shipped = load_recipe(find_resource("recipes", "cpu/crosslingual_sft.yaml"))
-    assert (mine.trainer, mine.model, mine.lora, mine.training_args) == \
-        (shipped.trainer, shipped.model, shipped.lora, shipped.training_args)
+    assert (mine.trainer, mine.model, mine.lora, mine.training_args) == (
+        shipped.trainer,
+        shipped.model,
+        shipped.lora,
+        shipped.training_args,
+    )
     assert mine.trainer == "sft" and mine.lora.enabled

@@ -54,6 +54,7 @@ def _source_language(row_id: str) -> str:
 
 # --- phrasings -------------------------------------------------------------------------------------------
 
+
 def test_lcb_templates_are_the_test_sets_phrasings(shared):
     prompts = load_prompts(["crosslingual"], path=shared / "lcb" / "test_sets.zip")
     assert {p.phrasing for p in prompts} == set(LCB_TEMPLATES) and len(LCB_TEMPLATES) == 8
@@ -76,14 +77,23 @@ def test_training_phrasings_are_disjoint_from_lcb():
                 assert index.find(text) is None, text
 
 
-@pytest.mark.parametrize("phrasings, message", [
-    ({"en": ("Please answer in {language}.",)}, r"'Please answer in \{language\}\.' filled with .* contains LCB's "
-                                                r"template 'answer in \{language_requested\}'"),
-    ({"en": ("Use {language} for this one.",)}, r"template 'use \{language_requested\}'"),
-    ({"it": ("Rispondi in {language}.",)}, r"\['it'\]: 'Rispondi in \{language\}\.' filled with 'araba' contains "
-                                           r"LCB's template 'in \{language_requested\}'"),  # "in arabo" counts too
-    ({"en": ("Reply politely.",)}, r"has no \{language\} slot"),
-])
+@pytest.mark.parametrize(
+    "phrasings, message",
+    [
+        (
+            {"en": ("Please answer in {language}.",)},
+            r"'Please answer in \{language\}\.' filled with .* contains LCB's "
+            r"template 'answer in \{language_requested\}'",
+        ),
+        ({"en": ("Use {language} for this one.",)}, r"template 'use \{language_requested\}'"),
+        (
+            {"it": ("Rispondi in {language}.",)},
+            r"\['it'\]: 'Rispondi in \{language\}\.' filled with 'araba' contains "
+            r"LCB's template 'in \{language_requested\}'",
+        ),  # "in arabo" counts too
+        ({"en": ("Reply politely.",)}, r"has no \{language\} slot"),
+    ],
+)
 def test_an_overlapping_phrasing_is_refused(phrasings, message):
     with pytest.raises(ConfigError, match=message):
         check_disjoint(phrasings)
@@ -110,6 +120,7 @@ def test_no_seed_row_contains_an_lcb_phrasing():
 
 # --- seed builders ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("set_name", ["crosslingual", "crosslingual_multi"])
 def test_crosslingual_rows_reply_in_the_requested_language(lid, set_name):
     seed_set = SEED_SETS[set_name]
@@ -129,8 +140,13 @@ def test_crosslingual_rows_reply_in_the_requested_language(lid, set_name):
                 wrong.append((row["id"], target, "reply"))
             prompts += not _is(lid, user["content"], source)  # short zh prompts are sometimes 'wuu'
             text = user["content"]
-            places["start" if not text.startswith(instruction) else
-                   "middle" if any(text.endswith(f) for f in FOLLOWUPS[source]) else "end"] += 1
+            places[
+                "start"
+                if not text.startswith(instruction)
+                else "middle"
+                if any(text.endswith(f) for f in FOLLOWUPS[source])
+                else "end"
+            ] += 1
     assert wrong == [] and prompts <= 0.01 * len(seed_set.languages) * len(training_items())
     assert set(places) == {"start", "middle", "end"} and min(places.values()) > 0.15 * sum(places.values())
 
@@ -143,8 +159,9 @@ def test_every_lcb_language_can_be_requested():
     assert set(sources) == set(NON_ENGLISH)  # instructions in every other language too
 
 
-@pytest.mark.parametrize("set_name, sft_name", [("crosslingual_pairs", "crosslingual"),
-                                                ("crosslingual_multi_pairs", "crosslingual_multi")])
+@pytest.mark.parametrize(
+    "set_name, sft_name", [("crosslingual_pairs", "crosslingual"), ("crosslingual_multi_pairs", "crosslingual_multi")]
+)
 def test_dpo_pairs_differ_in_language(lid, set_name, sft_name):
     for target in SEED_SETS[set_name].languages:
         sft = {r["id"]: r for r in SEED_SETS[sft_name].rows(target)}
@@ -160,6 +177,7 @@ def test_dpo_pairs_differ_in_language(lid, set_name, sft_name):
 
 
 # --- held-out part ---------------------------------------------------------------------------------------
+
 
 def test_heldout_items_never_train():
     held = {it["key"] for it in heldout_items()}
@@ -205,6 +223,7 @@ def test_heldout_prompt_file(tmp_path, shared, lid):
 
 # --- mixes -----------------------------------------------------------------------------------------------
 
+
 def test_cpu_crosslingual_mixes(tmp_path, shared, lid):
     mix = load_mix(project_root() / "data_mixes" / "cpu" / "crosslingual_sft.yaml", [lcb_override(shared)])
     ds = build_mix(mix, tmp_path / "sft", "sft", progress=False)
@@ -212,8 +231,13 @@ def test_cpu_crosslingual_mixes(tmp_path, shared, lid):
     assert len(ds) == 160 and counts["seed_english"] == 24
     assert counts["seed_crosslingual"] + counts["seed_crosslingual_multi"] == 122  # 75 %, rounded per language
     report = json.loads((tmp_path / "sft" / "mix" / "decontamination.json").read_text())
-    assert report["phrasing_overlap"] == {"action": "report", "rows": 0, "kept": 0, "examples": [],
-                                          "by_template": {t: 0 for t in LCB_TEMPLATES}}
+    assert report["phrasing_overlap"] == {
+        "action": "report",
+        "rows": 0,
+        "kept": 0,
+        "examples": [],
+        "by_template": dict.fromkeys(LCB_TEMPLATES, 0),
+    }
     for row in ds:
         if row["source"].startswith("seed_crosslingual"):
             assert _is(lid, row["messages"][-1]["content"], row["language"])
@@ -230,21 +254,41 @@ def test_cpu_crosslingual_mixes(tmp_path, shared, lid):
 
 
 def test_lcb_phrasings_are_counted_and_can_be_dropped(tmp_path, shared):
-    clean = [("How do I keep basil fresh?", "Put the stems in a glass of water on the counter."),
-             ("Korean only, please. Name a good book for a long train ride.", "기차 여행에는 긴 소설이 좋습니다."),
-             ("What is a nice name for a black cat?", "Names like Shadow or Pepper suit a black cat well.")]
-    lcb_like = [("How do I keep mint fresh? Respond in Korean.", "민트 줄기를 물컵에 꽂아 두세요."),
-                ("Write a short poem in French about the sea.", "La mer chante doucement sous la lune.")]
+    clean = [
+        ("How do I keep basil fresh?", "Put the stems in a glass of water on the counter."),
+        ("Korean only, please. Name a good book for a long train ride.", "기차 여행에는 긴 소설이 좋습니다."),
+        ("What is a nice name for a black cat?", "Names like Shadow or Pepper suit a black cat well."),
+    ]
+    lcb_like = [
+        ("How do I keep mint fresh? Respond in Korean.", "민트 줄기를 물컵에 꽂아 두세요."),
+        ("Write a short poem in French about the sea.", "La mer chante doucement sous la lune."),
+    ]
     write_jsonl(tmp_path / "rows.jsonl", [{"q": q, "a": a} for q, a in clean + lcb_like])
-    data = {"kind": "sft", "total": 5, "seed": 0, "decontaminate": {"lcb_path": str(shared / "lcb" / "test_sets.zip")},
-            "sources": [{"name": "local", "type": "local", "path": "rows.jsonl", "format": "instruction",
-                         "columns": {"prompt": "q", "response": "a"}, "language": "en", "share": 1.0}]}
+    data = {
+        "kind": "sft",
+        "total": 5,
+        "seed": 0,
+        "decontaminate": {"lcb_path": str(shared / "lcb" / "test_sets.zip")},
+        "sources": [
+            {
+                "name": "local",
+                "type": "local",
+                "path": "rows.jsonl",
+                "format": "instruction",
+                "columns": {"prompt": "q", "response": "a"},
+                "language": "en",
+                "share": 1.0,
+            }
+        ],
+    }
     build_mix(load_mix(write_mix(tmp_path, data)), tmp_path / "report", progress=False)
     report = json.loads((tmp_path / "report" / "mix" / "decontamination.json").read_text())
     overlap = report["phrasing_overlap"]
     assert overlap["rows"] == overlap["kept"] == 2 and report["by_source"]["local"]["en"]["phrasing"] == 2
-    assert {t: n for t, n in overlap["by_template"].items() if n} == {"respond in {language_requested}": 1,
-                                                                       "in {language_requested}": 1}
+    assert {t: n for t, n in overlap["by_template"].items() if n} == {
+        "respond in {language_requested}": 1,
+        "in {language_requested}": 1,
+    }
     data.update(total=3)
     data["decontaminate"]["phrasings"] = "drop"
     ds = build_mix(load_mix(write_mix(tmp_path, data)), tmp_path / "drop", progress=False)
@@ -268,13 +312,32 @@ def _bactrian_files(tmp_path: Path, n_items: int = 8) -> Path:
     folder.mkdir()
     items = training_items()[:n_items]
     for lang in ALL:
-        rows = [{"instruction": it["langs"][lang]["instruction"], "input": "", "id": f"alpaca-{k}",
-                 "output": it["langs"][lang]["response"]} for k, it in enumerate(items)]
+        rows = [
+            {
+                "instruction": it["langs"][lang]["instruction"],
+                "input": "",
+                "id": f"alpaca-{k}",
+                "output": it["langs"][lang]["response"],
+            }
+            for k, it in enumerate(items)
+        ]
         rows[0]["input"] = {"en": "I live in a small flat.", "de": "Ich wohne in einer kleinen Wohnung."}.get(lang, "")
-        rows.append({"instruction": "Translate the following sentence into French." if lang == "en" else "Traduire.",
-                     "input": "Good morning.", "id": "dolly-7", "output": "Bonjour."})
-        rows.append({"instruction": items[1]["langs"][lang]["instruction"], "input": "", "id": "dolly-8",
-                     "output": "" if lang == "de" else items[1]["langs"][lang]["response"]})
+        rows.append(
+            {
+                "instruction": "Translate the following sentence into French." if lang == "en" else "Traduire.",
+                "input": "Good morning.",
+                "id": "dolly-7",
+                "output": "Bonjour.",
+            }
+        )
+        rows.append(
+            {
+                "instruction": items[1]["langs"][lang]["instruction"],
+                "input": "",
+                "id": "dolly-8",
+                "output": "" if lang == "de" else items[1]["langs"][lang]["response"],
+            }
+        )
         if lang == "ko":
             rows = [r for r in rows if r["id"] != "alpaca-3"]
         write_jsonl(folder / f"{lang}.json", rows)
@@ -291,19 +354,55 @@ def _fake_hub(monkeypatch, folder: Path, calls: list):
         if path == BACTRIAN:  # the real call, answered from the local files shaped like the dataset
             return real("json", data_files=str(folder / f"{name}.json"), split="train")
         if path == "HuggingFaceH4/ultrachat_200k":
-            rows = [{"messages": [{"role": "user", "content": f"Tell me fact number {i} about gardens."},
-                                  {"role": "assistant", "content": f"Garden fact {i}: plants need light."}]}
-                    for i in range(200)]
+            rows = [
+                {
+                    "messages": [
+                        {"role": "user", "content": f"Tell me fact number {i} about gardens."},
+                        {"role": "assistant", "content": f"Garden fact {i}: plants need light."},
+                    ]
+                }
+                for i in range(200)
+            ]
             rows[0]["messages"][0]["content"] = "Tell me about gardens. Respond in French."
             return datasets.Dataset.from_list(rows)
         if path == "HuggingFaceH4/ultrafeedback_binarized":
-            return datasets.Dataset.from_list([{"prompt": f"Name fruit {i}.", "chosen": f"Fruit {i} is an apple.",
-                                                "rejected": f"Fruit {i} is a stone."} for i in range(100)])
-        codes = {"ar": "arb", "de": "deu", "es": "spa", "fr": "fra", "hi": "hin", "id": "ind", "it": "ita",
-                 "ja": "jpn", "ko": "kor", "pt": "por", "ru": "rus", "tr": "tur", "vi": "vie", "zh": "zho"}
-        return datasets.Dataset.from_list([{"inputs": it["langs"][lang]["instruction"], "language_code": code,
-                                            "targets": it["langs"][lang]["response"]}
-                                           for it in training_items()[:4] for lang, code in codes.items()])
+            return datasets.Dataset.from_list(
+                [
+                    {
+                        "prompt": f"Name fruit {i}.",
+                        "chosen": f"Fruit {i} is an apple.",
+                        "rejected": f"Fruit {i} is a stone.",
+                    }
+                    for i in range(100)
+                ]
+            )
+        codes = {
+            "ar": "arb",
+            "de": "deu",
+            "es": "spa",
+            "fr": "fra",
+            "hi": "hin",
+            "id": "ind",
+            "it": "ita",
+            "ja": "jpn",
+            "ko": "kor",
+            "pt": "por",
+            "ru": "rus",
+            "tr": "tur",
+            "vi": "vie",
+            "zh": "zho",
+        }
+        return datasets.Dataset.from_list(
+            [
+                {
+                    "inputs": it["langs"][lang]["instruction"],
+                    "language_code": code,
+                    "targets": it["langs"][lang]["response"],
+                }
+                for it in training_items()[:4]
+                for lang, code in codes.items()
+            ]
+        )
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
 
@@ -350,25 +449,48 @@ def test_hub_builder_on_local_files_shaped_like_bactrian_x(tmp_path, monkeypatch
 
 
 def _parallel_mix(**source) -> dict:
-    src = {"name": "bx", "type": "hub", "path": BACTRIAN, "share": 1.0,
-           "parallel": {"build": "crosslingual", "subsets": ["en", "de", "ja"]}, **source}
+    src = {
+        "name": "bx",
+        "type": "hub",
+        "path": BACTRIAN,
+        "share": 1.0,
+        "parallel": {"build": "crosslingual", "subsets": ["en", "de", "ja"]},
+        **source,
+    }
     return {"kind": "sft", "total": 4, "decontaminate": {"enabled": False}, "sources": [src]}
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda s: s.update(type="local", path="x.jsonl"), r"sources\[0\]\.parallel: only `type: hub` sources"),
-    (lambda s: s["parallel"].update(build="crosslingual_pairs"), r"parallel\.build: 'crosslingual_pairs' makes dpo "
-                                                                 r"rows, the mix is kind 'sft'"),
-    (lambda s: s["parallel"].update(biuld="x"), r"parallel: unknown key 'biuld' \(did you mean 'build'\?\)"),
-    (lambda s: s["parallel"].update(subsets=["en", "sw"]), r"parallel\.subsets: 'sw' is not one of the 15 LCB"),
-    (lambda s: (s["parallel"].update(subsets=["de", "ja"], instruction_languages=["de"]), s.update(languages=["ja"])),
-     r"skip_language_mentions: needs the English configuration"),
-    (lambda s: s.update(languages=["ko"]), r"sources\[0\]\.languages: 'ko' is not among the subsets \(en, de, ja\)"),
-    (lambda s: s["parallel"].update(instruction_languages=["ja"]), r"reply language 'ja' needs an instruction "
-                                                                    r"language other than itself"),
-    (lambda s: s.update(language_column="lang"), r"language_column: a parallel source takes its languages"),
-    (lambda s: s.update(columns={"answer": "output"}), r"columns: unknown role 'answer' for a parallel source"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda s: s.update(type="local", path="x.jsonl"), r"sources\[0\]\.parallel: only `type: hub` sources"),
+        (
+            lambda s: s["parallel"].update(build="crosslingual_pairs"),
+            r"parallel\.build: 'crosslingual_pairs' makes dpo "
+            r"rows, the mix is kind 'sft'",
+        ),
+        (lambda s: s["parallel"].update(biuld="x"), r"parallel: unknown key 'biuld' \(did you mean 'build'\?\)"),
+        (lambda s: s["parallel"].update(subsets=["en", "sw"]), r"parallel\.subsets: 'sw' is not one of the 15 LCB"),
+        (
+            lambda s: (
+                s["parallel"].update(subsets=["de", "ja"], instruction_languages=["de"]),
+                s.update(languages=["ja"]),
+            ),
+            r"skip_language_mentions: needs the English configuration",
+        ),
+        (
+            lambda s: s.update(languages=["ko"]),
+            r"sources\[0\]\.languages: 'ko' is not among the subsets \(en, de, ja\)",
+        ),
+        (
+            lambda s: s["parallel"].update(instruction_languages=["ja"]),
+            r"reply language 'ja' needs an instruction "
+            r"language other than itself",
+        ),
+        (lambda s: s.update(language_column="lang"), r"language_column: a parallel source takes its languages"),
+        (lambda s: s.update(columns={"answer": "output"}), r"columns: unknown role 'answer' for a parallel source"),
+    ],
+)
 def test_parallel_source_config_errors(tmp_path, monkeypatch, edit, message):
     import datasets
 
@@ -398,8 +520,10 @@ def test_parallel_source_data_errors(tmp_path, monkeypatch):
 
 # --- recipes ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["cpu/crosslingual_sft", "cpu/crosslingual_dpo", "crosslingual_sft",
-                                  "crosslingual_dpo"])
+
+@pytest.mark.parametrize(
+    "name", ["cpu/crosslingual_sft", "cpu/crosslingual_dpo", "crosslingual_sft", "crosslingual_dpo"]
+)
 def test_crosslingual_recipes_validate_against_installed_trl(name, shared, monkeypatch):
     import dataclasses
 

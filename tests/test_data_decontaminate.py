@@ -13,10 +13,26 @@ from mlft.data.text import units
 from mlft.errors import DataError
 
 CLEAN = [
-    ("en", "How do I keep basil fresh in the kitchen?", "Put the stems in a glass of water and keep it on the counter."),
-    ("en", "What is a good name for a small orange cat?", "Names like Pumpkin, Ginger or Marmalade suit an orange cat well."),
-    ("en", "Suggest a quick stretch for tired shoulders.", "Roll your shoulders backwards slowly ten times, then forwards ten times."),
-    ("en", "How do I remove a coffee stain from a shirt?", "Rinse it with cold water, rub in a little soap and wash it as usual."),
+    (
+        "en",
+        "How do I keep basil fresh in the kitchen?",
+        "Put the stems in a glass of water and keep it on the counter.",
+    ),
+    (
+        "en",
+        "What is a good name for a small orange cat?",
+        "Names like Pumpkin, Ginger or Marmalade suit an orange cat well.",
+    ),
+    (
+        "en",
+        "Suggest a quick stretch for tired shoulders.",
+        "Roll your shoulders backwards slowly ten times, then forwards ten times.",
+    ),
+    (
+        "en",
+        "How do I remove a coffee stain from a shirt?",
+        "Rinse it with cold water, rub in a little soap and wash it as usual.",
+    ),
     ("zh", "怎样让米饭煮得更香？", "淘米后先浸泡二十分钟，再按一比一点二的比例加水煮，米饭会更香。"),
     ("zh", "周末可以做什么放松一下？", "可以去公园散步、读一本好书，或者和朋友一起做饭聊天。"),
 ]
@@ -34,27 +50,55 @@ def _contaminated_rows(lcb):
     words = en.split()
     near_copy = "Quick question for my history class: " + " ".join(words[:20]).upper() + "?? Thanks a lot!"
     return [
-        ("en", en, "An answer copied from somewhere that would teach the test set."),          # exact
-        ("en", "  " + en.lower().replace(",", " ,") + "  ", "Same prompt, different case/punctuation."),  # exact after normalising
-        ("en", near_copy, "A near copy sharing a long run of words with an LCB prompt."),          # 13-gram
-        ("zh", "老师布置的作业：" + zh.split("问题：")[-1].strip() + "请详细说明。", "一个包含测试题的中文提示。"),  # 13 characters
+        ("en", en, "An answer copied from somewhere that would teach the test set."),  # exact
+        (
+            "en",
+            "  " + en.lower().replace(",", " ,") + "  ",
+            "Same prompt, different case/punctuation.",
+        ),  # exact after normalising
+        ("en", near_copy, "A near copy sharing a long run of words with an LCB prompt."),  # 13-gram
+        (
+            "zh",
+            "老师布置的作业：" + zh.split("问题：")[-1].strip() + "请详细说明。",
+            "一个包含测试题的中文提示。",
+        ),  # 13 characters
     ]
 
 
 def _mix(tmp_path, rows, total, reuse=False):
     data = [{"q": q, "a": a, "lang": lang} for lang, q, a in rows]
     write_jsonl(tmp_path / "rows.jsonl", data)
-    return write_mix(tmp_path, {"kind": "sft", "total": total, "seed": 1, "sources": [
-        {"name": "local", "type": "local", "path": "rows.jsonl", "format": "instruction", "allow_replacement": reuse,
-         "columns": {"prompt": "q", "response": "a"}, "language_column": "lang", "share": 1.0}]})
+    return write_mix(
+        tmp_path,
+        {
+            "kind": "sft",
+            "total": total,
+            "seed": 1,
+            "sources": [
+                {
+                    "name": "local",
+                    "type": "local",
+                    "path": "rows.jsonl",
+                    "format": "instruction",
+                    "allow_replacement": reuse,
+                    "columns": {"prompt": "q", "response": "a"},
+                    "language_column": "lang",
+                    "share": 1.0,
+                }
+            ],
+        },
+    )
 
 
 def test_injected_lcb_prompts_are_dropped_and_counted(tmp_path, shared, lcb):
     rows = CLEAN + _contaminated_rows(lcb)
     # One more row than the clean ones, with reuse: the walk inspects every row, then reuses a clean one.
-    ds = build_mix(load_mix(_mix(tmp_path, rows, len(CLEAN) + 1, reuse=True), [lcb_override(shared)]),
-                   tmp_path / "run", progress=False)
-    assert sorted(set(m[0]["content"] for m in ds["messages"])) == sorted(q for _, q, _ in CLEAN)
+    ds = build_mix(
+        load_mix(_mix(tmp_path, rows, len(CLEAN) + 1, reuse=True), [lcb_override(shared)]),
+        tmp_path / "run",
+        progress=False,
+    )
+    assert sorted({m[0]["content"] for m in ds["messages"]}) == sorted(q for _, q, _ in CLEAN)
     report = json.loads((tmp_path / "run" / "mix" / "decontamination.json").read_text())
     assert report["lcb_prompts"] == len(lcb) == 6586
     assert report["inspected"] == len(rows)

@@ -11,12 +11,23 @@ from mlft.errors import ConfigError, DataError
 
 
 def _seed_mix(total=280, en_share=0.9, **extra):
-    return {"kind": "sft", "total": total, "seed": 3, "decontaminate": {"enabled": False},
-            "sources": [
-                {"name": "en", "type": "seed", "path": "english", "share": en_share, "allow_replacement": True},
-                {"name": "multi", "type": "seed", "path": "parallel", "share": round(1 - en_share, 10),
-                 "languages": NON_ENGLISH},
-            ], **extra}
+    return {
+        "kind": "sft",
+        "total": total,
+        "seed": 3,
+        "decontaminate": {"enabled": False},
+        "sources": [
+            {"name": "en", "type": "seed", "path": "english", "share": en_share, "allow_replacement": True},
+            {
+                "name": "multi",
+                "type": "seed",
+                "path": "parallel",
+                "share": round(1 - en_share, 10),
+                "languages": NON_ENGLISH,
+            },
+        ],
+        **extra,
+    }
 
 
 def test_counts_are_exact_shares_of_the_final_mix(tmp_path):
@@ -26,7 +37,7 @@ def test_counts_are_exact_shares_of_the_final_mix(tmp_path):
     assert all(counts[("multi", lang)] == 2 for lang in NON_ENGLISH)
     ds = build_mix(mix, tmp_path / "run", "sft", progress=False)
     assert len(ds) == 280
-    assert Counter(zip(ds["source"], ds["language"])) == Counter({k: v for k, v in counts.items()})
+    assert Counter(zip(ds["source"], ds["language"])) == Counter(dict(counts.items()))
 
 
 def test_largest_remainder_sums_to_total(tmp_path):
@@ -98,8 +109,11 @@ def test_too_small_source_needs_replacement(tmp_path):
     data["sources"] = data["sources"][:1]
     data["sources"][0]["allow_replacement"] = False
     mix = load_mix(write_mix(tmp_path, data))
-    with pytest.raises(DataError, match=rf"sources\[0\] \(en\), language 'en': {n + 5} rows needed, only {n} "
-                                         r"available.*allow_replacement"):
+    with pytest.raises(
+        DataError,
+        match=rf"sources\[0\] \(en\), language 'en': {n + 5} rows needed, only {n} "
+        r"available.*allow_replacement",
+    ):
         build_mix(mix, tmp_path / "run", progress=False)
     data["sources"][0]["allow_replacement"] = True
     ds = build_mix(load_mix(write_mix(tmp_path, data)), tmp_path / "run", progress=False)
@@ -113,20 +127,40 @@ def test_kind_mismatch(tmp_path):
         build_mix(mix, tmp_path / "run", "dpo", progress=False)
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d["sources"][0].update(shar=1), r"mix\.sources\[0\]: unknown key 'shar' \(did you mean 'share'\?\)"),
-    (lambda d: d.update(totl=5), r"mix: unknown key 'totl' \(did you mean 'total'\?\)"),
-    (lambda d: d["sources"][0].update(share=0.8), r"mix\.sources: shares must sum to 1.*got 0\.9.*en=0\.8, multi=0\.1"),
-    (lambda d: d["sources"][1].update(languages=["ja", "xx"]), r"sources\[1\]\.languages: unknown language 'xx'"),
-    (lambda d: d["sources"][0].update(type="local", path="nope.jsonl", format="messages", language="en"),
-     r"sources\[0\]\.path: file not found: .*nope\.jsonl"),
-    (lambda d: d["sources"][0].update(path="englsh"), r"sources\[0\]\.path: unknown seed set 'englsh' \(did you mean 'english'\?\)"),
-    (lambda d: d.update(kind="dpo"), r"sources\[0\]\.path: seed set 'english' holds sft rows, the mix is kind 'dpo'"),
-    (lambda d: d["sources"][0].update(languages=["ja"]), r"sources\[0\]\.languages: seed set 'english' has no ja rows"),
-    (lambda d: d["sources"][0].update(share=-0.5), r"sources\[0\]\.share: must be > 0"),
-    (lambda d: d.update(total=0), r"mix\.total: must be a positive"),
-    (lambda d: d["decontaminate"].update(tasks=["monolingal"]), r"decontaminate\.tasks: unknown task 'monolingal' \(did you mean 'monolingual'\?\)"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["sources"][0].update(shar=1), r"mix\.sources\[0\]: unknown key 'shar' \(did you mean 'share'\?\)"),
+        (lambda d: d.update(totl=5), r"mix: unknown key 'totl' \(did you mean 'total'\?\)"),
+        (
+            lambda d: d["sources"][0].update(share=0.8),
+            r"mix\.sources: shares must sum to 1.*got 0\.9.*en=0\.8, multi=0\.1",
+        ),
+        (lambda d: d["sources"][1].update(languages=["ja", "xx"]), r"sources\[1\]\.languages: unknown language 'xx'"),
+        (
+            lambda d: d["sources"][0].update(type="local", path="nope.jsonl", format="messages", language="en"),
+            r"sources\[0\]\.path: file not found: .*nope\.jsonl",
+        ),
+        (
+            lambda d: d["sources"][0].update(path="englsh"),
+            r"sources\[0\]\.path: unknown seed set 'englsh' \(did you mean 'english'\?\)",
+        ),
+        (
+            lambda d: d.update(kind="dpo"),
+            r"sources\[0\]\.path: seed set 'english' holds sft rows, the mix is kind 'dpo'",
+        ),
+        (
+            lambda d: d["sources"][0].update(languages=["ja"]),
+            r"sources\[0\]\.languages: seed set 'english' has no ja rows",
+        ),
+        (lambda d: d["sources"][0].update(share=-0.5), r"sources\[0\]\.share: must be > 0"),
+        (lambda d: d.update(total=0), r"mix\.total: must be a positive"),
+        (
+            lambda d: d["decontaminate"].update(tasks=["monolingal"]),
+            r"decontaminate\.tasks: unknown task 'monolingal' \(did you mean 'monolingual'\?\)",
+        ),
+    ],
+)
 def test_config_errors_name_file_and_key(tmp_path, edit, message):
     data = _seed_mix()
     edit(data)
@@ -138,22 +172,40 @@ def test_config_errors_name_file_and_key(tmp_path, edit, message):
 
 def test_local_source_errors(tmp_path):
     write_jsonl(tmp_path / "rows.jsonl", [{"q": "What is two plus two?", "a": "Two plus two is four."}])
-    data = {"kind": "sft", "total": 1, "decontaminate": {"enabled": False}, "sources": [
-        {"name": "local", "type": "local", "path": "rows.jsonl", "format": "instruction", "share": 1.0,
-         "language": "en", "columns": {"prompt": "q", "response": "answer"}}]}
+    data = {
+        "kind": "sft",
+        "total": 1,
+        "decontaminate": {"enabled": False},
+        "sources": [
+            {
+                "name": "local",
+                "type": "local",
+                "path": "rows.jsonl",
+                "format": "instruction",
+                "share": 1.0,
+                "language": "en",
+                "columns": {"prompt": "q", "response": "answer"},
+            }
+        ],
+    }
     mix = load_mix(write_mix(tmp_path, data))
-    with pytest.raises(DataError, match=r"sources\[0\]\.columns\.response: column 'answer' not found; the data has q, a"):
+    with pytest.raises(
+        DataError, match=r"sources\[0\]\.columns\.response: column 'answer' not found; the data has q, a"
+    ):
         build_mix(mix, tmp_path / "run", progress=False)
     data["sources"][0]["columns"] = {"prompt": "q", "response": "a"}
     ds = build_mix(load_mix(write_mix(tmp_path, data)), tmp_path / "run", progress=False)
-    assert ds[0]["messages"] == [{"role": "user", "content": "What is two plus two?"},
-                                 {"role": "assistant", "content": "Two plus two is four."}]
+    assert ds[0]["messages"] == [
+        {"role": "user", "content": "What is two plus two?"},
+        {"role": "assistant", "content": "Two plus two is four."},
+    ]
     assert ds[0]["source"] == "local" and ds[0]["id"] == "local:0"
 
 
 def test_decontamination_uses_lcb_data_named_in_the_mix(tmp_path, shared):
-    mix = load_mix(write_mix(tmp_path, {**_seed_mix(total=30), "decontaminate": {"enabled": True}}),
-                   [lcb_override(shared)])
+    mix = load_mix(
+        write_mix(tmp_path, {**_seed_mix(total=30), "decontaminate": {"enabled": True}}), [lcb_override(shared)]
+    )
     ds = build_mix(mix, tmp_path / "run", progress=False)
     assert len(ds) == 30
 

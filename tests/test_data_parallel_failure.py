@@ -52,13 +52,19 @@ def worker() -> None:
     from mlft.generation.backends import Request
 
     rank = int(os.environ["RANK"])
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}", rank=rank,
-                            world_size=2, timeout=timedelta(seconds=PG_TIMEOUT_S))
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}",
+        rank=rank,
+        world_size=2,
+        timeout=timedelta(seconds=PG_TIMEOUT_S),
+    )
     started = time.monotonic()
     try:
         if rank == 0:
-            chunks = [[Request(f"c{c}r{i}", messages=[{"role": "user", "content": "x"}]) for i in range(2)]
-                      for c in range(8)]
+            chunks = [
+                [Request(f"c{c}r{i}", messages=[{"role": "user", "content": "x"}]) for i in range(2)] for c in range(8)
+            ]
             backend = FakeBackend()
             with data_parallel.coordinate() as dp:
                 got = list(dp.generate(backend, chunks, None, [], [], backend.generate))
@@ -79,11 +85,25 @@ def _run(fail_rank: str) -> list[tuple[int, str, float]]:
     start = time.monotonic()
     procs = []
     for rank in (0, 1):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "MASTER_PORT": str(port), "FAIL_RANK": fail_rank,
-               "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-        procs.append(subprocess.Popen([sys.executable, "-c", "from tests.test_data_parallel_failure import worker; "
-                                       "worker()"], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "MASTER_PORT": str(port),
+            "FAIL_RANK": fail_rank,
+            "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": str(REPO),
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", "from tests.test_data_parallel_failure import worker; worker()"],
+                env=env,
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     out = []
     for p in procs:
         try:
@@ -105,8 +125,13 @@ def test_a_pass_without_failure_gathers_every_result():
 @pytest.mark.parametrize("fail_rank", ["0", "1"])
 def test_a_failure_on_any_rank_reaches_every_rank_within_seconds(fail_rank):
     runs = _run(fail_rank)
-    print(f"\nfailure on rank {fail_rank}: " + ", ".join(
-        f"rank {r} exit {rc}, error {text.rsplit('AFTER', 1)[-1].strip()} into the job" for r, (rc, text, _) in enumerate(runs)))
+    print(
+        f"\nfailure on rank {fail_rank}: "
+        + ", ".join(
+            f"rank {r} exit {rc}, error {text.rsplit('AFTER', 1)[-1].strip()} into the job"
+            for r, (rc, text, _) in enumerate(runs)
+        )
+    )
     for rank, (rc, text, seconds) in enumerate(runs):
         assert rc == 3, (rank, text[-2000:])
         assert f"ERROR BackendError: data-parallel evaluation failed: rank {fail_rank}: RuntimeError: boom" in text

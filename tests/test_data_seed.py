@@ -105,7 +105,9 @@ def test_cpu_dpo_mix(tmp_path, shared, lid):
         assert [m["role"] for m in row["prompt"]] == ["user"]
         assert [m["role"] for m in row["chosen"]] == ["assistant"] == [m["role"] for m in row["rejected"]]
         if row["source"] != "seed_english_pairs":
-            assert _label(lid, row["chosen"][0]["content"]) in {row["language"]} | FTZ_NEIGHBOURS.get(row["language"], set())
+            assert _label(lid, row["chosen"][0]["content"]) in {row["language"]} | FTZ_NEIGHBOURS.get(
+                row["language"], set()
+            )
 
 
 @pytest.mark.parametrize("path", MIXES, ids=lambda p: str(p.relative_to(project_root() / "data_mixes")))
@@ -126,26 +128,58 @@ def test_hub_sources_go_through_load_dataset(tmp_path, monkeypatch, shared):
     import datasets
 
     calls = []
-    aya_codes = {"ar": "arb", "de": "deu", "es": "spa", "fr": "fra", "hi": "hin", "id": "ind", "it": "ita",
-                 "ja": "jpn", "ko": "kor", "pt": "por", "ru": "rus", "tr": "tur", "vi": "vie", "zh": "zho"}
+    aya_codes = {
+        "ar": "arb",
+        "de": "deu",
+        "es": "spa",
+        "fr": "fra",
+        "hi": "hin",
+        "id": "ind",
+        "it": "ita",
+        "ja": "jpn",
+        "ko": "kor",
+        "pt": "por",
+        "ru": "rus",
+        "tr": "tur",
+        "vi": "vie",
+        "zh": "zho",
+    }
 
     def fake_load_dataset(path, name=None, split=None, revision=None, **kw):
         calls.append((path, name, split))
         if path == "HuggingFaceH4/ultrachat_200k":
-            return datasets.Dataset.from_list([{"prompt_id": str(i), "messages": [
-                {"role": "user", "content": f"Tell me fact number {i} about gardens."},
-                {"role": "assistant", "content": f"Garden fact {i}: plants need light and water."}]}
-                for i in range(200)])
-        rows = [{"inputs": d["instruction"], "targets": d["response"], "language_code": aya_codes[lang],
-                 "language": language_name(lang)} for it in parallel_items()[:3]
-                for lang, d in it["langs"].items() if lang != "en"]
-        rows.append({"inputs": "Kuna nini?", "targets": "Hakuna matata.", "language_code": "swh", "language": "Swahili"})
+            return datasets.Dataset.from_list(
+                [
+                    {
+                        "prompt_id": str(i),
+                        "messages": [
+                            {"role": "user", "content": f"Tell me fact number {i} about gardens."},
+                            {"role": "assistant", "content": f"Garden fact {i}: plants need light and water."},
+                        ],
+                    }
+                    for i in range(200)
+                ]
+            )
+        rows = [
+            {
+                "inputs": d["instruction"],
+                "targets": d["response"],
+                "language_code": aya_codes[lang],
+                "language": language_name(lang),
+            }
+            for it in parallel_items()[:3]
+            for lang, d in it["langs"].items()
+            if lang != "en"
+        ]
+        rows.append(
+            {"inputs": "Kuna nini?", "targets": "Hakuna matata.", "language_code": "swh", "language": "Swahili"}
+        )
         return datasets.Dataset.from_list(rows)
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
     mix = load_mix(project_root() / "data_mixes" / "multilingual_sft.yaml", ["total=140", lcb_override(shared)])
     ds = build_mix(mix, tmp_path, "sft", progress=False)
     assert calls == [("HuggingFaceH4/ultrachat_200k", None, "train_sft"), ("CohereLabs/aya_dataset", None, "train")]
-    assert Counter(ds["language"]) == Counter({"en": 126, **{lang: 1 for lang in NON_ENGLISH}})
+    assert Counter(ds["language"]) == Counter({"en": 126, **dict.fromkeys(NON_ENGLISH, 1)})
     by_lang = {r["language"]: r for r in ds if r["source"] == "aya"}
     assert by_lang["ja"]["messages"][0]["content"] in {it["langs"]["ja"]["instruction"] for it in parallel_items()}

@@ -42,17 +42,30 @@ def built(tmp_path):
     src = tmp_path / "prompts_src.jsonl"
     write_jsonl(src, [{"id": i, "prompt": p, "language": lang, "task": t} for i, p, lang, t, _ in PROMPTS])
     mix_file = tmp_path / "mix.yaml"
-    mix_file.write_text(f"kind: prompts\ntotal: {len(PROMPTS)}\nseed: 3\ndecontaminate: {{enabled: false}}\n"
-                        f"sources:\n  - {{name: mine, type: local, path: {src.name}, format: prompt, "
-                        "language_column: language, share: 1.0}\n", encoding="utf-8")
+    mix_file.write_text(
+        f"kind: prompts\ntotal: {len(PROMPTS)}\nseed: 3\ndecontaminate: {{enabled: false}}\n"
+        f"sources:\n  - {{name: mine, type: local, path: {src.name}, format: prompt, "
+        "language_column: language, share: 1.0}\n",
+        encoding="utf-8",
+    )
     build_mix(load_mix(mix_file), tmp_path / "rl_mix", progress=False)
     listed = read_jsonl(tmp_path / "rl_mix" / "mix" / PROMPT_FILE)  # the prompt file the base pass reads
     text_to_id = {r["prompt"]: r["id"] for r in listed}
     assert len(listed) == len(PROMPTS) and {r["language"] for r in listed} == {"fr", "de"}
     records = []
     for _, prompt, lang, task, replies in PROMPTS:
-        records += [{"id": text_to_id[prompt], "sample": k, "task": task, "source": "mine", "language": lang,
-                     "model": "base", "completion": text} for k, text in enumerate(replies)]
+        records += [
+            {
+                "id": text_to_id[prompt],
+                "sample": k,
+                "task": task,
+                "source": "mine",
+                "language": lang,
+                "model": "base",
+                "completion": text,
+            }
+            for k, text in enumerate(replies)
+        ]
     write_jsonl(tmp_path / "base_pass" / "default" / "completions.jsonl", records)
     return tmp_path, text_to_id
 
@@ -61,10 +74,15 @@ def test_keeps_prompts_answered_right_sometimes_and_writes_a_reloadable_mix(buil
     root, ids = built
     s = filter_mix(root / "rl_mix", root / "base_pass", root / "spread", scorer=scorer)
     kept = read_jsonl(root / "spread" / "mix" / "train.jsonl")
-    assert {r["prompt"][0]["content"] for r in kept} == {"Explain rain. Answer in French.", "Warum ist der Himmel blau?"}
+    assert {r["prompt"][0]["content"] for r in kept} == {
+        "Explain rain. Answer in French.",
+        "Warum ist der Himmel blau?",
+    }
     assert s["prompts"] == {"total": 6, "kept": 2, "all_right": 1, "all_wrong": 2, "unscored": 1}
-    assert s["by_language"] == {"de": {"kept": 1, "all_right": 0, "all_wrong": 1, "unscored": 1},
-                                "fr": {"kept": 1, "all_right": 1, "all_wrong": 1, "unscored": 0}}
+    assert s["by_language"] == {
+        "de": {"kept": 1, "all_right": 0, "all_wrong": 1, "unscored": 1},
+        "fr": {"kept": 1, "all_right": 1, "all_wrong": 1, "unscored": 0},
+    }
     assert s["replies_per_prompt"] == {0: 1, 3: 5}
     per = json.loads((root / "spread" / "mix" / "filter.json").read_text())["per_prompt"]
     some = per[ids["Explain rain. Answer in French."]]
@@ -79,8 +97,10 @@ def test_keeps_prompts_answered_right_sometimes_and_writes_a_reloadable_mix(buil
     rebuilt = read_jsonl(root / "again" / "mix" / "train.jsonl")
     row = lambda r: (r["prompt"][0]["content"], r["language"], r["task"])  # noqa: E731
     assert sorted(map(row, rebuilt)) == sorted(map(row, kept))
-    recipe = load_recipe(REPO / "recipes/cpu/grpo_crosslingual.yaml", [f"mix={root / 'spread' / FILTERED_MIX}",
-                                                                      f"run_dir={root / 'run'}"])
+    recipe = load_recipe(
+        REPO / "recipes/cpu/grpo_crosslingual.yaml",
+        [f"mix={root / 'spread' / FILTERED_MIX}", f"run_dir={root / 'run'}"],
+    )
     assert recipe.mix == str(root / "spread" / FILTERED_MIX)
 
 
@@ -91,13 +111,17 @@ def test_the_reward_term_decides_and_bad_passes_are_refused(built, scorer, tmp_p
     s = filter_mix(root / "rl_mix", root / "base_pass", root / "gated", reward="gated_language", scorer=scorer)
     assert s["prompts"]["kept"] == 2 and s["reward"] == "gated_language"
     one = root / "one_reply"  # one reply per prompt: no share strictly between 0 and 1 exists
-    write_jsonl(one / "completions.jsonl", [r for r in read_jsonl(root / "base_pass" / "default" / "completions.jsonl")
-                                             if r["sample"] == 0])
+    write_jsonl(
+        one / "completions.jsonl",
+        [r for r in read_jsonl(root / "base_pass" / "default" / "completions.jsonl") if r["sample"] == 0],
+    )
     with pytest.raises(DataError, match="K >= 2"):
         filter_mix(root / "rl_mix", one, root / "x", scorer=scorer)
     other = root / "other_ids"
-    write_jsonl(other / "completions.jsonl", [{**r, "id": "elsewhere/" + r["id"]} for r in
-                                              read_jsonl(root / "base_pass" / "default" / "completions.jsonl")])
+    write_jsonl(
+        other / "completions.jsonl",
+        [{**r, "id": "elsewhere/" + r["id"]} for r in read_jsonl(root / "base_pass" / "default" / "completions.jsonl")],
+    )
     with pytest.raises(DataError, match="ids differ"):
         filter_mix(root / "rl_mix", other, root / "x", scorer=scorer)
     with pytest.raises(DataError, match="no built mix"):
@@ -106,8 +130,10 @@ def test_the_reward_term_decides_and_bad_passes_are_refused(built, scorer, tmp_p
 
 def test_mix_filter_command(built, capsys):
     root, _ = built
-    assert main(["mix", "filter", str(root / "rl_mix"), "--pass", str(root / "base_pass"),
-                 "--out", str(root / "cli")]) == 0
+    assert (
+        main(["mix", "filter", str(root / "rl_mix"), "--pass", str(root / "base_pass"), "--out", str(root / "cli")])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "2 of 6 prompts kept (1 all right, 2 all wrong, 1 without replies" in out
     assert "fr    kept     1  all right     1  all wrong     1" in out

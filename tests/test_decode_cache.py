@@ -29,8 +29,14 @@ def varied_requests(n: int):
     """`n` prompts of many different lengths (8 ... ~60 words)."""
     from mlft.generation.backends import Request
 
-    return [Request(f"q{i}", messages=[{"role": "user", "content": " ".join(WORDS[: 1 + (i * 5) % 14] * (1 + i % 4))}],
-                    language="en") for i in range(n)]
+    return [
+        Request(
+            f"q{i}",
+            messages=[{"role": "user", "content": " ".join(WORDS[: 1 + (i * 5) % 14] * (1 + i % 4))}],
+            language="en",
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +56,12 @@ class CacheSpy:
         layer = cache.layers[0] if cache is not None and hasattr(cache, "layers") else None
         if layer is None or not hasattr(layer, "max_cache_len") or getattr(layer, "keys", None) is None:
             return  # not a static cache, or not allocated yet (the prefill allocates it)
-        entry = {"length": layer.max_cache_len, "rows": layer.keys.shape[0], "ptr": layer.keys.data_ptr(),
-                 "bytes": sum(t.numel() * t.element_size() for ly in cache.layers for t in (ly.keys, ly.values))}
+        entry = {
+            "length": layer.max_cache_len,
+            "rows": layer.keys.shape[0],
+            "ptr": layer.keys.data_ptr(),
+            "bytes": sum(t.numel() * t.element_size() for ly in cache.layers for t in (ly.keys, ly.values)),
+        }
         if not self.calls or self.calls[-1]["ptr"] != entry["ptr"] or self.calls[-1]["length"] != entry["length"]:
             self.calls.append(entry)
 
@@ -60,6 +70,7 @@ class CacheSpy:
 
 
 # --- 1. the static cache is sized per call ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("prefix_cache", [False, True])
 def test_a_short_batch_after_a_long_one_plans_and_allocates_the_short_length(tiny, prefix_cache):
@@ -85,6 +96,7 @@ def test_a_short_batch_after_a_long_one_plans_and_allocates_the_short_length(tin
 
 
 # --- 2. compiled decoding: bounded compiles and recordings ------------------------------------------------
+
 
 def test_a_compiled_pass_compiles_at_most_once_per_bucket_and_decodes_as_eager(tiny):
     """Before: every batch got a new cache of its exact length (a new CUDA-graph recording per batch on a GPU),
@@ -112,9 +124,11 @@ def test_a_compiled_pass_compiles_at_most_once_per_bucket_and_decodes_as_eager(t
     finally:
         spy.close()
         torch._dynamo.reset()
-    print(f"\ncompiled pass: {len(reqs)} prompts, {len(plan)} batches {[len(b) for b in plan]}, "
-          f"{len(buckets)} buckets {sorted(buckets)}, {graphs} graphs compiled, "
-          f"{len(spy.calls)} distinct caches (CUDA-graph recordings on a GPU)")
+    print(
+        f"\ncompiled pass: {len(reqs)} prompts, {len(plan)} batches {[len(b) for b in plan]}, "
+        f"{len(buckets)} buckets {sorted(buckets)}, {graphs} graphs compiled, "
+        f"{len(spy.calls)} distinct caches (CUDA-graph recordings on a GPU)"
+    )
     assert got == eager
     assert 1 <= graphs <= len(buckets)
     assert len(spy.calls) == len(buckets) < len(plan)  # one cache per bucket, reused by its batches
@@ -144,10 +158,15 @@ def test_compiled_batches_are_planned_at_their_bucket(tiny):
     assert budget.buckets
     kv = budget.kv_bytes_per_token
     assert budget.kv_bytes(33, 30) == row_bucket(33, 64) * length_bucket(130) * kv == 64 * 160 * kv
-    assert not HFBackend(model, tok, batch_size=64, decode="eager", memory_budget_gib=1.0)._budget_on(cuda, decoding).buckets
+    assert (
+        not HFBackend(model, tok, batch_size=64, decode="eager", memory_budget_gib=1.0)
+        ._budget_on(cuda, decoding)
+        .buckets
+    )
 
 
 # --- 3. flash-attention is not compiled ------------------------------------------------------------------
+
 
 def test_flash_attention_is_not_compiled(tiny, monkeypatch):
     """Before: `decode_mode` ignored the attention kind: auto compiled a flash_attention_2 model on a GPU."""
@@ -173,7 +192,9 @@ def test_padding_rows_change_no_sampled_reply(tiny):
     model, tok = tiny
     reqs = requests(11)
     decoding = Decoding(max_new_tokens=6)
-    runs = {mode: {r.id: r.completion for r in HFBackend(model, tok, batch_size=8, decode=mode).generate(reqs, decoding)}
-            for mode in ("eager", "compiled")}
+    runs = {
+        mode: {r.id: r.completion for r in HFBackend(model, tok, batch_size=8, decode=mode).generate(reqs, decoding)}
+        for mode in ("eager", "compiled")
+    }
     assert [len(b) for b in HFBackend(model, tok, batch_size=8).plan(reqs, decoding)] == [8, 3]
     assert runs["compiled"] == runs["eager"] and len(set(runs["eager"].values())) > 1

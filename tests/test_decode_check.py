@@ -20,8 +20,14 @@ pytestmark = pytest.mark.slow
 def test_decode_check_reduced_runs_every_stage(tmp_path):
     out = tmp_path / "decode_check.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, str(REPO / "measurements/gpu/decode_check.py"), "--reduced", "--out",
-                           str(out)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "measurements/gpu/decode_check.py"), "--reduced", "--out", str(out)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     stages = report["stages"]

@@ -117,11 +117,14 @@ def test_every_intervention_stays_on_the_device(tiny, case):
 
 # --- host syncs per decode step -----------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def plain_syncs(tiny):
     model, tok, _ = tiny
-    return {s: sync_count.per_step(plain_runner(model, tok, requests(8), s), model, 2, 4, count_ops=False)["total"]
-            for s in (False, True)}
+    return {
+        s: sync_count.per_step(plain_runner(model, tok, requests(8), s), model, 2, 4, count_ops=False)["total"]
+        for s in (False, True)
+    }
 
 
 @pytest.fixture
@@ -135,8 +138,9 @@ def test_the_backend_adds_no_sync_per_step(tiny, plain_syncs, sync_free, samplin
     """Before: StepLog's .cpu() per step (+2 with token_stats), the sampler's two probe bool()s."""
     model, tok, _ = tiny
     decoding = Decoding(temperature=0.3 if sampling else 0.0)
-    got = sync_count.per_step(mlft_runner(model, tok, requests(8), decoding, [], token_stats=token_stats), model, 2, 4,
-                              count_ops=False)
+    got = sync_count.per_step(
+        mlft_runner(model, tok, requests(8), decoding, [], token_stats=token_stats), model, 2, 4, count_ops=False
+    )
     assert got["total"] <= plain_syncs[sampling], got["syncs"]
 
 
@@ -161,12 +165,21 @@ def test_the_counter_sees_what_a_gpu_would_wait_for():
     with sync_count.SyncCounter() as c:
         bool(x.any()), x.cpu(), x.tolist(), x[x > 0], x[:, [1, 2]], x.to("cpu"), torch.tensor([1]), x.nonzero()
         x.masked_fill(x > 0, 1.0), x.to(torch.float64), x[:, :2]  # none of these
-    assert dict(c.syncs) == {"__bool__": 1, "cpu": 1, "tolist": 1, "index[mask]": 1, "index[list]": 1,
-                             "to(device)": 1, "torch.tensor": 1, "nonzero": 1}
+    assert dict(c.syncs) == {
+        "__bool__": 1,
+        "cpu": 1,
+        "tolist": 1,
+        "index[mask]": 1,
+        "index[list]": 1,
+        "to(device)": 1,
+        "torch.tensor": 1,
+        "nonzero": 1,
+    }
     assert c.ops > 8
 
 
 # --- kernels per decode step --------------------------------------------------------------------------------
+
 
 def test_aten_ops_per_step_within_a_tenth_of_plain_greedy():
     """A model of SmolLM2-135M's depth (30 layers, narrow): mlft's chain adds < 10 % kernels per step."""
@@ -179,6 +192,7 @@ def test_aten_ops_per_step_within_a_tenth_of_plain_greedy():
 
 
 # --- the static-cache (compiled) path -----------------------------------------------------------------------
+
 
 def test_decode_auto_compiles_on_a_gpu_only_without_forward_hooks(tiny):
     from mlft.generation.backends.hf import HFBackend, HFOptions
@@ -263,8 +277,9 @@ def test_static_cache_generates_what_the_dynamic_one_does(tiny, prefix_cache):
     model, tok, _ = tiny
     reqs = requests(6)
     widths = []
-    handle = model.register_forward_pre_hook(lambda m, args, kw: widths.append(kw["input_ids"].shape[1]),
-                                             with_kwargs=True)
+    handle = model.register_forward_pre_hook(
+        lambda m, args, kw: widths.append(kw["input_ids"].shape[1]), with_kwargs=True
+    )
     try:
         for decoding in (Decoding(temperature=0.0, max_new_tokens=6), Decoding(max_new_tokens=6)):
             runs = {}

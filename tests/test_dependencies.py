@@ -87,8 +87,9 @@ def test_every_subcommand_help_starts(tmp_path):
     """Each `mlft X --help` in a fresh interpreter (what a new user types first); no '%%' left in the text."""
     env_cmd = [sys.executable, "-m", "mlft"]
     for name in ["", *_subcommands()]:
-        proc = subprocess.run([*env_cmd, *([name] if name else []), "--help"], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=300)
+        proc = subprocess.run(
+            [*env_cmd, *([name] if name else []), "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
         assert proc.returncode == 0, f"mlft {name} --help\n{proc.stderr[-2000:]}"
         assert "%%" not in proc.stdout, f"mlft {name} --help shows '%%'"
 
@@ -99,9 +100,21 @@ def _outcomes(path: Path, passes: list[bool]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         for i, ok in enumerate(passes):
-            fh.write(json.dumps({"id": str(i), "task": "monolingual", "source": "okapi", "language": "de",
-                                 "counted": True, "line_error": not ok, "word_error": False,
-                                 "degenerate": False}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": str(i),
+                        "task": "monolingual",
+                        "source": "okapi",
+                        "language": "de",
+                        "counted": True,
+                        "line_error": not ok,
+                        "word_error": False,
+                        "degenerate": False,
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -109,12 +122,29 @@ def test_compare_mcnemar_runs_in_a_subprocess(tmp_path):
     """The command a clean install crashed on (scipy undeclared): exact McNemar on per-reply pass/fail."""
     a = _outcomes(tmp_path / "a" / "outcomes.jsonl", [True] * 10 + [False] * 10)
     b = _outcomes(tmp_path / "b" / "outcomes.jsonl", [True] * 18 + [False] * 2)
-    proc = subprocess.run([sys.executable, "-m", "mlft", "compare", str(a), str(b), "--method", "mcnemar",
-                           "--metric", "lpr", "--format", "json"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlft",
+            "compare",
+            str(a),
+            str(b),
+            "--method",
+            "mcnemar",
+            "--metric",
+            "lpr",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     import json
 
-    row = next(r for r in json.loads(proc.stdout[proc.stdout.index("{"):])["rows"] if r["language"] == "avg")
+    row = next(r for r in json.loads(proc.stdout[proc.stdout.index("{") :])["rows"] if r["language"] == "avg")
     # 8 discordant pairs, all won by B: two-sided exact binomial p = 2 * 0.5**8
-    assert row["method"] == "mcnemar" and row["p"] == pytest.approx(2 * 0.5 ** 8)
+    assert row["method"] == "mcnemar" and row["p"] == pytest.approx(2 * 0.5**8)
     assert row["diff"] == pytest.approx(0.4)

@@ -24,14 +24,21 @@ ROOT = Path(__file__).resolve().parent.parent
 # every markdown page of the repository (README.md, docs/, the per-folder READMEs, measurements/ result pages); not
 # outputs (runs/), hidden folders (.venv-vllm, caches) or the wheel's copies
 _NOT_PAGES = {"runs", "outputs", "build", "dist", "shipped", "resources", "node_modules", "__pycache__"}
-PAGES = sorted(p for p in ROOT.glob("**/*.md")
-               if not any(part.startswith(".") or part in _NOT_PAGES or part.endswith(".egg-info")
-                          for part in p.relative_to(ROOT).parts[:-1]))
+PAGES = sorted(
+    p
+    for p in ROOT.glob("**/*.md")
+    if not any(
+        part.startswith(".") or part in _NOT_PAGES or part.endswith(".egg-info")
+        for part in p.relative_to(ROOT).parts[:-1]
+    )
+)
 
 BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 PLACEHOLDER = re.compile(r"<[A-Za-z][\w-]*>")
-PATH = re.compile(r"(?<![\w./$-])((?:mlft|eval|recipes|data_mixes|configs|benchmarks|tests|slurm|docs)"
-                  r"/[\w./{},-]*[\w/}])")
+PATH = re.compile(
+    r"(?<![\w./$-])((?:mlft|eval|recipes|data_mixes|configs|benchmarks|tests|slurm|docs)"
+    r"/[\w./{},-]*[\w/}])"
+)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 MODULE = re.compile(r"(?<![\w./$-])(mlft(?:\.[A-Za-z_]\w*)+)(?![\w/])")
 # made-up modules the extension guide uses as examples of the user's own code
@@ -59,7 +66,7 @@ def _commands(text: str) -> list[list[str]]:
                 if segment[:1] == ["mlft"]:
                     out.append(segment[1:])
                 elif "mlft" in segment and segment[segment.index("mlft") - 1] == "-m":
-                    out.append(segment[segment.index("mlft") + 1:])
+                    out.append(segment[segment.index("mlft") + 1 :])
                 segment = []
     return out
 
@@ -128,8 +135,11 @@ def module_problems(text: str, page: str) -> list[str]:
             problems.append(f"{page}: names {name}, which is not a module")
         elif n < len(parts):
             attr = re.escape(parts[n])
-            defined = re.compile(rf"^\s*(?:(?:async\s+)?def|class)\s+{attr}\b|^\s*{attr}\s*[:=]"
-                                 rf"|^\s*(?:from|import)\s.*\b{attr}\b", re.M)
+            defined = re.compile(
+                rf"^\s*(?:(?:async\s+)?def|class)\s+{attr}\b|^\s*{attr}\s*[:=]"
+                rf"|^\s*(?:from|import)\s.*\b{attr}\b",
+                re.M,
+            )
             if not defined.search(source.read_text(encoding="utf-8")):
                 problems.append(f"{page}: names {name}, but {'.'.join(parts[:n])} defines no {parts[n]}")
     return problems
@@ -205,32 +215,65 @@ def test_docs_docstrings_and_comments_name_no_issue_numbers():
     problems = []
     for page in PAGES:
         problems += process_problems(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))
-    py_files = [p for folder in ("mlft", "measurements", "tests") for p in (ROOT / folder).rglob("*.py")
-                if "shipped" not in p.parts]
+    py_files = [
+        p
+        for folder in ("mlft", "measurements", "tests")
+        for p in (ROOT / folder).rglob("*.py")
+        if "shipped" not in p.parts
+    ]
     assert len(py_files) > 150
     for path in [*py_files, ROOT / "setup.py"]:
         for line, prose in _python_prose(path):
             problems += process_problems(prose, f"{path.relative_to(ROOT)}:{line}")
-    other = [p for folder in ("eval", "recipes", "data_mixes", "configs", "slurm", "measurements", ".ci")
-             for p in (ROOT / folder).rglob("*") if p.suffix in (".yaml", ".yml", ".sh", "") and p.is_file()]
+    other = [
+        p
+        for folder in ("eval", "recipes", "data_mixes", "configs", "slurm", "measurements", ".ci")
+        for p in (ROOT / folder).rglob("*")
+        if p.suffix in (".yaml", ".yml", ".sh", "") and p.is_file()
+    ]
     for path in [*other, ROOT / "Makefile", ROOT / "pyproject.toml"]:
         for line, text in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             if "#" in text:
-                problems += process_problems(text[text.index("#"):], f"{path.relative_to(ROOT)}:{line}")
+                problems += process_problems(text[text.index("#") :], f"{path.relative_to(ROOT)}:{line}")
     assert problems == []
 
 
 def test_pages_are_found_and_hold_commands():
     """The checks above would pass vacuously if the pages or their commands were not found."""
     names = {str(p.relative_to(ROOT)) for p in PAGES}
-    assert names >= {"README.md", "docs/README.md", "docs/rl.md", "docs/report.md", "eval/README.md",
-                     "recipes/README.md", "measurements/README.md", "measurements/gpu/README.md", "docs/results/README.md"}
+    assert names >= {
+        "README.md",
+        "docs/README.md",
+        "docs/rl.md",
+        "docs/report.md",
+        "eval/README.md",
+        "recipes/README.md",
+        "measurements/README.md",
+        "measurements/gpu/README.md",
+        "docs/results/README.md",
+    }
     assert len(PAGES) >= 16 and not any(n.startswith(("runs/", ".")) for n in names)
     commands = [c for p in PAGES for c in _commands(p.read_text(encoding="utf-8"))]
     assert len(commands) >= 60
-    assert {c[0] for c in commands} >= {"lcb", "score", "generate", "eval", "train", "steer", "gate", "compare",
-                                        "table", "demo", "env", "harness", "evaluate-run", "mix", "curves", "card",
-                                        "report"}
+    assert {c[0] for c in commands} >= {
+        "lcb",
+        "score",
+        "generate",
+        "eval",
+        "train",
+        "steer",
+        "gate",
+        "compare",
+        "table",
+        "demo",
+        "env",
+        "harness",
+        "evaluate-run",
+        "mix",
+        "curves",
+        "card",
+        "report",
+    }
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "make demo   # installs everything, then runs the main job on the embedded SmolLM2-135M-Instruct" in readme
     assert "make test   # installs everything, then runs the test suite (exactly what CI runs: .ci/run)" in readme
@@ -265,26 +308,45 @@ mlft score c.jsonl --format json \\
     assert "`mlft score c.jsonl --format yaml`: does not parse" in problems[4]
     assert "recipes/cpu/nope.yaml" in problems[5]
     paths = path_problems(page, "made-up.md")
-    assert paths == ["made-up.md: names configs/accelerate/nope.yaml, which does not exist",
-                     "made-up.md: names docs/missing.md, which does not exist",
-                     "made-up.md: names mlft/nowhere.py, which does not exist",
-                     "made-up.md: names recipes/cpu/nope.yaml, which does not exist",
-                     "made-up.md: link README.md#no-such-heading: no heading #no-such-heading in README.md",
-                     "made-up.md: link docs/missing.md: no file docs/missing.md"], paths
-    assert module_problems(page, "made-up.md") == ["made-up.md: names mlft.lcb.guard, but mlft defines no lcb",
-                                                  "made-up.md: names mlft.paths.resource_dir, but mlft.paths defines "
-                                                  "no resource_dir",
-                                                  "made-up.md: names mlft.stats.no_such_function, but mlft.stats "
-                                                  "defines no no_such_function"]
-    assert process_problems(page, "made-up.md") == ["made-up.md: says 'Issue 12'", "made-up.md: says 'issue #7'",
-                                                   "made-up.md: says 'finding 3'"]
+    assert paths == [
+        "made-up.md: names configs/accelerate/nope.yaml, which does not exist",
+        "made-up.md: names docs/missing.md, which does not exist",
+        "made-up.md: names mlft/nowhere.py, which does not exist",
+        "made-up.md: names recipes/cpu/nope.yaml, which does not exist",
+        "made-up.md: link README.md#no-such-heading: no heading #no-such-heading in README.md",
+        "made-up.md: link docs/missing.md: no file docs/missing.md",
+    ], paths
+    assert module_problems(page, "made-up.md") == [
+        "made-up.md: names mlft.lcb.guard, but mlft defines no lcb",
+        "made-up.md: names mlft.paths.resource_dir, but mlft.paths defines no resource_dir",
+        "made-up.md: names mlft.stats.no_such_function, but mlft.stats defines no no_such_function",
+    ]
+    assert process_problems(page, "made-up.md") == [
+        "made-up.md: says 'Issue 12'",
+        "made-up.md: says 'issue #7'",
+        "made-up.md: says 'finding 3'",
+    ]
 
 
 def test_issue_numbers_are_found_in_docstrings_and_comments_only(tmp_path):
     number = "issue " + "7"
     source = tmp_path / "m.py"
-    source.write_text("\n".join([f'"""Module ({number})."""', "", "def f():", f'    """Finding 2: {number}."""',
-                                 f"    return 'not prose: {number}'  # the {number} comment", ""]))
+    source.write_text(
+        "\n".join(
+            [
+                f'"""Module ({number})."""',
+                "",
+                "def f():",
+                f'    """Finding 2: {number}."""',
+                f"    return 'not prose: {number}'  # the {number} comment",
+                "",
+            ]
+        )
+    )
     found = [p for line, prose in _python_prose(source) for p in process_problems(prose, f"m.py:{line}")]
-    assert found == ["m.py:1: says 'issue 7'", "m.py:4: says 'Finding 2'", "m.py:4: says 'issue 7'",
-                     "m.py:5: says 'issue 7'"], found
+    assert found == [
+        "m.py:1: says 'issue 7'",
+        "m.py:4: says 'Finding 2'",
+        "m.py:4: says 'issue 7'",
+        "m.py:5: says 'issue 7'",
+    ], found

@@ -30,19 +30,24 @@ from mlft.reports.results import BLOCK, block_problems, headline_table, results_
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
-PAGES = sorted({ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "eval" / "README.md",
-                ROOT / "recipes" / "README.md"})
+PAGES = sorted(
+    {ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "eval" / "README.md", ROOT / "recipes" / "README.md"}
+)
 # (page, how its headline paragraph starts): the demo's findings; a table right after the paragraph belongs to it
-HEADLINES = [("README.md", "**What it finds.**"),
-             ("docs/training.md", "**The paper's §6.4 hypothesis holds on this model**"),
-             ("docs/training.md", "**Fine-tune, decode smarter, or both**"),
-             ("recipes/README.md", "**Measured** (CPU, `mlft demo`"),
-             ("recipes/README.md", "**Measured** (CPU, `recipes/cpu/crosslingual_sft.yaml`")]
+HEADLINES = [
+    ("README.md", "**What it finds.**"),
+    ("docs/training.md", "**The paper's §6.4 hypothesis holds on this model**"),
+    ("docs/training.md", "**Fine-tune, decode smarter, or both**"),
+    ("recipes/README.md", "**Measured** (CPU, `mlft demo`"),
+    ("recipes/README.md", "**Measured** (CPU, `recipes/cpu/crosslingual_sft.yaml`"),
+]
 STALE = ["47.9"]  # the base row's cross-lingual LPR of older runs (no results file behind it)
 NUMBER = re.compile(r"(?<![\w.§])\d+\.\d+(?!\w|\.\d)")
 NOT_A_RESULT = re.compile(r"p < 0\.\d+")  # a significance threshold, not a measured number
-REGENERATE = ("regenerate docs/results/demo.json from a demo run: mlft demo, then mlft results "
-              "runs/demo/results.json --commit --update README.md docs/training.md recipes/README.md")
+REGENERATE = (
+    "regenerate docs/results/demo.json from a demo run: mlft demo, then mlft results "
+    "runs/demo/results.json --commit --update README.md docs/training.md recipes/README.md"
+)
 
 
 def committed_records() -> dict[str, dict]:
@@ -72,18 +77,27 @@ def headline_problems(text: str, start: str, page: str) -> list[str]:
     para = headline(text, start)
     if para is None:
         return [f"{page}: no headline paragraph starting {start!r} (update HEADLINES)"]
-    out = [f"{page}: headline {start!r}: {n} is not from a results file (wrap it in a results block)"
-           for n in unsourced(para)]
-    out += [f"{page}: headline {start!r}: the stale {n} is still there" for n in STALE
-            if n in BLOCK.sub("", para)]
+    out = [
+        f"{page}: headline {start!r}: {n} is not from a results file (wrap it in a results block)"
+        for n in unsourced(para)
+    ]
+    out += [f"{page}: headline {start!r}: the stale {n} is still there" for n in STALE if n in BLOCK.sub("", para)]
     return out
 
 
 # ---------------------------------------------------------------- a demo results file, as the demo builds it
 
+
 def _row(task, metric, value, half=0.05, n=145):
-    return {"task": task, "language": "avg", "metric": metric, "value": value, "low": value - half,
-            "high": value + half, "n": n}
+    return {
+        "task": task,
+        "language": "avg",
+        "metric": metric,
+        "value": value,
+        "low": value - half,
+        "high": value + half,
+        "n": n,
+    }
 
 
 @pytest.fixture
@@ -96,22 +110,45 @@ def demo_results(tmp_path) -> Path:
     for key, lpr in values.items():
         d = out / key
         step = 0 if key == "base" else 32
-        rows = [dict(_row(t, m, v), step=step, variant="model")
-                for t in TASKS for m, v in [("lpr", lpr), ("wpr", 0.9), ("lcpr", (lpr + 0.9) / 2),
-                                            *((g, 0.8) for g in GUARD_METRICS), ("nll", 1.2)]]
+        rows = [
+            dict(_row(t, m, v), step=step, variant="model")
+            for t in TASKS
+            for m, v in [
+                ("lpr", lpr),
+                ("wpr", 0.9),
+                ("lcpr", (lpr + 0.9) / 2),
+                *((g, 0.8) for g in GUARD_METRICS),
+                ("nll", 1.2),
+            ]
+        ]
         curve_file.append_pass(d, step, "model", rows, 1.0, "test")
         if key != "base":
             runs[key] = d
-            (d / "results.json").write_text(json.dumps({"config": {"recipe": {
-                "mix": f"data_mixes/cpu/{key}.yaml", "training_args": {"max_steps": 32, "seed": 7}}}}))
+            (d / "results.json").write_text(
+                json.dumps(
+                    {
+                        "config": {
+                            "recipe": {
+                                "mix": f"data_mixes/cpu/{key}.yaml",
+                                "training_args": {"max_steps": 32, "seed": 7},
+                            }
+                        }
+                    }
+                )
+            )
     demo = experiment()  # recipes/demo.py, the script behind `mlft demo`
     spec = demo.table_spec(out, runs, out / "base", False, False)
     assert spec_record(load_spec(out / "table.yaml")) == spec_record(spec)  # its record reads back the same
     built = tables(spec)
     args = parse_args(["demo", "--max-new-tokens", "16"])
     lcb = {"test_sets.zip": ROOT / "README.md"}  # any file: its sha256 is recorded
-    write_results(out, demo.demo_config(args, demo.suite_settings(args), runs, lcb), 0.0, 1.0,
-                  results_extra("demo", {"mitigation": table_record(built[0], "base")}))
+    write_results(
+        out,
+        demo.demo_config(args, demo.suite_settings(args), runs, lcb),
+        0.0,
+        1.0,
+        results_extra("demo", {"mitigation": table_record(built[0], "base")}),
+    )
     return out / "results.json"
 
 
@@ -128,7 +165,9 @@ def test_demo_results_file_has_every_row_task_interval_guard_and_provenance(demo
     assert config["command"] == "mlft demo --max-new-tokens 16"
     assert config["suite"]["name"] == "lcb_demo" and config["suite"]["seed"] == 0
     assert config["suite"]["settings"] == {"decoding": {"max_new_tokens": 16}}  # the flags, as typed settings
-    assert config["suite"]["decoding"]["seed"] == 0 and config["suite"]["samples_per_prompt"] == 2  # lcb_demo: samples: 2
+    assert (
+        config["suite"]["decoding"]["seed"] == 0 and config["suite"]["samples_per_prompt"] == 2
+    )  # lcb_demo: samples: 2
     assert config["runs"]["crosslingual_sft"]["seed"] == 7 and config["runs"]["english_sft"]["max_steps"] == 32
     assert len(config["lcb_files"]["test_sets.zip"]) == 64
     assert "git_commit" in record["environment"] and record["schema"] == "mlft.results/1"
@@ -136,10 +175,12 @@ def test_demo_results_file_has_every_row_task_interval_guard_and_provenance(demo
 
 def test_blocks_render_from_the_results_file_and_catch_every_drift(demo_results):
     records = {"demo": load(demo_results)}
-    page = ('Cross-lingual SFT: <!-- results:demo cell "+Cross-lingual SFT" crosslingual lpr -->x<!-- /results:demo -->'
-            ' (<!-- results:demo diff "+Cross-lingual SFT" crosslingual lpr -->x<!-- /results:demo -->), coverage '
-            '<!-- results:demo value base monolingual coverage -->x<!-- /results:demo -->.\n\n'
-            '<!-- results:demo table -->\n<!-- /results:demo -->\n')
+    page = (
+        'Cross-lingual SFT: <!-- results:demo cell "+Cross-lingual SFT" crosslingual lpr -->x<!-- /results:demo -->'
+        ' (<!-- results:demo diff "+Cross-lingual SFT" crosslingual lpr -->x<!-- /results:demo -->), coverage '
+        "<!-- results:demo value base monolingual coverage -->x<!-- /results:demo -->.\n\n"
+        "<!-- results:demo table -->\n<!-- /results:demo -->\n"
+    )
     assert len(block_problems(page, records, "made-up.md")) == 4  # none rendered yet
     page = update_blocks(page, records)
     assert "70.0 ±5.0<!--" in page and "+30.0 pp" in page and "80.0<!--" in page
@@ -157,19 +198,26 @@ def test_blocks_render_from_the_results_file_and_catch_every_drift(demo_results)
 def test_headline_check_on_made_up_pages(demo_results):
     records = {"demo": load(demo_results)}
     start = "**What it finds.**"
-    stale = (f"{start} By §6.4, English-only SFT collapses cross-lingual LPR from 47.9 ±7.8 to 6.4 ±3.2 % "
-             "(p < 0.05).\n\nNext.\n")
+    stale = (
+        f"{start} By §6.4, English-only SFT collapses cross-lingual LPR from 47.9 ±7.8 to 6.4 ±3.2 % "
+        "(p < 0.05).\n\nNext.\n"
+    )
     problems = headline_problems(stale, start, "made-up.md")
     assert any("47.9 is not from a results file" in p for p in problems)
     assert any("the stale 47.9" in p for p in problems) and any("6.4" in p for p in problems)
     assert [p.split(": ")[-1].split()[0] for p in problems] == ["47.9", "7.8", "6.4", "3.2", "the"]
-    sourced = update_blocks(f"{start} from <!-- results:demo cell base crosslingual lpr -->"
-                            "<!-- /results:demo --> to 6.4.\n\n| row | x |\n|---|---|\n| base | 1.5 |\n", records)
+    sourced = update_blocks(
+        f"{start} from <!-- results:demo cell base crosslingual lpr -->"
+        "<!-- /results:demo --> to 6.4.\n\n| row | x |\n|---|---|\n| base | 1.5 |\n",
+        records,
+    )
     assert [p.split(": ")[-1] for p in headline_problems(sourced, start, "made-up.md")] == [
         "6.4 is not from a results file (wrap it in a results block)",
-        "1.5 is not from a results file (wrap it in a results block)"]  # the table after the paragraph counts
+        "1.5 is not from a results file (wrap it in a results block)",
+    ]  # the table after the paragraph counts
     assert headline_problems("nothing here", start, "made-up.md") == [
-        f"made-up.md: no headline paragraph starting {start!r} (update HEADLINES)"]
+        f"made-up.md: no headline paragraph starting {start!r} (update HEADLINES)"
+    ]
 
 
 def test_mlft_results_commits_renders_updates_and_checks(demo_results, tmp_path, capsys):
@@ -187,6 +235,7 @@ def test_mlft_results_commits_renders_updates_and_checks(demo_results, tmp_path,
 
 # ---------------------------------------------------------------- the real pages
 
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_results_block_matches_its_committed_file(page):
     assert block_problems(page.read_text(encoding="utf-8"), committed_records(), str(page.relative_to(ROOT))) == []
@@ -200,8 +249,11 @@ def test_headline_paragraphs_exist():
 
 def test_headline_numbers_come_from_a_committed_results_file():
     assert (RESULTS / "demo.json").is_file()
-    problems = [p for page, start in HEADLINES
-                for p in headline_problems((ROOT / page).read_text(encoding="utf-8"), start, page)]
+    problems = [
+        p
+        for page, start in HEADLINES
+        for p in headline_problems((ROOT / page).read_text(encoding="utf-8"), start, page)
+    ]
     readme = BLOCK.sub("", (ROOT / "README.md").read_text(encoding="utf-8"))
     problems += [f"README.md: the stale {n}" for n in STALE if n in readme]
     assert problems == []

@@ -21,9 +21,16 @@ from mlft.generation.prompting import Prompting
 from mlft.generation.runner import generate_completions
 
 REPO = Path(__file__).resolve().parents[1]
-TEXTS = ["Écris une courte histoire sur un chat.", "Beschreibe deine Lieblingsstadt.", "自己紹介をしてください。",
-         "Describe the weather today in Spanish.", "Quel est ton plat préféré et pourquoi ?", "Wie spät ist es?",
-         "Напиши короткое стихотворение о зиме.", "Explain photosynthesis to a child, in Italian."]
+TEXTS = [
+    "Écris une courte histoire sur un chat.",
+    "Beschreibe deine Lieblingsstadt.",
+    "自己紹介をしてください。",
+    "Describe the weather today in Spanish.",
+    "Quel est ton plat préféré et pourquoi ?",
+    "Wie spät ist es?",
+    "Напиши короткое стихотворение о зиме.",
+    "Explain photosynthesis to a child, in Italian.",
+]
 
 
 def test_the_hash_is_a_32_bit_bijection_free_of_overflow():
@@ -45,9 +52,9 @@ def test_keyed_noise_is_a_function_of_key_step_and_token_and_gumbel_distributed(
     keys = torch.tensor([draw_key(0, f"p{i}") for i in range(4000)])
     tokens = torch.arange(8).expand(4000, 8)
     g = keyed_gumbel(keys, 3, tokens)
-    assert torch.equal(g, keyed_gumbel(keys, 3, tokens))                 # deterministic
-    assert torch.equal(g[5:9], keyed_gumbel(keys[5:9], 3, tokens[5:9]))   # a row alone = the row in a batch
-    assert not torch.equal(g, keyed_gumbel(keys, 4, tokens))             # another step, other noise
+    assert torch.equal(g, keyed_gumbel(keys, 3, tokens))  # deterministic
+    assert torch.equal(g[5:9], keyed_gumbel(keys[5:9], 3, tokens[5:9]))  # a row alone = the row in a batch
+    assert not torch.equal(g, keyed_gumbel(keys, 4, tokens))  # another step, other noise
     assert torch.equal(keyed_gumbel(keys, 3, tokens.flip(-1)), g.flip(-1))  # keyed by token id, not position
     # Gumbel(0, 1): mean = Euler-Mascheroni 0.5772, variance pi^2 / 6 = 1.645
     assert abs(float(g.mean()) - 0.5772) < 0.02 and abs(float(g.var()) - 1.645) < 0.05
@@ -58,7 +65,7 @@ def test_draw_keys_and_seeds_depend_on_the_request_only():
     assert draw_id("monolingual/aya/fr/3", 0) == "monolingual/aya/fr/3" != draw_id("monolingual/aya/fr/3", 1)
     assert draw_key(0, "a") == draw_key(0, "a") != draw_key(1, "a") != draw_key(0, "b")
     assert draw_key(0, "a", "Bonjour\n") != draw_key(0, "a")  # a continued reply draws afresh
-    assert 0 <= request_seed(0, "a") < 2 ** 31
+    assert 0 <= request_seed(0, "a") < 2**31
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +76,9 @@ def next_token_logits(embedded_model):
     model, tok = embedded_model
     rows = []
     for text in TEXTS[:3]:
-        ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                      return_tensors="pt", return_dict=True)["input_ids"]
+        ids = tok.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )["input_ids"]
         with torch.inference_mode():
             rows.append(model(input_ids=ids).logits[0, -1].float().topk(2048).values)
     return torch.stack(rows)
@@ -130,15 +138,17 @@ def _replies(backend, reqs, decoding):
 def test_a_reply_is_the_same_alone_in_a_batch_of_64_and_under_another_memory_budget(embedded_model):
     model, tok = embedded_model
     decoding = Decoding(max_new_tokens=16)
-    chosen = [Request(draw_id(f"p{i}", k), messages=[{"role": "user", "content": TEXTS[i]}])
-              for i in (0, 2) for k in (0, 1)]
+    chosen = [
+        Request(draw_id(f"p{i}", k), messages=[{"role": "user", "content": TEXTS[i]}]) for i in (0, 2) for k in (0, 1)
+    ]
     filler = [Request(f"f{i}", messages=[{"role": "user", "content": f"{TEXTS[i % 8]} ({i})"}]) for i in range(60)]
     batch = _replies(HFBackend(model, tok, batch_size=64), filler[:30] + chosen + filler[30:], decoding)
     alone = {}
     for r in chosen:
         alone.update(_replies(HFBackend(model, tok, batch_size=1), [r], decoding))
-    tight = _replies(HFBackend(model, tok, batch_size=64, memory_budget_gib=0.002), list(reversed(chosen + filler[:12])),
-                     decoding)  # the KV budget cuts the requests into several small batches, in another order
+    tight = _replies(
+        HFBackend(model, tok, batch_size=64, memory_budget_gib=0.002), list(reversed(chosen + filler[:12])), decoding
+    )  # the KV budget cuts the requests into several small batches, in another order
     for r in chosen:
         assert alone[r.id] == batch[r.id] == tight[r.id], r.id
     assert batch[chosen[0].id] != batch[chosen[1].id]  # the prompt's two replies are two draws
@@ -176,8 +186,16 @@ def test_replies_are_the_same_on_two_ranks_as_on_one(embedded_model, tmp_path):
     replies one rank writes with another batch size."""
     model, tok = embedded_model
     texts = TEXTS[:6]
-    one = generate_completions(prompts(texts, "fr"), HFBackend(model, tok, batch_size=16), Decoding(max_new_tokens=24),
-                               Prompting(), tmp_path / "one.jsonl", "m", progress=False, samples=2)
+    one = generate_completions(
+        prompts(texts, "fr"),
+        HFBackend(model, tok, batch_size=16),
+        Decoding(max_new_tokens=24),
+        Prompting(),
+        tmp_path / "one.jsonl",
+        "m",
+        progress=False,
+        samples=2,
+    )
     script = tmp_path / "dp.py"
     script.write_text(DP_SCRIPT)
     with socket.socket() as s:
@@ -185,9 +203,16 @@ def test_replies_are_the_same_on_two_ranks_as_on_one(embedded_model, tmp_path):
         port = s.getsockname()[1]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     out = tmp_path / "two.jsonl"
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(port), str(out), str(REPO / "tests"),
-                               json.dumps(texts)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(r), str(port), str(out), str(REPO / "tests"), json.dumps(texts)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
     logs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), logs
     assert "served 0" not in logs[1]  # rank 1 generated its share
@@ -205,19 +230,26 @@ def test_greedy_replies_equal_plain_generate_on_each_prompt_alone(embedded_model
     from mlft.generation.prompting import Prompting, build_input
 
     model, tok = embedded_model
-    prompts = stratified_sample(load_prompts(["monolingual", "crosslingual"], ["okapi"], None,
-                                             path=shared / "lcb" / "test_sets.zip"), 1, 0)[:14]
+    prompts = stratified_sample(
+        load_prompts(["monolingual", "crosslingual"], ["okapi"], None, path=shared / "lcb" / "test_sets.zip"), 1, 0
+    )[:14]
     assert len({p.language for p in prompts}) >= 10
     decoding = Decoding(max_new_tokens=20, temperature=0.0)
     reqs = [Request(p.id, **build_input(Prompting(), p.prompt, p.task, p.language)) for p in prompts]
     mine = {r.id: r.completion for r in HFBackend(model, tok, batch_size=8).generate(reqs, decoding)}
     for r in reqs:
-        ids = tok.apply_chat_template(r.messages, add_generation_prompt=True, return_tensors="pt",
-                                      return_dict=True)["input_ids"]
+        ids = tok.apply_chat_template(r.messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)[
+            "input_ids"
+        ]
         with torch.inference_mode():
-            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=20,
-                                 do_sample=False, pad_token_id=tok.pad_token_id or tok.eos_token_id)
-        plain = tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=20,
+                do_sample=False,
+                pad_token_id=tok.pad_token_id or tok.eos_token_id,
+            )
+        plain = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
         assert mine[r.id] == plain, r.id
 
 

@@ -14,8 +14,22 @@ from mlft.evals.suite import load_suite
 
 
 def test_polyglot_on_openai_is_refused_before_anything_runs(tmp_path, capsys):
-    code = main(["eval", "polyglot_quick", "--backend", "openai", "--model", "served", "--base-url",
-                 "http://127.0.0.1:9/v1", "--api-key", "k", "--out", str(tmp_path / "p")])
+    code = main(
+        [
+            "eval",
+            "polyglot_quick",
+            "--backend",
+            "openai",
+            "--model",
+            "served",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--api-key",
+            "k",
+            "--out",
+            str(tmp_path / "p"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert "a polyglot suite cannot run on the openai backend" in err and "it runs on: hf" in err
@@ -32,9 +46,23 @@ def test_backend_flags_are_generated_and_checked(capsys):
 
 
 def test_interventions_a_remote_backend_cannot_apply_are_refused(tmp_path, capsys):
-    code = main(["generate", "--out", str(tmp_path / "c.jsonl"), "--backend", "openai", "--model", "m",
-                 "--api-key", "k", "--base-url", "http://127.0.0.1:9/v1",
-                 "--intervention", "{name: ban_tokens, strings: [Sure]}"])
+    code = main(
+        [
+            "generate",
+            "--out",
+            str(tmp_path / "c.jsonl"),
+            "--backend",
+            "openai",
+            "--model",
+            "m",
+            "--api-key",
+            "k",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--intervention",
+            "{name: ban_tokens, strings: [Sure]}",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "intervention 'ban_tokens' needs processors" in err and "openai backend cannot" in err
 
@@ -47,13 +75,15 @@ def test_bad_interventions_are_named_in_the_suite():
 
 
 @pytest.mark.slow
-def test_intervention_recorded_applied_and_refused_on_resume_when_changed(embedded_model, shared, tmp_path,
-                                                                          monkeypatch):
+def test_intervention_recorded_applied_and_refused_on_resume_when_changed(
+    embedded_model, shared, tmp_path, monkeypatch
+):
     monkeypatch.setenv("MLFT_LCB_DATA", str(shared / "lcb"))
     model, tok = embedded_model
     overrides = ["decoding.temperature=0", "decoding.max_new_tokens=8", "languages=[de]"]
-    plain = run_suite(load_suite("lcb_tiny", overrides), model=model, tokenizer=tok, out_dir=tmp_path / "plain",
-                      progress=False)
+    plain = run_suite(
+        load_suite("lcb_tiny", overrides), model=model, tokenizer=tok, out_dir=tmp_path / "plain", progress=False
+    )
     first = [json.loads(x) for x in (tmp_path / "plain" / "default" / "completions.jsonl").read_text().splitlines()]
     assert all(r["interventions"] == [] for r in first)
     # ban the first generated token of every greedy reply: the replies must change

@@ -14,16 +14,19 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["eval", "lcb_tiny", "--backend", "vlm"], "unknown backend 'vlm'"),
-    (["eval", "lcb_tiny", "--model", "no-such-model"], "unknown model 'no-such-model'"),
-    (["eval", "lcb_tiny", "decodng.temperature=0"], "unknown key 'decodng'"),
-    (["eval", "lcb_tiny", "languages=[de,xx]"], "unknown language 'xx'"),
-    (["eval", "no_such_suite"], "unknown eval suite"),
-    (["generate", "--language", "xx"], "unknown language 'xx'"),
-    (["generate", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:1/v1"], "no API key"),
-    (["generate", "--prompting", "qa", "--shots", "7"], "0..5"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["eval", "lcb_tiny", "--backend", "vlm"], "unknown backend 'vlm'"),
+        (["eval", "lcb_tiny", "--model", "no-such-model"], "unknown model 'no-such-model'"),
+        (["eval", "lcb_tiny", "decodng.temperature=0"], "unknown key 'decodng'"),
+        (["eval", "lcb_tiny", "languages=[de,xx]"], "unknown language 'xx'"),
+        (["eval", "no_such_suite"], "unknown eval suite"),
+        (["generate", "--language", "xx"], "unknown language 'xx'"),
+        (["generate", "--backend", "openai", "--model", "m", "--base-url", "http://127.0.0.1:1/v1"], "no API key"),
+        (["generate", "--prompting", "qa", "--shots", "7"], "0..5"),
+    ],
+)
 def test_bad_input_exits_before_generation(argv, message, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     out = tmp_path / "out"
@@ -38,16 +41,52 @@ def test_unreachable_server_and_rejected_key(tmp_path, capsys, monkeypatch, shar
     monkeypatch.setenv("MLFT_LCB_DATA", str(shared / "lcb"))
     monkeypatch.setenv("OPENAI_API_KEY", "wrong-key")
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    assert main(["eval", "lcb_tiny", "--backend", "openai", "--model", "m", "--base-url", url,
-                 "--out", str(tmp_path / "a")]) == 2
+    assert (
+        main(
+            ["eval", "lcb_tiny", "--backend", "openai", "--model", "m", "--base-url", url, "--out", str(tmp_path / "a")]
+        )
+        == 2
+    )
     assert "cannot reach" in capsys.readouterr().err
     with FaultServer() as server:
-        assert main(["generate", "--backend", "openai", "--model", "m", "--base-url", server.url,
-                     "--out", str(tmp_path / "b.jsonl")]) == 2
+        assert (
+            main(
+                [
+                    "generate",
+                    "--backend",
+                    "openai",
+                    "--model",
+                    "m",
+                    "--base-url",
+                    server.url,
+                    "--out",
+                    str(tmp_path / "b.jsonl"),
+                ]
+            )
+            == 2
+        )
         assert "API key was rejected" in capsys.readouterr().err and not server.bodies
         monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
-        assert main(["eval", "lcb_tiny", "per_group=1", "languages=[de]", "--backend", "openai", "--model", "m",
-                     "--base-url", server.url, "--out", str(tmp_path / "c"), "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    "lcb_tiny",
+                    "per_group=1",
+                    "languages=[de]",
+                    "--backend",
+                    "openai",
+                    "--model",
+                    "m",
+                    "--base-url",
+                    server.url,
+                    "--out",
+                    str(tmp_path / "c"),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     printed = capsys.readouterr().out
     assert "monolingual LPR (%)" in printed
     assert API_KEY not in (tmp_path / "c" / "default" / "completions.jsonl").read_text()

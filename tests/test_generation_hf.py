@@ -16,8 +16,14 @@ from mlft.generation.prompting import Prompting
 from mlft.generation.runner import generate_completions
 
 pytestmark = pytest.mark.slow
-TEXTS = ["Schreibe einen Satz über Katzen.", "Was ist die Hauptstadt von Frankreich?", "Nenne drei Farben.",
-         "Wie spät ist es?", "Erkläre kurz, was ein Baum ist, und warum er wichtig ist.", "Hallo!"]
+TEXTS = [
+    "Schreibe einen Satz über Katzen.",
+    "Was ist die Hauptstadt von Frankreich?",
+    "Nenne drei Farben.",
+    "Wie spät ist es?",
+    "Erkläre kurz, was ein Baum ist, und warum er wichtig ist.",
+    "Hallo!",
+]
 
 
 def _strip(records):
@@ -74,8 +80,9 @@ def test_greedy_deterministic_beams_and_token_stats(embedded_model):
     b = list(HFBackend(model, tok, batch_size=4).generate(reqs, greedy))
     assert [r.completion for r in a] == [r.completion for r in b] and all(r.completion for r in a)
     assert sorted(r.id for r in a) == ["0", "1", "2", "3"]  # one result per request
-    beams = list(HFBackend(model, tok, batch_size=2).generate(reqs, Decoding(max_new_tokens=10, temperature=0,
-                                                                                num_beams=3)))
+    beams = list(
+        HFBackend(model, tok, batch_size=2).generate(reqs, Decoding(max_new_tokens=10, temperature=0, num_beams=3))
+    )
     assert all(r.completion and r.completion_tokens <= 10 for r in beams)
     raw = list(HFBackend(model, tok, batch_size=2).generate([Request("q", text="Q: What is 2+2?\nA:")], greedy))
     assert raw[0].completion and raw[0].prompt_tokens == len(tok("Q: What is 2+2?\nA:")["input_ids"])
@@ -90,8 +97,13 @@ def test_greedy_deterministic_beams_and_token_stats(embedded_model):
 def test_run_suite_generates_scores_and_reports(embedded_model, shared, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFT_LCB_DATA", str(shared / "lcb"))
     model, tok = embedded_model
-    suite = load_suite("lcb_tiny", ["variants=[{name: greedy, decoding: {temperature: 0}}, "
-                                    "{name: qa, prompting: {mode: qa}}]", "token_stats=true"])
+    suite = load_suite(
+        "lcb_tiny",
+        [
+            "variants=[{name: greedy, decoding: {temperature: 0}}, {name: qa, prompting: {mode: qa}}]",
+            "token_stats=true",
+        ],
+    )
     res = run_suite(suite, model=model, tokenizer=tok, out_dir=tmp_path, progress=False)
     recs = read_completions(tmp_path / "greedy" / "completions.jsonl")
     assert len(recs) == 6 and {c.language for c in recs} == {"de", "zh", "ar"}
@@ -105,8 +117,9 @@ def test_run_suite_generates_scores_and_reports(embedded_model, shared, tmp_path
             langs = [res.value("lpr", task, lang, variant) for lang in ("ar", "de", "zh")]
             assert lpr == pytest.approx(sum(langs) / 3)
             assert res.value("wpr", task, "de", variant) is None  # Latin script: no WPR
-    assert {tuple(sorted(r)) for r in res.rows} == {("high", "language", "low", "metric", "n", "outcomes", "suite",
-                                                     "task", "value", "variant")}
+    assert {tuple(sorted(r)) for r in res.rows} == {
+        ("high", "language", "low", "metric", "n", "outcomes", "suite", "task", "value", "variant")
+    }
     for r in res.rows:  # every metric row has its interval around the official value; the guard sits beside it
         if r["low"] is not None and r["metric"] != "nll":
             assert r["low"] - 1e-9 <= r["value"] <= r["high"] + 1e-9 and 0 <= r["low"] <= r["high"] <= 1

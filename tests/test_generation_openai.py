@@ -14,12 +14,24 @@ from mlft.generation.decoding import Decoding
 from mlft.generation.prompting import Prompting
 from mlft.generation.runner import generate_completions
 
-TEXTS = ["one", "two", "timeout please", "rate me", "server down", "malformed body", "shape shifter",
-         "bad request", "three", "four", "five", "six"]
+TEXTS = [
+    "one",
+    "two",
+    "timeout please",
+    "rate me",
+    "server down",
+    "malformed body",
+    "shape shifter",
+    "bad request",
+    "three",
+    "four",
+    "five",
+    "six",
+]
 
 
 def _backend(url, **kw):
-    opts = dict(concurrency=3, timeout=0.5, max_retries=3, backoff=0.01)
+    opts = {"concurrency": 3, "timeout": 0.5, "max_retries": 3, "backoff": 0.01}
     opts.update(kw)
     return OpenAIBackend("served-model", base_url=url, api_key=API_KEY, **opts)
 
@@ -57,8 +69,9 @@ def test_faults_recorded_retried_and_resumed(tmp_path):
 def test_retries_exhausted_is_a_recorded_error(tmp_path):
     with FaultServer() as server:
         backend = _backend(server.url, max_retries=1)
-        recs = generate_completions(prompts(["server down", "ok"]), backend, Decoding(), Prompting(),
-                                    tmp_path / "c.jsonl", "m", progress=False)
+        recs = generate_completions(
+            prompts(["server down", "ok"]), backend, Decoding(), Prompting(), tmp_path / "c.jsonl", "m", progress=False
+        )
     lines = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text().splitlines()]
     err = next(r for r in lines if r["prompt"] == "server down")["error"]
     assert "gave up after 2 attempts: HTTP 500" in err
@@ -67,8 +80,15 @@ def test_retries_exhausted_is_a_recorded_error(tmp_path):
 
 def test_qa_prompting_uses_completions_route(tmp_path):
     with FaultServer() as server:
-        recs = generate_completions(prompts(["hello"]), _backend(server.url), Decoding(temperature=0),
-                                    Prompting(mode="qa"), tmp_path / "c.jsonl", "m", progress=False)
+        recs = generate_completions(
+            prompts(["hello"]),
+            _backend(server.url),
+            Decoding(temperature=0),
+            Prompting(mode="qa"),
+            tmp_path / "c.jsonl",
+            "m",
+            progress=False,
+        )
         assert server.bodies[0]["prompt"] == "Q: hello\nA:" and server.bodies[0]["top_p"] == 1.0
     assert recs[0]["completion"] == "echo: Q: hello\nA:".split("\nQ:")[0]
 
@@ -91,16 +111,48 @@ def test_wrong_key_and_unreachable_fail_before_generation(tmp_path, monkeypatch)
     assert API_KEY not in repr(_backend("http://x"))
 
 
-TRANSPORT = ["alpha", "cutoff one", "reset two", "nochoices three", "timeout four", "rate five", "server six",
-             "cutoff seven", "reset eight", "plain nine"]
+TRANSPORT = [
+    "alpha",
+    "cutoff one",
+    "reset two",
+    "nochoices three",
+    "timeout four",
+    "rate five",
+    "server six",
+    "cutoff seven",
+    "reset eight",
+    "plain nine",
+]
 
 
 def _cli(url, out, *extra):
     from mlft.cli import main
 
-    return main(["generate", "--backend", "openai", "--model", "served", "--base-url", url, "--api-key", API_KEY,
-                 "--out", str(out), "--language", "de", "--per-group", "1", "--no-progress", "--timeout", "0.5",
-                 "--backoff", "0.01", *extra])
+    return main(
+        [
+            "generate",
+            "--backend",
+            "openai",
+            "--model",
+            "served",
+            "--base-url",
+            url,
+            "--api-key",
+            API_KEY,
+            "--out",
+            str(out),
+            "--language",
+            "de",
+            "--per-group",
+            "1",
+            "--no-progress",
+            "--timeout",
+            "0.5",
+            "--backoff",
+            "0.01",
+            *extra,
+        ]
+    )
 
 
 def test_transport_faults_end_with_one_record_each_and_no_traceback(tmp_path, capsys, monkeypatch):
@@ -168,18 +220,39 @@ def test_server_that_dies_mid_run_ends_the_run_with_one_message(tmp_path, capsys
 
 def test_unseeded_decoding_sends_no_seed_and_top_k_goes_in_the_body(tmp_path):
     with FaultServer() as server:
-        generate_completions(prompts(["one"]), _backend(server.url), Decoding(seed=None, top_k=5), Prompting(),
-                             tmp_path / "c.jsonl", "m", progress=False)
+        generate_completions(
+            prompts(["one"]),
+            _backend(server.url),
+            Decoding(seed=None, top_k=5),
+            Prompting(),
+            tmp_path / "c.jsonl",
+            "m",
+            progress=False,
+        )
         body = server.bodies[0]
     assert "seed" not in body and body["top_k"] == 5
 
 
 def test_logprobs_requested_give_the_nll_column_and_a_server_without_them_is_asked_again(tmp_path):
     with FaultServer() as server:
-        recs = generate_completions(prompts(["one", "nologprobs two"]), _backend(server.url, concurrency=1),
-                                    Decoding(), Prompting(), tmp_path / "c.jsonl", "m", progress=False)
-        qa = generate_completions(prompts(["three"]), _backend(server.url), Decoding(), Prompting(mode="qa"),
-                                  tmp_path / "qa.jsonl", "m", progress=False)
+        recs = generate_completions(
+            prompts(["one", "nologprobs two"]),
+            _backend(server.url, concurrency=1),
+            Decoding(),
+            Prompting(),
+            tmp_path / "c.jsonl",
+            "m",
+            progress=False,
+        )
+        qa = generate_completions(
+            prompts(["three"]),
+            _backend(server.url),
+            Decoding(),
+            Prompting(mode="qa"),
+            tmp_path / "qa.jsonl",
+            "m",
+            progress=False,
+        )
         bodies = list(server.bodies)
     by = {r["prompt"]: r for r in recs}
     assert by["one"]["nll"] == 1.0 and qa[0]["nll"] == 1.0  # mean of -(-0.5), -(-1.5): chat and completions
@@ -187,6 +260,13 @@ def test_logprobs_requested_give_the_nll_column_and_a_server_without_them_is_ask
     assert bodies[0]["logprobs"] is True and bodies[0]["top_logprobs"] == 0
     assert "logprobs" not in bodies[-2]  # asked again without, once the server said no
     with FaultServer() as server:
-        generate_completions(prompts(["one"]), _backend(server.url, logprobs=False), Decoding(), Prompting(),
-                             tmp_path / "off.jsonl", "m", progress=False)
+        generate_completions(
+            prompts(["one"]),
+            _backend(server.url, logprobs=False),
+            Decoding(),
+            Prompting(),
+            tmp_path / "off.jsonl",
+            "m",
+            progress=False,
+        )
         assert "logprobs" not in server.bodies[0]

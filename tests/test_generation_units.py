@@ -36,12 +36,14 @@ def test_nucleus_size_matches_transformers_top_p(p, t):
     # smallest set with cumulative probability >= p
     probs = torch.softmax(logits / t, -1).sort(descending=True).values
     for row, k in zip(probs, nucleus_size(logits, t, p, None).tolist()):
-        assert row[:k].sum() >= p - 1e-6 and (k == 1 or row[:k - 1].sum() < p)
+        assert row[:k].sum() >= p - 1e-6 and (k == 1 or row[: k - 1].sum() < p)
     assert nucleus_size(logits, t, p, 2).max() <= 2
 
 
-@pytest.mark.parametrize("t,p,k,probe", [(0.3, 0.75, None, 64), (1.0, 0.9, None, 2), (0.7, 0.5, 20, 4),
-                                         (2.0, 0.95, None, 64), (0.5, 1.0, 5, 64)])
+@pytest.mark.parametrize(
+    "t,p,k,probe",
+    [(0.3, 0.75, None, 64), (1.0, 0.9, None, 2), (0.7, 0.5, 20, 4), (2.0, 0.95, None, 64), (0.5, 1.0, 5, 64)],
+)
 def test_nucleus_warper_keeps_exactly_what_transformers_keeps(t, p, k, probe):
     torch.manual_seed(1)
     logits = torch.randn(8, 500) * 2
@@ -121,8 +123,11 @@ def test_confusion_point_script_and_line_switch():
     pieces = ["Das ist gut und schön.", "\n", "This is the English line here", "."]
     assert confusion_point(pieces, "de", FakeLID()) == 2
     assert confusion_point(pieces, "de", None) is None
-    rec = {"task": "monolingual", "language": "zh",
-           "token_stats": {"pieces": ["你好", "世界", " ok"], "entropy": [1.0, 2.0, 5.0], "nucleus": [1, 1, 4]}}
+    rec = {
+        "task": "monolingual",
+        "language": "zh",
+        "token_stats": {"pieces": ["你好", "世界", " ok"], "entropy": [1.0, 2.0, 5.0], "nucleus": [1, 1, 4]},
+    }
     row = analyze([rec])[-1]
     assert row["group"] == "all" and row["confusion_points"] == 1
     assert (row["entropy_at"], row["entropy_other"], row["nucleus_at"], row["nucleus_other"]) == (5.0, 1.5, 4, 1)
@@ -131,8 +136,12 @@ def test_confusion_point_script_and_line_switch():
 def test_upstream_few_shot_module_is_read_without_executing_it():
     from mlft.generation.prompting import _from_upstream
 
-    text = ('"""doc"""\nimport os\nfew_shot_examples_monolingual = {"de": [{"role": "User", "message": "a"}, '
-            '{"role": "Chatbot", "message": "b"}]}\nfew_shot_examples_crosslingual = {}\nos.remove("x")\n')
+    text = (
+        '"""doc"""\nimport os\nfew_shot_examples_monolingual = {"de": [{"role": "User", "message": "a"}, '
+        '{"role": "Chatbot", "message": "b"}]}\nfew_shot_examples_crosslingual = {}\nos.remove("x")\n'
+    )
     data = _from_upstream(text)
-    assert data == {"monolingual": {"de": [{"role": "User", "message": "a"}, {"role": "Chatbot", "message": "b"}]},
-                    "crosslingual": {}}
+    assert data == {
+        "monolingual": {"de": [{"role": "User", "message": "a"}, {"role": "Chatbot", "message": "b"}]},
+        "crosslingual": {},
+    }

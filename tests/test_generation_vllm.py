@@ -23,6 +23,7 @@ SUBSET = ["languages=[de,es,fr,ja,ru,zh]", "per_language=2", "batch_size=32"]
 
 # -- no vLLM needed ---------------------------------------------------------------------------------------
 
+
 def test_options_validated_and_flags_generated():
     import argparse
 
@@ -37,10 +38,23 @@ def test_options_validated_and_flags_generated():
         VLLMBackend.validate_options(backend_options("vllm", {"gpu_memory_utilization": 1.5}))
     p = argparse.ArgumentParser()
     add_backend_flags(p)
-    args = p.parse_args(["--gpu-memory-utilization", "0.3", "--tensor-parallel-size", "2", "--enforce-eager",
-                         "--chunked-prefill", "off"])
-    assert options_from_args("vllm", args) == {"gpu_memory_utilization": 0.3, "tensor_parallel_size": 2,
-                                               "enforce_eager": True, "chunked_prefill": "off"}
+    args = p.parse_args(
+        [
+            "--gpu-memory-utilization",
+            "0.3",
+            "--tensor-parallel-size",
+            "2",
+            "--enforce-eager",
+            "--chunked-prefill",
+            "off",
+        ]
+    )
+    assert options_from_args("vllm", args) == {
+        "gpu_memory_utilization": 0.3,
+        "tensor_parallel_size": 2,
+        "enforce_eager": True,
+        "chunked_prefill": "off",
+    }
     with pytest.raises(ConfigError, match="--gpu-memory-utilization is an option of the vllm backend"):
         options_from_args("hf", args)
 
@@ -64,8 +78,9 @@ class _Steer(Intervention):  # a forward-hook intervention (steering), as a user
     applies_via = frozenset({"hooks"})
 
 
-@pytest.mark.parametrize("spec", [{"name": "script_gate", "calibrate": 0.5}, {"name": "quantize", "scheme": "w8"},
-                                  "steer"])
+@pytest.mark.parametrize(
+    "spec", [{"name": "script_gate", "calibrate": 0.5}, {"name": "quantize", "scheme": "w8"}, "steer"]
+)
 def test_interventions_vllm_cannot_apply_are_refused_before_the_model_loads(spec, tmp_path, monkeypatch):
     import mlft.generation.backends.vllm as vb
 
@@ -75,8 +90,11 @@ def test_interventions_vllm_cannot_apply_are_refused_before_the_model_loads(spec
     monkeypatch.setattr(vb, "_engine", no_load)
     monkeypatch.setattr(vb, "_tokenizer", no_load)
     ivs = [_Steer(_SteerOptions())] if spec == "steer" else build_interventions([spec], "test")
-    message = {"script_gate": "calibrate needs the output embeddings", "quantize": "needs transform .*no Python",
-               "test_steer": "needs hooks .*vLLM runs no Python forward hooks"}[ivs[0].name]
+    message = {
+        "script_gate": "calibrate needs the output embeddings",
+        "quantize": "needs transform .*no Python",
+        "test_steer": "needs hooks .*vLLM runs no Python forward hooks",
+    }[ivs[0].name]
     with pytest.raises(ConfigError, match=message):
         check_interventions("vllm", ivs, "--intervention")
     if spec != "steer":  # through a suite: refused by the runner before the backend is built
@@ -84,8 +102,9 @@ def test_interventions_vllm_cannot_apply_are_refused_before_the_model_loads(spec
         with pytest.raises(ConfigError, match=message):
             run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path, progress=False)
         assert not (tmp_path / "default" / "completions.jsonl").exists()
-    check_interventions("vllm", build_interventions([{"name": "script_gate"}, {"name": "ban_tokens", "strings": ["x"]}],
-                                                    "ok"), "ok")  # logits processors run inside vLLM
+    check_interventions(
+        "vllm", build_interventions([{"name": "script_gate"}, {"name": "ban_tokens", "strings": ["x"]}], "ok"), "ok"
+    )  # logits processors run inside vLLM
 
 
 def test_live_model_and_token_stats_refused():
@@ -113,6 +132,7 @@ class _Tok:
 
 
 # -- the processors' per-step function (no vLLM: plain tensors) ------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def smol_tok():
@@ -154,14 +174,17 @@ def _step_logits(tok, steps: int, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("ivs,language", [
-    ([{"name": "script_gate", "mode": "needed"}], "ja"),
-    ([{"name": "script_gate", "mode": "hard"}], "ru"),
-    ([{"name": "script_gate", "mode": "soft"}], "zh"),
-    ([{"name": "language_prior"}], "de"),
-    ([{"name": "language_prior"}], "ja"),  # no row it acts for
-    ([{"name": "ban_tokens", "strings": ["Sure", "The"]}, {"name": "script_gate", "mode": "needed"}], "ja"),
-])
+@pytest.mark.parametrize(
+    "ivs,language",
+    [
+        ([{"name": "script_gate", "mode": "needed"}], "ja"),
+        ([{"name": "script_gate", "mode": "hard"}], "ru"),
+        ([{"name": "script_gate", "mode": "soft"}], "zh"),
+        ([{"name": "language_prior"}], "de"),
+        ([{"name": "language_prior"}], "ja"),  # no row it acts for
+        ([{"name": "ban_tokens", "strings": ["Sure", "The"]}, {"name": "script_gate", "mode": "needed"}], "ja"),
+    ],
+)
 def test_vllm_processors_run_on_the_logits_device_without_host_syncs(smol_tok, monkeypatch, ivs, language, dtype):
     """The per-step function vLLM calls per request: the same logits and statistics as the former host path
     (copy to the CPU and back), 0 host syncs or host-to-device copies per step after the first (which moves the
@@ -228,6 +251,7 @@ def test_vllm_processors_stats_only_when_asked_and_the_reply_only_to_who_reads_i
 
 # -- with vLLM ---------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def vllm_backend():
     pytest.importorskip("vllm")
@@ -239,8 +263,12 @@ def vllm_backend():
     # statistics come back
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 
-    b = create_backend("vllm", {"dtype": "float32", "max_model_len": 2048, "cpu_kv_cache_gib": 1},
-                       model_ref="smollm2-135m-instruct", batch_size=32)
+    b = create_backend(
+        "vllm",
+        {"dtype": "float32", "max_model_len": 2048, "cpu_kv_cache_gib": 1},
+        model_ref="smollm2-135m-instruct",
+        batch_size=32,
+    )
     yield b
     b.close()
 
@@ -277,20 +305,24 @@ def _records(folder) -> dict[str, dict]:
 def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path, embedded_model):
     suite = load_suite("lcb_demo", [*SUBSET, "decoding.temperature=0", "decoding.max_new_tokens=24"])
     model, tok = embedded_model
-    run_suite(suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf",
-              progress=False)
+    run_suite(
+        suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf", progress=False
+    )
     run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
     hf, vl = _records(tmp_path / "hf"), _records(tmp_path / "vllm")
     assert hf.keys() == vl.keys() and len(hf) >= 20
     same = [i for i in hf if hf[i]["completion"] == vl[i]["completion"]]
     share = len(same) / len(hf)
     diffs = [abs(hf[i]["nll"] - vl[i]["nll"]) for i in same if hf[i].get("nll") is not None]
-    print(f"greedy agreement {len(same)}/{len(hf)} = {share:.1%}; NLL |hf - vllm| on identical replies: "
-          f"mean {sum(diffs) / len(diffs):.5f}, max {max(diffs):.5f}")
+    print(
+        f"greedy agreement {len(same)}/{len(hf)} = {share:.1%}; NLL |hf - vllm| on identical replies: "
+        f"mean {sum(diffs) / len(diffs):.5f}, max {max(diffs):.5f}"
+    )
     assert share >= 0.7
     assert len(diffs) == len(same) and max(diffs) < 0.02  # same tokens -> same raw log-probabilities (fp32)
-    assert all(vl[i]["backend"] == "vllm" and vl[i]["usage"]["prompt_tokens"] == hf[i]["usage"]["prompt_tokens"]
-               for i in hf)  # the same prompt tokens (chat template applied by the same tokenizer)
+    assert all(
+        vl[i]["backend"] == "vllm" and vl[i]["usage"]["prompt_tokens"] == hf[i]["usage"]["prompt_tokens"] for i in hf
+    )  # the same prompt tokens (chat template applied by the same tokenizer)
 
 
 @pytest.mark.slow
@@ -298,10 +330,10 @@ def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path, embedded_m
 def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model):
     suite = load_suite("lcb_demo", SUBSET)  # the paper's sampling, 32 new tokens
     model, tok = embedded_model
-    hf = run_suite(suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf",
-                   progress=False)
-    vl = run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm",
-                   progress=False)
+    hf = run_suite(
+        suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf", progress=False
+    )
+    vl = run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
     for task in ("monolingual", "crosslingual"):
         h = next(r for r in hf.rows if (r["metric"], r["task"], r["language"]) == ("lpr", task, "avg"))
         v = vl.value("lpr", task)
@@ -330,21 +362,37 @@ def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model
 def test_script_gate_inside_vllm_matches_hf(shared_vllm, tmp_path, embedded_model):
     """The gate runs as a vLLM logits processor: greedy gated replies equal the hf backend's, and so do the
     gate's intervention counts."""
-    suite = load_suite("lcb_demo", ["languages=[ja,ru,zh,ar]", "per_language=2", "tasks=[crosslingual]",
-                                    "sources=[okapi]", "decoding.temperature=0", "decoding.max_new_tokens=16",
-                                    "interventions=[{name: script_gate, mode: needed}]"])
+    suite = load_suite(
+        "lcb_demo",
+        [
+            "languages=[ja,ru,zh,ar]",
+            "per_language=2",
+            "tasks=[crosslingual]",
+            "sources=[okapi]",
+            "decoding.temperature=0",
+            "decoding.max_new_tokens=16",
+            "interventions=[{name: script_gate, mode: needed}]",
+        ],
+    )
     model, tok = embedded_model
-    run_suite(suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf",
-              progress=False)
+    run_suite(
+        suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf", progress=False
+    )
     run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
     hf, vl = _records(tmp_path / "hf"), _records(tmp_path / "vllm")
     same = sum(hf[i]["completion"] == vl[i]["completion"] for i in hf)
     fired = sum(hf[i].get("intervention_stats", {}).get("script_gate_steps", 0) for i in hf)
     print(f"script gate (needed): {same}/{len(hf)} greedy replies identical to hf; gate fired {fired} times (hf)")
     assert fired > 0 and same >= len(hf) - 1
-    assert [vl[i].get("intervention_stats", {}).get("script_gate_steps", 0) for i in hf if
-            hf[i]["completion"] == vl[i]["completion"]] == [hf[i].get("intervention_stats", {}).get(
-                "script_gate_steps", 0) for i in hf if hf[i]["completion"] == vl[i]["completion"]]
+    assert [
+        vl[i].get("intervention_stats", {}).get("script_gate_steps", 0)
+        for i in hf
+        if hf[i]["completion"] == vl[i]["completion"]
+    ] == [
+        hf[i].get("intervention_stats", {}).get("script_gate_steps", 0)
+        for i in hf
+        if hf[i]["completion"] == vl[i]["completion"]
+    ]
 
 
 @pytest.mark.slow
@@ -360,6 +408,7 @@ def test_line_resample_through_vllm(shared_vllm, tmp_path):
 
 # -- training: the recipe's evaluation backend ---------------------------------------------------------------
 
+
 def test_recipe_with_vllm_evaluation_checks(tmp_path):
     from mlft.training.recipe import load_recipe
 
@@ -370,10 +419,14 @@ def test_recipe_with_vllm_evaluation_checks(tmp_path):
     with pytest.raises(ConfigError, match="evaluation.backend_options: unknown key 'gpu_mem'"):
         load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.backend_options={gpu_mem: 0.3}"])
     with pytest.raises(ConfigError, match="pass 'gate'.*script_gate.*calibrate needs the output embeddings"):
-        load_recipe("recipes/crosslingual_sft_vllm.yaml",
-                    ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate, calibrate: 1}]}]"])
-    assert load_recipe("recipes/crosslingual_sft_vllm.yaml",  # the gate itself runs inside vLLM
-                       ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate}]}]"])
+        load_recipe(
+            "recipes/crosslingual_sft_vllm.yaml",
+            ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate, calibrate: 1}]}]"],
+        )
+    assert load_recipe(
+        "recipes/crosslingual_sft_vllm.yaml",  # the gate itself runs inside vLLM
+        ["evaluation.variants=[{variant: gate, interventions: [{name: script_gate}]}]"],
+    )
     with pytest.raises(ConfigError, match="polyglot suite cannot run on the vllm backend"):
         load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.suite=polyglot_quick"])
     assert load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.quantized=[w8]"])  # quantized: on hf
@@ -391,8 +444,9 @@ def test_passes_send_saved_checkpoints_to_vllm_and_quantized_to_hf(tmp_path, mon
         return runner.SuiteResult(suite.name, [], kw["out_dir"])
 
     monkeypatch.setattr(runner, "run_suite", fake_run_suite)
-    ev = EvaluationOptions(suite="lcb_tiny", backend="vllm", backend_options={"max_model_len": 512},
-                           quantized=["w8"], quantized_at="all")
+    ev = EvaluationOptions(
+        suite="lcb_tiny", backend="vllm", backend_options={"max_model_len": 512}, quantized=["w8"], quantized_at="all"
+    )
     passes.evaluate_step(tmp_path, ev, 5, model=object(), tokenizer=object(), model_ref="ckpt-5")
     assert calls == [("vllm", None, "ckpt-5", {"max_model_len": 512}), ("hf", None, "ckpt-5", None)]
     calls.clear()

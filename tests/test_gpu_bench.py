@@ -28,16 +28,35 @@ def test_train_metrics_time_only_the_steady_steps(bench, tmp_path):
     timing = tmp_path / "timing.json"
     # step k ends at k seconds, except a slow first step (compilation, allocator warm-up): 10 s
     ends = [[1, 10.0]] + [[k, 9.0 + k] for k in range(2, 11)]
-    timing.write_text(json.dumps({
-        "ends": ends, "num_tokens": {str(k): 1000 * k for k in range(1, 11)}, "peak_alloc_bytes": 3 * 2**30,
-        "peak_reserved_bytes": 4 * 2**30, "rows_per_step": 4, "world_size": 1, "device": "cuda:0", "bf16": True,
-        "packing": False, "padding_free": False, "activation_checkpointing": True}))
+    timing.write_text(
+        json.dumps(
+            {
+                "ends": ends,
+                "num_tokens": {str(k): 1000 * k for k in range(1, 11)},
+                "peak_alloc_bytes": 3 * 2**30,
+                "peak_reserved_bytes": 4 * 2**30,
+                "rows_per_step": 4,
+                "world_size": 1,
+                "device": "cuda:0",
+                "bf16": True,
+                "packing": False,
+                "padding_free": False,
+                "activation_checkpointing": True,
+            }
+        )
+    )
     run = tmp_path / "runs" / "full"
     run.mkdir(parents=True)
     (run / "complete").write_text(json.dumps({"global_step": 10, "wall_s": 200.0, "eval_s": 15.0}))
     (run / "eval_passes.jsonl").write_text(json.dumps({"step": 10, "mode": "in-process", "seconds": 15.0}) + "\n")
-    probe = {"pid": 7, "start": 100.0, "torch": True, "argv": ["python", "-m", "mlft", "evaluate-run"],
-             "cuda_used": True, "cuda_peak_gib": 3.5}
+    probe = {
+        "pid": 7,
+        "start": 100.0,
+        "torch": True,
+        "argv": ["python", "-m", "mlft", "evaluate-run"],
+        "cuda_used": True,
+        "cuda_peak_gib": 3.5,
+    }
     (tmp_path / "probe.jsonl").write_text(json.dumps(probe) + "\n" + json.dumps({**probe, "start": 1.0}) + "\n")
     m = bench.train_metrics("full", run, timing, started=100.0)
     assert m["timed_steps"] == "2..10"  # the first step (10 s) is left out
@@ -54,11 +73,29 @@ def test_train_metrics_time_only_the_steady_steps(bench, tmp_path):
 
 def test_summary_lists_every_stage_even_missing_ones(bench, tmp_path):
     bench.save("env", {"gpu": "H100", "launch": "deepspeed"})
-    bench.save("train_full", {"rc": 0, "steps": 30, "tokens_per_s": 12345.6, "mfu": 0.41, "complete":
-                              {"wall_s": 100, "eval_s": 5}, "callback_share": 0.05,
-                              "eval_passes": [{"mode": "in-process"}], "eval_records": [{"device": "cuda:0"}]})
-    bench.save("generate", {"max_new_tokens": 100, "lcb_prompts": 6586, "batches": {"16": {
-        "tokens_per_s": 900.0, "prompts": 32, "prompt_tokens_mean": 40.0, "peak_alloc_gib": 4.0}}})
+    bench.save(
+        "train_full",
+        {
+            "rc": 0,
+            "steps": 30,
+            "tokens_per_s": 12345.6,
+            "mfu": 0.41,
+            "complete": {"wall_s": 100, "eval_s": 5},
+            "callback_share": 0.05,
+            "eval_passes": [{"mode": "in-process"}],
+            "eval_records": [{"device": "cuda:0"}],
+        },
+    )
+    bench.save(
+        "generate",
+        {
+            "max_new_tokens": 100,
+            "lcb_prompts": 6586,
+            "batches": {
+                "16": {"tokens_per_s": 900.0, "prompts": 32, "prompt_tokens_mean": 40.0, "peak_alloc_gib": 4.0}
+            },
+        },
+    )
     bench.stage_summary()
     text = (tmp_path / "out" / "summary.txt").read_text()
     assert "12346" in text and "41.0%" in text and "5.0%" in text and "cuda:0 in-process" in text
@@ -146,10 +183,12 @@ def test_rows_mix_is_a_valid_mlft_mix(lengths, smollm2, tmp_path):
 
 def test_rows_metrics_pair_each_step_with_its_logged_tokens(bench):
     # num_tokens on row k is trl's count logged after step k-1 (on_log runs after on_step_end)
-    steps = [{"step": 1, "step_s": 9.0, "wall_s": 9.5, "num_tokens": None},
-             {"step": 2, "step_s": 2.0, "wall_s": 2.0, "num_tokens": 1000},
-             {"step": 3, "step_s": 2.0, "wall_s": 2.5, "num_tokens": 2000},
-             {"step": 4, "step_s": 4.0, "wall_s": 4.5, "num_tokens": 4000, "peak_alloc_gib": 3.0}]
+    steps = [
+        {"step": 1, "step_s": 9.0, "wall_s": 9.5, "num_tokens": None},
+        {"step": 2, "step_s": 2.0, "wall_s": 2.0, "num_tokens": 1000},
+        {"step": 3, "step_s": 2.0, "wall_s": 2.5, "num_tokens": 2000},
+        {"step": 4, "step_s": 4.0, "wall_s": 4.5, "num_tokens": 4000, "peak_alloc_gib": 3.0},
+    ]
     m = bench.rows_metrics(steps)
     assert m["timed_tokens"] == 3000 and m["tokens_per_s"] == round(3000 / 4.5, 1)  # steps 2 and 3
     assert m["median_step_s"] == 2.0 and m["peak_alloc_gib"] == 3.0 and m["steps"] == 4
@@ -169,8 +208,19 @@ def test_lcb_stage_resolves_for_both_backends(bench, monkeypatch, tmp_path, smol
     with pytest.raises(ValueError, match="hf, vllm"):
         bench.lcb_plan("sglang")
     bench.save("lcb_vllm", {"backend": "vllm", "skipped": "vllm is not installed"})
-    bench.save("lcb_hf", {**hf, "done_prompts": 6586, "wall_s": 300.0, "load_s": 20.0, "generate_s": 280.0,
-                          "generate_calls": 30, "tokens_per_s": 2352.1, "complete": True})
+    bench.save(
+        "lcb_hf",
+        {
+            **hf,
+            "done_prompts": 6586,
+            "wall_s": 300.0,
+            "load_s": 20.0,
+            "generate_s": 280.0,
+            "generate_calls": 30,
+            "tokens_per_s": 2352.1,
+            "complete": True,
+        },
+    )
     bench.stage_summary()
     text = (tmp_path / "out" / "summary.txt").read_text()
     assert "lcb hf    6586/6586 prompts x 100 new tokens: wall 300.0 s" in text and "30 generate calls" in text
@@ -196,8 +246,9 @@ def test_rows_stage_recipe_resolves_with_mlft(bench, monkeypatch, tmp_path, smol
     monkeypatch.setattr(bench, "TOKENIZER", Path(smollm2.name_or_path))
     monkeypatch.setattr(bench, "MODEL_DIR", Path(smollm2.name_or_path))
     monkeypatch.setattr(bench, "LENGTHS_FILE", tmp_path / "l.json")
-    (tmp_path / "l.json").write_text(json.dumps({"prompt_tokens": [20, 30], "reply_tokens": [90, 120],
-                                                  "template_tokens": 10}))
+    (tmp_path / "l.json").write_text(
+        json.dumps({"prompt_tokens": [20, 30], "reply_tokens": [90, 120], "template_tokens": 10})
+    )
     path, steps = bench.rows_recipe("lcb")
     recipe = load_recipe(str(path), ["training_args.max_steps=8", "evaluation.enabled=false"])
     assert steps == 8 and recipe.global_batch_size == 32 and recipe.accelerate_config is None

@@ -50,8 +50,9 @@ def test_load_places_the_model_on_the_default_device(monkeypatch):
 
 def test_separate_process_evaluation_gets_the_gpu_dtype_and_threads(monkeypatch, tmp_path, fake_cuda):
     """The ZeRO-3/FSDP child evaluation runs on the rank's GPU, not on the CPU with torchrun's OMP_NUM_THREADS=1."""
-    recipe = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "dtype=auto", "training_args.bf16=true",
-                                   "training_args.use_cpu=false"])
+    recipe = load_recipe(
+        CPU_SFT, [f"run_dir={tmp_path}", "dtype=auto", "training_args.bf16=true", "training_args.use_cpu=false"]
+    )
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -68,9 +69,9 @@ def test_separate_process_evaluation_gets_the_gpu_dtype_and_threads(monkeypatch,
     callback = cb.EvalCallback(recipe, tmp_path, tokenizer=None, in_process=False, progress=False)
     callback._evaluate_in_child(3, str(tmp_path / "checkpoints" / "checkpoint-3"), is_end=False)
     cmd = seen["cmd"]
-    assert cmd[cmd.index("--device") + 1] == "cuda:0"   # LOCAL_RANK 0: its GPU
+    assert cmd[cmd.index("--device") + 1] == "cuda:0"  # LOCAL_RANK 0: its GPU
     assert cmd[cmd.index("--dtype") + 1] == "bfloat16"  # the training dtype of a bf16 run
-    assert seen["env"]["OMP_NUM_THREADS"] == "8"          # 64 cores / 8 ranks on the node, not torchrun's 1
+    assert seen["env"]["OMP_NUM_THREADS"] == "8"  # 64 cores / 8 ranks on the node, not torchrun's 1
     assert "RANK" not in seen["env"] and "LOCAL_RANK" not in seen["env"]
     assert seen["timeout"] == recipe.evaluation.timeout_s
     monkeypatch.setenv("MLFT_EVAL_THREADS", "3")
@@ -110,9 +111,15 @@ def test_global_batch_size_derives_accumulation(tmp_path):
     with pytest.raises(ConfigError, match="both set"):
         load_recipe(CPU_SFT, [*base, "training_args.gradient_accumulation_steps=2"])
     with pytest.raises(ConfigError, match=r"world size \(2\) = 8"):  # checked against the launch config up front
-        load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "global_batch_size=12",
-                              "training_args.per_device_train_batch_size=4",
-                              "accelerate_config=configs/accelerate/cpu_ddp.yaml"])
+        load_recipe(
+            CPU_SFT,
+            [
+                f"run_dir={tmp_path}",
+                "global_batch_size=12",
+                "training_args.per_device_train_batch_size=4",
+                "accelerate_config=configs/accelerate/cpu_ddp.yaml",
+            ],
+        )
 
 
 def _trl_peft_zero3_rewrite(args) -> None:
@@ -133,8 +140,14 @@ def test_trl_reentrant_setting_reaches_transformers(tmp_path):
     config = tr._trainer_config(recipe, tmp_path)
     _trl_peft_zero3_rewrite(config)
     assert config.activation_checkpointing_kwargs["use_reentrant"] is True
-    user = load_recipe(CPU_SFT, [f"run_dir={tmp_path}", "training_args.activation_checkpointing=true",
-                                 "training_args.activation_checkpointing_kwargs={use_reentrant: true}"])
+    user = load_recipe(
+        CPU_SFT,
+        [
+            f"run_dir={tmp_path}",
+            "training_args.activation_checkpointing=true",
+            "training_args.activation_checkpointing_kwargs={use_reentrant: true}",
+        ],
+    )
     assert tr._trainer_config(user, tmp_path).activation_checkpointing_kwargs == {"use_reentrant": True}
 
 
@@ -170,8 +183,15 @@ def test_each_planned_batch_generates_alone_as_in_the_whole_call(embedded_model)
 
     model, tok = embedded_model
     backend = HFBackend(model, tok, batch_size=16, max_batch_tokens=200)
-    texts = ["Write a short poem about the sea in German.", "Hi", "Explain quantum physics to a child, in French "
-             "please, with examples.", "Was ist das?", "Tell me a joke", "How are you today my friend?", "Bonjour"]
+    texts = [
+        "Write a short poem about the sea in German.",
+        "Hi",
+        "Explain quantum physics to a child, in French please, with examples.",
+        "Was ist das?",
+        "Tell me a joke",
+        "How are you today my friend?",
+        "Bonjour",
+    ]
     reqs = [Request(str(i), messages=[{"role": "user", "content": x}], language="de") for i, x in enumerate(texts)]
     decoding = Decoding(max_new_tokens=8, seed=3, temperature=0.7, top_p=0.9)
     plan = backend.plan(reqs, decoding)
@@ -192,13 +212,16 @@ def test_base_model_without_template_gets_the_runs_template(tmp_path, embedded_m
     run = tmp_path / "run"
     run.mkdir()
     assert backend_settings(run, "hf", {}) == {}
-    (run / tr.CHAT_TEMPLATE).write_text("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
-                                        "{% if add_generation_prompt %}<assistant>{% endif %}")
+    (run / tr.CHAT_TEMPLATE).write_text(
+        "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% endif %}"
+    )
     opts = backend_settings(run, "hf", {"device": "cpu"})
     assert opts == {"chat_template": str(run / tr.CHAT_TEMPLATE), "device": "cpu"}
     _, templated = models.load(str(base), device="cpu", chat_template=opts["chat_template"])
-    text = templated.apply_chat_template([{"role": "user", "content": "Hallo"}], add_generation_prompt=True,
-                                         tokenize=False)
+    text = templated.apply_chat_template(
+        [{"role": "user", "content": "Hallo"}], add_generation_prompt=True, tokenize=False
+    )
     assert text == "<user>Hallo<assistant>"
     _, own = models.load(None, device="cpu", chat_template=opts["chat_template"])  # its own template wins
     assert own.chat_template == tok.chat_template
@@ -235,8 +258,9 @@ def test_a_waiting_rank_dies_when_the_evaluation_outlasts_the_group_timeout(tmp_
         port = s.getsockname()[1]
     script = tmp_path / "barrier.py"
     script.write_text(BARRIER)
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(port), "2", "6", str(tmp_path)])
-             for r in (0, 1)]
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(r), str(port), "2", "6", str(tmp_path)]) for r in (0, 1)
+    ]
     for proc in procs:
         proc.wait(timeout=120)
     assert (tmp_path / "rank1").read_text() in ("RuntimeError", "DistBackendError")

@@ -41,8 +41,9 @@ def gpu_machine(monkeypatch):
     monkeypatch.setattr(recipe_mod, "default_attention", lambda: "flash_attention_2")
     monkeypatch.setattr(train_mod, "default_attention", lambda: "flash_attention_2")
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: object() if name == "liger_kernel" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: object() if name == "liger_kernel" else real(name, *a)
+    )
 
 
 def test_gpu_recipes_pass_handbook_values_to_trl(tmp_path):
@@ -82,13 +83,18 @@ def test_gpu_recipes_on_a_gpu_with_flash_attn_and_liger(tmp_path, gpu_machine):
         assert recipe.training_args.get("padding_free", False) is config.padding_free  # resolved into the recipe
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["training_args.padding_free=true"], r"padding_free with attn_implementation 'sdpa'.*dense L x L"),
-    (["training_args.packing=true"], r"packing \(bfd strategy: padding-free\) with attn_implementation 'sdpa'"),
-    (["training_args.padding_free=true", "training_args.model_init_kwargs.attn_implementation=eager"],
-     r"attn_implementation 'eager'"),
-    (["training_args.padding_free=maybe"], r"padding_free: true, false or auto, got 'maybe'"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["training_args.padding_free=true"], r"padding_free with attn_implementation 'sdpa'.*dense L x L"),
+        (["training_args.packing=true"], r"packing \(bfd strategy: padding-free\) with attn_implementation 'sdpa'"),
+        (
+            ["training_args.padding_free=true", "training_args.model_init_kwargs.attn_implementation=eager"],
+            r"attn_implementation 'eager'",
+        ),
+        (["training_args.padding_free=maybe"], r"padding_free: true, false or auto, got 'maybe'"),
+    ],
+)
 def test_padding_free_rows_on_dense_attention_are_refused_at_check(extra, message, capsys):
     with pytest.raises(ConfigError, match=message):
         load_recipe(REPO / "recipes/english_sft.yaml", extra)
@@ -97,12 +103,16 @@ def test_padding_free_rows_on_dense_attention_are_refused_at_check(extra, messag
 
 
 def test_varlen_or_wrapped_packing_passes_check():
-    ok = [["training_args.packing=true", "training_args.packing_strategy=wrapped"],
-          ["training_args.padding_free=true", "training_args.model_init_kwargs.attn_implementation=flex_attention"]]
+    ok = [
+        ["training_args.packing=true", "training_args.packing_strategy=wrapped"],
+        ["training_args.padding_free=true", "training_args.model_init_kwargs.attn_implementation=flex_attention"],
+    ]
     for extra in ok:
         assert main(["train", "--check", "recipes/english_sft.yaml", *extra]) == 0
     with pytest.raises(ConfigError, match="DPOTrainer turns padding_free off"):
-        load_recipe(REPO / "recipes/english_dpo.yaml", ["model=smollm2-135m-instruct", "training_args.padding_free=true"])
+        load_recipe(
+            REPO / "recipes/english_dpo.yaml", ["model=smollm2-135m-instruct", "training_args.padding_free=true"]
+        )
 
 
 def _mask_widths(config, embedded_model) -> list[int]:
@@ -133,12 +143,23 @@ def _mask_widths(config, embedded_model) -> list[int]:
 def test_no_attention_mask_wider_than_max_length_in_a_packed_step(tmp_path, embedded_model):
     from trl import SFTConfig
 
-    common = dict(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=8, max_length=64,
-                  use_cpu=True, bf16=False, report_to="none", save_strategy="no", activation_checkpointing=False,
-                  dataset_num_proc=None, model_init_kwargs=None)
+    common = {
+        "output_dir": str(tmp_path / "out"),
+        "max_steps": 1,
+        "per_device_train_batch_size": 8,
+        "max_length": 64,
+        "use_cpu": True,
+        "bf16": False,
+        "report_to": "none",
+        "save_strategy": "no",
+        "activation_checkpointing": False,
+        "dataset_num_proc": None,
+        "model_init_kwargs": None,
+    }
     # what mlft lets through on sdpa: packing into rows of max_length (wrapped), no joined row
-    args = recipe_mod.resolve_auto_args({"packing": True, "packing_strategy": "wrapped", "padding_free": "auto"},
-                                        "sft", "r.yaml")
+    args = recipe_mod.resolve_auto_args(
+        {"packing": True, "packing_strategy": "wrapped", "padding_free": "auto"}, "sft", "r.yaml"
+    )
     recipe_mod.check_joined_rows(args, "sft", "r.yaml")
     widths = _mask_widths(SFTConfig(**common, **args), embedded_model)
     assert widths and max(widths) <= 64

@@ -84,10 +84,21 @@ def test_unknown_task_is_an_error_before_any_model(tmp_path):
 def test_result_rows_carry_stderr_intervals():
     from mlft.evals.lm_eval_kind import result_rows
 
-    res = {"results": {"t": {"alias": "t", "acc,none": 0.5, "acc_stderr,none": 0.1, "lpr,none": 0.8,
-                             "lpr_stderr,none": "N/A", "exact_match,strict": 0.25, "exact_match_stderr,strict": 0.05}},
-           "groups": {"g": {"alias": "g", "acc,none": 0.4, "acc_stderr,none": 0.02, "sample_len": 9}},
-           "n-samples": {"t": {"original": 10, "effective": 4}}}
+    res = {
+        "results": {
+            "t": {
+                "alias": "t",
+                "acc,none": 0.5,
+                "acc_stderr,none": 0.1,
+                "lpr,none": 0.8,
+                "lpr_stderr,none": "N/A",
+                "exact_match,strict": 0.25,
+                "exact_match_stderr,strict": 0.05,
+            }
+        },
+        "groups": {"g": {"alias": "g", "acc,none": 0.4, "acc_stderr,none": 0.02, "sample_len": 9}},
+        "n-samples": {"t": {"original": 10, "effective": 4}},
+    }
     rows = {(r["task"], r["metric"]): r for r in result_rows(res)}
     acc = rows[("t", "acc")]
     assert acc["low"] == pytest.approx(0.5 - 1.959964 * 0.1, abs=1e-5) and acc["n"] == 4
@@ -103,19 +114,30 @@ def test_lcb_aggregation_is_the_official_scorers():
     from mlft.completions import Completion
     from mlft.harness import lcb_task as lcb
 
-    replies = {"ja": ["これは日本語の文章です。今日はとても良い天気ですね。"
-                      "私は公園に行きました。",
-                      "This reply is in English and has enough words to count for sure.",
-                      "日本語で答えます。東京はとても大きな都市で、"
-                      "人がたくさん住んでいます。 computer", ""],
-               "de": ["Das ist eine deutsche Antwort mit genug Wörtern für die Zählung.",
-                      "This is an English answer with more than five words in it.", "ja ja ja ja ja ja"]}
+    replies = {
+        "ja": [
+            "これは日本語の文章です。今日はとても良い天気ですね。私は公園に行きました。",
+            "This reply is in English and has enough words to count for sure.",
+            "日本語で答えます。東京はとても大きな都市で、人がたくさん住んでいます。 computer",
+            "",
+        ],
+        "de": [
+            "Das ist eine deutsche Antwort mit genug Wörtern für die Zählung.",
+            "This is an English answer with more than five words in it.",
+            "ja ja ja ja ja ja",
+        ],
+    }
     docs, comps = [], []
     for lang, texts in replies.items():
         for i, text in enumerate(texts):
             src = ["okapi", "sharegpt"][i % 2]
-            doc = {"id": f"crosslingual/{src}/{lang}/{i}", "task": "crosslingual", "source": src,
-                   "language": lang, "prompt": "p"}
+            doc = {
+                "id": f"crosslingual/{src}/{lang}/{i}",
+                "task": "crosslingual",
+                "source": src,
+                "language": lang,
+                "prompt": "p",
+            }
             docs.append((doc, text))
             comps.append(Completion(doc["id"], "m", "crosslingual", src, lang, text))
     report = score_completions(comps)
@@ -144,8 +166,17 @@ def test_samples_to_completions_names_bad_lines(tmp_path):
     from mlft.errors import DataError
     from mlft.harness.lcb_task import samples_to_completions
 
-    good = {"doc": {"id": "crosslingual/okapi/de/0", "task": "crosslingual", "source": "okapi", "language": "de",
-                    "prompt": "p"}, "resps": [["Hallo Welt"]], "filtered_resps": ["Hallo Welt"]}
+    good = {
+        "doc": {
+            "id": "crosslingual/okapi/de/0",
+            "task": "crosslingual",
+            "source": "okapi",
+            "language": "de",
+            "prompt": "p",
+        },
+        "resps": [["Hallo Welt"]],
+        "filtered_resps": ["Hallo Welt"],
+    }
     path = tmp_path / "samples_lcb.jsonl"
     path.write_text(json.dumps(good) + "\n" + json.dumps({"doc": {}}) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match="line 2: not an lm-eval LCB sample"):
@@ -161,8 +192,9 @@ def test_harness_task_runs_inside_an_mlft_suite(tmp_path, embedded_model):
     from mlft.evals.suite import build_suite
 
     folder = _tiny_task(tmp_path / "tasks")
-    suite = build_suite({"kind": "lm_eval", "tasks": ["tiny_mc"], "include_path": [str(folder)], "limit": 3},
-                        "tiny.yaml")
+    suite = build_suite(
+        {"kind": "lm_eval", "tasks": ["tiny_mc"], "include_path": [str(folder)], "limit": 3}, "tiny.yaml"
+    )
     import random
 
     import torch
@@ -190,19 +222,51 @@ def test_lm_eval_lcb_task_matches_mlft_score(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     path = resolve("smollm2-135m-instruct").path
     out = tmp_path / "lm"
-    cmd = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={path},dtype=float32",
-           "--device", "cpu", "--include_path", str(REPO / "mlft" / "harness" / "tasks"),
-           "--tasks", "lcb_crosslingual_de,lcb_crosslingual_ja", "--limit", "3", "--apply_chat_template",
-           "--gen_kwargs", "max_gen_toks=40", "--log_samples", "--output_path", str(out), "--batch_size", "8"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lm_eval",
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={path},dtype=float32",
+        "--device",
+        "cpu",
+        "--include_path",
+        str(REPO / "mlft" / "harness" / "tasks"),
+        "--tasks",
+        "lcb_crosslingual_de,lcb_crosslingual_ja",
+        "--limit",
+        "3",
+        "--apply_chat_template",
+        "--gen_kwargs",
+        "max_gen_toks=40",
+        "--log_samples",
+        "--output_path",
+        str(out),
+        "--batch_size",
+        "8",
+    ]
     subprocess.run(cmd, check=True, env=env, capture_output=True, text=True, timeout=900)
     results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
     samples = sorted(str(p) for p in out.rglob("samples_lcb_*.jsonl"))
     comp = tmp_path / "c.jsonl"
-    subprocess.run([sys.executable, "-m", "mlft", "harness", "completions", *samples, "--out", str(comp)],
-                   check=True, env=env, capture_output=True, timeout=300)
-    scored = subprocess.run([sys.executable, "-m", "mlft", "score", str(comp), "--format", "json"], check=True,
-                            env=env, capture_output=True, text=True, timeout=300).stdout
-    rows = json.loads(scored[:scored.rindex("]") + 1] if scored.lstrip().startswith("[") else scored)
+    subprocess.run(
+        [sys.executable, "-m", "mlft", "harness", "completions", *samples, "--out", str(comp)],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
+    scored = subprocess.run(
+        [sys.executable, "-m", "mlft", "score", str(comp), "--format", "json"],
+        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
+    rows = json.loads(scored[: scored.rindex("]") + 1] if scored.lstrip().startswith("[") else scored)
     rows = rows["rows"] if isinstance(rows, dict) else rows
     by_lang = {r["language"]: r for r in rows if r["source"] == "all"}
     for lang in ("de", "ja"):
@@ -217,21 +281,47 @@ def test_table11_capability_columns_flag_a_drop_beyond_the_interval(tmp_path):
     from mlft.reports.mitigation import build, load_spec
 
     def lcb(v):
-        return [{"variant": "default", "task": t, "language": "avg", "metric": "lpr", "value": v, "low": v - .05,
-                 "high": v + .05, "n": 50} for t in ("monolingual", "crosslingual")]
+        return [
+            {
+                "variant": "default",
+                "task": t,
+                "language": "avg",
+                "metric": "lpr",
+                "value": v,
+                "low": v - 0.05,
+                "high": v + 0.05,
+                "n": 50,
+            }
+            for t in ("monolingual", "crosslingual")
+        ]
 
     def cap(v, se):
-        return [{"variant": "default", "task": "mlft_polyglot_mc_shared", "language": "avg", "metric": "acc",
-                 "value": v, "low": v - 1.96 * se, "high": v + 1.96 * se, "n": 280, "stderr": se}]
+        return [
+            {
+                "variant": "default",
+                "task": "mlft_polyglot_mc_shared",
+                "language": "avg",
+                "metric": "acc",
+                "value": v,
+                "low": v - 1.96 * se,
+                "high": v + 1.96 * se,
+                "n": 280,
+                "stderr": se,
+            }
+        ]
 
-    for name, lpr, acc in (("base", .5, .60), ("kept", .7, .56), ("forgot", .8, .45)):
+    for name, lpr, acc in (("base", 0.5, 0.60), ("kept", 0.7, 0.56), ("forgot", 0.8, 0.45)):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lcb(lpr)))
-        (tmp_path / f"{name}_cap.jsonl").write_text("".join(json.dumps(r) + "\n" for r in cap(acc, .03)))
+        (tmp_path / f"{name}_cap.jsonl").write_text("".join(json.dumps(r) + "\n" for r in cap(acc, 0.03)))
     spec = tmp_path / "t.yaml"
-    spec.write_text("rows:\n" + "".join(
-        f"  - {{label: {n}, rows_file: {n}.jsonl, capability_rows_file: {n}_cap.jsonl}}\n"
-        for n in ("base", "kept", "forgot"))
-        + "per_language: []\ncapability:\n  - {task: mlft_polyglot_mc_shared, metric: acc, label: Facts acc}\n")
+    spec.write_text(
+        "rows:\n"
+        + "".join(
+            f"  - {{label: {n}, rows_file: {n}.jsonl, capability_rows_file: {n}_cap.jsonl}}\n"
+            for n in ("base", "kept", "forgot")
+        )
+        + "per_language: []\ncapability:\n  - {task: mlft_polyglot_mc_shared, metric: acc, label: Facts acc}\n"
+    )
     text = build(load_spec(spec), "markdown")
     lines = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
     assert "Facts acc" in text
@@ -244,13 +334,25 @@ def test_table11_capability_columns_flag_a_drop_beyond_the_interval(tmp_path):
 def test_capability_rows_reach_the_trackers():
     from mlft.training.tracking import scalars
 
-    rows = [{"variant": "capability", "task": "mlft_polyglot_mc_shared", "language": "avg", "metric": "acc",
-             "value": 0.6, "low": 0.54, "high": 0.66, "harness": True},
-            {"variant": "capability", "task": "x", "language": "avg", "metric": "acc", "value": 0.1}]
+    rows = [
+        {
+            "variant": "capability",
+            "task": "mlft_polyglot_mc_shared",
+            "language": "avg",
+            "metric": "acc",
+            "value": 0.6,
+            "low": 0.54,
+            "high": 0.66,
+            "harness": True,
+        },
+        {"variant": "capability", "task": "x", "language": "avg", "metric": "acc", "value": 0.1},
+    ]
     got = scalars(rows)
-    assert got == {"harness/capability/mlft_polyglot_mc_shared/acc": 0.6,
-                   "harness/capability/mlft_polyglot_mc_shared/acc_low": 0.54,
-                   "harness/capability/mlft_polyglot_mc_shared/acc_high": 0.66}
+    assert got == {
+        "harness/capability/mlft_polyglot_mc_shared/acc": 0.6,
+        "harness/capability/mlft_polyglot_mc_shared/acc_low": 0.54,
+        "harness/capability/mlft_polyglot_mc_shared/acc_high": 0.66,
+    }
 
 
 def test_openai_backend_maps_to_lm_evals_api_models(tmp_path, monkeypatch):
@@ -262,8 +364,9 @@ def test_openai_backend_maps_to_lm_evals_api_models(tmp_path, monkeypatch):
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("MY_KEY", "sk-test")
-    ctx = EvalContext(tmp_path, "openai", {"base_url": "http://127.0.0.1:9/v1/", "api_key_env": "MY_KEY"},
-                      model_ref="served")
+    ctx = EvalContext(
+        tmp_path, "openai", {"base_url": "http://127.0.0.1:9/v1/", "api_key_env": "MY_KEY"}, model_ref="served"
+    )
     suite = build_suite({"kind": "lm_eval", "tasks": ["lcb_crosslingual_de"]}, "s.yaml")
     lm = make_lm(suite.options, ctx)
     assert type(lm).__mro__[1].__name__ == "LocalChatCompletion"
@@ -285,8 +388,8 @@ def test_paired_capability_test_on_lm_eval_samples(tmp_path):
     from mlft.harness.samples import paired_samples_test
 
     rng = random.Random(0)
-    base = [{"task": t, "doc_id": i, "acc": float(rng.random() < .7)} for t in ("a", "b") for i in range(60)]
-    worse = [{**x, "acc": x["acc"] if rng.random() < .55 else 0.0} for x in base]
+    base = [{"task": t, "doc_id": i, "acc": float(rng.random() < 0.7)} for t in ("a", "b") for i in range(60)]
+    worse = [{**x, "acc": x["acc"] if rng.random() < 0.55 else 0.0} for x in base]
     for name, recs in (("base", base), ("same", base), ("worse", worse)):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in recs))
     d, lo, hi, p, pairs = paired_samples_test(tmp_path / "base.jsonl", tmp_path / "worse.jsonl", "acc")

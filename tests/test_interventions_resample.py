@@ -46,10 +46,19 @@ def test_line_resampling_keeps_target_language_lines_over_the_api(tmp_path):
     (iv,) = build_interventions([{"name": "line_resample", "tries": 3}], "test")
     assert iv.options.verifier == "py3langid"  # not the fastText model that scores LCB
     with FaultServer(reply=model) as server:
-        backend = OpenAIBackend("served", base_url=server.url, api_key=API_KEY, concurrency=2, timeout=2,
-                                max_retries=3, backoff=0.01)
-        done = generate_completions(ps, backend, Decoding(max_new_tokens=60), Prompting(), tmp_path / "c.jsonl",
-                                    "served", progress=False, interventions=[iv])
+        backend = OpenAIBackend(
+            "served", base_url=server.url, api_key=API_KEY, concurrency=2, timeout=2, max_retries=3, backoff=0.01
+        )
+        done = generate_completions(
+            ps,
+            backend,
+            Decoding(max_new_tokens=60),
+            Prompting(),
+            tmp_path / "c.jsonl",
+            "served",
+            progress=False,
+            interventions=[iv],
+        )
         bodies = list(server.bodies)
     assert len(done) == 2
     for rec in done:

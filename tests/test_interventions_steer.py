@@ -24,8 +24,15 @@ def tiny_llama(layers=4, hidden=32):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=97, hidden_size=hidden, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128)
+    cfg = LlamaConfig(
+        vocab_size=97,
+        hidden_size=hidden,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -40,8 +47,10 @@ def _states(model, ids, mask, past=None):
     """Every decoder layer's output as the next layer sees it (hooks registered after any steering hook) and
     the cache."""
     layers, seen = decoder_layers(model), {}
-    handles = [layer.register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(i, out.clone()))
-               for i, layer in enumerate(layers)]
+    handles = [
+        layer.register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(i, out.clone()))
+        for i, layer in enumerate(layers)
+    ]
     try:
         out = model(input_ids=ids, attention_mask=mask, past_key_values=past, use_cache=True)
     finally:
@@ -84,9 +93,11 @@ def test_hooks_touch_only_configured_layers_and_positions(position):
 
 def test_built_vectors_reload_bit_identical(tmp_path):
     model, tok = tiny_llama(), CharTokenizer()
-    texts = {"de": ["Guten Morgen", "Wie geht es dir?", "Danke schön"], "en": ["Good morning", "How are you?",
-                                                                            "Thank you"], "fr": ["Bonjour",
-                                                                                               "Ça va ?", "Merci"]}
+    texts = {
+        "de": ["Guten Morgen", "Wie geht es dir?", "Danke schön"],
+        "en": ["Good morning", "How are you?", "Thank you"],
+        "fr": ["Bonjour", "Ça va ?", "Merci"],
+    }
     for method in ("mean", "lda"):
         vec = build_vectors(model, tok, texts, method=method, model_name="tiny")
         assert vec.layers == ([0, 1, 2, 3] if method == "mean" else [2]) and vec.languages == ["de", "en", "fr"]
@@ -106,10 +117,14 @@ def test_steer_shift_size_source_and_skips(tmp_path):
     model, tok = tiny_llama(), CharTokenizer()
     texts = {"en": ["Good morning", "How are you?"], "fr": ["Bonjour", "Ça va ?"], "de": ["Hallo", "Danke"]}
     path = save_vectors(build_vectors(model, tok, texts, model_name="tiny"), tmp_path / "v.safetensors")
-    [iv] = build_interventions([{"name": "steer", "vectors": str(path), "alpha": 0.5, "layers": [2],
-                                 "source": "en"}], "x")
-    reqs = [Request("a", text="Say hello", language="fr"), Request("b", text="Say hello", language="en"),
-            Request("c", text="Say hello", language="ko")]
+    [iv] = build_interventions(
+        [{"name": "steer", "vectors": str(path), "alpha": 0.5, "layers": [2], "source": "en"}], "x"
+    )
+    reqs = [
+        Request("a", text="Say hello", language="fr"),
+        Request("b", text="Say hello", language="en"),
+        Request("c", text="Say hello", language="ko"),
+    ]
     shifts, pairs = iv.row_shifts(reqs, 32)
     vec = load_vectors(str(path))
     assert pairs == [("en", "fr"), None, None]  # en->en skipped, ko has no vector
@@ -155,14 +170,18 @@ def test_contrastive_processor_and_refusals():
 
 # --- the embedded model -------------------------------------------------------------------------------------
 
-TEXTS = [("Write one sentence about cats. Respond in French.", "fr"),
-         ("What is the capital of Japan? Please answer in Japanese.", "ja"),
-         ("Nenne drei Farben.", "de"), ("Explain what a tree is. Reply in Spanish.", "es")]
+TEXTS = [
+    ("Write one sentence about cats. Respond in French.", "fr"),
+    ("What is the capital of Japan? Please answer in Japanese.", "ja"),
+    ("Nenne drei Farben.", "de"),
+    ("Explain what a tree is. Reply in Spanish.", "es"),
+]
 
 
 def _requests():
-    return [Request(str(i), messages=[{"role": "user", "content": t}], language=lang)
-            for i, (t, lang) in enumerate(TEXTS)]
+    return [
+        Request(str(i), messages=[{"role": "user", "content": t}], language=lang) for i, (t, lang) in enumerate(TEXTS)
+    ]
 
 
 def _run(backend, decoding, interventions=()):
@@ -175,8 +194,11 @@ def seed_vectors(embedded_model, tmp_path_factory):
 
     model, tok = embedded_model
     texts, _ = parallel_texts("seed", per_language=6, languages=["de", "en", "es", "fr", "ja"])
-    return str(save_vectors(build_vectors(model, tok, texts, model_name="smollm2"),
-                            tmp_path_factory.mktemp("v") / "seed.safetensors"))
+    return str(
+        save_vectors(
+            build_vectors(model, tok, texts, model_name="smollm2"), tmp_path_factory.mktemp("v") / "seed.safetensors"
+        )
+    )
 
 
 @pytest.mark.slow
@@ -192,8 +214,7 @@ def test_alpha_zero_and_lambda_zero_reproduce_base(embedded_model, seed_vectors)
     assert _run(backend, dec, zero_steer) == base
     zero_lambda = build_interventions([{"name": "contrastive", "weight": 0.0}], "x")
     assert _run(backend, dec, zero_lambda) == base
-    steered = _run(backend, dec, build_interventions([{"name": "steer", "vectors": seed_vectors, "alpha": 0.5}],
-                                                     "x"))
+    steered = _run(backend, dec, build_interventions([{"name": "steer", "vectors": seed_vectors, "alpha": 0.5}], "x"))
     assert steered != base  # a real shift changes replies
 
 
@@ -246,13 +267,17 @@ def test_user_text_file_and_errors(tmp_path):
     with pytest.raises(ConfigError, match="not `seed`, `polyglot` or a file"):
         parallel_texts(str(tmp_path / "nope.csv"))
     jsonl = tmp_path / "t.jsonl"  # JSONL rows too (iter_objects yields (line, object) pairs)
-    jsonl.write_text('{"id": "a", "text": "Hello there", "language": "en"}\n\n'
-                     '{"id": "b", "text": "Ahoj", "language": "cs"}\n{"id": "c", "text": " ", "language": "cs"}\n',
-                     encoding="utf-8")
+    jsonl.write_text(
+        '{"id": "a", "text": "Hello there", "language": "en"}\n\n'
+        '{"id": "b", "text": "Ahoj", "language": "cs"}\n{"id": "c", "text": " ", "language": "cs"}\n',
+        encoding="utf-8",
+    )
     with pytest.raises(DataError, match="row 4: missing or empty `text`"):
         parallel_texts(str(jsonl))
-    jsonl.write_text('{"id": "a", "text": "Hello there", "language": "en"}\n'
-                     '{"id": "b", "text": "Ahoj", "language": "cs"}\n', encoding="utf-8")
+    jsonl.write_text(
+        '{"id": "a", "text": "Hello there", "language": "en"}\n{"id": "b", "text": "Ahoj", "language": "cs"}\n',
+        encoding="utf-8",
+    )
     assert parallel_texts(str(jsonl))[0] == {"en": ["Hello there"], "cs": ["Ahoj"]}
 
 

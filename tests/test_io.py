@@ -44,15 +44,29 @@ def test_second_generate_on_the_same_out_is_refused(holder, capsys):
     from mlft.cli import main
 
     path, pid = holder
-    code = main(["generate", "--out", str(path), "--language", "de", "--per-group", "1", "--max-new-tokens", "2",
-                 "--no-progress"])
+    code = main(
+        [
+            "generate",
+            "--out",
+            str(path),
+            "--language",
+            "de",
+            "--per-group",
+            "1",
+            "--max-new-tokens",
+            "2",
+            "--no-progress",
+        ]
+    )
     assert code == 2 and f"(pid {pid}) is writing" in capsys.readouterr().err
 
 
 def test_curves_are_locked_too(tmp_path):
     from mlft.io import curve_file
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / curve_file.CURVES)], stdout=subprocess.PIPE,
-                            text=True)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path / curve_file.CURVES)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == "held"
         with pytest.raises(OutputLocked, match="curves.jsonl"):

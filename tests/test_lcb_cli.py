@@ -35,8 +35,9 @@ def test_lcb_import_offline(capsys, shared, tmp_path, monkeypatch):
 
 def test_lcb_filters_and_errors(capsys, shared, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFT_CACHE", str(tmp_path / "cache"))
-    code, out, _ = run(capsys, "lcb", "--task", "crosslingual", "--language", "ko", "--export",
-                       str(tmp_path / "ko.jsonl"))
+    code, out, _ = run(
+        capsys, "lcb", "--task", "crosslingual", "--language", "ko", "--export", str(tmp_path / "ko.jsonl")
+    )
     assert code == 0 and "total: 299 prompts" in out
     first = json.loads((tmp_path / "ko.jsonl").read_text().splitlines()[0])
     assert first["location"] in ("Start", "Middle", "End") and "{language_requested}" in first["phrasing"]
@@ -56,8 +57,11 @@ def _csv(path, header, rows):
 
 
 def test_score_formats(capsys, tmp_path):
-    f = _csv(tmp_path / "m.csv", "id,model,completion,task,source,language",
-             [f'{i},m,"{FR}",monolingual,okapi,fr' for i in range(3)])
+    f = _csv(
+        tmp_path / "m.csv",
+        "id,model,completion,task,source,language",
+        [f'{i},m,"{FR}",monolingual,okapi,fr' for i in range(3)],
+    )
     code, out, err = run(capsys, "score", str(f))
     assert code == 0 and "m · monolingual · LPR" in out and "lid.176.ftz" in out
     code, out, _ = run(capsys, "score", str(f), "--format", "json")
@@ -68,14 +72,27 @@ def test_score_formats(capsys, tmp_path):
     assert len((tmp_path / "d.jsonl").read_text().splitlines()) == 3
 
 
-@pytest.mark.parametrize("name,content,expect", [
-    ("nocol.csv", "id,model,text,task,source,language\n0,m,hi,monolingual,okapi,fr\n", "missing column(s) 'completion'"),
-    ("lang.csv", "id,model,completion,task,source,language\n0,m,hi,monolingual,okapi,fr\n1,m,hi,monolingual,okapi,xx\n",
-     "row 2 (line 3): field 'language': language 'xx' is unknown to the language-ID model"),
-    ("empty.csv", "", "file is empty"),
-    ("bad.jsonl", '{"id": 1, "task": "monolingual", "source": "s", "language": "fr", "completion": "x"}\n{oops\n',
-     "line 2: invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "name,content,expect",
+    [
+        (
+            "nocol.csv",
+            "id,model,text,task,source,language\n0,m,hi,monolingual,okapi,fr\n",
+            "missing column(s) 'completion'",
+        ),
+        (
+            "lang.csv",
+            "id,model,completion,task,source,language\n0,m,hi,monolingual,okapi,fr\n1,m,hi,monolingual,okapi,xx\n",
+            "row 2 (line 3): field 'language': language 'xx' is unknown to the language-ID model",
+        ),
+        ("empty.csv", "", "file is empty"),
+        (
+            "bad.jsonl",
+            '{"id": 1, "task": "monolingual", "source": "s", "language": "fr", "completion": "x"}\n{oops\n',
+            "line 2: invalid JSON",
+        ),
+    ],
+)
 def test_score_bad_input(capsys, tmp_path, name, content, expect):
     f = tmp_path / name
     f.write_text(content, encoding="utf-8")
@@ -92,8 +109,14 @@ def test_score_non_utf8(capsys, tmp_path):
 
 
 def test_tables_rebuild_paper_layout(capsys, shared, tmp_path):
-    code, out, _ = run(capsys, "paper-tables", str(shared / "lcb" / "outputs" / "gpt-4-turbo.csv"),
-                       str(shared / "lcb" / "outputs" / "command-r.csv"), "--out", str(tmp_path))
+    code, out, _ = run(
+        capsys,
+        "paper-tables",
+        str(shared / "lcb" / "outputs" / "gpt-4-turbo.csv"),
+        str(shared / "lcb" / "outputs" / "command-r.csv"),
+        "--out",
+        str(tmp_path),
+    )
     assert code == 0
     assert "Table 3 (Monolingual)" in out and "Table A5 (Cross-lingual)" in out
     md = (tmp_path / "table3_lpr_mono.md").read_text()
@@ -108,8 +131,10 @@ def test_csv_keeps_unicode_line_separators_inside_fields(tmp_path):
     from mlft.completions import read_completions
 
     f = tmp_path / "u.csv"
-    f.write_text("id,model,completion,task,source,language\r\n"
-                 "0,m,one\u2028two\x85three,monolingual,okapi,fr\r\n1,m,\"a\r\nb\",monolingual,okapi,fr\r\n",
-                 encoding="utf-8")
+    f.write_text(
+        "id,model,completion,task,source,language\r\n"
+        '0,m,one\u2028two\x85three,monolingual,okapi,fr\r\n1,m,"a\r\nb",monolingual,okapi,fr\r\n',
+        encoding="utf-8",
+    )
     rows = read_completions(f)
     assert [r.completion for r in rows] == ["one\u2028two\x85three", "a\nb"]

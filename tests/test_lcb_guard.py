@@ -21,8 +21,8 @@ NORMAL = {
     "hi": "नवीकरणीय ऊर्जा हमारे ग्रह के भविष्य के लिए बहुत महत्वपूर्ण है। यह कार्बन उत्सर्जन को कम करती है।",
     "id": "Energi terbarukan sangat penting bagi masa depan planet kita. Energi ini mengurangi emisi karbon.",
     "it": "Le energie rinnovabili sono molto importanti per il futuro del nostro pianeta. Riducono le emissioni.",
-    "ja": "再生可能エネルギーは地球の未来にとってとても重要です。炭素の排出を減らし、多くの国で新しい雇用を生み出します。",
-    "ko": "재생 에너지는 우리 지구의 미래에 매우 중요합니다. 탄소 배출을 줄이고 많은 나라에서 새로운 일자리를 만듭니다.",
+    "ja": "再生可能エネルギーは地球の未来にとってとても重要です。炭素の排出を減らし、多くの国で新しい雇用を生み出します。",  # noqa: E501
+    "ko": "재생 에너지는 우리 지구의 미래에 매우 중요합니다. 탄소 배출을 줄이고 많은 나라에서 새로운 일자리를 만듭니다.",  # noqa: E501
     "pt": "A energia renovável é muito importante para o futuro do nosso planeta. Ela reduz as emissões de carbono.",
     "ru": "Возобновляемая энергия очень важна для будущего нашей планеты. Она сокращает выбросы углерода.",
     "tr": "Yenilenebilir enerji gezegenimizin geleceği için çok önemlidir. Karbon salımını azaltır.",
@@ -36,7 +36,12 @@ OTHER_NORMAL = [
     "x = 0\ny = 0\nz = 0\nprint(x + y + z)",
     "| Name | Age |\n|------|-----|\n| Ana  | 31  |\n| Ben  | 27  |",
     "================\nSummary\n================\nThe meeting moved to Tuesday because the room was booked.",
-    "Yes.", "42", "OK", "No, no, no.", "1,000,000", "ありがとうございます。とても嬉しいです。またよろしくお願いします。",
+    "Yes.",
+    "42",
+    "OK",
+    "No, no, no.",
+    "1,000,000",
+    "ありがとうございます。とても嬉しいです。またよろしくお願いします。",
     "Very, very, very good question! Let me explain how photosynthesis works and why it matters.",
     "Шаг 1: откройте файл.\nШаг 2: сохраните файл.\nШаг 3: закройте файл.",
     # a refrain (lines repeated, not back to back), a title repeated in the text, a table repeating a cell
@@ -46,12 +51,20 @@ OTHER_NORMAL = [
     '展览标题\t主题\t策展人\n"中国明清绘画"\t中国明清绘画\t李明\n"古埃及文明"\t古埃及文明\t王小红\n"古希腊雕塑"\t古希腊雕塑\t张伟',
 ]
 DEGENERATE = {
-    "": "empty", "  \n\t ": "empty", '""""""': "no-words", ", . , . , . , . , .": "no-words",
-    "```\n\n```\n\n```": "no-words", "itititititititit": "repeated-chars", "ababababab": "repeated-chars",
-    "!!!!!!!!!!!!!!!!!!!!! ok": "repeated-chars", "哈哈哈哈哈哈哈哈哈哈": "repeated-chars",
-    "1. 1. 1. 1. 1. 1. 1. 1.": "repeated-chars", "\ufffd" * 40: "no-words",
+    "": "empty",
+    "  \n\t ": "empty",
+    '""""""': "no-words",
+    ", . , . , . , . , .": "no-words",
+    "```\n\n```\n\n```": "no-words",
+    "itititititititit": "repeated-chars",
+    "ababababab": "repeated-chars",
+    "!!!!!!!!!!!!!!!!!!!!! ok": "repeated-chars",
+    "哈哈哈哈哈哈哈哈哈哈": "repeated-chars",
+    "1. 1. 1. 1. 1. 1. 1. 1.": "repeated-chars",
+    "\ufffd" * 40: "no-words",
     "Here is a story in Korean:\n\n" + "\ufffd" * 80: "repeated-chars",
-    "the the the the the the the the": "repeated-chars", "AI\n\n\n\nAI\n\n\n\nAI\n\n\n\nAI\n\n\n\nAI": "repeated-chars",
+    "the the the the the the the the": "repeated-chars",
+    "AI\n\n\n\nAI\n\n\n\nAI\n\n\n\nAI\n\n\n\nAI": "repeated-chars",
     "校园贷有什么坏处？\n" * 6: "repeated-chars",
     "The cat sat. The cat sat! The cat sat? The cat sat, the cat": "repeated-tokens",
     ("我们应该保护环境，因为环境很重要。" + "我们应该保护环境，因为环境很重要！") * 2: "repeated-tokens",
@@ -59,19 +72,26 @@ DEGENERATE = {
     "Gini index wa kakutoku no kakute no sai o kakute iru kakutoku no kakute no sai o kakute iru kakutoku no kakute "
     "no sai o kakute iru kakutoku no": "repeated-tokens",
     "I'm not sure what the answer is, but I think the question is about your favorite sport and hobby.\n"
-    "I'm not sure what the answer is, but I think the question is about your favorite sport and hobby.\nI'm":
-        "repeated-lines",
+    "I'm not sure what the answer is, but I think the question is about your favorite sport and hobby.\nI'm": "repeated-lines",  # noqa: E501
     "Write a letter to the editor of your local newspaper about recycling.\nWrite a letter to your local government.\n"
-    "Write a letter to the editor of your local newspaper about recycling.\nWrite a letter to your local government.":
-        "repeated-lines",
+    "Write a letter to the editor of your local newspaper about recycling.\nWrite a letter to your local government.": "repeated-lines",  # noqa: E501
     "Organic food\n1.\nOrganic food\n2.\nOrganic food\n3.\nOrganic food": "repeated-lines",
 }
 
 
-SALAD_PAIRS = ["Le le la la de de et et un un une une des des", "a a b b c c", "Der der die die das das und und ist ist",
-               "the the cat cat sat sat on on the the mat mat", "学学生生老老师师"]
-STILL_NORMAL = ["Anak-anak bermain di taman bersama orang-orang tua mereka setiap hari.", "No no, yes yes.",
-                "我们常常去看望爷爷，他每天都很高兴，说说笑笑。", "Very very good, thank you so much for the help."]
+SALAD_PAIRS = [
+    "Le le la la de de et et un un une une des des",
+    "a a b b c c",
+    "Der der die die das das und und ist ist",
+    "the the cat cat sat sat on on the the mat mat",
+    "学学生生老老师师",
+]
+STILL_NORMAL = [
+    "Anak-anak bermain di taman bersama orang-orang tua mereka setiap hari.",
+    "No no, yes yes.",
+    "我们常常去看望爷爷，他每天都很高兴，说说笑笑。",
+    "Very very good, thank you so much for the help.",
+]
 
 
 def test_real_word_salad_of_pairs_is_degenerate():
@@ -135,15 +155,29 @@ def degenerate_file(shared, tmp_path_factory):
     path = tmp_path_factory.mktemp("guard") / "degenerate.jsonl"
     with open(path, "w", encoding="utf-8") as fh:
         for i, c in enumerate(base):
-            fh.write(json.dumps({"id": c.id, "task": c.task, "source": c.source, "language": c.language,
-                                 "model": "junk", "completion": junk[i % len(junk)]}, ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "id": c.id,
+                        "task": c.task,
+                        "source": c.source,
+                        "language": c.language,
+                        "model": "junk",
+                        "completion": junk[i % len(junk)],
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     run = read_completions(path)
     lid, words = load_resources("ftz", shared / "lcb" / "words")
     scored = {}
     for name, comps in (("base", base), ("run", run)):
         results = analyze_all([(c.completion, c.language) for c in comps], lid, words, ScoreOptions(), workers=1)
-        scored[name] = (outcomes_from(comps, results),
-                        score_completions(comps, lid=lid, words=shared / "lcb" / "words", workers=1))
+        scored[name] = (
+            outcomes_from(comps, results),
+            score_completions(comps, lid=lid, words=shared / "lcb" / "words", workers=1),
+        )
     return scored
 
 
@@ -193,8 +227,16 @@ def test_fluency_proxy(embedded_model):
     words = good.split()
     random.Random(0).shuffle(words)
     prompts = [msgs, msgs, msgs, "Question: What is the capital of France?\nAnswer:", msgs, None, msgs, msgs]
-    replies = [good, "itititititititit", " ".join(words), " The capital of France is Paris.", "",
-               "Hello world, this is a test.", "   ", "Paris."]
+    replies = [
+        good,
+        "itititititititit",
+        " ".join(words),
+        " The capital of France is Paris.",
+        "",
+        "Hello world, this is a test.",
+        "   ",
+        "Paris.",
+    ]
     one = [reply_nll(model, tok, [p], [r])[0] for p, r in zip(prompts, replies)]
     assert one[4] is None and one[6] is None
     assert one[0] < 2.0 and one[1] > one[0] + 3 and one[2] > one[0] + 3

@@ -1,4 +1,5 @@
-"""The NON-OFFICIAL second judge (mlft.benchmarks.lcb.judge): the same counted lines labelled by langdetect, reported beside
+"""The NON-OFFICIAL second judge (mlft.benchmarks.lcb.judge): the same counted lines labelled by langdetect, reported
+beside
 the official fastText LPR in `mlft score --judge` and in an lcb eval's rows (lpr@<judge>)."""
 
 import json
@@ -52,9 +53,23 @@ def test_score_cli_judge_column(tmp_path, capsys):
     from mlft.cli import main
 
     path = tmp_path / "c.jsonl"
-    path.write_text("".join(json.dumps({"id": c.id, "model": c.model, "task": c.task, "source": c.source,
-                                        "language": c.language, "completion": c.completion}) + "\n"
-                            for c in _completions()), encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": c.id,
+                    "model": c.model,
+                    "task": c.task,
+                    "source": c.source,
+                    "language": c.language,
+                    "completion": c.completion,
+                }
+            )
+            + "\n"
+            for c in _completions()
+        ),
+        encoding="utf-8",
+    )
     assert main(["score", str(path), "--judge", "langdetect", "--format", "json", "--no-guard"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["judge"]["lid_model"] == "langdetect"
@@ -63,8 +78,11 @@ def test_score_cli_judge_column(tmp_path, capsys):
     assert main(["score", str(path), "--judge", "langdetect", "--format", "tsv", "--no-guard"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = lines[0].split("\t")
-    bg = next(x.split("\t") for x in lines[1:] if x.split("\t")[header.index("language")] == "bg"
-              and x.split("\t")[header.index("source")] == "all")
+    bg = next(
+        x.split("\t")
+        for x in lines[1:]
+        if x.split("\t")[header.index("language")] == "bg" and x.split("\t")[header.index("source")] == "all"
+    )
     assert header[-1] == "lpr@langdetect" and float(bg[-1]) == 0.5 and float(bg[header.index("lpr")]) == 0.0
 
 
@@ -97,8 +115,10 @@ def test_eval_judge_rows_and_column(reports, tmp_path):
     avg = {r["variant"]: r for r in rows if r["language"] == "avg"}
     assert avg["base"]["value"] == pytest.approx(0.25) and avg["better"]["value"] == pytest.approx(1.0)
     assert avg["better"]["metric"] == "lpr@langdetect" and (tmp_path / "better" / "outcomes.langdetect.jsonl").is_file()
-    table_rows = [Row(v, {(r["task"], r["language"], r["metric"]): r for r in rows if r["variant"] == v}, None,
-                      tmp_path) for v in ("base", "better")]
+    table_rows = [
+        Row(v, {(r["task"], r["language"], r["metric"]): r for r in rows if r["variant"] == v}, None, tmp_path)
+        for v in ("base", "better")
+    ]
     cross = Capability(**next(c for c in judge_columns("langdetect") if c["task"] == "crosslingual"))
     cells = judge_column(table_rows, table_rows[0], cross, resamples=1000)
     assert cells["base"].text.startswith("25.0 ±") and cells["base"].test is None
@@ -109,10 +129,13 @@ def test_empty_group_note():
     """A language with no counted reply scores LPR 100 % by the official rule: the variants table says so."""
     from mlft.reports.mitigation import empty_group_notes
 
-    rows = [{"variant": v, "task": "crosslingual", "language": lang, "metric": "coverage", "value": cov, "n": 24}
-            for v, lang, cov in (("base", "bn", 4 / 24), ("base", "cs", 0.6), ("gate", "bn", 0.0), ("gate", "cs", 0.5))]
-    rows.append({"variant": "gate", "task": "crosslingual", "language": "avg", "metric": "coverage", "value": 0.25,
-                 "n": 48})
+    rows = [
+        {"variant": v, "task": "crosslingual", "language": lang, "metric": "coverage", "value": cov, "n": 24}
+        for v, lang, cov in (("base", "bn", 4 / 24), ("base", "cs", 0.6), ("gate", "bn", 0.0), ("gate", "cs", 0.5))
+    ]
+    rows.append(
+        {"variant": "gate", "task": "crosslingual", "language": "avg", "metric": "coverage", "value": 0.25, "n": 48}
+    )
     (note,) = empty_group_notes(rows, ["base", "gate"])
     assert note.startswith("⚠ gate: crosslingual: no counted reply in bn") and "50 pp of the average" in note
 
@@ -132,10 +155,15 @@ def _judged_eval(folder, share: dict[str, float], replies: int = 2):
 
     rng, o, rows = random.Random(0), LcbOptions(judge="langdetect", resamples=200), []
     for name, p in share.items():
-        comps = [Completion(f"{task[0]}{lang}{i}", name, task, "mine", lang,
-                            TEXTS[lang] if rng.random() < p else EN, {"sample": k})
-                 for task in ("monolingual", "crosslingual") for lang in TEXTS for i in range(12)
-                 for k in range(replies)]
+        comps = [
+            Completion(
+                f"{task[0]}{lang}{i}", name, task, "mine", lang, TEXTS[lang] if rng.random() < p else EN, {"sample": k}
+            )
+            for task in ("monolingual", "crosslingual")
+            for lang in TEXTS
+            for i in range(12)
+            for k in range(replies)
+        ]
         outs = outcomes_from(comps, score_completions(comps).replies)
         (folder / name).mkdir(parents=True)
         save_outcomes(folder / name / "outcomes.jsonl", outs)
@@ -158,20 +186,34 @@ def test_one_judge_column_in_the_variants_table_and_table_specs(tmp_path):
 
     variants = {"base": 0.8, "worse": 0.4, "same": 0.75}
     rows = _judged_eval(tmp_path / "eval", variants)
-    (tmp_path / "eval" / "scores.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rows),
-                                                    encoding="utf-8")
+    (tmp_path / "eval" / "scores.jsonl").write_text(
+        "".join(json.dumps(r.to_dict()) + "\n" for r in rows), encoding="utf-8"
+    )
     for v in variants:  # a training run per variant: its step-0 pass is the variant's eval
-        mine = [dict(r.to_dict(), step=0, variant="model", suite_variant=v, outcomes=f"../../eval/{r.outcomes}")
-                for r in rows if r.variant == v]
+        mine = [
+            dict(r.to_dict(), step=0, variant="model", suite_variant=v, outcomes=f"../../eval/{r.outcomes}")
+            for r in rows
+            if r.variant == v
+        ]
         curve_file.append_pass(tmp_path / "runs" / v, 0, "model", mine, 1.0, "test")
     capability = [Capability(**c) for c in judge_columns("langdetect")]
     headers = [c.header for c in capability]
 
     variant = variant_table(rows, tmp_path / "eval", list(variants), {}, "t", "langdetect")
-    from_scores = tables(TableSpec([RowSpec(v, rows_file=str(tmp_path / "eval" / "scores.jsonl"), suite_variant=v)
-                                    for v in variants], capability=capability, per_language=[]))[0]
-    from_runs = tables(TableSpec([RowSpec(v, run=str(tmp_path / "runs" / v), step=0) for v in variants],
-                                 capability=capability, per_language=[]))[0]
+    from_scores = tables(
+        TableSpec(
+            [RowSpec(v, rows_file=str(tmp_path / "eval" / "scores.jsonl"), suite_variant=v) for v in variants],
+            capability=capability,
+            per_language=[],
+        )
+    )[0]
+    from_runs = tables(
+        TableSpec(
+            [RowSpec(v, run=str(tmp_path / "runs" / v), step=0) for v in variants],
+            capability=capability,
+            per_language=[],
+        )
+    )[0]
     cells = _columns(variant, headers)
     assert _columns(from_scores, headers) == cells == _columns(from_runs, headers)
     for h in headers:
@@ -182,7 +224,9 @@ def test_one_judge_column_in_the_variants_table_and_table_specs(tmp_path):
     notes = [n for n in variant.notes if n.startswith("LPR (langdetect)")]
     assert notes == [n for n in from_runs.notes if n.startswith("LPR (langdetect)")] and len(notes) == 1
     assert not any("capability" in n for t in (variant, from_scores, from_runs) for n in t.notes)
-    data = [{(r["label"], h): r["capability"][h].get("p_vs_base") for r in t.data for h in headers}
-            for t in (variant, from_scores, from_runs)]
+    data = [
+        {(r["label"], h): r["capability"][h].get("p_vs_base") for r in t.data for h in headers}
+        for t in (variant, from_scores, from_runs)
+    ]
     assert data[0] == data[1] == data[2]
     assert all(data[0][("base", h)] is None and data[0][("worse", h)] < 0.05 for h in headers)

@@ -13,7 +13,7 @@ from mlft.cli import main
 from mlft.completions import read_completions
 from mlft.errors import DataError
 
-EXTRA = '''id,model,completion,task,source,language
+EXTRA = """id,model,completion,task,source,language
 0,m,"Столицата на България е София, която е и най-големият град в страната.",monolingual,custom,bg
 1,m,"България е държава в Югоизточна Европа.
 It is known for its mountains, beaches and rose oil production.",monolingual,custom,bg
@@ -31,12 +31,15 @@ Kesällä aurinko paistaa lähes koko yön pohjoisessa.",monolingual,custom,fi
 10,m,"Kiitos!",monolingual,custom,fi
 11,m,"Napište krátkou báseň o podzimu a padajícím listí ve větru.",crosslingual,custom,cs
 12,m,"Autumn leaves are falling slowly from the old trees in the garden.",crosslingual,custom,cs
-'''
+"""
 # The official compute_metrics.py (commit 0cfdbb4) on EXTRA with lid.176.ftz: (task, source, language) -> (lpr, acc)
 OFFICIAL = {
-    ("monolingual", "custom", "bg"): (2 / 3, 5 / 6), ("monolingual", "custom", "cs"): (2 / 3, 2 / 3),
-    ("monolingual", "custom", "fi"): (2 / 3, 2 / 3), ("monolingual", "custom", "all"): (2 / 3, 13 / 18),
-    ("monolingual", "all", "all"): (2 / 3, 13 / 18), ("crosslingual", "custom", "cs"): (0.5, 0.5),
+    ("monolingual", "custom", "bg"): (2 / 3, 5 / 6),
+    ("monolingual", "custom", "cs"): (2 / 3, 2 / 3),
+    ("monolingual", "custom", "fi"): (2 / 3, 2 / 3),
+    ("monolingual", "custom", "all"): (2 / 3, 13 / 18),
+    ("monolingual", "all", "all"): (2 / 3, 13 / 18),
+    ("crosslingual", "custom", "cs"): (0.5, 0.5),
     ("crosslingual", "all", "all"): (0.5, 0.5),
 }
 
@@ -54,21 +57,34 @@ def test_extra_languages_score_like_the_official_script(tmp_path):
 
 def test_unknown_language_names_the_row(tmp_path, capsys):
     f = tmp_path / "c.jsonl"
-    f.write_text('{"id": 0, "task": "monolingual", "source": "s", "language": "bg", "completion": "x"}\n'
-                 '{"id": 1, "task": "monolingual", "source": "s", "language": "tlh", "completion": "x"}\n')
+    f.write_text(
+        '{"id": 0, "task": "monolingual", "source": "s", "language": "bg", "completion": "x"}\n'
+        '{"id": 1, "task": "monolingual", "source": "s", "language": "tlh", "completion": "x"}\n'
+    )
     assert main(["score", str(f)]) == 2
     err = capsys.readouterr().err
     assert "line 2: field 'language': language 'tlh' is unknown to the language-ID model" in err
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"id": "a", "prompt": "Hallo", "language": "de"}\n{"id": "b", "language": "de"}\n', "line 2: missing field 'prompt'"),
-    ('{"id": "a", "prompt": "Hallo", "language": "de"}\n{"id": "a", "prompt": "x", "language": "de"}\n',
-     "line 2: duplicate id 'a' \\(first at line 1\\)"),
-    ('{"id": "a", "prompt": "Hallo", "language": "xx1"}\n', "line 1: field 'language': language 'xx1' is unknown"),
-    ('{"id": "a", "prompt": "Hallo", "language": "de", "task": "translation"}\n', "line 1: field 'task': unknown task"),
-    ('{"id": "a", "prompt": "Hallo", "language": "de"}\n{broken\n', "line 2: invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (
+            '{"id": "a", "prompt": "Hallo", "language": "de"}\n{"id": "b", "language": "de"}\n',
+            "line 2: missing field 'prompt'",
+        ),
+        (
+            '{"id": "a", "prompt": "Hallo", "language": "de"}\n{"id": "a", "prompt": "x", "language": "de"}\n',
+            "line 2: duplicate id 'a' \\(first at line 1\\)",
+        ),
+        ('{"id": "a", "prompt": "Hallo", "language": "xx1"}\n', "line 1: field 'language': language 'xx1' is unknown"),
+        (
+            '{"id": "a", "prompt": "Hallo", "language": "de", "task": "translation"}\n',
+            "line 1: field 'task': unknown task",
+        ),
+        ('{"id": "a", "prompt": "Hallo", "language": "de"}\n{broken\n', "line 2: invalid JSON"),
+    ],
+)
 def test_malformed_prompt_rows_are_named(tmp_path, content, message):
     f = tmp_path / "p.jsonl"
     f.write_text(content)
@@ -83,8 +99,10 @@ def test_csv_prompt_file_and_cli_errors(tmp_path, capsys):
         load_prompt_file(f)
     f.write_text("id,prompt,language,task\n1,Kerro lyhyesti Suomesta.,fi,\n2,Napiš báseň.,cs,crosslingual\n")
     ps = load_prompt_file(f)
-    assert [(p.id, p.task, p.source, p.language) for p in ps] == [("1", "monolingual", "p", "fi"),
-                                                                  ("2", "crosslingual", "p", "cs")]
+    assert [(p.id, p.task, p.source, p.language) for p in ps] == [
+        ("1", "monolingual", "p", "fi"),
+        ("2", "crosslingual", "p", "cs"),
+    ]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "a", "prompt": "x"}\n')
     assert main(["generate", "--prompts", str(bad), "--out", str(tmp_path / "c.jsonl"), "--no-progress"]) == 2
@@ -95,13 +113,39 @@ def test_csv_prompt_file_and_cli_errors(tmp_path, capsys):
 @pytest.mark.slow
 def test_generate_and_eval_on_a_prompt_file(tmp_path, capsys):
     f = tmp_path / "mine.jsonl"
-    f.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in [
-        {"id": "bg-1", "prompt": "Разкажи накратко за София.", "language": "bg"},
-        {"id": "fi-1", "prompt": "Kerro lyhyesti Helsingistä.", "language": "fi"},
-        {"id": "cs-x", "prompt": "Tell me about Prague. Reply in Czech.", "language": "cs", "task": "crosslingual"},
-    ]) + "\n")
+    f.write_text(
+        "\n".join(
+            json.dumps(r, ensure_ascii=False)
+            for r in [
+                {"id": "bg-1", "prompt": "Разкажи накратко за София.", "language": "bg"},
+                {"id": "fi-1", "prompt": "Kerro lyhyesti Helsingistä.", "language": "fi"},
+                {
+                    "id": "cs-x",
+                    "prompt": "Tell me about Prague. Reply in Czech.",
+                    "language": "cs",
+                    "task": "crosslingual",
+                },
+            ]
+        )
+        + "\n"
+    )
     out = tmp_path / "ev"
-    assert main(["eval", "lcb_tiny", "--prompts", str(f), "languages=null", "sources=null", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "lcb_tiny",
+                "--prompts",
+                str(f),
+                "languages=null",
+                "sources=null",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     recs = [json.loads(x) for x in (out / "default" / "completions.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in recs) == ["bg-1", "cs-x", "fi-1"] and {r["source"] for r in recs} == {"mine"}
     rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
@@ -127,8 +171,11 @@ def test_outside_lcb_prompt_file():
     assert langs == {"cs", "fi", "bg", "bn", "uk"} and not langs & set(LANGUAGES)
     assert all(counts[("crosslingual", lang)] >= 20 and counts[("monolingual", lang)] == 10 for lang in langs)
     ft, ld = identifier(None), identifier("langdetect")
-    wrong = [(p.id, ft.predict(p.prompt)[0])
-             for p in prompts if ft.predict(p.prompt)[0] != (p.language if p.task == "monolingual" else "en")]
+    wrong = [
+        (p.id, ft.predict(p.prompt)[0])
+        for p in prompts
+        if ft.predict(p.prompt)[0] != (p.language if p.task == "monolingual" else "en")
+    ]
     assert wrong == []
     assert all(ld.predict(p.prompt)[0] == p.language for p in prompts if p.task == "monolingual")
     for lang in langs:  # the validity guard has a lexicon for every language: the prompts themselves are valid

@@ -36,8 +36,10 @@ def simulate(seed, q, n_per=50, counted=0.9, task="monolingual", keys=KEYS):
         line = c & (r.random(n_per) < q[key])
         word = c & ~line & (r.random(n_per) < 0.1)
         deg = r.random(n_per) < 0.05
-        out += [Outcome(f"{key[0]}/{key[1]}/{i}", task, *key, bool(c[i]), bool(line[i]), bool(word[i]), bool(deg[i]))
-                for i in range(n_per)]
+        out += [
+            Outcome(f"{key[0]}/{key[1]}/{i}", task, *key, bool(c[i]), bool(line[i]), bool(word[i]), bool(deg[i]))
+            for i in range(n_per)
+        ]
     return out
 
 
@@ -50,8 +52,9 @@ def paired_runs(seed, n_prompts=150, shift=0.0):
         q = r.beta(1, 3)
         for run, qq in ((a, q), (b, min(1.0, max(0.0, q + shift)))):
             c = r.random() < 0.9
-            run.append(Outcome(str(i), "crosslingual", source, lang, c, c and r.random() < qq,
-                               c and r.random() < 0.1, False))
+            run.append(
+                Outcome(str(i), "crosslingual", source, lang, c, c and r.random() < qq, c and r.random() < 0.1, False)
+            )
     return a, b
 
 
@@ -138,8 +141,10 @@ def test_intervals_are_fast_and_seeded():
     first = intervals(outs, n=10000, seed=7)
     assert time.perf_counter() - t0 < 1.0
     assert intervals(outs, n=10000, seed=7) == first
-    assert intervals(outs, n=10000, seed=8)[("monolingual", "all", "all")]["lpr"] != \
-        first[("monolingual", "all", "all")]["lpr"]
+    assert (
+        intervals(outs, n=10000, seed=8)[("monolingual", "all", "all")]["lpr"]
+        != first[("monolingual", "all", "all")]["lpr"]
+    )
     group = first[("monolingual", "aya", "ar")]
     assert group["lpr"].method == "wilson" and group["lcpr"].method == "bootstrap"
     assert first[("monolingual", "all", "fr")].keys() == {"lpr", "coverage", "degeneracy"}
@@ -176,19 +181,27 @@ def test_paired_null_false_positive_rate():
 
 def _pair(i, a, b):
     """(counted, line_error) per run -> two Outcomes of prompt i."""
-    return (Outcome(str(i), "monolingual", "aya", "fr", a[0], a[1], False, False),
-            Outcome(str(i), "monolingual", "aya", "fr", b[0], b[1], False, False))
+    return (
+        Outcome(str(i), "monolingual", "aya", "fr", a[0], a[1], False, False),
+        Outcome(str(i), "monolingual", "aya", "fr", b[0], b[1], False, False),
+    )
 
 
 def test_mcnemar_exact_small_case():
     # 6 prompts pass only in B, 1 only in A, 5 in both, 3 in neither; 3 pairs not counted somewhere
-    spec = ([((True, True), (True, False))] * 6 + [((True, False), (True, True))] + [((True, False), (True, False))] * 5
-            + [((True, True), (True, True))] * 3 + [((False, False), (True, False))] * 2 + [((False, False),) * 2])
+    spec = (
+        [((True, True), (True, False))] * 6
+        + [((True, False), (True, True))]
+        + [((True, False), (True, False))] * 5
+        + [((True, True), (True, True))] * 3
+        + [((False, False), (True, False))] * 2
+        + [((False, False),) * 2]
+    )
     pairs = [_pair(i, *s) for i, s in enumerate(spec)]
     a, b = [p[0] for p in pairs], [p[1] for p in pairs]
     r = paired_test(a, b, "lpr", method="mcnemar")
     # two-sided exact: 2 * P(X <= 1), X ~ Bin(7, 1/2) = 2 * (1 + 7) / 128
-    assert r.p_value == pytest.approx(2 * (comb(7, 0) + comb(7, 1)) / 2 ** 7) == pytest.approx(0.125)
+    assert r.p_value == pytest.approx(2 * (comb(7, 0) + comb(7, 1)) / 2**7) == pytest.approx(0.125)
     assert r.n_pairs == 15 and r.n_dropped == 3
     assert r.dropped == {"uncounted in A only": 2, "uncounted in both": 1}
     assert r.diff == pytest.approx((6 - 1) / 15) and r.a == pytest.approx(6 / 15) and r.b == pytest.approx(11 / 15)
@@ -200,15 +213,32 @@ def test_mcnemar_exact_small_case():
 def test_mismatched_ids_give_clear_errors():
     a = simulate(0, dict.fromkeys(KEYS, 0.2), n_per=4)
     b = [o for o in simulate(1, dict.fromkeys(KEYS, 0.2), n_per=4) if o.id not in ("aya/ar/0", "dolly/ko/3")]
-    with pytest.raises(DataError, match=r"2 id\(s\) only in A \(e\.g\. 'aya/ar/0' \(aya/ar\), "
-                                        r"'dolly/ko/3' \(dolly/ko\)\)"):
+    with pytest.raises(
+        DataError,
+        match=r"2 id\(s\) only in A \(e\.g\. 'aya/ar/0' \(aya/ar\), "
+        r"'dolly/ko/3' \(dolly/ko\)\)",
+    ):
         paired_test(a, b)
     with pytest.raises(DataError, match="id 'aya/ar/0' appears more than once in aya/ar"):
         paired_test(a, a + a[:1])
-    moved = [Outcome(o.id, o.task, "okapi" if o.id == "aya/fr/1" else o.source, o.language, o.counted,
-                     o.line_error, o.word_error, o.degenerate) for o in a]
-    with pytest.raises(DataError, match=r"1 id\(s\) only in A \(e\.g\. 'aya/fr/1' \(aya/fr\)\); "
-                                        r"1 id\(s\) only in B \(e\.g\. 'aya/fr/1' \(okapi/fr\)\)"):
+    moved = [
+        Outcome(
+            o.id,
+            o.task,
+            "okapi" if o.id == "aya/fr/1" else o.source,
+            o.language,
+            o.counted,
+            o.line_error,
+            o.word_error,
+            o.degenerate,
+        )
+        for o in a
+    ]
+    with pytest.raises(
+        DataError,
+        match=r"1 id\(s\) only in A \(e\.g\. 'aya/fr/1' \(aya/fr\)\); "
+        r"1 id\(s\) only in B \(e\.g\. 'aya/fr/1' \(okapi/fr\)\)",
+    ):
         paired_test(a, moved)
     with pytest.raises(ConfigError, match="McNemar needs a per-reply"):
         paired_test(a, a, "lcpr", method="mcnemar")
@@ -242,8 +272,11 @@ def test_score_bootstrap_and_eval_rows_are_one_engine(shared):
     from mlft.completions import read_completions
     from mlft.evals.lcb import metric_rows
 
-    rows = [c for c in read_completions(shared / "lcb" / "outputs" / "command-r.csv")
-            if c.language in ("de", "ja", "zh", "fr")][:600]
+    rows = [
+        c
+        for c in read_completions(shared / "lcb" / "outputs" / "command-r.csv")
+        if c.language in ("de", "ja", "zh", "fr")
+    ][:600]
     report = score_completions(rows, bootstrap=300, seed=5, confidence=0.9, workers=1)
     outs = outcomes_from(rows, report.replies, degenerate=[is_degenerate(c.completion) for c in rows])
     checked = matching_interval_rows(report.rows, metric_rows("m", outs, 0.9, 300, seed=5), values=True)
@@ -251,6 +284,7 @@ def test_score_bootstrap_and_eval_rows_are_one_engine(shared):
 
 
 # ---------------------------------------------------------------- several replies per prompt (clusters)
+
 
 def _replicated(outcomes, k):
     """Each reply repeated as replies 0..k-1 of its prompt (perfectly correlated replies)."""
@@ -282,8 +316,18 @@ def test_independent_replies_of_a_prompt_narrow_the_interval():
         for i in range(50):
             for s in range(4):
                 c = r.random() < 0.9
-                out.append(Outcome(f"{key[0]}/{key[1]}/{i}", "monolingual", *key, bool(c), bool(c and r.random() < 0.3),
-                                   False, False, sample=s))
+                out.append(
+                    Outcome(
+                        f"{key[0]}/{key[1]}/{i}",
+                        "monolingual",
+                        *key,
+                        bool(c),
+                        bool(c and r.random() < 0.3),
+                        False,
+                        False,
+                        sample=s,
+                    )
+                )
     first = [o for o in out if o.sample == 0]
     w1 = intervals(first, n=4000)[("monolingual", "all", "all")]["lpr"]
     w4 = intervals(out, n=4000)[("monolingual", "all", "all")]["lpr"]

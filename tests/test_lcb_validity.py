@@ -42,7 +42,7 @@ def test_salad_flagged_real_sentences_pass(lang):
 
 def test_validity_edges_and_languages():
     assert lexical_validity('""""""', "fr") == 0.0 and lexical_validity("", "en") == 0.0  # no word: nothing valid
-    assert lexical_validity("itititit\"itit", "en") == 0.0
+    assert lexical_validity('itititit"itit', "en") == 0.0
     assert lexical_validity("The answer is 42, as the book says.", "en") == 1.0  # numbers are not words
     assert lexical_validity("Habari ya asubuhi rafiki yangu", "sw") is None  # no Swahili lexicon
     have, lack = lexicon_languages(), languages_without_lexicon()
@@ -88,9 +88,12 @@ def test_guard_flags_salad_against_base():
 
 
 def test_lid_detail_unknown_share():
-    outs = [_outcome(0, "fr", 1.0, lines=4, unknown_lines=1), _outcome(1, "fr", 1.0, lines=4, unknown_lines=0),
-            _outcome(2, "fr", 1.0, source="t", lines=2, unknown_lines=2),
-            _outcome(3, "de", 1.0, lines=5, unknown_lines=0)]
+    outs = [
+        _outcome(0, "fr", 1.0, lines=4, unknown_lines=1),
+        _outcome(1, "fr", 1.0, lines=4, unknown_lines=0),
+        _outcome(2, "fr", 1.0, source="t", lines=2, unknown_lines=2),
+        _outcome(3, "de", 1.0, lines=5, unknown_lines=0),
+    ]
     d = lid_detail(outs)
     assert d[("monolingual", "s", "fr")]["unknown"] == pytest.approx(1 / 8)
     assert d[("monolingual", "all", "fr")]["unknown"] == pytest.approx((1 / 8 + 1) / 2)  # mean over sources
@@ -129,17 +132,26 @@ def test_analyze_reply_counts_unknown_lines():
 # ---------------------------------------------------------------- mlft score
 
 JUNK = ['itititit"itit', '""""""', "la la la la", "", "ok ok", "itititititit", "......", "ha ha", "\n\n", "lalala"]
-REAL_FR = ["Je pense que la cuisine française est vraiment délicieuse et variée, surtout dans le sud.",
-           "Paris est la capitale de la France et une ville très visitée par les touristes du monde entier."]
+REAL_FR = [
+    "Je pense que la cuisine française est vraiment délicieuse et variée, surtout dans le sud.",
+    "Paris est la capitale de la France et une ville très visitée par les touristes du monde entier.",
+]
 
 
 @pytest.fixture(scope="module")
 def junk_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("junk") / "junk.jsonl"
     texts = [JUNK[i % len(JUNK)] for i in range(20)] + REAL_FR
-    path.write_text("".join(json.dumps({"id": i, "model": "junk", "task": "monolingual", "source": "okapi",
-                                        "language": "fr", "completion": t}) + "\n" for i, t in enumerate(texts)),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps(
+                {"id": i, "model": "junk", "task": "monolingual", "source": "okapi", "language": "fr", "completion": t}
+            )
+            + "\n"
+            for i, t in enumerate(texts)
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -174,7 +186,10 @@ def test_score_shows_the_guard_in_every_format(capsys, junk_file):
     top = next(r for r in data["rows"] if r["source"] == "all" and r["language"] == "all")
     assert top["lpr"] == 1.0 and top["validity"] == pytest.approx(10 / 22) and top["validity_ci_high"] < 0.8
     assert {(f["language"], f["metric"]) for f in data["guard_flags"]} >= {
-        ("all", "coverage"), ("all", "degeneracy"), ("all", "validity")}
+        ("all", "coverage"),
+        ("all", "degeneracy"),
+        ("all", "validity"),
+    }
 
 
 def test_no_guard_gives_the_official_output_alone(capsys, junk_file):
@@ -186,7 +201,7 @@ def test_no_guard_gives_the_official_output_alone(capsys, junk_file):
             assert guarded.startswith(official)  # the guard comes after, the official blocks unchanged
         elif fmt == "tsv":
             off, gua = official.splitlines(), guarded.splitlines()
-            assert [g.split("\t")[:len(o.split("\t"))] for o, g in zip(off, gua)] == [o.split("\t") for o in off]
+            assert [g.split("\t")[: len(o.split("\t"))] for o, g in zip(off, gua)] == [o.split("\t") for o in off]
         else:
             off, gua = json.loads(official)["rows"], json.loads(guarded)["rows"]
             assert [{k: g[k] for k in o} for o, g in zip(off, gua)] == off
@@ -194,15 +209,21 @@ def test_no_guard_gives_the_official_output_alone(capsys, junk_file):
 
 # ---------------------------------------------------------------- eval rows, Table 11, trackers, card
 
+
 def test_eval_rows_table11_and_trackers_carry_validity(tmp_path):
     from mlft.evals.lcb import metric_rows
     from mlft.reports.mitigation import Row, mitigation_table
     from mlft.training.tracking import scalars
 
-    base = [_outcome(i, lang, 0.97, task=task, lines=2, unknown_lines=int(i == 0))
-            for task in ("monolingual", "crosslingual") for lang in ("ar", "ja") for i in range(40)]
-    salad = [_outcome(o.id, o.language, 0.3 if int(o.id) % 2 else 0.97, task=o.task, lines=2, unknown_lines=0)
-             for o in base]
+    base = [
+        _outcome(i, lang, 0.97, task=task, lines=2, unknown_lines=int(i == 0))
+        for task in ("monolingual", "crosslingual")
+        for lang in ("ar", "ja")
+        for i in range(40)
+    ]
+    salad = [
+        _outcome(o.id, o.language, 0.3 if int(o.id) % 2 else 0.97, task=o.task, lines=2, unknown_lines=0) for o in base
+    ]
     rows = {}
     for name, outs in (("base", base), ("salad", salad)):
         save_outcomes(tmp_path / f"{name}.jsonl", outs)
@@ -210,13 +231,15 @@ def test_eval_rows_table11_and_trackers_carry_validity(tmp_path):
     got = {(r["task"], r["language"], r["metric"]): r for r in rows["salad"]}
     assert got[("monolingual", "avg", "validity")]["value"] == pytest.approx(0.5)
     assert got[("monolingual", "avg", "skipped")]["value"] == 0.0
-    assert {(r["language"], r["value"]) for r in rows["base"]
-            if r["metric"] == "unknown" and r["task"] == "monolingual"} == {("ar", 1 / 80), ("ja", 1 / 80),
-                                                                            ("avg", 1 / 80)}
+    assert {
+        (r["language"], r["value"]) for r in rows["base"] if r["metric"] == "unknown" and r["task"] == "monolingual"
+    } == {("ar", 1 / 80), ("ja", 1 / 80), ("avg", 1 / 80)}
     assert scalars(rows["salad"])["lcb/salad/monolingual/validity"] == pytest.approx(0.5)
     assert "lcb/base/crosslingual/unknown/ja" in scalars(rows["base"])
-    table_rows = [Row(name, {(r["task"], r["language"], r["metric"]): r for r in rows[name]},
-                      tmp_path / f"{name}.jsonl") for name in ("base", "salad")]
+    table_rows = [
+        Row(name, {(r["task"], r["language"], r["metric"]): r for r in rows[name]}, tmp_path / f"{name}.jsonl")
+        for name in ("base", "salad")
+    ]
     table = mitigation_table(table_rows, "base", "t", resamples=2000)
     assert "Valid mono / cross" in table.header
     text = table.render("markdown")
@@ -228,8 +251,19 @@ def test_model_card_shows_validity(tmp_path):
     from mlft.io import curve_file
     from mlft.training.card import _lcb_section
 
-    rows = [{"step": 10, "variant": "model", "suite": "lcb_demo", "suite_variant": "default", "task": "monolingual",
-             "language": "avg", "metric": m, "value": v} for m, v in (("lpr", 0.9), ("validity", 0.42))]
+    rows = [
+        {
+            "step": 10,
+            "variant": "model",
+            "suite": "lcb_demo",
+            "suite_variant": "default",
+            "task": "monolingual",
+            "language": "avg",
+            "metric": m,
+            "value": v,
+        }
+        for m, v in (("lpr", 0.9), ("validity", 0.42))
+    ]
     curve_file.append_pass(tmp_path, 10, "model", rows, 1.0, "in-process")
     text = "\n".join(_lcb_section(tmp_path))
     assert "| task | LPR | WPR | LCPR | coverage | degeneracy | lexical validity |" in text
@@ -237,17 +271,21 @@ def test_model_card_shows_validity(tmp_path):
 
 
 # English is not a word of another language (the lexicons hold English words: an English reply scored 1.0)
-ENGLISH = ["The weather is nice today and I would like to go for a walk in the park with my friends.",
-           "Renewable energy matters for the future of our planet because it cuts carbon emissions."]
+ENGLISH = [
+    "The weather is nice today and I would like to go for a walk in the park with my friends.",
+    "Renewable energy matters for the future of our planet because it cuts carbon emissions.",
+]
 NON_ENGLISH = ("ar", "de", "es", "fr", "hi", "id", "it", "ja", "ko", "pt", "ru", "tr", "vi", "zh")
-FLUENT = {"fr": "Il fait beau aujourd'hui et je voudrais aller me promener dans le parc avec mes amis.",
-          "de": "Das Wetter ist heute schön und ich möchte mit meinen Freunden im Park spazieren gehen.",
-          "es": "Hoy hace buen tiempo y me gustaría dar un paseo por el parque con mis amigos.",
-          "id": "Cuaca hari ini cerah dan saya ingin jalan di taman bersama teman saya.",
-          "tr": "Bugün hava çok güzel ve arkadaşlarımla parkta yürüyüşe çıkmak istiyorum.",
-          "vi": "Hôm nay thời tiết đẹp và tôi muốn đi dạo trong công viên với bạn bè của mình.",
-          "ru": "Сегодня хорошая погода, и я хотел бы погулять в парке с друзьями.",
-          "ko": "오늘은 날씨가 좋아서 친구들과 함께 공원에 산책하러 가고 싶어요."}
+FLUENT = {
+    "fr": "Il fait beau aujourd'hui et je voudrais aller me promener dans le parc avec mes amis.",
+    "de": "Das Wetter ist heute schön und ich möchte mit meinen Freunden im Park spazieren gehen.",
+    "es": "Hoy hace buen tiempo y me gustaría dar un paseo por el parque con mis amigos.",
+    "id": "Cuaca hari ini cerah dan saya ingin jalan di taman bersama teman saya.",
+    "tr": "Bugün hava çok güzel ve arkadaşlarımla parkta yürüyüşe çıkmak istiyorum.",
+    "vi": "Hôm nay thời tiết đẹp và tôi muốn đi dạo trong công viên với bạn bè của mình.",
+    "ru": "Сегодня хорошая погода, и я хотел бы погулять в парке с друзьями.",
+    "ko": "오늘은 날씨가 좋아서 친구들과 함께 공원에 산책하러 가고 싶어요.",
+}
 
 
 @pytest.mark.parametrize("lang", NON_ENGLISH)

@@ -33,8 +33,20 @@ from mlft.io.download import file_digest
 
 F = {f: i for i, f in enumerate(FAMILIES)}
 # token ids 0..9: families
-VOCAB = torch.tensor([F["latin"], F["latin"], F["cj"], F["cj"], F["symbol"], F["cyrillic"], F["fragment"],
-                      F["latin"], F["other"], F["symbol"]])
+VOCAB = torch.tensor(
+    [
+        F["latin"],
+        F["latin"],
+        F["cj"],
+        F["cj"],
+        F["symbol"],
+        F["cyrillic"],
+        F["fragment"],
+        F["latin"],
+        F["other"],
+        F["symbol"],
+    ]
+)
 
 
 class FixedGate:
@@ -44,7 +56,7 @@ class FixedGate:
         self.probs, self.families = torch.tensor(probs), VOCAB
 
     def predict(self, states):
-        return self.probs[:len(states)]
+        return self.probs[: len(states)]
 
 
 def _probs(**allowed):
@@ -72,9 +84,9 @@ def test_masks_only_when_needed():
     latin_only = _probs(latin=0.9)
     prompt = [4, 4, 4]
     rows = [  # (tokens generated so far, logits)
-        ([0], _logits([1, 2, 7])),     # 0: top-1 latin (allowed), a cj token second
-        ([0], _logits([2, 1, 3])),     # 1: top-1 cj (disallowed), latin second -> masked
-        ([4], _logits([2, 1, 3])),     # 2: no letter generated yet -> never gated
+        ([0], _logits([1, 2, 7])),  # 0: top-1 latin (allowed), a cj token second
+        ([0], _logits([2, 1, 3])),  # 1: top-1 cj (disallowed), latin second -> masked
+        ([4], _logits([2, 1, 3])),  # 2: no letter generated yet -> never gated
         ([0, 3], _logits([2, 1, 3])),  # 3: the reply's last letter is cj -> cj allowed
         ([0], _logits([2, 3, 5, 1])),  # 4: no allowed (latin) token within the top alternative_k=2
     ]
@@ -187,12 +199,20 @@ def test_candidate_families_equal_the_full_sort():
 
 # --- distillation, training and files on a tiny random Llama ------------------------------------------------
 
+
 def tiny_llama(hidden=32):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=97, hidden_size=hidden, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128)
+    cfg = LlamaConfig(
+        vocab_size=97,
+        hidden_size=hidden,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
@@ -206,8 +226,12 @@ class CharTokenizer:
         return 97
 
 
-ROWS = [{"id": str(i), "language": "xx", "text": t} for i, t in enumerate(
-    ["Guten Morgen", "How are you today?", "Bonjour à tous", "abc", "Привет мир", "日本語のテキスト"])]
+ROWS = [
+    {"id": str(i), "language": "xx", "text": t}
+    for i, t in enumerate(
+        ["Guten Morgen", "How are you today?", "Bonjour à tous", "abc", "Привет мир", "日本語のテキスト"]
+    )
+]
 FAMS = torch.randint(0, len(FAMILIES), (97,), generator=torch.Generator().manual_seed(1))
 
 
@@ -250,9 +274,13 @@ def test_trained_gate_reloads_bit_identical_with_provenance(tmp_path):
     # the intervention loads it; options and files are checked before any model loads
     [iv] = build_interventions([{"name": "learned_gate", "gate": str(path), "threshold": 0.3}], "x")
     assert iv.options.threshold == 0.3 and iv.prefix_safe
-    for spec, msg in (({"gate": str(path), "threshold": 1.5}, "threshold"), ({}, "mlft gate train"),
-                      ({"gate": str(tmp_path / "none.safetensors")}, "not found"),
-                      ({"gate": str(path), "top_p": 0}, "top_p"), ({"gate": str(path), "needed": "x"}, "needed")):
+    for spec, msg in (
+        ({"gate": str(path), "threshold": 1.5}, "threshold"),
+        ({}, "mlft gate train"),
+        ({"gate": str(tmp_path / "none.safetensors")}, "not found"),
+        ({"gate": str(path), "top_p": 0}, "top_p"),
+        ({"gate": str(path), "needed": "x"}, "needed"),
+    ):
         with pytest.raises(ConfigError, match=msg):
             build_interventions([{"name": "learned_gate", **spec}], "x")
     bad = tmp_path / "bad.safetensors"
@@ -313,9 +341,12 @@ def test_cli_refuses_bad_input(tmp_path, capsys):
 
 # --- the embedded model -------------------------------------------------------------------------------------
 
-TEXTS = [("Write one sentence about cats. Respond in French.", "fr"),
-         ("What is the capital of Japan? Please answer in Japanese.", "ja"),
-         ("Расскажи о Москве.", "ru"), ("Explain what a tree is. Reply in Chinese.", "zh")]
+TEXTS = [
+    ("Write one sentence about cats. Respond in French.", "fr"),
+    ("What is the capital of Japan? Please answer in Japanese.", "ja"),
+    ("Расскажи о Москве.", "ru"),
+    ("Explain what a tree is. Reply in Chinese.", "zh"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -345,8 +376,9 @@ def test_threshold_zero_reproduces_base_and_a_gate_fires(embedded_model, seed_ga
 
     model, tok = embedded_model
     path, _ = seed_gate
-    reqs = [Request(str(i), messages=[{"role": "user", "content": t}], language=lang)
-            for i, (t, lang) in enumerate(TEXTS)]
+    reqs = [
+        Request(str(i), messages=[{"role": "user", "content": t}], language=lang) for i, (t, lang) in enumerate(TEXTS)
+    ]
     backend = HFBackend(model, tok, batch_size=4)
     dec = Decoding(max_new_tokens=16)  # paper sampling, seeded
 
@@ -355,8 +387,9 @@ def test_threshold_zero_reproduces_base_and_a_gate_fires(embedded_model, seed_ga
 
     base = run()
     off = run(build_interventions([{"name": "learned_gate", "gate": path, "threshold": 0.0}], "x"))
-    assert {k: (r.completion, r.completion_tokens) for k, r in off.items()} == \
-        {k: (r.completion, r.completion_tokens) for k, r in base.items()}
+    assert {k: (r.completion, r.completion_tokens) for k, r in off.items()} == {
+        k: (r.completion, r.completion_tokens) for k, r in base.items()
+    }
     assert all(r.extra["nll"] == base[k].extra["nll"] for k, r in off.items())
     on = run(build_interventions([{"name": "learned_gate", "gate": path, "threshold": 0.5}], "x"))
     steps = [r.extra["intervention_stats"]["learned_gate_steps"] for r in on.values()]

@@ -16,8 +16,12 @@ def test_templates_equal_the_reference(shared):
         assert list(ref["tasks"][task]["sentence_keys"]) == list(spec.sentence_keys)
         for lang, ins in spec.instructions.items():
             want = ref["tasks"][task]["instructions"][lang]
-            assert (ins.prefix, ins.suffix, ins.sentence_word, ins.label_map) == \
-                (want["prefix"], want["suffix"], want["sentence_word"], want["label_map"])
+            assert (ins.prefix, ins.suffix, ins.sentence_word, ins.label_map) == (
+                want["prefix"],
+                want["suffix"],
+                want["sentence_word"],
+                want["label_map"],
+            )
             assert list(ins.label_map) == list(want["label_map"])  # parser order
     for src, targets in ref["data_translation_prompt"].items():
         if src == "format":
@@ -31,8 +35,12 @@ def test_translated_instruction_reproduces_the_papers_zh_wording(shared):
     want = ref["tasks"]["pawsx"]["instructions"]["zh_from_en-translation"]
     raw = want["raw_model_translation_of_prefix_suffix_word"]
     ins = prompts.translated_instruction("pawsx", "en", "zh", *raw)
-    assert (ins.prefix, ins.suffix, ins.sentence_word, ins.label_map) == \
-        (want["prefix"], want["suffix"], want["sentence_word"], want["label_map"])
+    assert (ins.prefix, ins.suffix, ins.sentence_word, ins.label_map) == (
+        want["prefix"],
+        want["suffix"],
+        want["sentence_word"],
+        want["label_map"],
+    )
     want = ref["tasks"]["xnli"]["instructions"]["de_from_en-translation"]
     ins = prompts.translated_instruction("xnli", "en", "de", *want["raw_model_translation_of_prefix_suffix_word"])
     assert (ins.prefix, ins.suffix, ins.sentence_word) == (want["prefix"], want["suffix"], want["sentence_word"])
@@ -40,8 +48,12 @@ def test_translated_instruction_reproduces_the_papers_zh_wording(shared):
 
 def test_prompt_matches_a_stored_translation_run(shared):
     """The X condition: translated German sentences inside the original English instruction."""
-    rows = [json.loads(x) for x in (shared / "multisense/reference/pawsx/en_to_de/translations.jsonl")
-            .read_text(encoding="utf-8").splitlines()[:1]]
+    rows = [
+        json.loads(x)
+        for x in (shared / "multisense/reference/pawsx/en_to_de/translations.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()[:1]
+    ]
     text = prompts.build_prompt(prompts.TASKS["pawsx"].instructions["en"], (rows[0]["mt_sentence1"], "b"))
     assert text.startswith('Do the following sentences have the same meaning? Sentence 1: "Die Ausnahme')
     assert text.endswith(' Sentence 2: "b" Please answer with "yes" or "no".')
@@ -90,6 +102,8 @@ def test_cli_replay_and_bad_input(shared, tmp_path, capsys):
 
     assert main(["multisense", "replay", str(shared / "multisense" / "reference")]) == 0
     out = capsys.readouterr().out
-    assert "| xnli | en→de | 0.7349 | 0.8134 | 0.7611 |" in out and "| pawsx | zh→en | 0.6995 | 0.8695 | 0.7500 |" in out
+    assert (
+        "| xnli | en→de | 0.7349 | 0.8134 | 0.7611 |" in out and "| pawsx | zh→en | 0.6995 | 0.8695 | 0.7500 |" in out
+    )
     assert main(["multisense", "replay", str(tmp_path / "nope")]) == 2
     assert "nope: folder not found" in capsys.readouterr().err

@@ -37,19 +37,21 @@ class ScriptedChat:
 
 
 def _opts(shared, **kw):
-    return kind.parse_options({"tasks": ["pawsx"], "sample": 6, "targets": ["de", "zh"],
-                               "data_dir": str(shared / "multisense"), **kw}, "test: options")
+    return kind.parse_options(
+        {"tasks": ["pawsx"], "sample": 6, "targets": ["de", "zh"], "data_dir": str(shared / "multisense"), **kw},
+        "test: options",
+    )
 
 
 def test_pipeline_metrics_and_resume(shared, tmp_path):
     opts = _opts(shared)
     chat = ScriptedChat(fail_after=20)
     with pytest.raises(KeyboardInterrupt):
-        kind.evaluate(opts, chat_fn=chat, model_name='m', out_dir=tmp_path, progress=False)
+        kind.evaluate(opts, chat_fn=chat, model_name="m", out_dir=tmp_path, progress=False)
     kept = len((tmp_path / "generations.jsonl").read_text().splitlines())
     assert kept > 0  # finished chunks survive the interruption
     chat = ScriptedChat()
-    rows = kind.evaluate(opts, chat_fn=chat, model_name='m', out_dir=tmp_path, progress=False)
+    rows = kind.evaluate(opts, chat_fn=chat, model_name="m", out_dir=tmp_path, progress=False)
     # 6 items: T_src 6 + per target (12 sentence translations + 3 instruction pieces + 3 x 6 answers) = 72
     assert chat.calls == 72 - kept
     val = {(r["variant"], r["language"], r["metric"]): r["value"] for r in rows}
@@ -58,8 +60,9 @@ def test_pipeline_metrics_and_resume(shared, tmp_path):
     assert val["T", "de", "consistency"] == 1.0 and val["I", "zh", "consistency"] == 1.0
     items = [json.loads(x) for x in (tmp_path / "items.jsonl").read_text().splitlines()]
     n_yes = sum(1 for r in items if r.get("idx") is not None and r["idx"] % 2 == 0)
-    assert 0 < n_yes < 6 and [r["T_src"]["pred"] for r in items if "idx" in r] == \
-        [int(r["idx"] % 2 == 0) for r in items if "idx" in r]
+    assert 0 < n_yes < 6 and [r["T_src"]["pred"] for r in items if "idx" in r] == [
+        int(r["idx"] % 2 == 0) for r in items if "idx" in r
+    ]
     assert val["X", "de", "invalid_rate"] == pytest.approx(1 - n_yes / 6)
     assert val["X", "de", "consistency"] == pytest.approx(n_yes / 6)
     assert val["X", "de", "consistency_valid"] == 1.0
@@ -73,7 +76,7 @@ def test_pipeline_metrics_and_resume(shared, tmp_path):
     assert "multisense.md" in {p.name for p in tmp_path.iterdir()}
     # a complete rerun makes no model calls
     chat = ScriptedChat()
-    assert kind.evaluate(opts, chat_fn=chat, model_name='m', out_dir=tmp_path, progress=False) == rows
+    assert kind.evaluate(opts, chat_fn=chat, model_name="m", out_dir=tmp_path, progress=False) == rows
     assert chat.calls == 0
     with pytest.raises(ConfigError, match="made with other settings"):
         kind.evaluate(_opts(shared, temperature=0.7), chat_fn=chat, model_name="m", out_dir=tmp_path, progress=False)
@@ -97,13 +100,19 @@ def test_validation_errors(shared, tmp_path):
 @pytest.mark.slow
 def test_real_model_two_items(embedded_model, shared, tmp_path):
     model, tok = embedded_model
-    opts = _opts(shared, sample=1, targets=["de"], conditions=["T"], max_new_tokens=4,
-                 translation_max_new_tokens=8, bleu=False)
+    opts = _opts(
+        shared, sample=1, targets=["de"], conditions=["T"], max_new_tokens=4, translation_max_new_tokens=8, bleu=False
+    )
     from mlft.evals.runner import EvalContext
 
     ctx = EvalContext(tmp_path, model=model, tokenizer=tok, progress=False)
-    rows = kind.evaluate(opts, chat_fn=kind.make_chat_fn(ctx.backend(batch_size=4), opts), model_name="m",
-                         out_dir=tmp_path, progress=False)
+    rows = kind.evaluate(
+        opts,
+        chat_fn=kind.make_chat_fn(ctx.backend(batch_size=4), opts),
+        model_name="m",
+        out_dir=tmp_path,
+        progress=False,
+    )
     val = {(r["variant"], r["language"], r["metric"]): r["value"] for r in rows}
     assert val["T_src", "en", "accuracy"] in (0.0, 1.0) and val["T", "de", "consistency"] in (0.0, 1.0)
     recs = [json.loads(x) for x in (tmp_path / "generations.jsonl").read_text().splitlines()]

@@ -37,7 +37,9 @@ def test_newline_stop_is_a_lookup_without_isin(tiny, monkeypatch):
     assert counter.ops <= 8
     monkeypatch.undo()
     rand = torch.randint(0, vocab, (4096,))  # the same flags as the isin it replaces
-    assert torch.equal(NewlineStop(ids, [True] * 4096)(rand[:, None], None), torch.isin(rand, torch.tensor(ids)))  # select, clamp, index_select, and, or (+ views)
+    assert torch.equal(
+        NewlineStop(ids, [True] * 4096)(rand[:, None], None), torch.isin(rand, torch.tensor(ids))
+    )  # select, clamp, index_select, and, or (+ views)
 
 
 def test_padding_rows_are_done_at_once():

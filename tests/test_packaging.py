@@ -34,8 +34,21 @@ def installed(tmp_path_factory):
         if (REPO / f).is_file():
             (src / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / f, src / f)
-    _sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"),
-         str(src)], tmp)
+    _sh(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp / "dist"),
+            str(src),
+        ],
+        tmp,
+    )
     (wheel,) = (tmp / "dist").glob("mlft-*.whl")
     venv = tmp / "venv"
     _sh([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp)
@@ -46,10 +59,17 @@ def installed(tmp_path_factory):
 def test_wheel_holds_the_shipped_files(installed):
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    for rel in ["eval/lcb_tiny.yaml", "eval/_lcb_base.yaml", "recipes/cpu/english_sft.yaml",
-                "data_mixes/cpu/english_sft.yaml", "configs/accelerate/zero2.yaml", "configs/deepspeed/zero2.json",
-                "eval/steer_dev_prompts.jsonl", "eval/outside_lcb_prompts.jsonl",  # prompt files suites name
-                "recipes/demo.py"]:  # the experiment `mlft demo` runs
+    for rel in [
+        "eval/lcb_tiny.yaml",
+        "eval/_lcb_base.yaml",
+        "recipes/cpu/english_sft.yaml",
+        "data_mixes/cpu/english_sft.yaml",
+        "configs/accelerate/zero2.yaml",
+        "configs/deepspeed/zero2.json",
+        "eval/steer_dev_prompts.jsonl",
+        "eval/outside_lcb_prompts.jsonl",  # prompt files suites name
+        "recipes/demo.py",
+    ]:  # the experiment `mlft demo` runs
         assert f"mlft/shipped/{rel}" in names
     assert "mlft/training/templates/chatml_training.jinja" in names and "mlft/resources/seed/parallel.jsonl" in names
     for rel in ["lcb/lcb.yaml", "lcb/_lcb_template_yaml", "lcb/utils.py", "mlft_polyglot_mc/utils.py"]:
@@ -64,8 +84,9 @@ def test_wheel_declares_every_import(installed):
 
     wheel, _ = installed
     with zipfile.ZipFile(wheel) as zf:
-        meta = Parser().parsestr(zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA")))
-                                 .decode("utf-8"))
+        meta = Parser().parsestr(
+            zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))).decode("utf-8")
+        )
     reqs = [r.split(";")[0] for r in meta.get_all("Requires-Dist") or []]
     have = declared([r for r in reqs if not r.strip().startswith("mlft")])
     assert "scipy" in have and undeclared(have) == {}
@@ -91,6 +112,7 @@ def test_installed_mlft_runs_from_an_empty_folder(installed, shared, tmp_path):
     # a suite in the current directory wins over the shipped one
     (empty / "eval").mkdir()
     (empty / "eval" / "lcb_tiny.yaml").write_text("include: nowhere.yaml\n")
-    bad = subprocess.run([mlft, "eval", "lcb_tiny", "--no-progress"], cwd=empty, env=env, capture_output=True,
-                         text=True, timeout=120)
+    bad = subprocess.run(
+        [mlft, "eval", "lcb_tiny", "--no-progress"], cwd=empty, env=env, capture_output=True, text=True, timeout=120
+    )
     assert bad.returncode == 2 and "nowhere.yaml: file not found" in bad.stderr

@@ -13,7 +13,7 @@ def tok(embedded_model):
 
 def test_first_token_has_the_leading_space(tok):
     spaced = first_token_id(tok, "Paris")
-    assert tok.convert_ids_to_tokens(spaced) == "ĠParis"          # " Paris", not "Paris"
+    assert tok.convert_ids_to_tokens(spaced) == "ĠParis"  # " Paris", not "Paris"
     assert spaced != tok("Paris", add_special_tokens=False)["input_ids"][0]
     assert first_token_id(tok, "Paris") == tok(" Paris", add_special_tokens=False)["input_ids"][0]
     # multi-token answers: only the first token counts, so "New York" and "New Delhi" share it
@@ -56,19 +56,25 @@ def test_scores_ties_variants_and_batching(embedded_model):
 
     facts = [
         _fact("The capital of France is", "Paris", ["London", "Rome"]),
-        _fact("The Eiffel Tower is located in the city of", "New York", ["New Delhi"]),    # same first token
-        _fact("Trailer Park Boys venait du", "Canada", ["Norvège", "Italie"],
-              ["Trailer Park Boys venait de", "Trailer Park Boys venait d'"]),               # per-entity variants
-        _fact("The capital of France is", "Rome", ["Paris"]),                               # stem shared
+        _fact("The Eiffel Tower is located in the city of", "New York", ["New Delhi"]),  # same first token
+        _fact(
+            "Trailer Park Boys venait du",
+            "Canada",
+            ["Norvège", "Italie"],
+            ["Trailer Park Boys venait de", "Trailer Park Boys venait d'"],
+        ),  # per-entity variants
+        _fact("The capital of France is", "Rome", ["Paris"]),  # stem shared
     ]
     scores = score_facts(model, tok, facts, batch_size=3, progress=False)
     assert scores[0].known and scores[0].p_true == pytest.approx(direct("The capital of France is", "Paris"), rel=1e-4)
     assert scores[0].p_false_mean == pytest.approx(
-        (direct("The capital of France is", "London") + direct("The capital of France is", "Rome")) / 2, rel=1e-4)
-    assert scores[1].p_true == scores[1].p_false_mean and not scores[1].known               # tie = not known
+        (direct("The capital of France is", "London") + direct("The capital of France is", "Rome")) / 2, rel=1e-4
+    )
+    assert scores[1].p_true == scores[1].p_false_mean and not scores[1].known  # tie = not known
     assert scores[2].p_true == pytest.approx(direct("Trailer Park Boys venait du", "Canada"), rel=1e-4)
-    assert scores[2].p_false == pytest.approx((direct("Trailer Park Boys venait de", "Norvège"),
-                                               direct("Trailer Park Boys venait d'", "Italie")), rel=1e-4)
+    assert scores[2].p_false == pytest.approx(
+        (direct("Trailer Park Boys venait de", "Norvège"), direct("Trailer Park Boys venait d'", "Italie")), rel=1e-4
+    )
     assert not scores[3].known
     # batch size does not change the probabilities (right padding, per-row last position)
     again = score_facts(model, tok, facts, batch_size=1, progress=False)

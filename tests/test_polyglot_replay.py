@@ -12,10 +12,8 @@ from mlft.evals.polyglot.cka import FactScore
 
 # Paper Table 1 (20-language unweighted mean). m-bert: the logged per-language values give 62.10, the paper
 # prints 62.00 (README) — we reproduce the logs.
-PAPER_MEANS = {"llama-30b": 79.31, "m-bert-base": 62.10, "bloom-7b": 57.70, "xlm-roberta-large": 56.03,
-               "mt5-xl": 52.51}
-PAPER_MEAN_CI = {"llama-30b": 0.74, "m-bert-base": 0.87, "bloom-7b": 0.88, "xlm-roberta-large": 0.90,
-                 "mt5-xl": 0.91}
+PAPER_MEANS = {"llama-30b": 79.31, "m-bert-base": 62.10, "bloom-7b": 57.70, "xlm-roberta-large": 56.03, "mt5-xl": 52.51}
+PAPER_MEAN_CI = {"llama-30b": 0.74, "m-bert-base": 0.87, "bloom-7b": 0.88, "xlm-roberta-large": 0.90, "mt5-xl": 0.91}
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +94,13 @@ def test_bootstrap_is_seeded_and_close_to_the_normal_approximation():
 
 
 def test_variants_pair_by_index_and_bad_rows(shared):
-    row = {"dataset_id": "x", "stem": "A venait du <br> A venait de <br> A venait d'", "true": "Canada",
-           "false": "Norvège <br> Italie", "relation": "P495"}
+    row = {
+        "dataset_id": "x",
+        "stem": "A venait du <br> A venait de <br> A venait d'",
+        "true": "Canada",
+        "false": "Norvège <br> Italie",
+        "relation": "P495",
+    }
     fact = parse_row(row, "f.parquet, row 3")
     assert fact.true_stem == "A venait du" and fact.false_stems == ("A venait de", "A venait d'")
     assert fact.false == ("Norvège", "Italie")
@@ -125,8 +128,18 @@ def test_missing_files_and_unknown_language(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({"dataset_id": ["a", "b"], "stem": ["S1", "S2 <br> S3"], "true": ["t", "t"],
-                             "false": ["f", "f <br> g"], "relation": ["P1", "P1"]}), tmp_path / "de.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "dataset_id": ["a", "b"],
+                "stem": ["S1", "S2 <br> S3"],
+                "true": ["t", "t"],
+                "false": ["f", "f <br> g"],
+                "relation": ["P1", "P1"],
+            }
+        ),
+        tmp_path / "de.parquet",
+    )
     with pytest.raises(DataError, match=r"de.parquet, row 1: stem has 2 ' <br> ' variants"):
         load_facts("de", tmp_path)
     pq.write_table(pa.table({"dataset_id": ["a"], "stem": ["S1"]}), tmp_path / "de.parquet")

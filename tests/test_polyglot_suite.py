@@ -23,12 +23,15 @@ def test_run_suite_rows(embedded_model, shared, tmp_path):
     from mlft.evals.runner import run_suite
 
     model, tok = embedded_model
-    s = load_suite("polyglot_quick", ["languages=[en, fr]", "sample=12", f"data_dir={shared / 'polyglot'}",
-                                      "bootstrap=500"])
+    s = load_suite(
+        "polyglot_quick", ["languages=[en, fr]", "sample=12", f"data_dir={shared / 'polyglot'}", "bootstrap=500"]
+    )
     result = run_suite(s, model=model, tokenizer=tok, out_dir=tmp_path, progress=False)
     val = {(r["task"], r["language"], r["metric"]): r["value"] for r in result.rows}
     assert val["cka", "en", "n_facts"] == 12
-    assert val["cka", "avg", "accuracy"] == pytest.approx((val["cka", "en", "accuracy"] + val["cka", "fr", "accuracy"]) / 2)
+    assert val["cka", "avg", "accuracy"] == pytest.approx(
+        (val["cka", "en", "accuracy"] + val["cka", "fr", "accuracy"]) / 2
+    )
     assert all(set(r) == {"suite", "variant", "task", "language", "metric", "value"} for r in result.rows)
     rel = [r for r in result.rows if r["task"].startswith("relation:") and r["language"] == "en"]
     assert rel and all(0 <= r["value"] <= 1 for r in rel)

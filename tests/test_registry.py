@@ -77,8 +77,22 @@ def test_the_three_registries_are_one_class():
 
 def test_toy_backend_runs_mlft_eval_and_score_agrees(toy, tmp_path, capsys):
     out = tmp_path / "ev"
-    code = main(["eval", "lcb_tiny", "--backend", "toy", "--toy-wrong-share", "0.3", "--no-progress",
-                 "--out", str(out), "per_group=6", "languages=[de,zh,ar,ja]", "resamples=1000"])
+    code = main(
+        [
+            "eval",
+            "lcb_tiny",
+            "--backend",
+            "toy",
+            "--toy-wrong-share",
+            "0.3",
+            "--no-progress",
+            "--out",
+            str(out),
+            "per_group=6",
+            "languages=[de,zh,ar,ja]",
+            "resamples=1000",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
     ev = {(r["task"], r["language"], r["metric"]): r for r in rows}
@@ -86,8 +100,21 @@ def test_toy_backend_runs_mlft_eval_and_score_agrees(toy, tmp_path, capsys):
     records = [json.loads(x) for x in (out / "default" / "completions.jsonl").read_text().splitlines()]
     assert len(records) == 42 and all(r["backend"] == "toy" for r in records)  # okapi: no monolingual ja
     capsys.readouterr()
-    assert main(["score", str(out / "default" / "completions.jsonl"), "--bootstrap", "1000", "--format", "json",
-                 "-o", str(tmp_path / "score.json")]) == 0
+    assert (
+        main(
+            [
+                "score",
+                str(out / "default" / "completions.jsonl"),
+                "--bootstrap",
+                "1000",
+                "--format",
+                "json",
+                "-o",
+                str(tmp_path / "score.json"),
+            ]
+        )
+        == 0
+    )
     score = json.loads((tmp_path / "score.json").read_text())["rows"]
     checked = matching_interval_rows(score, rows)
     assert checked >= 20  # per task: LPR / WPR / LCPR of each language and the task average
@@ -116,16 +143,50 @@ def test_generate_and_eval_share_flags_and_pipeline(toy, tmp_path, capsys):
         flag = {"seed": "--decoding-seed", "mode": "--prompting"}.get(f.name, "--" + f.name.replace("_", "-"))
         assert flag in helps["generate"] and flag in helps["eval"], flag
     assert "--toy-wrong-share" in helps["generate"]  # the toy backend's Options became flags too
-    common = ["--backend", "toy", "--no-progress", "--max-new-tokens", "7", "--temperature", "0", "--shots", "1",
-              "--prompting", "qa"]
+    common = [
+        "--backend",
+        "toy",
+        "--no-progress",
+        "--max-new-tokens",
+        "7",
+        "--temperature",
+        "0",
+        "--shots",
+        "1",
+        "--prompting",
+        "qa",
+    ]
     assert main(["eval", "lcb_tiny", *common, "--out", str(tmp_path / "ev")]) == 0
-    assert main(["generate", "--source", "okapi", "--language", "de", "--language", "zh", "--language", "ar",
-                 "--per-group", "1", "--batch-size", "8", *common, "--out", str(tmp_path / "gen.jsonl")]) == 0
+    assert (
+        main(
+            [
+                "generate",
+                "--source",
+                "okapi",
+                "--language",
+                "de",
+                "--language",
+                "zh",
+                "--language",
+                "ar",
+                "--per-group",
+                "1",
+                "--batch-size",
+                "8",
+                *common,
+                "--out",
+                str(tmp_path / "gen.jsonl"),
+            ]
+        )
+        == 0
+    )
     ev = [json.loads(x) for x in (tmp_path / "ev" / "default" / "completions.jsonl").read_text().splitlines()]
     gen = [json.loads(x) for x in (tmp_path / "gen.jsonl").read_text().splitlines()]
     assert ev[0]["decoding"]["max_new_tokens"] == 7 and ev[0]["decoding"]["temperature"] == 0
-    strip = lambda rs: sorted(({k: v for k, v in r.items() if k != "seconds"} for r in rs),  # noqa: E731
-                              key=lambda r: r["id"])
+
+    def strip(rs):
+        return sorted(({k: v for k, v in r.items() if k != "seconds"} for r in rs), key=lambda r: r["id"])
+
     assert strip(gen) == strip(ev)
 
 
@@ -143,6 +204,7 @@ def test_kinds_return_metric_rows_and_the_runner_hands_them_back(toy, tmp_path):
     assert result.rows and all(isinstance(r, MetricRow) and r.suite == "lcb_tiny" for r in result.rows)
     assert [r.to_dict() for r in result.rows] == written
     assert result.value("lpr", "crosslingual", "de") == next(
-        r["value"] for r in written if (r["metric"], r["task"], r["language"]) == ("lpr", "crosslingual", "de"))
+        r["value"] for r in written if (r["metric"], r["task"], r["language"]) == ("lpr", "crosslingual", "de")
+    )
     with pytest.raises(TypeError, match="an eval kind returns MetricRows"):
         KindOutput([written[0]])

@@ -36,23 +36,38 @@ PROMPTS = {
 }
 # step -> id -> reply: step 0 confuses, step 2 is (mostly) fixed
 REPLIES = {
-    0: {"monolingual/okapi/de/0": "Der Herbst in Berlin ist bunt und oft windig.\nViele Menschen gehen in den Parks spazieren.",
+    0: {
+        "monolingual/okapi/de/0": "Der Herbst in Berlin ist bunt und oft windig.\nViele Menschen gehen in den Parks spazieren.",  # noqa: E501
         "monolingual/okapi/zh/0": "北京的秋天天气很好，天空很蓝，很多人去香山看红叶。",
-        "crosslingual/okapi/de/1": "Here is a short text about Hamburg in the rain.\nEs regnet den ganzen Tag in Hamburg und alle tragen Jacken.",
+        "crosslingual/okapi/de/1": "Here is a short text about Hamburg in the rain.\nEs regnet den ganzen Tag in Hamburg und alle tragen Jacken.",  # noqa: E501
         "crosslingual/okapi/zh/1": "ok ok ok ok ok ok ok ok ok ok ok ok ok ok ok ok",
-        "monolingual/okapi/ar/0": "القاهرة"},
-    2: {"monolingual/okapi/de/0": "Der Herbst in Berlin ist bunt und oft windig.\nQ: Und der Winter in Berlin ist kalt und grau?",
+        "monolingual/okapi/ar/0": "القاهرة",
+    },
+    2: {
+        "monolingual/okapi/de/0": "Der Herbst in Berlin ist bunt und oft windig.\nQ: Und der Winter in Berlin ist kalt und grau?",  # noqa: E501
         "monolingual/okapi/zh/0": "北京的秋天很美，我们可以去 museum 看看。",
-        "crosslingual/okapi/de/1": "Es regnet den ganzen Tag in Hamburg und alle tragen Jacken.\nDie Straßen sind nass und grau.",
+        "crosslingual/okapi/de/1": "Es regnet den ganzen Tag in Hamburg und alle tragen Jacken.\nDie Straßen sind nass und grau.",  # noqa: E501
         "crosslingual/okapi/zh/1": "中国的茶文化历史悠久，人们喜欢在下午喝绿茶。",
-        "monolingual/okapi/ar/0": "القاهرة هي عاصمة مصر وأكبر مدنها، وتقع على ضفاف نهر النيل."},
+        "monolingual/okapi/ar/0": "القاهرة هي عاصمة مصر وأكبر مدنها، وتقع على ضفاف نهر النيل.",
+    },
 }
 
 
 def _write_pass(folder: Path, replies: dict[str, str], variant: str) -> list[dict]:
     """A pass as mlft eval writes it: completions, outcomes, metric rows (mlft's scoring and intervals)."""
-    records = [{"id": i, "task": i.split("/")[0], "source": "okapi", "language": i.split("/")[2], "model": "m",
-                "completion": text, "prompt": PROMPTS[i], "finish_reason": "stop"} for i, text in replies.items()]
+    records = [
+        {
+            "id": i,
+            "task": i.split("/")[0],
+            "source": "okapi",
+            "language": i.split("/")[2],
+            "model": "m",
+            "completion": text,
+            "prompt": PROMPTS[i],
+            "finish_reason": "stop",
+        }
+        for i, text in replies.items()
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     write_jsonl(folder / "completions.jsonl", records)
     comps = [Completion(r["id"], variant, r["task"], r["source"], r["language"], r["completion"]) for r in records]
@@ -69,18 +84,41 @@ def folders(tmp_path_factory):
     for step, replies in REPLIES.items():
         rel = Path("evals") / f"step-{step:06d}" / "model" / "default"
         for r in _write_pass(run / rel, replies, "default"):
-            curves.append({**r, "step": step, "variant": "model", "suite": "tiny", "suite_variant": "default",
-                           "outcomes": str(rel / "outcomes.jsonl")})
+            curves.append(
+                {
+                    **r,
+                    "step": step,
+                    "variant": "model",
+                    "suite": "tiny",
+                    "suite_variant": "default",
+                    "outcomes": str(rel / "outcomes.jsonl"),
+                }
+            )
     # what mlft writes for the NLL of a language with one reply: a NaN interval (JSON.parse rejects NaN)
-    curves += [{"step": step, "variant": "model", "suite": "tiny", "suite_variant": "default", "task": "monolingual",
-                "language": "de", "metric": "nll", "value": 1.5 - step / 4, "low": float("nan"), "high": float("nan"),
-                "n": 1} for step in REPLIES]
+    curves += [
+        {
+            "step": step,
+            "variant": "model",
+            "suite": "tiny",
+            "suite_variant": "default",
+            "task": "monolingual",
+            "language": "de",
+            "metric": "nll",
+            "value": 1.5 - step / 4,
+            "low": float("nan"),
+            "high": float("nan"),
+            "n": 1,
+        }
+        for step in REPLIES
+    ]
     write_jsonl(run / "curves.jsonl", curves)
     ev = root / "eval"
     scores = []
     for name, step in (("base", 0), ("T=0.3", 2)):
-        scores += [{"suite": "tiny", **r, "outcomes": f"{name}/outcomes.jsonl"}
-                   for r in _write_pass(ev / name, REPLIES[step], name)]
+        scores += [
+            {"suite": "tiny", **r, "outcomes": f"{name}/outcomes.jsonl"}
+            for r in _write_pass(ev / name, REPLIES[step], name)
+        ]
     write_jsonl(ev / "scores.jsonl", scores)
     return run, ev
 
@@ -91,8 +129,10 @@ def _strict(name: str):
 
 def _blocks(html: str) -> dict[str, object]:
     """The page's compressed blocks, decoded as the browser decodes them."""
-    return {m.group(1): json.loads(gzip.decompress(base64.b64decode(m.group(2))), parse_constant=_strict)
-            for m in re.finditer(r'<script type="application/x-gzip-base64" id="([^"]+)">([^<]*)</script>', html)}
+    return {
+        m.group(1): json.loads(gzip.decompress(base64.b64decode(m.group(2))), parse_constant=_strict)
+        for m in re.finditer(r'<script type="application/x-gzip-base64" id="([^"]+)">([^<]*)</script>', html)
+    }
 
 
 def test_lines_and_verdicts_are_the_scorers(folders):
@@ -104,8 +144,9 @@ def test_lines_and_verdicts_are_the_scorers(folders):
     got = {r[0]: r for r in page.views[0].replies}
     for i, d in details.items():  # every counted line: the scorer's text, label, score and verdict
         judged = [line for line in got[i][8] if line[1] in (OK, WRONG)]
-        assert [(normalize(line[0]), line[2], line[3], line[1] == OK) for line in judged] == \
-            [(x["text"], x["label"], x["score"], x["ok"]) for x in d["lines"]]
+        assert [(normalize(line[0]), line[2], line[3], line[1] == OK) for line in judged] == [
+            (x["text"], x["label"], x["score"], x["ok"]) for x in d["lines"]
+        ]
     de = got["crosslingual/okapi/de/1"][8]
     assert de[0][1:3] == [WRONG, "en"] and de[1][1:3] == [OK, "de"] and got["crosslingual/okapi/de/1"][4] == "line"
     assert got["monolingual/okapi/ar/0"][4] == "not counted" and got["monolingual/okapi/ar/0"][8][0][1] == SHORT
@@ -117,8 +158,10 @@ def test_lines_and_verdicts_are_the_scorers(folders):
     cut = later["monolingual/okapi/de/0"][8]
     assert cut[-1] == ["Q: Und der Winter in Berlin ist kalt und grau?", 3]  # after the scorer's "\nQ:" cut
     # lexical validity: the value the eval recorded in outcomes.jsonl
-    recorded = {json.loads(x)["id"]: json.loads(x) for x in
-                (run / "evals/step-000002/model/default/outcomes.jsonl").read_text().splitlines()}
+    recorded = {
+        json.loads(x)["id"]: json.loads(x)
+        for x in (run / "evals/step-000002/model/default/outcomes.jsonl").read_text().splitlines()
+    }
     assert all(r[7] == round(recorded[r[0]]["validity"], 3) for r in page.views[1].replies)
 
 
@@ -129,10 +172,16 @@ def test_page_reloads_to_what_was_collected(folders, tmp_path):
     blocks = _blocks(html)
     assert blocks["prompts"] == PROMPTS
     assert [blocks[f"view-{i}"] for i in range(len(page.views))] == [v.replies for v in page.views]
-    index = json.loads(re.search(r'<script type="application/json" id="index">(.*?)</script>', html, re.S).group(1),
-                       parse_constant=_strict)  # what the browser's JSON.parse accepts: no NaN / Infinity
-    assert [v["label"] for v in index["views"]] == ["run · step 0 · model", "run · step 2 · model", "eval · base",
-                                                    "eval · T=0.3"]
+    index = json.loads(
+        re.search(r'<script type="application/json" id="index">(.*?)</script>', html, re.S).group(1),
+        parse_constant=_strict,
+    )  # what the browser's JSON.parse accepts: no NaN / Infinity
+    assert [v["label"] for v in index["views"]] == [
+        "run · step 0 · model",
+        "run · step 2 · model",
+        "eval · base",
+        "eval · T=0.3",
+    ]
     assert index["views"][0]["metrics"] == page.views[0].metrics and index["axis"] == "variant"
     assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html  # nothing to fetch
 
@@ -141,8 +190,11 @@ def test_judged_lines_show_the_reply_as_written():
     text = "  Hallo, Welt! Das ist ein langer Satz hier.\nkurz\n\nQ: next question here please now"
     d = score_completions([Completion("x", "m", "monolingual", "okapi", "de", text)], detail=True).details[0]
     lines = judged_lines(text, d)
-    assert [line[0] for line in lines] == ["Hallo, Welt! Das ist ein langer Satz hier.", "kurz",
-                                           "Q: next question here please now"]
+    assert [line[0] for line in lines] == [
+        "Hallo, Welt! Das ist ein langer Satz hier.",
+        "kurz",
+        "Q: next question here please now",
+    ]
     assert [line[1] for line in lines] == [OK, SHORT, 3] and lines[0][2] == "de"
 
 
@@ -180,10 +232,19 @@ def test_an_eval_from_an_older_mlft_without_outcomes(folders, tmp_path):
 
 def _rollout(step: int, rank: str, total: float, text: str, verdict: str) -> dict:
     """One row of a GRPO run's rollouts.jsonl, as mlft.training.rewards.RolloutLog writes it."""
-    return {"step": step, "rank": rank, "prompt_id": "seed_crosslingual:fr:7", "language": "fr",
-            "task": "crosslingual", "prompt": "Why is the sky blue? Answer in French.", "completion": text,
-            "terms": {"gated_language": total, "degeneracy": 0.0}, "total": total,
-            "group": {"n": 4, "mean": 0.5, "std": 0.5}, "verdict": verdict}
+    return {
+        "step": step,
+        "rank": rank,
+        "prompt_id": "seed_crosslingual:fr:7",
+        "language": "fr",
+        "task": "crosslingual",
+        "prompt": "Why is the sky blue? Answer in French.",
+        "completion": text,
+        "terms": {"gated_language": total, "degeneracy": 0.0},
+        "total": total,
+        "group": {"n": 4, "mean": 0.5, "std": 0.5},
+        "verdict": verdict,
+    }
 
 
 def test_grpo_rollouts_on_the_page(folders, tmp_path):
@@ -194,18 +255,26 @@ def test_grpo_rollouts_on_the_page(folders, tmp_path):
     grpo = tmp_path / "grpo"
     shutil.copytree(run, grpo)
     fr = "Le ciel est bleu parce que la lumière du soleil est diffusée dans l'air."
-    rows = [_rollout(s, "top", 1.0, fr, "pass") for s in (1, 2, 3)] + \
-        [_rollout(s, "bottom", 0.0, "The sky is blue. " * 200, "line") for s in (1, 2, 3)]
+    rows = [_rollout(s, "top", 1.0, fr, "pass") for s in (1, 2, 3)] + [
+        _rollout(s, "bottom", 0.0, "The sky is blue. " * 200, "line") for s in (1, 2, 3)
+    ]
     write_jsonl(grpo / "rollouts.jsonl", rows)
     write_jsonl(grpo / "rewards.jsonl", [{"step": s, "reward": 0.25 * s, "terms": {}} for s in (1, 3)])
     out, page = write_page([grpo], tmp_path / "grpo.html")
     html = out.read_text(encoding="utf-8")
     shown = _blocks(html)["rollouts"]
-    assert shown == page.rollouts and [(x["run"], x["step"], x["reward"]) for x in shown] == [("grpo", 1, 0.25),
-                                                                                              ("grpo", 3, 0.75)]
+    assert shown == page.rollouts and [(x["run"], x["step"], x["reward"]) for x in shown] == [
+        ("grpo", 1, 0.25),
+        ("grpo", 3, 0.75),
+    ]
     top, bottom = shown[1]["rows"]
-    assert (top["rank"], top["total"], top["terms"], top["verdict"], top["completion"]) == \
-        ("top", 1.0, {"gated_language": 1.0, "degeneracy": 0.0}, "pass", fr)
+    assert (top["rank"], top["total"], top["terms"], top["verdict"], top["completion"]) == (
+        "top",
+        1.0,
+        {"gated_language": 1.0, "degeneracy": 0.0},
+        "pass",
+        fr,
+    )
     assert top["prompt"] == "Why is the sky blue? Answer in French." and top["group"]["n"] == 4
     assert bottom["verdict"] == "line" and len(bottom["completion"]) == 1001 and bottom["completion"].endswith("…")
     index = json.loads(re.search(r'<script type="application/json" id="index">(.*?)</script>', html, re.S).group(1))
@@ -245,32 +314,45 @@ def test_page_in_a_real_browser(folders, tmp_path):
         assert b.problems() == []
         assert b.requests() == [out.resolve().as_uri()]
         # 3. the curves are drawn: one line and one 95 % band per metric panel, a point per checkpoint
-        panels = b.eval("[...document.querySelectorAll('#charts .chart')].map(c => [c.dataset.metric, "
-                        "c.querySelectorAll('path.line').length, c.querySelectorAll('polygon.band').length, "
-                        "c.querySelectorAll('circle.pt').length])")
+        panels = b.eval(
+            "[...document.querySelectorAll('#charts .chart')].map(c => [c.dataset.metric, "
+            "c.querySelectorAll('path.line').length, c.querySelectorAll('polygon.band').length, "
+            "c.querySelectorAll('circle.pt').length])"
+        )
         assert {p[0] for p in panels} >= {"lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity"}
         assert all(p[1] == 1 and p[3] == 2 for p in panels) and any(p[2] == 1 for p in panels)
         d = b.eval("document.querySelector('#charts .chart[data-metric=lpr] path.line').getAttribute('d')")
         assert re.fullmatch(r"M[\d.]+,[\d.]+L[\d.]+,[\d.]+", d)
         # 4. a filter changes the list of replies
         assert b.eval("document.getElementById('reply-count').textContent") == "5 of 5 replies"
-        b.eval("(() => { const s = document.getElementById('r-verdict'); s.value = 'failed'; "
-               "s.dispatchEvent(new Event('change')); return 1; })()")
-        shown = b.eval("[...document.querySelectorAll('#reply-list .reply')].map(r => r.dataset.id)",
-                       until=lambda v: v is not None and len(v) == failed)
+        b.eval(
+            "(() => { const s = document.getElementById('r-verdict'); s.value = 'failed'; "
+            "s.dispatchEvent(new Event('change')); return 1; })()"
+        )
+        shown = b.eval(
+            "[...document.querySelectorAll('#reply-list .reply')].map(r => r.dataset.id)",
+            until=lambda v: v is not None and len(v) == failed,
+        )
         assert sorted(shown) == sorted(r[0] for r in page.views[0].replies if r[4] in ("line", "word"))
         assert b.eval("document.getElementById('reply-count').textContent") == f"{failed} of 5 replies"
         # 5. one prompt under two checkpoints side by side
-        b.eval("document.querySelector('#reply-list .reply[data-id=\"crosslingual/okapi/de/1\"] button.to-compare')"
-               ".click() || 1")
-        sides = b.eval("[...document.querySelectorAll('#cmp-body .side')].map(s => [s.dataset.side, "
-                       "s.querySelector('h3').textContent, s.querySelector('.reply').dataset.id, "
-                       "s.querySelector('.badge').textContent])", until=lambda v: v and len(v) == 2
-                       and v[0][2] == "crosslingual/okapi/de/1")
-        assert sides == [["A", "A: step 0 · model", "crosslingual/okapi/de/1", "LPR fail: a line in another language"],
-                         ["B", "B: step 2 · model", "crosslingual/okapi/de/1", "LCB pass"]]
+        b.eval(
+            "document.querySelector('#reply-list .reply[data-id=\"crosslingual/okapi/de/1\"] button.to-compare')"
+            ".click() || 1"
+        )
+        sides = b.eval(
+            "[...document.querySelectorAll('#cmp-body .side')].map(s => [s.dataset.side, "
+            "s.querySelector('h3').textContent, s.querySelector('.reply').dataset.id, "
+            "s.querySelector('.badge').textContent])",
+            until=lambda v: v and len(v) == 2 and v[0][2] == "crosslingual/okapi/de/1",
+        )
+        assert sides == [
+            ["A", "A: step 0 · model", "crosslingual/okapi/de/1", "LPR fail: a line in another language"],
+            ["B", "B: step 2 · model", "crosslingual/okapi/de/1", "LCB pass"],
+        ]
         assert "Describe a rainy day in Hamburg" in b.eval("document.querySelector('#cmp-body pre').textContent")
         changed = b.eval("document.querySelectorAll('#cmp-changes .changes button').length")
-        assert changed == sum(1 for a, c in zip(page.views[0].replies, page.views[1].replies)
-                              if (a[4], a[5]) != (c[4], c[5]))
+        assert changed == sum(
+            1 for a, c in zip(page.views[0].replies, page.views[1].replies) if (a[4], a[5]) != (c[4], c[5])
+        )
         assert b.problems() == [] and b.requests() == [out.resolve().as_uri()]

@@ -25,8 +25,18 @@ def _outcomes(p_line_error: float, p_counted: float = 1.0, seed: int = 0, degene
         for lang in LANGS:
             for i in range(40):
                 counted = rng.random() < p_counted
-                out.append(Outcome(f"{task}/s/{lang}/{i}", task, "s", lang, counted,
-                                   counted and rng.random() < p_line_error, False, rng.random() < degenerate))
+                out.append(
+                    Outcome(
+                        f"{task}/s/{lang}/{i}",
+                        task,
+                        "s",
+                        lang,
+                        counted,
+                        counted and rng.random() < p_line_error,
+                        False,
+                        rng.random() < degenerate,
+                    )
+                )
     return out
 
 
@@ -35,8 +45,10 @@ def _run(tmp: Path, name: str, steps: dict[int, list], start_model: str | None =
     for step, outs in steps.items():
         rel = Path("evals") / f"step-{step:06d}" / "model" / "default" / "outcomes.jsonl"
         save_outcomes(run / rel, outs)
-        rows = [{"step": step, "variant": "model", "suite": "s", "suite_variant": "default", **r,
-                 "outcomes": str(rel)} for r in metric_rows("default", outs, 0.95, 500)]
+        rows = [
+            {"step": step, "variant": "model", "suite": "s", "suite_variant": "default", **r, "outcomes": str(rel)}
+            for r in metric_rows("default", outs, 0.95, 500)
+        ]
         for r in rows:
             r.pop("variant", None)
             r["variant"] = "model"
@@ -51,8 +63,19 @@ def _run(tmp: Path, name: str, steps: dict[int, list], start_model: str | None =
 def runs(tmp_path):
     base = _outcomes(0.5, seed=1)
     good = _outcomes(0.5, seed=1)  # the same prompts, a planted improvement on every prompt's line error
-    good = [Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error and random.Random(o.id).random() < 0.3,
-                    o.word_error, o.degenerate) for o in good]
+    good = [
+        Outcome(
+            o.id,
+            o.task,
+            o.source,
+            o.language,
+            o.counted,
+            o.line_error and random.Random(o.id).random() < 0.3,
+            o.word_error,
+            o.degenerate,
+        )
+        for o in good
+    ]
     garbage = _outcomes(0.0, p_counted=0.1, seed=2, degenerate=0.9)  # LPR ~100 % by scoring almost nothing
     sft = _run(tmp_path, "sft", {0: base, 10: good})
     dpo = _run(tmp_path, "dpo", {5: garbage}, start_model=str(sft / "final"))
@@ -62,8 +85,10 @@ def runs(tmp_path):
 def test_table_marks_significant_rows_and_flags_degenerate_ones(runs, capsys):
     tmp, sft, dpo = runs
     spec = tmp / "t.yaml"
-    spec.write_text(f"rows:\n  - {{label: base, run: {sft}, step: 0}}\n  - {{label: +good, run: {sft}}}\n"
-                    f"  - {{label: +garbage, run: {dpo}}}\nper_language: [{{task: crosslingual, metric: lpr}}]\n")
+    spec.write_text(
+        f"rows:\n  - {{label: base, run: {sft}, step: 0}}\n  - {{label: +good, run: {sft}}}\n"
+        f"  - {{label: +garbage, run: {dpo}}}\nper_language: [{{task: crosslingual, metric: lpr}}]\n"
+    )
     png = tmp / "t.png"
     assert main(["table", str(spec), "--format", "markdown", "--png", str(png)]) == 0
     out = capsys.readouterr().out
@@ -80,8 +105,7 @@ def test_table_marks_significant_rows_and_flags_degenerate_ones(runs, capsys):
 
 def test_compare_finds_the_planted_difference_and_not_a_null(runs, capsys):
     tmp, sft, _ = runs
-    assert main(["compare", f"{sft}@0", f"{sft}@10", "--metric", "lpr", "--format", "json",
-                 "--resamples", "2000"]) == 0
+    assert main(["compare", f"{sft}@0", f"{sft}@10", "--metric", "lpr", "--format", "json", "--resamples", "2000"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     avg = [r for r in rows if r["language"] == "avg"]
     assert all(r["diff"] > 0.15 and r["p"] < 0.01 and r["ci_low"] > 0 for r in avg)
@@ -103,14 +127,44 @@ def test_fluency_guard_flags_a_row_whose_replies_got_less_fluent():
     from mlft.reports.mitigation import _fluency_flags
 
     base = _outcomes(0.5, seed=1)
-    same = [Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate,
-                    nll=1.0 + (hash(o.id) % 7) / 10) for o in base]
-    base = [Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate,
-                    nll=o.nll) for o in same]
-    up9 = [Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate,
-                   nll=o.nll * 1.09) for o in same]
-    up30 = [Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate,
-                    nll=o.nll * 1.3 if o.task == "crosslingual" else o.nll) for o in same]
+    same = [
+        Outcome(
+            o.id,
+            o.task,
+            o.source,
+            o.language,
+            o.counted,
+            o.line_error,
+            o.word_error,
+            o.degenerate,
+            nll=1.0 + (hash(o.id) % 7) / 10,
+        )
+        for o in base
+    ]
+    base = [
+        Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate, nll=o.nll)
+        for o in same
+    ]
+    up9 = [
+        Outcome(
+            o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate, nll=o.nll * 1.09
+        )
+        for o in same
+    ]
+    up30 = [
+        Outcome(
+            o.id,
+            o.task,
+            o.source,
+            o.language,
+            o.counted,
+            o.line_error,
+            o.word_error,
+            o.degenerate,
+            nll=o.nll * 1.3 if o.task == "crosslingual" else o.nll,
+        )
+        for o in same
+    ]
     assert _fluency_flags(up9, base, 500) == []  # within the +10 % limit
     flags = _fluency_flags(up30, base, 500)
     assert len(flags) == 1 and flags[0].startswith("crosslingual: fluency NLL") and "+30.0%" in flags[0]

@@ -20,8 +20,9 @@ def test_shipped_suite_loads_or_names_the_file_to_build(name, monkeypatch, tmp_p
         return
     with pytest.raises(ConfigError) as e:
         load_suite(name)
-    assert "not found" in str(e.value) and any(cmd in str(e.value) for cmd in ("mlft steer build", "mlft gate train",
-                                                                           "mlft mix MIX.yaml --out"))
+    assert "not found" in str(e.value) and any(
+        cmd in str(e.value) for cmd in ("mlft steer build", "mlft gate train", "mlft mix MIX.yaml --out")
+    )
 
 
 def test_the_dependent_suites_are_the_only_ones():

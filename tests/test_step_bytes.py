@@ -75,22 +75,33 @@ def test_the_sampler_and_step_log_hold_no_more_than_declared(tiny, sync_free, ca
     vocab = model.config.vocab_size
     torch.manual_seed(0)
     scores, ids = torch.randn(ROWS, vocab) * 3, torch.zeros(ROWS, 4, dtype=torch.long)
-    keys = torch.randint(0, 2 ** 31, (ROWS, 2))
+    keys = torch.randint(0, 2**31, (ROWS, 2))
     sampler = per_vocab(NucleusSampler(0.3, 0.75, keys=keys), scores, ids)
     log = per_vocab(StepLog(Decoding()), scores, ids)
     stats = per_vocab(StepLog(Decoding(), token_stats=True), scores, ids)
     with capsys.disabled():
-        print(f"\nbytes per row per vocabulary entry, measured: sampler {sampler:.1f}, step log {log:.1f}, "
-              f"with token_stats {stats:.1f}; declared: sampler {batching.SAMPLER_STEP_BYTES}, logits + step log "
-              f"{batching.LOGITS_STEP_BYTES}, token_stats + {batching.TOKEN_STATS_STEP_BYTES}")
+        print(
+            f"\nbytes per row per vocabulary entry, measured: sampler {sampler:.1f}, step log {log:.1f}, "
+            f"with token_stats {stats:.1f}; declared: sampler {batching.SAMPLER_STEP_BYTES}, logits + step log "
+            f"{batching.LOGITS_STEP_BYTES}, token_stats + {batching.TOKEN_STATS_STEP_BYTES}"
+        )
     assert sampler <= batching.SAMPLER_STEP_BYTES
     assert 4 + log <= batching.LOGITS_STEP_BYTES  # + generate's fp32 copy of the last logits
     assert stats - log <= batching.TOKEN_STATS_STEP_BYTES
 
 
-@pytest.mark.parametrize("name,variant", [("script_gate", {"mode": "needed"}), ("script_gate", {"mode": "hard"}),
-                                          ("script_gate", {"mode": "soft"}), ("language_prior", {}),
-                                          ("ban_tokens", {}), ("contrastive", {}), ("learned_gate", {})])
+@pytest.mark.parametrize(
+    "name,variant",
+    [
+        ("script_gate", {"mode": "needed"}),
+        ("script_gate", {"mode": "hard"}),
+        ("script_gate", {"mode": "soft"}),
+        ("language_prior", {}),
+        ("ban_tokens", {}),
+        ("contrastive", {}),
+        ("learned_gate", {}),
+    ],
+)
 def test_each_processor_intervention_holds_no_more_than_it_declares(tiny, sync_free, name, variant):
     from mlft.generation.interventions.contrastive import PairedRows
 

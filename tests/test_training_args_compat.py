@@ -30,10 +30,16 @@ def old_transformers(monkeypatch):
 
 
 def test_new_names_become_the_old_ones_where_only_those_exist(old_transformers):
-    out = validate_training_args({"bf16": True, "activation_checkpointing": True,
-                                  "activation_checkpointing_kwargs": {"use_reentrant": False}}, "sft", "r.yaml")
-    assert out == {"bf16": True, "gradient_checkpointing": True,
-                   "gradient_checkpointing_kwargs": {"use_reentrant": False}}
+    out = validate_training_args(
+        {"bf16": True, "activation_checkpointing": True, "activation_checkpointing_kwargs": {"use_reentrant": False}},
+        "sft",
+        "r.yaml",
+    )
+    assert out == {
+        "bf16": True,
+        "gradient_checkpointing": True,
+        "gradient_checkpointing_kwargs": {"use_reentrant": False},
+    }
     with pytest.raises(ConfigError, match="same setting"):
         validate_training_args({"activation_checkpointing": True, "gradient_checkpointing": False}, "sft", "r.yaml")
     with pytest.raises(ConfigError, match="unknown OldConfig field 'activation_checkpointin'"):
@@ -41,8 +47,11 @@ def test_new_names_become_the_old_ones_where_only_those_exist(old_transformers):
 
 
 def test_trainer_config_on_old_transformers_keeps_the_old_name(old_transformers, tmp_path):
-    recipe = Recipe(model="m", mix="x.yaml", training_args=validate_training_args(
-        {"activation_checkpointing": False}, "sft", "r.yaml"))
+    recipe = Recipe(
+        model="m",
+        mix="x.yaml",
+        training_args=validate_training_args({"activation_checkpointing": False}, "sft", "r.yaml"),
+    )
     config = _trainer_config(recipe, tmp_path)
     assert isinstance(config, OldConfig) and config.gradient_checkpointing is False
     assert _trainer_config(Recipe(model="m", mix="x.yaml"), tmp_path).gradient_checkpointing is True  # trl's

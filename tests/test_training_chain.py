@@ -1,6 +1,7 @@
 """Saved runs reload to exactly the model that was trained, also chained runs and after moving the run directory.
 
-Four kinds (and GRPO on the LoRA SFT adapter), 2 optimizer steps each with a checkpoint after each step, trained in-process: full SFT, LoRA SFT,
+Four kinds (and GRPO on the LoRA SFT adapter), 2 optimizer steps each with a checkpoint after each step, trained
+in-process: full SFT, LoRA SFT,
 DPO (LoRA) on the LoRA SFT adapter, DPO (LoRA) on the full SFT model. A callback captures the live model's
 logits on a fixed prompt at every save (eval mode); `final/` and `checkpoints/checkpoint-1`, reloaded through
 mlft.generation.models.load, must give the same logits — before and after `shutil.move` of the run directory
@@ -26,9 +27,16 @@ from tests.training_helpers import REPO
 
 pytestmark = pytest.mark.slow
 SFT, DPO = REPO / "recipes/cpu/multilingual_sft.yaml", REPO / "recipes/cpu/multilingual_dpo.yaml"
-FAST = ["training_args.max_steps=2", "training_args.save_steps=1", "training_args.logging_steps=1",
-        "training_args.per_device_train_batch_size=2", "training_args.max_length=96", "training_args.warmup_steps=0",
-        "mix_overrides=[total=8]", "evaluation.enabled=false"]
+FAST = [
+    "training_args.max_steps=2",
+    "training_args.save_steps=1",
+    "training_args.logging_steps=1",
+    "training_args.per_device_train_batch_size=2",
+    "training_args.max_length=96",
+    "training_args.warmup_steps=0",
+    "mix_overrides=[total=8]",
+    "evaluation.enabled=false",
+]
 # fp32 logits (|logit| up to ~40): merging a LoRA into W rounds; measured up to 1.4e-4 against the live unmerged
 # model. A model saved as root base + this run's adapter (no SFT weights) is off by orders more.
 ATOL = 5e-4
@@ -54,9 +62,11 @@ def prompt_ids():
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(resolve(None).path)
-    text = tok.apply_chat_template([{"role": "user", "content": "Réponds en français : quelle est la capitale "
-                                                                 "de l'Italie ?"}], tokenize=False,
-                                   add_generation_prompt=True)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "Réponds en français : quelle est la capitale de l'Italie ?"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     return tok(text, return_tensors="pt").input_ids
 
 
@@ -75,8 +85,9 @@ def _logits(ref: Path | str, ids) -> torch.Tensor:
 
 def _check_reload(run_dir: Path, live: dict, ids) -> None:
     for folder, step in (("final", 2), ("checkpoints/checkpoint-1", 1)):
-        torch.testing.assert_close(_logits(run_dir / folder, ids), live[step], atol=ATOL, rtol=0,
-                                   msg=lambda m, f=folder: f"{run_dir / f}: {m}")
+        torch.testing.assert_close(
+            _logits(run_dir / folder, ids), live[step], atol=ATOL, rtol=0, msg=lambda m, f=folder: f"{run_dir / f}: {m}"
+        )
 
 
 def _check_portable(run_dir: Path) -> None:
@@ -108,8 +119,14 @@ def lora_sft(tmp_path_factory, prompt_ids):
 @pytest.fixture(scope="module")
 def full_sft(tmp_path_factory, prompt_ids):
     run_dir = tmp_path_factory.mktemp("full") / "sft"
-    live = _train(SFT, run_dir, prompt_ids, "lora.enabled=false", "training_args.learning_rate=1e-5",
-                  "training_args.save_only_model=true")
+    live = _train(
+        SFT,
+        run_dir,
+        prompt_ids,
+        "lora.enabled=false",
+        "training_args.learning_rate=1e-5",
+        "training_args.save_only_model=true",
+    )
     return {"run_dir": run_dir, "live": live}
 
 
@@ -153,8 +170,9 @@ def _dpo_on(parent: dict, prompt_ids, tmp_path: Path, resume: bool = False) -> P
     assert info["chained"] and info["method"] == "lora" and info["trainer"] == "dpo"
     assert [e.get("run") for e in info["lineage"]] == [None, "sft", "dpo"]
     assert info["lineage"][1]["output"] == "final" and info["lineage"][1]["global_step"] == 2
-    assert (run_dir / "final" / "model.safetensors").is_file() and not (run_dir / "final" / "adapter_config.json")\
-        .exists(), "a chained LoRA run's final/ holds merged full weights"
+    assert (run_dir / "final" / "model.safetensors").is_file() and not (
+        run_dir / "final" / "adapter_config.json"
+    ).exists(), "a chained LoRA run's final/ holds merged full weights"
     _check_portable(run_dir)
     _check_reload(run_dir, live, prompt_ids)
     torch.testing.assert_close(_logits(run_dir / "final_adapter", prompt_ids), live[2], atol=ATOL, rtol=0)
@@ -177,10 +195,18 @@ def _dpo_on(parent: dict, prompt_ids, tmp_path: Path, resume: bool = False) -> P
 
 
 GRPO = REPO / "recipes/cpu/grpo_crosslingual.yaml"
-GRPO_FAST = ["training_args.max_steps=2", "training_args.save_steps=1", "training_args.logging_steps=1",
-             "training_args.per_device_train_batch_size=4", "training_args.num_generations=2",
-             "training_args.max_completion_length=8", "training_args.warmup_steps=0",
-             "training_args.learning_rate=1e-3", "mix_overrides=[total=8]", "evaluation.enabled=false"]
+GRPO_FAST = [
+    "training_args.max_steps=2",
+    "training_args.save_steps=1",
+    "training_args.logging_steps=1",
+    "training_args.per_device_train_batch_size=4",
+    "training_args.num_generations=2",
+    "training_args.max_completion_length=8",
+    "training_args.warmup_steps=0",
+    "training_args.learning_rate=1e-3",
+    "mix_overrides=[total=8]",
+    "evaluation.enabled=false",
+]
 
 
 def test_grpo_on_lora_sft_adapter(lora_sft, prompt_ids, tmp_path):
@@ -197,8 +223,9 @@ def test_grpo_on_lora_sft_adapter(lora_sft, prompt_ids, tmp_path):
     assert (run_dir / "final" / "model.safetensors").is_file() and (run_dir / "final_adapter").is_dir()
     _check_portable(run_dir)
     _check_reload(run_dir, capture.logits, prompt_ids)
-    assert (_without_chain(run_dir / "checkpoints" / "checkpoint-1", prompt_ids) - capture.logits[1]).abs().max() \
-        > 100 * ATOL  # the chain matters
+    assert (
+        _without_chain(run_dir / "checkpoints" / "checkpoint-1", prompt_ids) - capture.logits[1]
+    ).abs().max() > 100 * ATOL  # the chain matters
     moved = _move(run_dir, tmp_path / "elsewhere" / "grpo")
     _check_reload(moved, capture.logits, prompt_ids)
 
@@ -232,8 +259,9 @@ def _random_lora(model, out: Path, seed: int) -> None:
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(seed)
-    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
-                                                  task_type="CAUSAL_LM"))
+    peft_model = get_peft_model(
+        model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False, task_type="CAUSAL_LM")
+    )
     peft_model.save_pretrained(out)
     peft_model.unload()
 
@@ -245,8 +273,10 @@ def test_two_adapters_deep_chain_without_training(prompt_ids, tmp_path):
 
     base, _ = load(None)
     _random_lora(base, tmp_path / "legacy", seed=1)
-    assert json.loads((tmp_path / "legacy" / "adapter_config.json").read_text())["base_model_name_or_path"] == \
-        resolve(None).path
+    assert (
+        json.loads((tmp_path / "legacy" / "adapter_config.json").read_text())["base_model_name_or_path"]
+        == resolve(None).path
+    )
     first = tmp_path / "runs" / "first"
     info = chain.prepare(load_recipe(DPO, [*FAST, f"model={tmp_path / 'legacy'}", f"run_dir={first}"]), first)
     assert info["base"] == {"ref": "smollm2-135m-instruct"} and info["merge"] == ["chain/1-legacy"]
@@ -260,8 +290,9 @@ def test_two_adapters_deep_chain_without_training(prompt_ids, tmp_path):
     info2 = chain.prepare(load_recipe(DPO, [*FAST, f"model={ckpt}", f"run_dir={second}"]), second)
     assert info2["merge"] == ["chain/1-legacy", "chain/2-first-checkpoint-3"]
     assert info2["lineage"][-2]["output"] == "checkpoint-3" and info2["lineage"][-2]["global_step"] == 3
-    expected = PeftModel.from_pretrained(PeftModel.from_pretrained(load(None)[0], str(tmp_path / "legacy"))
-                                         .merge_and_unload(), str(ckpt)).merge_and_unload()
+    expected = PeftModel.from_pretrained(
+        PeftModel.from_pretrained(load(None)[0], str(tmp_path / "legacy")).merge_and_unload(), str(ckpt)
+    ).merge_and_unload()
     with torch.no_grad():
         want = expected(input_ids=prompt_ids).logits
     shutil.rmtree(first)

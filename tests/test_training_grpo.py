@@ -27,10 +27,18 @@ from tests.training_helpers import REPO, kill_after_first_checkpoint, mlft, nois
 
 GRPO = REPO / "recipes/cpu/grpo_crosslingual.yaml"
 # 2 optimizer steps of 2 prompts x 2 replies x 12 tokens, a checkpoint after each, the tiny suite
-TINY_GRPO = ["training_args.max_steps=2", "training_args.save_steps=1", "training_args.logging_steps=1",
-             "training_args.per_device_train_batch_size=4", "training_args.num_generations=2",
-             "training_args.max_completion_length=12", "training_args.warmup_steps=0",
-             "training_args.learning_rate=1e-3", "evaluation.suite=lcb_tiny", "mix_overrides=[total=16]"]
+TINY_GRPO = [
+    "training_args.max_steps=2",
+    "training_args.save_steps=1",
+    "training_args.logging_steps=1",
+    "training_args.per_device_train_batch_size=4",
+    "training_args.num_generations=2",
+    "training_args.max_completion_length=12",
+    "training_args.warmup_steps=0",
+    "training_args.learning_rate=1e-3",
+    "evaluation.suite=lcb_tiny",
+    "mix_overrides=[total=16]",
+]
 
 
 @pytest.fixture(scope="module")
@@ -74,14 +82,21 @@ def test_reward_functions_read_trl_completions_and_log_names(scorer):
     from trl.trainer.utils import get_callable_name
 
     assert [get_callable_name(f) for f in funcs] == ["language", "degeneracy"]  # trl's `rewards/<name>/mean`
-    completions = [[{"role": "assistant", "content": "Der Himmel ist blau, weil das Licht gestreut wird."}],
-                   [{"role": "assistant", "content": ""}]]
+    completions = [
+        [{"role": "assistant", "content": "Der Himmel ist blau, weil das Licht gestreut wird."}],
+        [{"role": "assistant", "content": ""}],
+    ]
     assert funcs[0](prompts=[[], []], completions=completions, language=["de", "de"], task=["x", "x"]) == [1.0, 0.0]
     assert funcs[1](prompts=[[], []], completions=completions, language=["de", "de"]) == [0.0, -1.0]
-    row = curve_row(3, {"reward": 0.5, "kl": 0.01, "rewards/language/mean": 0.5, "rewards/language/std": 0.1},
-                    {"language": 1.0})
-    assert row == {"step": 3, "reward": 0.5, "kl": 0.01, "terms": {"language": {"mean": 0.5, "std": 0.1,
-                                                                                 "weight": 1.0}}}
+    row = curve_row(
+        3, {"reward": 0.5, "kl": 0.01, "rewards/language/mean": 0.5, "rewards/language/std": 0.1}, {"language": 1.0}
+    )
+    assert row == {
+        "step": 3,
+        "reward": 0.5,
+        "kl": 0.01,
+        "terms": {"language": {"mean": 0.5, "std": 0.1, "weight": 1.0}},
+    }
 
 
 def brevity(replies, languages, scorer, limit: int = 100):
@@ -94,15 +109,17 @@ def test_user_terms_and_bad_specs():
     assert name in REWARDS
     funcs, _ = reward_functions([RewardSpec(name, 0.5, {"limit": 10})], ReplyScorer())
     assert funcs[0](completions=["short", "much longer than ten"], language=["en", "en"]) == [1.0, 0.0]
-    bad = [([RewardSpec("langauge")], r"unknown reward term 'langauge'.*did you mean 'language'"),
-           ([RewardSpec("language", -1.0)], r"rewards\[0\].weight: must be >= 0"),
-           ([RewardSpec("language", float("nan"))], r"weight: must be a finite number"),
-           ([RewardSpec("language", 0.0)], r"every weight is 0"),
-           ([RewardSpec("language"), RewardSpec("language")], r"listed twice"),
-           ([RewardSpec("language", 1.0, {"strict": True})], r"takes no option 'strict'"),
-           ([RewardSpec(name, 1.0, {"limt": 3})], r"takes no option 'limt'; valid: limit"),
-           ([RewardSpec("no.such.module:f")], r"cannot import reward term"),
-           ([], r"at least one reward term")]
+    bad = [
+        ([RewardSpec("langauge")], r"unknown reward term 'langauge'.*did you mean 'language'"),
+        ([RewardSpec("language", -1.0)], r"rewards\[0\].weight: must be >= 0"),
+        ([RewardSpec("language", float("nan"))], r"weight: must be a finite number"),
+        ([RewardSpec("language", 0.0)], r"every weight is 0"),
+        ([RewardSpec("language"), RewardSpec("language")], r"listed twice"),
+        ([RewardSpec("language", 1.0, {"strict": True})], r"takes no option 'strict'"),
+        ([RewardSpec(name, 1.0, {"limt": 3})], r"takes no option 'limt'; valid: limit"),
+        ([RewardSpec("no.such.module:f")], r"cannot import reward term"),
+        ([], r"at least one reward term"),
+    ]
     for specs, message in bad:
         with pytest.raises(ConfigError, match=message):
             validate_rewards(specs, "rewards")
@@ -110,13 +127,14 @@ def test_user_terms_and_bad_specs():
 
 # -- the gated term: what LCB's blind spots cannot buy ----------------------------------------------------------
 FR = "Le chat dort sur le canapé du salon pendant que la pluie tombe doucement dehors."
-EN_PARAGRAPH = ("The weather is nice today and I would like to go for a walk in the park with my friends, and "
-                "then we will all have dinner together at a small restaurant near the river.")
+EN_PARAGRAPH = (
+    "The weather is nice today and I would like to go for a walk in the park with my friends, and "
+    "then we will all have dinner together at a small restaurant near the river."
+)
 
 
 def _terms(text, lang, scorer):
-    return {n: REWARDS[n]([text], [lang], scorer)[0] for n in ("language", "validity", "degeneracy",
-                                                                 "gated_language")}
+    return {n: REWARDS[n]([text], [lang], scorer)[0] for n in ("language", "validity", "degeneracy", "gated_language")}
 
 
 def test_one_counted_line_does_not_buy_the_gated_reward(scorer):
@@ -168,8 +186,13 @@ def test_reward_functions_receive_the_mix_columns(scorer):
 
     REWARDS.add("by_task_test", by_task)
     funcs, _ = reward_functions([RewardSpec("by_task_test")], scorer)
-    got = funcs[0](prompts=[[], []], completions=["a", "b"], language=["de", "de"],
-                   task=["crosslingual", "monolingual"], trainer_state=None)
+    got = funcs[0](
+        prompts=[[], []],
+        completions=["a", "b"],
+        language=["de", "de"],
+        task=["crosslingual", "monolingual"],
+        trainer_state=None,
+    )
     assert got == [1.0, 0.0] and seen["task"] == ["crosslingual", "monolingual"]
 
 
@@ -182,17 +205,28 @@ def test_rollouts_of_each_step_are_written_with_their_terms_resumably(scorer, tm
 
     specs = [RewardSpec("language", 1.0), RewardSpec("validity", 0.5), RewardSpec("degeneracy", 1.0)]
     funcs, weights = reward_functions(specs, scorer, run_dir=tmp_path)
-    fr = ["Le ciel est bleu parce que la lumière du soleil est diffusée dans l'air.",
-          "The sky is blue because sunlight is scattered by the air in the atmosphere.",
-          "Le le la la de de et et un un une une des des", ""]
-    de = ["Der Himmel ist blau, weil das Sonnenlicht in der Atmosphäre gestreut wird.", "Ja.",
-          "Here is my answer in English, as you can see right here.", "Der Himmel ist blau."]
+    fr = [
+        "Le ciel est bleu parce que la lumière du soleil est diffusée dans l'air.",
+        "The sky is blue because sunlight is scattered by the air in the atmosphere.",
+        "Le le la la de de et et un un une une des des",
+        "",
+    ]
+    de = [
+        "Der Himmel ist blau, weil das Sonnenlicht in der Atmosphäre gestreut wird.",
+        "Ja.",
+        "Here is my answer in English, as you can see right here.",
+        "Der Himmel ist blau.",
+    ]
     texts = fr + de
     completions = [[{"role": "assistant", "content": t}] for t in texts]
-    prompts = [[{"role": "user", "content": "Why is the sky blue? Answer in French."}]] * 4 + \
-        [[{"role": "user", "content": "Warum ist der Himmel blau?"}]] * 4
-    cols = {"language": ["fr"] * 4 + ["de"] * 4, "task": ["crosslingual"] * 4 + ["monolingual"] * 4,
-            "id": ["p:fr:1"] * 4 + ["p:de:2"] * 4}
+    prompts = [[{"role": "user", "content": "Why is the sky blue? Answer in French."}]] * 4 + [
+        [{"role": "user", "content": "Warum ist der Himmel blau?"}]
+    ] * 4
+    cols = {
+        "language": ["fr"] * 4 + ["de"] * 4,
+        "task": ["crosslingual"] * 4 + ["monolingual"] * 4,
+        "id": ["p:fr:1"] * 4 + ["p:de:2"] * 4,
+    }
 
     def step(global_step, batch=completions, main=True):
         state = SimpleNamespace(global_step=global_step, is_world_process_zero=main)
@@ -230,18 +264,24 @@ def _write(tmp_path: Path, body: str) -> Path:
     return p
 
 
-@pytest.mark.parametrize("body, message", [
-    ("rewards: [{name: langage}]\n", r"rewards\[0\].name: unknown reward term 'langage'"),
-    ("rewards: [{name: language, weight: -0.5}]\n", r"rewards\[0\].weight: must be >= 0"),
-    ("rewards: [{name: language, weight: heavy}]\n", r"weight: expected float"),
-    ("rewards: []\n", r"at least one reward term"),
-    ("mix: data_mixes/cpu/crosslingual_sft.yaml\n", r"is a 'sft' mix but trainer 'grpo' trains on a 'prompts' mix"),
-    ("training_args: {max_length: 256}\n", r"unknown GRPOConfig field 'max_length' \(it is a SFTConfig / DPOConfig"),
-    ("training_args: {reward_weights: [1.0]}\n", r"training_args.reward_weights: managed by mlft"),
-    ("training_args: {use_vllm: true}\n", r"training_args.use_vllm: set the recipe's `generation"),
-    ("training_args: {num_generatons: 4}\n", r"did you mean 'num_generations'"),
-    ("generation: tgi\n", r"generation: 'tgi' is not one of"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("rewards: [{name: langage}]\n", r"rewards\[0\].name: unknown reward term 'langage'"),
+        ("rewards: [{name: language, weight: -0.5}]\n", r"rewards\[0\].weight: must be >= 0"),
+        ("rewards: [{name: language, weight: heavy}]\n", r"weight: expected float"),
+        ("rewards: []\n", r"at least one reward term"),
+        ("mix: data_mixes/cpu/crosslingual_sft.yaml\n", r"is a 'sft' mix but trainer 'grpo' trains on a 'prompts' mix"),
+        (
+            "training_args: {max_length: 256}\n",
+            r"unknown GRPOConfig field 'max_length' \(it is a SFTConfig / DPOConfig",
+        ),
+        ("training_args: {reward_weights: [1.0]}\n", r"training_args.reward_weights: managed by mlft"),
+        ("training_args: {use_vllm: true}\n", r"training_args.use_vllm: set the recipe's `generation"),
+        ("training_args: {num_generatons: 4}\n", r"did you mean 'num_generations'"),
+        ("generation: tgi\n", r"generation: 'tgi' is not one of"),
+    ],
+)
 def test_bad_grpo_input_is_named_before_any_load(tmp_path, monkeypatch, body, message):
     import datasets
     import transformers
@@ -255,16 +295,21 @@ def test_bad_grpo_input_is_named_before_any_load(tmp_path, monkeypatch, body, me
         load_recipe(_write(tmp_path, body))
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["training_args.num_generations=1"], r"training_args.num_generations: must be >= 2"),
-    (["training_args.num_generations=3", "training_args.per_device_train_batch_size=8"],
-     r"training_args: generation_batch_size \(8\) must be divisible by num_generations \(3\)"),
-    (["training_args.max_completion_length=0"], r"training_args.max_completion_length: must be >= 1"),
-    (["training_args.multi_objective_aggregation=sum"], r"training_args.multi_objective_aggregation: 'sum' is not"),
-    (["training_args.scale_rewards=maybe"], r"training_args.scale_rewards: 'maybe' is not one of"),
-    (["training_args.epsilon_high=0.1"], r"training_args.epsilon_high: 0.1 is below epsilon"),
-    (["scorer.word_check=script"], r"scorer.word_check: 'script' is not one of"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["training_args.num_generations=1"], r"training_args.num_generations: must be >= 2"),
+        (
+            ["training_args.num_generations=3", "training_args.per_device_train_batch_size=8"],
+            r"training_args: generation_batch_size \(8\) must be divisible by num_generations \(3\)",
+        ),
+        (["training_args.max_completion_length=0"], r"training_args.max_completion_length: must be >= 1"),
+        (["training_args.multi_objective_aggregation=sum"], r"training_args.multi_objective_aggregation: 'sum' is not"),
+        (["training_args.scale_rewards=maybe"], r"training_args.scale_rewards: 'maybe' is not one of"),
+        (["training_args.epsilon_high=0.1"], r"training_args.epsilon_high: 0.1 is below epsilon"),
+        (["scorer.word_check=script"], r"scorer.word_check: 'script' is not one of"),
+    ],
+)
 def test_check_runs_trls_own_value_checks(extra, message, capsys):
     """`mlft train --check` builds the GRPOConfig the run would train with: values trl refuses (some only in the
     first step) fail here, naming the field, before any model loads."""
@@ -281,15 +326,28 @@ def test_grpo_options_and_scorer_reach_trl_and_the_terms():
     options come from the recipe's `scorer:` block."""
     from mlft.training.train import _trainer_config
 
-    opts = ["training_args.multi_objective_aggregation=normalize_then_sum", "training_args.scale_rewards=batch",
-            "training_args.disable_dropout=true", "training_args.num_iterations=2", "training_args.epsilon_high=0.28",
-            "training_args.log_completions=true", "training_args.num_generations=8",
-            "scorer.min_tokens=3", "scorer.label_aliases={id: [ms]}"]
+    opts = [
+        "training_args.multi_objective_aggregation=normalize_then_sum",
+        "training_args.scale_rewards=batch",
+        "training_args.disable_dropout=true",
+        "training_args.num_iterations=2",
+        "training_args.epsilon_high=0.28",
+        "training_args.log_completions=true",
+        "training_args.num_generations=8",
+        "scorer.min_tokens=3",
+        "scorer.label_aliases={id: [ms]}",
+    ]
     recipe = load_recipe(GRPO, opts)
     config = _trainer_config(recipe, Path("/tmp/unused"))
-    assert (config.multi_objective_aggregation, config.scale_rewards, config.disable_dropout, config.num_iterations,
-            config.epsilon_high, config.log_completions, config.num_generations) == \
-        ("normalize_then_sum", "batch", True, 2, 0.28, True, 8)
+    assert (
+        config.multi_objective_aggregation,
+        config.scale_rewards,
+        config.disable_dropout,
+        config.num_iterations,
+        config.epsilon_high,
+        config.log_completions,
+        config.num_generations,
+    ) == ("normalize_then_sum", "batch", True, 2, 0.28, True, 8)
     scorer = recipe.scorer.scorer()
     assert scorer.options.min_tokens == 3 and scorer.options.label_aliases == {"id": {"ms"}}
     assert not scorer.options.is_official and load_recipe(GRPO).scorer.scorer().options.is_official
@@ -305,8 +363,9 @@ def test_other_trainers_reject_rl_keys(tmp_path):
     bad_mix.write_text("kind: prompts\ntotal: 10\nsources:\n  - {name: s, type: seed, path: crosslingual, share: 1}\n")
     with pytest.raises(ConfigError, match=r"seed set 'crosslingual' holds sft rows, the mix is kind 'prompts'"):
         load_recipe(GRPO, [f"mix={bad_mix}"])
-    bad_mix.write_text("kind: prompts\ntotal: 10\nsources:\n  - {name: s, type: seed, path: crosslingual_prompts, "
-                       "share: 0.5}\n")
+    bad_mix.write_text(
+        "kind: prompts\ntotal: 10\nsources:\n  - {name: s, type: seed, path: crosslingual_prompts, share: 0.5}\n"
+    )
     with pytest.raises(ConfigError, match=r"shares must sum to 1"):
         load_recipe(GRPO, [f"mix={bad_mix}"])
 
@@ -354,10 +413,14 @@ def test_prompt_mix_rows_languages_tasks_and_holdout(tmp_path):
     assert report["phrasing_overlap"]["rows"] == 0  # mlft's own phrasings, never LCB's
     # a user file: id, prompt, language (+ optional task)
     user = tmp_path / "mine.jsonl"
-    user.write_text('{"id": "a", "prompt": "Explain rain, in French please.", "language": "fr", '
-                    '"task": "crosslingual"}\n{"id": "b", "prompt": "Wie spät ist es?", "language": "de"}\n')
-    (tmp_path / "m.yaml").write_text(f"kind: prompts\ntotal: 2\nsources:\n  - {{name: mine, type: local, path: {user}, "
-                                     "format: prompt, language_column: language, share: 1}\n")
+    user.write_text(
+        '{"id": "a", "prompt": "Explain rain, in French please.", "language": "fr", '
+        '"task": "crosslingual"}\n{"id": "b", "prompt": "Wie spät ist es?", "language": "de"}\n'
+    )
+    (tmp_path / "m.yaml").write_text(
+        f"kind: prompts\ntotal: 2\nsources:\n  - {{name: mine, type: local, path: {user}, "
+        "format: prompt, language_column: language, share: 1}\n"
+    )
     rows = list(build_mix(load_mix(tmp_path / "m.yaml"), tmp_path / "u", "prompts", progress=False))
     assert sorted((r["language"], r["task"]) for r in rows) == [("de", "monolingual"), ("fr", "crosslingual")]
 
@@ -432,6 +495,8 @@ def test_grpo_lora_run_trains_saves_is_evaluated_and_resumes_bit_identically(sha
     assert [r["step"] for r in read_reward_curves(killed)] == [1, 2]
     assert read_reward_curves(killed)[1]["terms"] == rewards[1]["terms"]
     assert read_rollouts(killed) == rollouts  # each step once, as the uninterrupted run wrote it
-    keys = lambda d: sorted((r["step"], r["task"], r["language"], r["metric"], r["value"])  # noqa: E731
-                            for r in curves.read_curves(d))
+
+    def keys(d):
+        return sorted((r["step"], r["task"], r["language"], r["metric"], r["value"]) for r in curves.read_curves(d))
+
     assert keys(killed) == keys(whole)  # the same replies, scored the same, no duplicate points

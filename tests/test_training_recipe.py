@@ -56,10 +56,10 @@ def test_dpo_recipe_needs_the_sft_output_first(tmp_path):
 
 def test_cli_overrides_beat_yaml_beat_defaults():
     r = load_recipe(REPO / "recipes/cpu/english_sft.yaml", ["training_args.learning_rate=1e-3", "lora.r=4"])
-    assert r.training_args["learning_rate"] == 1e-3      # CLI
-    assert r.training_args["max_steps"] == 40            # YAML (from the included _base.yaml)
-    assert r.lora.r == 4 and r.lora.alpha == 32          # CLI, YAML
-    assert r.evaluation.fewshot is False                 # default
+    assert r.training_args["learning_rate"] == 1e-3  # CLI
+    assert r.training_args["max_steps"] == 40  # YAML (from the included _base.yaml)
+    assert r.lora.r == 4 and r.lora.alpha == 32  # CLI, YAML
+    assert r.evaluation.fewshot is False  # default
 
 
 def test_suite_overrides_are_parsed_once_when_the_recipe_loads():
@@ -79,10 +79,17 @@ def test_suite_overrides_are_parsed_once_when_the_recipe_loads():
     suite = load_suite(model.suite, settings=model.settings)
     old = load_suite(model.suite, ["per_language=2", "decoding.max_new_tokens=32"])  # the same suite as the text
     assert suite.options == old.options and suite.options.decoding.max_new_tokens == 32
-    c = load_recipe(REPO / "recipes/cpu/english_sft.yaml", ["lora.r=4", "training_args.max_steps=3"],
-                    settings={"training_args": {"max_steps": 5}})
-    assert c.lora.r == 4 and c.training_args["max_steps"] == 5 and c.training_args["learning_rate"] == \
-        load_recipe(REPO / "recipes/cpu/english_sft.yaml").training_args["learning_rate"]  # settings merge by key
+    c = load_recipe(
+        REPO / "recipes/cpu/english_sft.yaml",
+        ["lora.r=4", "training_args.max_steps=3"],
+        settings={"training_args": {"max_steps": 5}},
+    )
+    assert (
+        c.lora.r == 4
+        and c.training_args["max_steps"] == 5
+        and c.training_args["learning_rate"]
+        == load_recipe(REPO / "recipes/cpu/english_sft.yaml").training_args["learning_rate"]
+    )  # settings merge by key
     with pytest.raises(ConfigError, match=r"evaluation.suite_overrides: override 'judge' is not of the form"):
         load_recipe(REPO / "recipes/cpu/english_sft.yaml", ["evaluation.suite_overrides=[judge]"])
 
@@ -96,29 +103,39 @@ def _write(tmp_path, text: str, name="r.yaml") -> Path:
 BASE = f"include: {REPO / 'recipes/cpu/english_sft.yaml'}\n"
 
 
-@pytest.mark.parametrize("body, message", [
-    ("lern_rate: 1\n", r"r.yaml: unknown key 'lern_rate'"),
-    ("evaluation: {suit: lcb_tiny}\n", r"r.yaml.evaluation: unknown key 'suit' \(did you mean 'suite'\?\)"),
-    ("training_args: {learning_rat: 0.1}\n",
-     r"r.yaml: training_args: unknown SFTConfig field 'learning_rat' \(did you mean 'learning_rate'\?\)"),
-    ("training_args: {beta: 0.1}\n", r"'beta' \(it is a DPOConfig / GRPOConfig field, but trainer is 'sft'\)"),
-    ("training_args: {output_dir: x}\n", r"training_args.output_dir: managed by mlft"),
-    ("training_args: {learning_rate: fast}\n", r"training_args.learning_rate: expected float, got str 'fast'"),
-    ("training_args: {max_steps: 2.5}\n", r"training_args.max_steps: expected int"),
-    ("training_args: {lr_scheduler_type: cosin}\n", r"lr_scheduler_type: 'cosin' .*did you mean 'cosine'"),
-    ("lora: {r: many}\n", r"r.yaml.lora.r: expected int"),
-    ("trainer: ppo\n", r"r.yaml.trainer: 'ppo' is not one of \['sft', 'dpo', 'grpo'\]"),
-    ("evaluation: {quantized: [w3]}\n", r"evaluation.quantized\[0\]: 'w3' is not one of"),
-    ("mix: data_mixes/nope.yaml\n", r"r.yaml: mix: file not found: data_mixes/nope.yaml"),
-    ("accelerate_config: configs/accelerate/nope.yaml\n", r"accelerate_config: file not found"),
-    ("chat_template: nope.jinja\n", r"chat_template: file not found: nope.jinja"),
-    ("model: ./no/such/folder\n", r"r.yaml: model: model './no/such/folder' not found"),
-    ("mix: data_mixes/cpu/english_dpo.yaml\n", r"is a 'dpo' mix but trainer 'sft' trains on a 'sft' mix"),
-    ("evaluation: {suite: lcb_nope}\n", r"r.yaml: evaluation.suite: unknown eval suite 'lcb_nope'"),
-    ("evaluation: {suite_overrides: ['languages=[de, xx]']}\n", r"r.yaml: evaluation.suite: .*unknown language 'xx'"),
-    ("evaluation: {fewshot: true, fewshot_variants: [{variant: 1-shot, overrides: [prompting.shots=9]}]}\n",
-     r"evaluation pass '1-shot'.*shots"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("lern_rate: 1\n", r"r.yaml: unknown key 'lern_rate'"),
+        ("evaluation: {suit: lcb_tiny}\n", r"r.yaml.evaluation: unknown key 'suit' \(did you mean 'suite'\?\)"),
+        (
+            "training_args: {learning_rat: 0.1}\n",
+            r"r.yaml: training_args: unknown SFTConfig field 'learning_rat' \(did you mean 'learning_rate'\?\)",
+        ),
+        ("training_args: {beta: 0.1}\n", r"'beta' \(it is a DPOConfig / GRPOConfig field, but trainer is 'sft'\)"),
+        ("training_args: {output_dir: x}\n", r"training_args.output_dir: managed by mlft"),
+        ("training_args: {learning_rate: fast}\n", r"training_args.learning_rate: expected float, got str 'fast'"),
+        ("training_args: {max_steps: 2.5}\n", r"training_args.max_steps: expected int"),
+        ("training_args: {lr_scheduler_type: cosin}\n", r"lr_scheduler_type: 'cosin' .*did you mean 'cosine'"),
+        ("lora: {r: many}\n", r"r.yaml.lora.r: expected int"),
+        ("trainer: ppo\n", r"r.yaml.trainer: 'ppo' is not one of \['sft', 'dpo', 'grpo'\]"),
+        ("evaluation: {quantized: [w3]}\n", r"evaluation.quantized\[0\]: 'w3' is not one of"),
+        ("mix: data_mixes/nope.yaml\n", r"r.yaml: mix: file not found: data_mixes/nope.yaml"),
+        ("accelerate_config: configs/accelerate/nope.yaml\n", r"accelerate_config: file not found"),
+        ("chat_template: nope.jinja\n", r"chat_template: file not found: nope.jinja"),
+        ("model: ./no/such/folder\n", r"r.yaml: model: model './no/such/folder' not found"),
+        ("mix: data_mixes/cpu/english_dpo.yaml\n", r"is a 'dpo' mix but trainer 'sft' trains on a 'sft' mix"),
+        ("evaluation: {suite: lcb_nope}\n", r"r.yaml: evaluation.suite: unknown eval suite 'lcb_nope'"),
+        (
+            "evaluation: {suite_overrides: ['languages=[de, xx]']}\n",
+            r"r.yaml: evaluation.suite: .*unknown language 'xx'",
+        ),
+        (
+            "evaluation: {fewshot: true, fewshot_variants: [{variant: 1-shot, overrides: [prompting.shots=9]}]}\n",
+            r"evaluation pass '1-shot'.*shots",
+        ),
+    ],
+)
 def test_bad_input_is_named_before_any_load(tmp_path, monkeypatch, body, message):
     import datasets
     import transformers
@@ -150,8 +167,12 @@ def test_fewshot_true_runs_the_papers_baselines_by_default(tmp_path):
 
 
 def test_unknown_language_in_the_mix(tmp_path):
-    mix = _write(tmp_path, f"include: {REPO / 'data_mixes/base.yaml'}\nkind: sft\ntotal: 10\nsources:\n"
-                 "  - {name: s, type: seed, path: parallel, share: 1.0, languages: [de, klingon]}\n", "mix.yaml")
+    mix = _write(
+        tmp_path,
+        f"include: {REPO / 'data_mixes/base.yaml'}\nkind: sft\ntotal: 10\nsources:\n"
+        "  - {name: s, type: seed, path: parallel, share: 1.0, languages: [de, klingon]}\n",
+        "mix.yaml",
+    )
     with pytest.raises(ConfigError, match=r"r.yaml: mix: .*mix.yaml.*unknown language 'klingon'"):
         load_recipe(_write(tmp_path, BASE + f"mix: {mix}\n"))
 
@@ -181,7 +202,8 @@ def test_training_chat_template_is_a_twin_with_assistant_masks(embedded_model):
     assert has_generation_markers(template) and renders_same(tok, template)
     assert is_chat_template_stop_token_trained(tok, chat_template=template)
     msgs = [{"role": "user", "content": "Wie geht's?"}, {"role": "assistant", "content": "Gut, danke."}]
-    out = tok.apply_chat_template(msgs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True,
-                                  chat_template=template)
+    out = tok.apply_chat_template(
+        msgs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True, chat_template=template
+    )
     trained = [i for i, m in zip(out["input_ids"], out["assistant_masks"]) if m]
     assert tok.decode(trained) == "Gut, danke.<|im_end|>"

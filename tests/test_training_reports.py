@@ -14,12 +14,42 @@ def _rows(step, variant, lpr_mono, lpr_cross, suite_variant="default"):
     out = []
     for task, lpr in (("monolingual", lpr_mono), ("crosslingual", lpr_cross)):
         for lang, v in (("avg", lpr), ("ja", lpr / 2), ("de", 1.0)):
-            out.append({"step": step, "variant": variant, "suite": "lcb_demo", "suite_variant": suite_variant,
-                        "task": task, "language": lang, "metric": "lpr", "value": v})
-        out.append({"step": step, "variant": variant, "suite": "lcb_demo", "suite_variant": suite_variant,
-                    "task": task, "language": "avg", "metric": "wpr", "value": 0.9})
-        out.append({"step": step, "variant": variant, "suite": "lcb_demo", "suite_variant": suite_variant,
-                    "task": task, "language": "avg", "metric": "lcpr", "value": 0.8})
+            out.append(
+                {
+                    "step": step,
+                    "variant": variant,
+                    "suite": "lcb_demo",
+                    "suite_variant": suite_variant,
+                    "task": task,
+                    "language": lang,
+                    "metric": "lpr",
+                    "value": v,
+                }
+            )
+        out.append(
+            {
+                "step": step,
+                "variant": variant,
+                "suite": "lcb_demo",
+                "suite_variant": suite_variant,
+                "task": task,
+                "language": "avg",
+                "metric": "wpr",
+                "value": 0.9,
+            }
+        )
+        out.append(
+            {
+                "step": step,
+                "variant": variant,
+                "suite": "lcb_demo",
+                "suite_variant": suite_variant,
+                "task": task,
+                "language": "avg",
+                "metric": "lcpr",
+                "value": 0.8,
+            }
+        )
     return out
 
 
@@ -53,12 +83,17 @@ def test_evaluate_step_runs_only_missing_passes(tmp_path, monkeypatch):
         return _rows(step, p.variant, 0.5, 0.5)
 
     monkeypatch.setattr("mlft.training.passes.run_pass", fake_run_pass)
-    ev = EvaluationOptions(suite="lcb_tiny", fewshot=True, quantized=["w8", "w4"],
-                           fewshot_variants=[PromptVariant("1-shot", "lcb_tiny", ["prompting.shots=1"])])
+    ev = EvaluationOptions(
+        suite="lcb_tiny",
+        fewshot=True,
+        quantized=["w8", "w4"],
+        fewshot_variants=[PromptVariant("1-shot", "lcb_tiny", ["prompting.shots=1"])],
+    )
     assert [p.variant for p in passes_for(ev)] == ["model", "1-shot", "w8", "w4"]
     assert passes_for(ev)[1].settings == {"prompting": {"shots": 1}}  # the variant's key=value text, parsed once
-    assert passes_for(ev)[2] == EvalPass("w8", "lcb_tiny", {}, ({"name": "quantize", "scheme": "w8"},),
-                                         at_ends_only=True)
+    assert passes_for(ev)[2] == EvalPass(
+        "w8", "lcb_tiny", {}, ({"name": "quantize", "scheme": "w8"},), at_ends_only=True
+    )
     evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=False)
     assert calls == [(10, "model", "ckpt-10"), (10, "1-shot", "ckpt-10")]  # quantized only at the ends
     evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=True)
@@ -111,9 +146,19 @@ def test_per_language_table_shows_languages_outside_lcb_after_lcbs(tmp_path):
 
     run = tmp_path / "run"
     run.mkdir()
-    rows = [{"step": 0, "variant": "model", "suite": "s", "suite_variant": "default", "task": "crosslingual",
-             "language": lang, "metric": "lpr", "value": v}
-            for lang, v in (("fi", 0.25), ("de", 0.5), ("cs", 0.75), ("avg", 0.5))]
+    rows = [
+        {
+            "step": 0,
+            "variant": "model",
+            "suite": "s",
+            "suite_variant": "default",
+            "task": "crosslingual",
+            "language": lang,
+            "metric": "lpr",
+            "value": v,
+        }
+        for lang, v in (("fi", 0.25), ("de", 0.5), ("cs", 0.75), ("avg", 0.5))
+    ]
     curve_file.append_pass(run, 0, "model", rows, 1.0, "in-process")
     spec = tmp_path / "t.yaml"
     spec.write_text(f"rows:\n  - {{label: base, run: {run}, step: 0}}\n")

@@ -42,8 +42,12 @@ def _check_run(run_dir: Path, steps: list[int], variants=("model",)) -> dict:
     for step in steps:  # LCB headline rows for both tasks, values in [0, 1]
         for task in ("monolingual", "crosslingual"):
             for metric in ("lpr", "wpr", "lcpr"):
-                (row,) = [r for r in rows if (r["step"], r["variant"], r["task"], r["language"], r["metric"])
-                          == (step, "model", task, "avg", metric)]
+                (row,) = [
+                    r
+                    for r in rows
+                    if (r["step"], r["variant"], r["task"], r["language"], r["metric"])
+                    == (step, "model", task, "avg", metric)
+                ]
                 assert 0.0 <= row["value"] <= 1.0
     if marker["final"] == "merged":  # a LoRA run on a local model: merged weights in final/, its adapter beside
         assert (run_dir / "final" / "config.json").is_file()
@@ -79,9 +83,14 @@ def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared,
     (`accelerate launch ... -m mlft RECIPE`, no `train`)."""
     run_dir = tmp_path / "run"
     base = templateless_base(tmp_path / "base")
-    overrides = [*TINY, f"run_dir={run_dir}", f"model={base}", "training_args.save_steps=2",
-                 "chat_template=mlft/training/templates/chatml_training.jinja",
-                 "training_args.activation_checkpointing=true"]
+    overrides = [
+        *TINY,
+        f"run_dir={run_dir}",
+        f"model={base}",
+        "training_args.save_steps=2",
+        "chat_template=mlft/training/templates/chatml_training.jinja",
+        "training_args.activation_checkpointing=true",
+    ]
     proc = run(accelerate("configs/accelerate/cpu_zero3.yaml", SFT, *overrides, short=True), shared, timeout=480)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "mlft train: launching:" not in proc.stdout  # launched by accelerate, not re-launched by mlft
@@ -89,14 +98,17 @@ def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared,
     assert marker["world_size"] == 2 and marker["global_step"] == 2 and marker["train_loss"] > 0
     assert marker["final"] == "merged"  # merged on rank 0 alone inside the ZeRO-3 job (it used to deadlock)
     passes = curve_file.read_passes(run_dir)
-    assert [(p["step"], p["mode"], p["error"]) for p in passes] == [(0, "separate-process", None),
-                                                                    (2, "separate-process", None)]
+    assert [(p["step"], p["mode"], p["error"]) for p in passes] == [
+        (0, "separate-process", None),
+        (2, "separate-process", None),
+    ]
     (completions,) = (run_dir / "evals" / "step-000000" / "model").rglob("completions.jsonl")
     records = [json.loads(line) for line in completions.read_text().splitlines()]
     assert records and {(r["device"], r["dtype"]) for r in records} == {("cpu", "float32")}
     assert all(r["messages"] for r in records)  # chat prompts, rendered with the run's template
-    assert (run_dir / "chat_template.jinja").read_text() == \
-        (REPO / "mlft/training/templates/chatml_training.jinja").read_text()
+    assert (run_dir / "chat_template.jinja").read_text() == (
+        REPO / "mlft/training/templates/chatml_training.jinja"
+    ).read_text()
 
 
 # Test instrumentation loaded by every Python process of a launch (PYTHONPATH): rank 0's evaluation first sleeps
@@ -123,8 +135,11 @@ def _instrumented(shared: Path, tmp_path: Path, sleep: float) -> dict:
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     out = env(shared)
-    out.update(PYTHONPATH=os.pathsep.join([str(site), str(REPO)]), MLFT_TEST_EVAL_SLEEP=str(sleep),
-               MLFT_TEST_SERVED=str(tmp_path))
+    out.update(
+        PYTHONPATH=os.pathsep.join([str(site), str(REPO)]),
+        MLFT_TEST_EVAL_SLEEP=str(sleep),
+        MLFT_TEST_SERVED=str(tmp_path),
+    )
     return out
 
 
@@ -133,24 +148,33 @@ def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one
     shorter than the evaluation (rank 0 sleeps 12 s first), the group's timeout must have been raised above
     evaluation.timeout_s. Both ranks generate (data-parallel) and write the same step-0 rows as one
     rank. global_batch_size gives the same optimizer steps on 1 and 2 processes."""
-    common = ["evaluation.suite_overrides=[batch_size=2]",  # lcb_tiny's 6 prompts in 3 chunks: work for both ranks
-              "training_args.max_steps=-1", "training_args.num_train_epochs=1", "global_batch_size=8",
-              "training_args.per_device_train_batch_size=2", "training_args.save_steps=2",
-              "training_args.max_length=128", "evaluation.suite=lcb_tiny", "mix_overrides=[total=16]",
-              "training_args.ddp_timeout=5", "evaluation.timeout_s=60"]
+    common = [
+        "evaluation.suite_overrides=[batch_size=2]",  # lcb_tiny's 6 prompts in 3 chunks: work for both ranks
+        "training_args.max_steps=-1",
+        "training_args.num_train_epochs=1",
+        "global_batch_size=8",
+        "training_args.per_device_train_batch_size=2",
+        "training_args.save_steps=2",
+        "training_args.max_length=128",
+        "evaluation.suite=lcb_tiny",
+        "mix_overrides=[total=16]",
+        "training_args.ddp_timeout=5",
+        "evaluation.timeout_s=60",
+    ]
     two, one = tmp_path / "two", tmp_path / "one"
     cmd = accelerate("configs/accelerate/cpu_ddp.yaml", SFT, *common, f"run_dir={two}")
-    proc = subprocess.run(cmd, cwd=REPO, env=_instrumented(shared, tmp_path, sleep=12), capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        cmd, cwd=REPO, env=_instrumented(shared, tmp_path, sleep=12), capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "mlft train: launching:" not in proc.stdout  # `accelerate launch ... -m mlft train RECIPE`
     marker = _check_run(two, steps=[0, 2])
     assert marker["world_size"] == 2 and marker["global_step"] == 2
-    assert marker["gradient_accumulation_steps"] == 2           # 8 rows = 2 per device x 2 ranks x 2
-    assert marker["process_group_timeout_s"] == 60 + 600        # raised above evaluation.timeout_s
+    assert marker["gradient_accumulation_steps"] == 2  # 8 rows = 2 per device x 2 ranks x 2
+    assert marker["process_group_timeout_s"] == 60 + 600  # raised above evaluation.timeout_s
     assert [p["mode"] for p in curve_file.read_passes(two)] == ["data-parallel", "data-parallel"]
     served = [int(x) for x in (tmp_path / "rank1.txt").read_text().split()]
-    assert len(served) == 2 and all(n > 0 for n in served)      # rank 1 generated its share at both steps
+    assert len(served) == 2 and all(n > 0 for n in served)  # rank 1 generated its share at both steps
 
     proc = run(mlft("train", SFT, *common, f"run_dir={one}", "--no-progress"), shared, timeout=480)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -183,9 +207,8 @@ def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path):
     assert noisy_lines(resumed.stdout, resumed.stderr) == []  # a quiet console: training + eval callback
     _check_run(run_dir, steps=[0, 1, 2, 3])
     after = curve_file.read_curves(run_dir)
-    assert after[:len(before)] == before  # finished rows kept as they were
-    assert Counter(p["step"] for p in curve_file.read_passes(run_dir) if p["error"] is None) == \
-        {0: 1, 1: 1, 2: 1, 3: 1}
+    assert after[: len(before)] == before  # finished rows kept as they were
+    assert Counter(p["step"] for p in curve_file.read_passes(run_dir) if p["error"] is None) == {0: 1, 1: 1, 2: 1, 3: 1}
     # re-evaluating the finished run adds nothing
     again = run(mlft("evaluate-run", str(run_dir), "--no-progress"), shared, timeout=120)
     assert again.returncode == 0, again.stderr[-2000:]
@@ -194,9 +217,21 @@ def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path):
 
 def test_dpo_run_with_quantized_variant(shared, tmp_path):
     run_dir = tmp_path / "dpo"
-    proc = run(mlft("train", "recipes/cpu/multilingual_dpo.yaml", *TINY, f"run_dir={run_dir}",
-                    "model=smollm2-135m-instruct", "evaluation.at_start=false", "training_args.save_steps=2",
-                    "evaluation.quantized=[w8a8]", "--no-progress"), shared, timeout=300)
+    proc = run(
+        mlft(
+            "train",
+            "recipes/cpu/multilingual_dpo.yaml",
+            *TINY,
+            f"run_dir={run_dir}",
+            "model=smollm2-135m-instruct",
+            "evaluation.at_start=false",
+            "training_args.save_steps=2",
+            "evaluation.quantized=[w8a8]",
+            "--no-progress",
+        ),
+        shared,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     marker = _check_run(run_dir, steps=[2], variants=("model", "w8a8"))
     assert marker["global_step"] == 2 and marker["train_loss"] > 0

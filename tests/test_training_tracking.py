@@ -25,8 +25,16 @@ def tracked_run(tmp_path_factory, shared):
 
     os.environ["MLFT_LCB_DATA"] = str(shared / "lcb")
     run_dir = tmp_path_factory.mktemp("tracked") / "run"
-    recipe = load_recipe(SFT, [*TINY, f"run_dir={run_dir}", "training_args.max_steps=1",
-                               "training_args.report_to=[tensorboard]", "evaluation.at_start=false"])
+    recipe = load_recipe(
+        SFT,
+        [
+            *TINY,
+            f"run_dir={run_dir}",
+            "training_args.max_steps=1",
+            "training_args.report_to=[tensorboard]",
+            "evaluation.at_start=false",
+        ],
+    )
     train(recipe, progress=False)
     return run_dir
 
@@ -43,9 +51,15 @@ def _events(run_dir):
 def test_tensorboard_gets_per_language_numbers_intervals_and_samples(tracked_run):
     acc = _events(tracked_run)
     tags = set(acc.Tags()["scalars"])
-    for tag in ["lcb/model/crosslingual/lpr", "lcb/model/crosslingual/lpr/de", "lcb/model/crosslingual/lpr_low",
-                "lcb/model/crosslingual/lpr_high/zh", "lcb/model/monolingual/coverage", "lcb/model/crosslingual/wpr/ar",
-                "lcb/model/monolingual/degeneracy/ar"]:
+    for tag in [
+        "lcb/model/crosslingual/lpr",
+        "lcb/model/crosslingual/lpr/de",
+        "lcb/model/crosslingual/lpr_low",
+        "lcb/model/crosslingual/lpr_high/zh",
+        "lcb/model/monolingual/coverage",
+        "lcb/model/crosslingual/wpr/ar",
+        "lcb/model/monolingual/degeneracy/ar",
+    ]:
         assert tag in tags, sorted(tags)[:40]
     curves = [json.loads(x) for x in (tracked_run / "curves.jsonl").read_text().splitlines()]
     want = next(r for r in curves if (r["task"], r["language"], r["metric"]) == ("crosslingual", "de", "lpr"))

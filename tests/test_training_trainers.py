@@ -64,8 +64,9 @@ def test_make_trainer_builds_the_entry_trainer(recipe_file, tmp_path, monkeypatc
     from mlft.training import train as train_mod
     from mlft.training.recipe import load_recipe
 
-    recipe = load_recipe(ROOT / "recipes/cpu" / f"{recipe_file}.yaml", ["model=smollm2-135m-instruct"],
-                         check_linked=False)
+    recipe = load_recipe(
+        ROOT / "recipes/cpu" / f"{recipe_file}.yaml", ["model=smollm2-135m-instruct"], check_linked=False
+    )
     built = {}
 
     class FakeTrainer:

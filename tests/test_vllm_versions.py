@@ -43,8 +43,10 @@ def test_trl_range_is_the_installed_trls():
     assert all(f'Version("{b}")' in source for b in bounds), source
 
 
-@pytest.mark.parametrize("version,explicit,auto", [("0.30.0", True, True), ("0.24.0+cu129", True, True),
-                                                   ("0.21.0", "refused", False), ("0.32.0", "refused", False)])
+@pytest.mark.parametrize(
+    "version,explicit,auto",
+    [("0.30.0", True, True), ("0.24.0+cu129", True, True), ("0.21.0", "refused", False), ("0.32.0", "refused", False)],
+)
 def test_check_refuses_grpo_vllm_rollouts_outside_trls_range(monkeypatch, version, explicit, auto):
     """Before: any installed vLLM was used for trl's rollouts (trl only warns)."""
     from mlft.training.recipe import load_recipe, uses_vllm

@@ -13,9 +13,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 # Two optimizer steps, a checkpoint after each, the tiny suite: a whole run is a few model passes.
-TINY = ["training_args.max_steps=2", "training_args.save_steps=1", "training_args.logging_steps=1",
-        "training_args.per_device_train_batch_size=2", "training_args.max_length=128",
-        "evaluation.suite=lcb_tiny", "mix_overrides=[total=16]"]
+TINY = [
+    "training_args.max_steps=2",
+    "training_args.save_steps=1",
+    "training_args.logging_steps=1",
+    "training_args.per_device_train_batch_size=2",
+    "training_args.max_length=128",
+    "evaluation.suite=lcb_tiny",
+    "mix_overrides=[total=16]",
+]
 
 
 # the quiet-console check: lines a user should never see from a default run
@@ -30,8 +36,9 @@ def noisy_lines(*texts: str) -> list[str]:
 
 def env(shared: Path) -> dict:
     out = dict(os.environ)
-    out.update(OMP_NUM_THREADS="1", MLFT_LCB_DATA=str(shared / "lcb"), PYTHONUNBUFFERED="1",
-               TOKENIZERS_PARALLELISM="false")
+    out.update(
+        OMP_NUM_THREADS="1", MLFT_LCB_DATA=str(shared / "lcb"), PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false"
+    )
     out.pop("MLFT_LAUNCHED", None)
     return out
 
@@ -47,8 +54,19 @@ def run(cmd: list[str], shared: Path, timeout: int) -> subprocess.CompletedProce
 
 def accelerate(config: str, recipe: str, *overrides: str, short: bool = False) -> list[str]:
     """`accelerate launch --config_file C -m mlft train RECIPE ...` (short: `... -m mlft RECIPE ...`)."""
-    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", config,
-            "-m", "mlft", *([] if short else ["train"]), recipe, *overrides, "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        config,
+        "-m",
+        "mlft",
+        *([] if short else ["train"]),
+        recipe,
+        *overrides,
+        "--no-progress",
+    ]
 
 
 def mlft(*args: str) -> list[str]:
@@ -79,8 +97,9 @@ def kill_after_first_checkpoint(cmd: list[str], run_dir: Path, shared: Path, tim
     (its pass is in curves.jsonl); fails if training ends first or no checkpoint comes within `timeout` s."""
     from mlft.io import curve_file
 
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env(shared), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env(shared), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + timeout
     try:
         while (1, "model") not in curve_file.done(run_dir):

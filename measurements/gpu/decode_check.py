@@ -18,7 +18,8 @@ every stage, so a cut-off run still reports what it finished:
    against the plan's KV bytes; new tokens/s with and without the first (compiling) call.
 
     python measurements/gpu/decode_check.py                  # a GPU: ~5-8 min
-    python measurements/gpu/decode_check.py --reduced        # CPU, tiny geometry, few prompts (tests/test_decode_check.py)
+    python measurements/gpu/decode_check.py --reduced        # CPU, tiny geometry, few prompts
+    (tests/test_decode_check.py)
 """
 
 from __future__ import annotations
@@ -37,15 +38,43 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 GEOMETRY = {
-    "full": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
-                 num_key_value_heads=32, head_dim=64),
-    "reduced": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                    num_key_value_heads=2, head_dim=16, initializer_range=0.5),
+    "full": {
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "head_dim": 64,
+    },
+    "reduced": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "initializer_range": 0.5,
+    },
 }
 SETTINGS = {  # vocabulary, prompts (speed), batch, words per prompt, correctness prompts, new tokens, budget s
-    "full": dict(vocab=49152, prompts=512, batch=256, words=(30, 300), check_prompts=16, check_tokens=24,
-                 budget_s=460),
-    "reduced": dict(vocab=512, prompts=24, batch=8, words=(4, 40), check_prompts=6, check_tokens=6, budget_s=300),
+    "full": {
+        "vocab": 49152,
+        "prompts": 512,
+        "batch": 256,
+        "words": (30, 300),
+        "check_prompts": 16,
+        "check_tokens": 24,
+        "budget_s": 460,
+    },
+    "reduced": {
+        "vocab": 512,
+        "prompts": 24,
+        "batch": 8,
+        "words": (4, 40),
+        "check_prompts": 6,
+        "check_tokens": 6,
+        "budget_s": 300,
+    },
 }
 SYSTEM_WORDS = 24  # the shared system prompt: the prefix cache's prefix
 
@@ -57,8 +86,9 @@ def synthetic_tokenizer(vocab: int):
     words = {"<unk>": 0, "<s>": 1, "<|im_end|>": 2, "\n": 3, **{f"w{i}": i for i in range(4, vocab)}}
     t = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
     t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", bos_token="<s>", eos_token="<|im_end|>",
-                                  pad_token="<|im_end|>")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=t, unk_token="<unk>", bos_token="<s>", eos_token="<|im_end|>", pad_token="<|im_end|>"
+    )
     tok.chat_template = "{% for m in messages %}<s> {{m['content']}} <|im_end|> {% endfor %}<s>"
     return tok
 
@@ -69,8 +99,15 @@ def build(mode: str, device: str):
 
     s = SETTINGS[mode]
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=s["vocab"], max_position_embeddings=4096, tie_word_embeddings=True,
-                         bos_token_id=1, eos_token_id=2, pad_token_id=2, **GEOMETRY[mode])
+    config = LlamaConfig(
+        vocab_size=s["vocab"],
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        **GEOMETRY[mode],
+    )
     with torch.device(device):
         model = LlamaForCausalLM(config)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -84,8 +121,19 @@ def prompts(mode: str, n: int, seed: int = 0, words: tuple[int, int] | None = No
     rng = random.Random(seed)
     system = " ".join(f"w{4 + i}" for i in range(SYSTEM_WORDS))
     lo, hi = words or s["words"]
-    return [Request(f"p{i}", messages=[{"role": "system", "content": system}, {"role": "user", "content": " ".join(
-        f"w{rng.randint(4, s['vocab'] - 1)}" for _ in range(rng.randint(lo, hi)))}]) for i in range(n)]
+    return [
+        Request(
+            f"p{i}",
+            messages=[
+                {"role": "system", "content": system},
+                {
+                    "role": "user",
+                    "content": " ".join(f"w{rng.randint(4, s['vocab'] - 1)}" for _ in range(rng.randint(lo, hi))),
+                },
+            ],
+        )
+        for i in range(n)
+    ]
 
 
 class Calls:
@@ -115,14 +163,19 @@ class Calls:
             cache = kwargs.get("cache") or kwargs.get("past_key_values")
             layer = cache.layers[0] if cache is not None and getattr(cache, "layers", None) else None
             key = None
-            row = {"rows": int(kwargs["input_ids"].shape[0]), "width": int(kwargs["input_ids"].shape[1]),
-                   "seconds": round(time.perf_counter() - started, 3),
-                   "new_tokens": int(out.shape[1] - kwargs["input_ids"].shape[1]),
-                   "graphs_compiled": counters["stats"]["unique_graphs"] - graphs}
+            row = {
+                "rows": int(kwargs["input_ids"].shape[0]),
+                "width": int(kwargs["input_ids"].shape[1]),
+                "seconds": round(time.perf_counter() - started, 3),
+                "new_tokens": int(out.shape[1] - kwargs["input_ids"].shape[1]),
+                "graphs_compiled": counters["stats"]["unique_graphs"] - graphs,
+            }
             if layer is not None and getattr(layer, "keys", None) is not None and hasattr(layer, "max_cache_len"):
                 key = (layer.keys.data_ptr(), tuple(layer.keys.shape))
-                row.update(cache_len=layer.max_cache_len, cache_bytes=sum(
-                    t.numel() * t.element_size() for ly in cache.layers for t in (ly.keys, ly.values)))
+                row.update(
+                    cache_len=layer.max_cache_len,
+                    cache_bytes=sum(t.numel() * t.element_size() for ly in cache.layers for t in (ly.keys, ly.values)),
+                )
             row["new_cache"] = key is not None and key not in self._seen
             self._seen.add(key)
             if self.cuda:
@@ -157,9 +210,13 @@ def stage_correctness(mode, model, tok, device):
     for name, got in replies.items():
         if isinstance(got, dict) and name != "eager/prefix=True":
             pairs[f"{name} vs eager/prefix=True"] = sum(got[k] == base[k] for k in base) / len(base)
-    return {"identical_rows": pairs, "seconds": {k: v for k, v in replies.items() if k.endswith("seconds")},
-            "all_identical": all(v == 1.0 for v in pairs.values()), "rows": len(reqs),
-            "distinct_replies": len(set(base.values()))}
+    return {
+        "identical_rows": pairs,
+        "seconds": {k: v for k, v in replies.items() if k.endswith("seconds")},
+        "all_identical": all(v == 1.0 for v in pairs.values()),
+        "rows": len(reqs),
+        "distinct_replies": len(set(base.values())),
+    }
 
 
 def stage_syncs(mode, model, tok, device):
@@ -202,8 +259,9 @@ def stage_syncs(mode, model, tok, device):
                         run(n)
                     finally:
                         torch.cuda.set_sync_debug_mode("default")
-                counts[n] = [str(w.message).splitlines()[0][:120] for w in caught
-                             if "synchroniz" in str(w.message).lower()]
+                counts[n] = [
+                    str(w.message).splitlines()[0][:120] for w in caught if "synchroniz" in str(w.message).lower()
+                ]
             entry["cuda_syncs_per_step"] = (len(counts[12]) - len(counts[4])) / 8
             entry["cuda_sync_kinds_12_tokens"] = sorted(set(counts[12]))[:10]
         out[decode] = entry
@@ -225,9 +283,12 @@ def stage_cross_pass(mode, model, tok, device):
                 list(backend.generate([short], decoding))
             planned = backend.budget(decoding).kv_bytes(1, backend.prompt_length(short))
             got = calls.rows[-1].get("cache_bytes")
-            out[f"{decode}/prefix={prefix}"] = {"cache_len": [c.get("cache_len") for c in calls.rows],
-                                                "short_cache_bytes": got, "short_planned_bytes": planned,
-                                                "ok": got == planned}
+            out[f"{decode}/prefix={prefix}"] = {
+                "cache_len": [c.get("cache_len") for c in calls.rows],
+                "short_cache_bytes": got,
+                "short_planned_bytes": planned,
+                "ok": got == planned,
+            }
             backend.close()
     out["transformers_previous_max_cache_length"] = getattr(model, "_previous_max_cache_length", None)
     return out
@@ -260,12 +321,19 @@ def stage_speed(mode, model, tok, device, deadline):
         tokens = sum(r.completion_tokens for r in results)
         later = calls.rows[1:]
         out[decode] = {
-            "seconds": round(seconds, 2), "new_tokens": tokens, "tokens_per_s": round(tokens / seconds, 1),
-            "tokens_per_s_after_first_call": round(sum(r["new_tokens"] * r["rows"] for r in later) /
-                                                   max(sum(r["seconds"] for r in later), 1e-9), 1) if later else None,
-            "calls": calls.rows, "graphs_compiled": sum(r["graphs_compiled"] for r in calls.rows),
+            "seconds": round(seconds, 2),
+            "new_tokens": tokens,
+            "tokens_per_s": round(tokens / seconds, 1),
+            "tokens_per_s_after_first_call": round(
+                sum(r["new_tokens"] * r["rows"] for r in later) / max(sum(r["seconds"] for r in later), 1e-9), 1
+            )
+            if later
+            else None,
+            "calls": calls.rows,
+            "graphs_compiled": sum(r["graphs_compiled"] for r in calls.rows),
             "distinct_caches": sum(r["new_cache"] for r in calls.rows),
-            "memory_budget_bytes": budget.memory_bytes}
+            "memory_budget_bytes": budget.memory_bytes,
+        }
         backend.close()
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -290,8 +358,13 @@ def main(argv=None) -> dict:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     import transformers
 
-    report: dict = {"mode": mode, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-                    "torch": torch.__version__, "transformers": transformers.__version__, "stages": {}}
+    report: dict = {
+        "mode": mode,
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "stages": {},
+    }
 
     def save():
         report["elapsed_s"] = round(time.monotonic() - t0, 1)
@@ -301,8 +374,12 @@ def main(argv=None) -> dict:
     report["parameters_b"] = round(sum(p.numel() for p in model.parameters()) / 1e9, 3)
     save()
     deadline = t0 + SETTINGS[mode]["budget_s"]
-    stages = {"correctness": stage_correctness, "syncs": stage_syncs, "cross_pass": stage_cross_pass,
-              "speed": lambda *a: stage_speed(*a, deadline)}
+    stages = {
+        "correctness": stage_correctness,
+        "syncs": stage_syncs,
+        "cross_pass": stage_cross_pass,
+        "speed": lambda *a: stage_speed(*a, deadline),
+    }
     for name in args.stages.split(","):
         started = time.monotonic()
         try:

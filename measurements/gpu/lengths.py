@@ -3,7 +3,8 @@
 Two length distributions (token counts of a whole chat-templated row, SmolLM2 tokenizer):
 
 lcb        empirical: each row = one LCB prompt's length + one released reply's length (drawn independently), from
-           `lcb_lengths.json`, written at prepare time (measurements/gpu/prepare.sh -> .gpu_assets/lcb_lengths.json) from
+           `lcb_lengths.json`, written at prepare time (measurements/gpu/prepare.sh -> .gpu_assets/lcb_lengths.json)
+           from
            the real LCB prompts (mlft.benchmarks.lcb.data.load_prompts) and the paper's released outputs
            (mlft.completions.read_completions on $MLFT_LCB_DATA/outputs/*.csv), so nothing is downloaded on the GPU.
 ultrachat  parametric: lognormal, median 1,000 tokens, sigma 0.9 (so p90 ~ 3,170, p99 ~ 8,100), clipped to
@@ -22,8 +23,15 @@ import math
 import random
 from pathlib import Path
 
-ULTRACHAT = {"median": 1000.0, "sigma": 0.9, "min": 64, "max": 8192, "tokens_per_turn": 700, "max_turns": 4,
-             "user_share": 0.3}
+ULTRACHAT = {
+    "median": 1000.0,
+    "sigma": 0.9,
+    "min": 64,
+    "max": 8192,
+    "tokens_per_turn": 700,
+    "max_turns": 4,
+    "user_share": 0.3,
+}
 KINDS = ("lcb", "ultrachat")
 
 
@@ -64,11 +72,19 @@ def lcb_lengths(tokenizer, outputs_dir: str | Path) -> dict:
     files = sorted(Path(outputs_dir).glob("*.csv"))
     if not files:
         raise FileNotFoundError(f"no released outputs (*.csv) in {outputs_dir}")
-    r_len = [len(tokenizer(c.completion, add_special_tokens=False)["input_ids"])
-             for f in files for c in read_completions(f) if c.completion]
+    r_len = [
+        len(tokenizer(c.completion, add_special_tokens=False)["input_ids"])
+        for f in files
+        for c in read_completions(f)
+        if c.completion
+    ]
     empty = templated_length(tokenizer, [{"role": "user", "content": ""}, {"role": "assistant", "content": ""}])
-    return {"prompt_tokens": p_len, "reply_tokens": r_len, "template_tokens": empty,
-            "source": {"prompts": len(p_len), "outputs": [f.name for f in files], "replies": len(r_len)}}
+    return {
+        "prompt_tokens": p_len,
+        "reply_tokens": r_len,
+        "template_tokens": empty,
+        "source": {"prompts": len(p_len), "outputs": [f.name for f in files], "replies": len(r_len)},
+    }
 
 
 def templated_length(tokenizer, messages: list[dict]) -> int:
@@ -95,14 +111,17 @@ def seed_token_stream(tokenizer) -> list[int]:
     return ids
 
 
-def build_row(tokenizer, target: int, stream: list[int], offset: int, turns: int = 1, user_share: float = 0.3,
-              row_id: str = "r") -> dict:
+def build_row(
+    tokenizer, target: int, stream: list[int], offset: int, turns: int = 1, user_share: float = 0.3, row_id: str = "r"
+) -> dict:
     """A chat row of exactly `target` tokens (chat template applied), its text cut from `stream` at `offset`."""
     msgs = [{"role": r, "content": "x"} for _ in range(turns) for r in ("user", "assistant")]
     overhead = templated_length(tokenizer, [{"role": m["role"], "content": ""} for m in msgs])
     if target < overhead + 2 * turns:
-        raise ValueError(f"row {row_id}: {target} tokens is shorter than the template of {turns} turn(s) "
-                         f"({overhead} tokens + one token per message)")
+        raise ValueError(
+            f"row {row_id}: {target} tokens is shorter than the template of {turns} turn(s) "
+            f"({overhead} tokens + one token per message)"
+        )
     body = target - overhead
     n = len(stream)
     pos = offset
@@ -133,8 +152,9 @@ def build_row(tokenizer, target: int, stream: list[int], offset: int, turns: int
             ids = ids[:diff] if len(ids) > -diff else ids[:1]
         last["content"] = tokenizer.decode(ids)
         ids = tokenizer(last["content"], add_special_tokens=False)["input_ids"]
-    raise RuntimeError(f"row {row_id}: could not reach exactly {target} tokens "
-                       f"(at {templated_length(tokenizer, msgs)})")
+    raise RuntimeError(
+        f"row {row_id}: could not reach exactly {target} tokens (at {templated_length(tokenizer, msgs)})"
+    )
 
 
 def build_rows(tokenizer, lengths: list[int], kind: str, seed: int = 0) -> list[dict]:
@@ -146,8 +166,15 @@ def build_rows(tokenizer, lengths: list[int], kind: str, seed: int = 0) -> list[
         turns = 1
         if kind == "ultrachat":
             turns = max(1, min(ULTRACHAT["max_turns"], round(target / ULTRACHAT["tokens_per_turn"])))
-        row = build_row(tokenizer, target, stream, rng.randrange(len(stream)), turns=turns,
-                        user_share=ULTRACHAT["user_share"] if kind == "ultrachat" else 0.5, row_id=f"{kind}-{i}")
+        row = build_row(
+            tokenizer,
+            target,
+            stream,
+            rng.randrange(len(stream)),
+            turns=turns,
+            user_share=ULTRACHAT["user_share"] if kind == "ultrachat" else 0.5,
+            row_id=f"{kind}-{i}",
+        )
         row["language"] = "en"
         rows.append(row)
     return rows
@@ -160,12 +187,27 @@ def write_mix(rows: list[dict], folder: Path, total: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "rows.jsonl", "w", encoding="utf-8") as fh:
         for r in rows:
-            fh.write(json.dumps({"id": r["id"], "messages": r["messages"], "language": r["language"]},
-                                ensure_ascii=False) + "\n")
+            fh.write(
+                json.dumps({"id": r["id"], "messages": r["messages"], "language": r["language"]}, ensure_ascii=False)
+                + "\n"
+            )
     # the rows are synthetic cuts of mlft's (already decontaminated) seed text: no LCB decontamination pass
-    mix = {"kind": "sft", "seed": 0, "total": total, "decontaminate": {"enabled": False}, "sources": [
-        {"name": folder.name.replace("-", "_"), "type": "local", "path": "rows.jsonl", "format": "messages",
-         "share": 1.0, "language": "en"}]}
+    mix = {
+        "kind": "sft",
+        "seed": 0,
+        "total": total,
+        "decontaminate": {"enabled": False},
+        "sources": [
+            {
+                "name": folder.name.replace("-", "_"),
+                "type": "local",
+                "path": "rows.jsonl",
+                "format": "messages",
+                "share": 1.0,
+                "language": "en",
+            }
+        ],
+    }
     path = folder / "mix.yaml"
     path.write_text(yaml.safe_dump(mix, sort_keys=False), encoding="utf-8")
     return path

@@ -9,11 +9,14 @@ from mlft.training.card import model_card, push, write_card
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("card", help="write a finished run's model card; optionally push final/ to the Hub",
-                       description="Build final/README.md from the run directory (base model and lineage, recipe, "
-                                   "data mix with shares and row counts, decontamination, the last LCB numbers "
-                                   "with intervals, how to reproduce). Rerun after `mlft evaluate-run` to refresh "
-                                   "the numbers.")
+    p = sub.add_parser(
+        "card",
+        help="write a finished run's model card; optionally push final/ to the Hub",
+        description="Build final/README.md from the run directory (base model and lineage, recipe, "
+        "data mix with shares and row counts, decontamination, the last LCB numbers "
+        "with intervals, how to reproduce). Rerun after `mlft evaluate-run` to refresh "
+        "the numbers.",
+    )
     p.add_argument("run_dir")
     p.add_argument("--print", action="store_true", help="print the card instead of writing it")
     p.add_argument("--push", metavar="ORG/NAME", help="also upload final/ (with the card) to this Hub repo")

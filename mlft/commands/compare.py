@@ -9,22 +9,31 @@ from mlft.reports.compare import compare, intersect, load_side, render_compare
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("compare", help="paired differences between two runs / eval folders / files",
-                       description="Compare two evaluations over the same prompts: per task and language, B − A "
-                                   "with a 95% interval and p-value (paired bootstrap over prompts within "
-                                   "(source, language), or exact McNemar on per-reply pass/fail), Holm-adjusted "
-                                   "over languages. A/B: RUN_DIR[@STEP][:VARIANT], EVAL_DIR[:VARIANT], "
-                                   "outcomes.jsonl, or a completions file (scored here).")
+    p = sub.add_parser(
+        "compare",
+        help="paired differences between two runs / eval folders / files",
+        description="Compare two evaluations over the same prompts: per task and language, B − A "
+        "with a 95% interval and p-value (paired bootstrap over prompts within "
+        "(source, language), or exact McNemar on per-reply pass/fail), Holm-adjusted "
+        "over languages. A/B: RUN_DIR[@STEP][:VARIANT], EVAL_DIR[:VARIANT], "
+        "outcomes.jsonl, or a completions file (scored here).",
+    )
     p.add_argument("a", metavar="A")
     p.add_argument("b", metavar="B")
-    p.add_argument("--metric", default="lpr,wpr,lcpr,coverage,degeneracy,validity",
-                   help="comma-separated: lpr, wpr, lcpr, coverage, degeneracy, validity (lexical validity: "
-                        "skipped where either side lacks it)")
+    p.add_argument(
+        "--metric",
+        default="lpr,wpr,lcpr,coverage,degeneracy,validity",
+        help="comma-separated: lpr, wpr, lcpr, coverage, degeneracy, validity (lexical validity: "
+        "skipped where either side lacks it)",
+    )
     p.add_argument("--method", choices=("bootstrap", "mcnemar"), default="bootstrap")
     p.add_argument("--resamples", type=int, default=10000)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--intersect", action="store_true",
-                   help="compare on the prompts both sides hold (otherwise differing prompt sets are an error)")
+    p.add_argument(
+        "--intersect",
+        action="store_true",
+        help="compare on the prompts both sides hold (otherwise differing prompt sets are an error)",
+    )
     p.add_argument("--format", choices=[*FORMATS, "json"], default="table")
     p.set_defaults(func=run)
 
@@ -35,8 +44,9 @@ def run(args) -> int:
         a, b, dropped = intersect(a, b)
         if dropped:
             print(f"comparing on {len(a)} shared prompts ({dropped} held by one side only left out)")
-    rows = compare(a, b, [m.strip() for m in args.metric.split(",") if m.strip()], args.method, args.resamples,
-                   args.seed)
+    rows = compare(
+        a, b, [m.strip() for m in args.metric.split(",") if m.strip()], args.method, args.resamples, args.seed
+    )
     if args.format == "json":
         print(json.dumps({"a": la, "b": lb, "rows": rows}, indent=2))
     else:

@@ -9,12 +9,15 @@ from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatma
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("curves", help="plot LPR/WPR/LCPR per checkpoint of training runs",
-                       description="Read each run directory's curves.jsonl (written by the eval callback) and "
-                                   "plot the language-averaged LPR, WPR, LCPR, coverage and degeneracy against "
-                                   "training step with 95 % bands (colour = run, style = variant; a DPO run starts "
-                                   "where its SFT run ended); a language x step heatmap per run; the numbers as a "
-                                   "table.")
+    p = sub.add_parser(
+        "curves",
+        help="plot LPR/WPR/LCPR per checkpoint of training runs",
+        description="Read each run directory's curves.jsonl (written by the eval callback) and "
+        "plot the language-averaged LPR, WPR, LCPR, coverage and degeneracy against "
+        "training step with 95 % bands (colour = run, style = variant; a DPO run starts "
+        "where its SFT run ended); a language x step heatmap per run; the numbers as a "
+        "table.",
+    )
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     p.add_argument("--out", help="PNG path (default: RUN_DIR/curves.png of the first run)")
     p.add_argument("--variant", action="append", help="only these variants (repeatable): model, w8, 1-shot...")

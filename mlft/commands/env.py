@@ -8,8 +8,9 @@ from mlft.provenance import environment
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("env", help="print versions, git commit, LID model and device (paste into bug reports)",
-                       description=__doc__)
+    p = sub.add_parser(
+        "env", help="print versions, git commit, LID model and device (paste into bug reports)", description=__doc__
+    )
     p.add_argument("--json", action="store_true", help="as JSON")
     p.set_defaults(func=run)
 

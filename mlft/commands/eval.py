@@ -13,15 +13,25 @@ from mlft.reports.page import PAGE, write_report_page
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("eval", help="run an eval suite: generate, score, report (tables, plot)",
-                       description="Run an eval suite (" + ", ".join(available_suites()) + ", or a .yaml path). "
-                                   "Resumable: re-running reuses finished completions.")
+    p = sub.add_parser(
+        "eval",
+        help="run an eval suite: generate, score, report (tables, plot)",
+        description="Run an eval suite (" + ", ".join(available_suites()) + ", or a .yaml path). "
+        "Resumable: re-running reuses finished completions.",
+    )
     p.add_argument("suite", help="suite name in eval/ or path to a suite YAML")
-    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="suite overrides, e.g. per_group=1 "
-                   "decoding.max_new_tokens=20 languages=[de,zh]")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="suite overrides, e.g. per_group=1 decoding.max_new_tokens=20 languages=[de,zh]",
+    )
     p.add_argument("--out", default=None, help="output folder (default runs/eval/<suite>/<model>)")
-    p.add_argument("--prompts", metavar="FILE", help="lcb suites: your own prompt file instead of LCB (same as "
-                   "the override prompts=FILE)")
+    p.add_argument(
+        "--prompts",
+        metavar="FILE",
+        help="lcb suites: your own prompt file instead of LCB (same as the override prompts=FILE)",
+    )
     p.add_argument("--format", default="markdown", choices=["markdown", "csv"], help="printed table format")
     add_generation_flags(p)
     add_model_args(p)
@@ -34,8 +44,14 @@ def run(args) -> int:
     suite = load_suite(args.suite, args.overrides, settings)  # the flags win over the suite and its KEY=VALUE
     model = args.model or (DEFAULT_MODEL if loads_model(args.backend) else None)
     out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
-    result = run_suite(suite, model_ref=model, backend=args.backend, out_dir=out, progress=not args.no_progress,
-                       backend_options=options_from_args(args.backend, args))
+    result = run_suite(
+        suite,
+        model_ref=model,
+        backend=args.backend,
+        out_dir=out,
+        progress=not args.no_progress,
+        backend_options=options_from_args(args.backend, args),
+    )
     if args.format == "csv":
         for f in result.files:
             if f.suffix == ".csv" and f.name.startswith("table_"):

@@ -15,10 +15,13 @@ from mlft.training.recipe import load_recipe
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("evaluate-run", help="(re)evaluate the checkpoints of a training run",
-                       description="Evaluate every checkpoint of RUN_DIR (and the step-0 base model) with the "
-                                   "run's evaluation block; passes already in curves.jsonl are skipped. "
-                                   "Overrides change the evaluation, e.g. evaluation.quantized=[w8,w4].")
+    p = sub.add_parser(
+        "evaluate-run",
+        help="(re)evaluate the checkpoints of a training run",
+        description="Evaluate every checkpoint of RUN_DIR (and the step-0 base model) with the "
+        "run's evaluation block; passes already in curves.jsonl are skipped. "
+        "Overrides change the evaluation, e.g. evaluation.quantized=[w8,w4].",
+    )
     p.add_argument("run_dir", help="a run directory written by `mlft train`")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="recipe overrides (evaluation.*)")
     p.add_argument("--step", type=int, help="evaluate only this step (with --model: that model as this step)")
@@ -60,12 +63,21 @@ def run(args) -> int:
     else:
         targets = [t for t in _targets(run_dir, recipe) if args.step is None or t[0] == args.step]
         if not targets:
-            raise ConfigError(f"{run_dir}: nothing to evaluate (no checkpoint"
-                              f"{'' if args.step is None else f' for step {args.step}'})")
+            raise ConfigError(
+                f"{run_dir}: nothing to evaluate (no checkpoint{'' if args.step is None else f' for step {args.step}'})"
+            )
     last = max(s for s, _ in targets)
     for step, ref in targets:
         is_end = step == 0 or (step == last and not args.not_end)
-        evaluate_step(run_dir, recipe.evaluation, step, model_ref=ref, is_end=is_end,
-                      progress=not args.no_progress, mode="separate-process", backend=backend,
-                      backend_options=options)
+        evaluate_step(
+            run_dir,
+            recipe.evaluation,
+            step,
+            model_ref=ref,
+            is_end=is_end,
+            progress=not args.no_progress,
+            mode="separate-process",
+            backend=backend,
+            backend_options=options,
+        )
     return 0

@@ -24,32 +24,50 @@ from mlft.provenance import model_provenance
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("gate", help="train the learned language confusion gate (learned_gate intervention)",
-                       description="The Language Confusion Gate (Zhang et al., ICLR 2026): a 2-layer MLP on the "
-                                   "model's last hidden state that predicts which token families may come next.")
+    p = sub.add_parser(
+        "gate",
+        help="train the learned language confusion gate (learned_gate intervention)",
+        description="The Language Confusion Gate (Zhang et al., ICLR 2026): a 2-layer MLP on the "
+        "model's last hidden state that predicts which token families may come next.",
+    )
     s = p.add_subparsers(dest="gate_command", metavar="ACTION", required=True)
-    t = s.add_parser("train", help="fit a gate on the model's own hidden states (self-distillation)",
-                     description="Teacher-force chat rows (mlft's seed data: monolingual and cross-lingual pairs of "
-                                 "the training items; never LCB test prompts) through the frozen model, label each "
-                                 "position with the token families among its norm-adjusted top-k/top-p candidates, "
-                                 "fit the gate, report it on the held-out seed items, and save it (safetensors) "
-                                 "with a provenance JSON beside it.")
+    t = s.add_parser(
+        "train",
+        help="fit a gate on the model's own hidden states (self-distillation)",
+        description="Teacher-force chat rows (mlft's seed data: monolingual and cross-lingual pairs of "
+        "the training items; never LCB test prompts) through the frozen model, label each "
+        "position with the token families among its norm-adjusted top-k/top-p candidates, "
+        "fit the gate, report it on the held-out seed items, and save it (safetensors) "
+        "with a provenance JSON beside it.",
+    )
     t.add_argument("--out", required=True, help="gate file to write (.safetensors; e.g. gates/smollm2.safetensors)")
-    t.add_argument("--from", dest="sources", default="seed",
-                   help="comma-separated: seed (chat rows of the seed training items), polyglot, or a JSONL/CSV "
-                        "file of `id, text, language` rows (raw text, no chat template)")
+    t.add_argument(
+        "--from",
+        dest="sources",
+        default="seed",
+        help="comma-separated: seed (chat rows of the seed training items), polyglot, or a JSONL/CSV "
+        "file of `id, text, language` rows (raw text, no chat template)",
+    )
     t.add_argument("--model", default=None, help="model (default: the embedded SmolLM2-135M-Instruct)")
     t.add_argument("--languages", default=None, help="seed: comma-separated language codes (default: all 15)")
-    t.add_argument("--per-language", type=int, default=None,
-                   help="seed: the first N training items (each gives a monolingual and a cross-lingual row per "
-                        "language); polyglot / file: texts per language at most")
+    t.add_argument(
+        "--per-language",
+        type=int,
+        default=None,
+        help="seed: the first N training items (each gives a monolingual and a cross-lingual row per "
+        "language); polyglot / file: texts per language at most",
+    )
     t.add_argument("--dev-items", type=int, default=8, help="held-out seed items the gate is reported on")
     t.add_argument("--polyglot-dir", default=None, help="folder of the polyglot parquet files")
     t.add_argument("--top-k", type=int, default=20, help="candidates per position for the labels (paper: 20)")
-    t.add_argument("--top-p", type=float, default=0.95, help="cumulative-probability cut of the candidates (paper: "
-                                                              "0.95)")
-    t.add_argument("--no-norm-adjust", action="store_true",
-                   help="label from the raw logits instead of logits / ||output embedding|| (the paper adjusts)")
+    t.add_argument(
+        "--top-p", type=float, default=0.95, help="cumulative-probability cut of the candidates (paper: 0.95)"
+    )
+    t.add_argument(
+        "--no-norm-adjust",
+        action="store_true",
+        help="label from the raw logits instead of logits / ||output embedding|| (the paper adjusts)",
+    )
     t.add_argument("--epochs", type=int, default=4)
     t.add_argument("--lr", type=float, default=1e-3)
     t.add_argument("--batch-size", type=int, default=256, help="positions per optimizer step")
@@ -65,10 +83,19 @@ def _check(args) -> list[str]:
         raise ConfigError(f"--out: a .safetensors file, got {args.out!r}")
     if args.top_k < 1 or not 0 < args.top_p <= 1:
         raise ConfigError(f"--top-k >= 1 and --top-p in (0, 1] required (got {args.top_k}, {args.top_p})")
-    if args.epochs < 1 or args.lr <= 0 or args.batch_size < 1 or args.forward_batch < 1 or args.max_tokens < 2 \
-            or args.dev_items < 1 or (args.per_language is not None and args.per_language < 1):
-        raise ConfigError("--epochs, --batch-size, --forward-batch, --dev-items, --per-language >= 1, --lr > 0 and "
-                          "--max-tokens >= 2 required")
+    if (
+        args.epochs < 1
+        or args.lr <= 0
+        or args.batch_size < 1
+        or args.forward_batch < 1
+        or args.max_tokens < 2
+        or args.dev_items < 1
+        or (args.per_language is not None and args.per_language < 1)
+    ):
+        raise ConfigError(
+            "--epochs, --batch-size, --forward-batch, --dev-items, --per-language >= 1, --lr > 0 and "
+            "--max-tokens >= 2 required"
+        )
     sources = [x.strip() for x in args.sources.split(",") if x.strip()]
     if not sources:
         raise ConfigError("--from: give seed, polyglot or a file")
@@ -103,32 +130,75 @@ def run(args) -> int:
     families = token_families(tok, vocab)
     shares = family_shares(families)
     print("families (% of the vocabulary): " + ", ".join(f"{f} {shares[f]}" for f in FAMILIES))
-    kw = {"top_k": args.top_k, "top_p": args.top_p, "norm_adjust": not args.no_norm_adjust,
-          "batch_size": args.forward_batch, "max_tokens": args.max_tokens, "progress": not args.no_progress}
+    kw = {
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "norm_adjust": not args.no_norm_adjust,
+        "batch_size": args.forward_batch,
+        "max_tokens": args.max_tokens,
+        "progress": not args.no_progress,
+    }
     data = distill(model, tok, rows, families, **kw)
     dev = distill(model, tok, heldout, families, **kw)
     t0 = time.time()
-    gate = train_gate(data, families, model=ref.name, top_k=args.top_k, top_p=args.top_p,
-                      norm_adjust=not args.no_norm_adjust, epochs=args.epochs, lr=args.lr,
-                      batch_size=args.batch_size, seed=args.seed, progress=not args.no_progress)
+    gate = train_gate(
+        data,
+        families,
+        model=ref.name,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        norm_adjust=not args.no_norm_adjust,
+        epochs=args.epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
     train_s = time.time() - t0
     metrics = evaluate_gate(gate, dev)
     rows_per_language: dict[str, int] = {}
     for r in rows:
         rows_per_language[r["language"]] = rows_per_language.get(r["language"], 0) + 1
     label_rates = {f: round(100.0 * float(data.labels[:, j].float().mean()), 2) for j, f in enumerate(FAMILIES)}
-    path = save_gate(gate, args.out, provenance={
-        "sources": records, "rows": len(rows), "rows_per_language": rows_per_language,
-        "positions": len(data.labels), "label_rates": label_rates,
-        "heldout": {"rows": len(heldout), **metrics},
-        "model_ref": model_provenance(ref),
-        "options": {k: getattr(args, k) for k in ("top_k", "top_p", "no_norm_adjust", "epochs", "lr", "batch_size",
-                                                  "forward_batch", "max_tokens", "seed", "languages",
-                                                  "per_language", "dev_items")},
-        "seconds": {"distill": round(data.seconds + dev.seconds, 1), "train": round(train_s, 1),
-                    "total": round(time.time() - started, 1)}})
-    print(f"trained on {len(data.labels)} positions of {len(rows)} rows (distil {data.seconds:.0f} s, train "
-          f"{train_s:.0f} s); held-out seed items: label set exact on {metrics['exact']} % of "
-          f"{metrics['positions']} positions")
+    path = save_gate(
+        gate,
+        args.out,
+        provenance={
+            "sources": records,
+            "rows": len(rows),
+            "rows_per_language": rows_per_language,
+            "positions": len(data.labels),
+            "label_rates": label_rates,
+            "heldout": {"rows": len(heldout), **metrics},
+            "model_ref": model_provenance(ref),
+            "options": {
+                k: getattr(args, k)
+                for k in (
+                    "top_k",
+                    "top_p",
+                    "no_norm_adjust",
+                    "epochs",
+                    "lr",
+                    "batch_size",
+                    "forward_batch",
+                    "max_tokens",
+                    "seed",
+                    "languages",
+                    "per_language",
+                    "dev_items",
+                )
+            },
+            "seconds": {
+                "distill": round(data.seconds + dev.seconds, 1),
+                "train": round(train_s, 1),
+                "total": round(time.time() - started, 1),
+            },
+        },
+    )
+    print(
+        f"trained on {len(data.labels)} positions of {len(rows)} rows (distil {data.seconds:.0f} s, train "
+        f"{train_s:.0f} s); held-out seed items: label set exact on {metrics['exact']} % of "
+        f"{metrics['positions']} positions"
+    )
     print(f"wrote {path} and {path}.provenance.json")
     return 0

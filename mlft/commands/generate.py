@@ -17,9 +17,12 @@ from mlft.io.locks import OutputLock
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("generate", help="generate LCB completions (JSONL, resumable)",
-                       description="Generate completions for LCB prompts. Re-running the same command resumes: "
-                                   "only missing (or failed) prompts are generated.")
+    p = sub.add_parser(
+        "generate",
+        help="generate LCB completions (JSONL, resumable)",
+        description="Generate completions for LCB prompts. Re-running the same command resumes: "
+        "only missing (or failed) prompts are generated.",
+    )
     p.add_argument("--out", required=True, metavar="FILE.jsonl", help="completions file (appended, resumable)")
     p.add_argument("--csv", metavar="FILE.csv", help="also export the official CSV (id, model, completion, ...)")
     p.add_argument("--task", action="append", choices=TASKS, help="filter by task (repeatable)")
@@ -28,10 +31,18 @@ def add_parser(sub) -> None:
     p.add_argument("--per-group", type=int, help="seeded sample of at most N prompts per task/source/language")
     p.add_argument("--seed", type=int, default=0, help="sample seed")
     p.add_argument("--data", help="LCB test_sets.zip or folder (default: $MLFT_LCB_DATA / cache / download)")
-    p.add_argument("--prompts", metavar="FILE", help="your own prompts instead of LCB: JSONL or CSV with id, prompt, "
-                   "language[, task, source]; any language the LID model knows")
-    p.add_argument("--intervention", action="append", metavar="YAML",
-                   help="an inference-time intervention, e.g. '{name: ban_tokens, strings: [Sure]}' (repeatable)")
+    p.add_argument(
+        "--prompts",
+        metavar="FILE",
+        help="your own prompts instead of LCB: JSONL or CSV with id, prompt, "
+        "language[, task, source]; any language the LID model knows",
+    )
+    p.add_argument(
+        "--intervention",
+        action="append",
+        metavar="YAML",
+        help="an inference-time intervention, e.g. '{name: ban_tokens, strings: [Sure]}' (repeatable)",
+    )
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--token-stats", action="store_true", help="hf: record per-token entropy and nucleus size")
     add_generation_flags(p)
@@ -41,13 +52,23 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     check_backend(args.backend, "--backend")
-    opts = from_dict(lcb.LcbOptions, {
-        "tasks": args.task or list(TASKS), "sources": args.source, "languages": args.language,
-        "per_group": args.per_group, "seed": args.seed, "data": args.data, "prompts": args.prompts,
-        "batch_size": args.batch_size,
-        "token_stats": args.token_stats, "interventions": parse_interventions(args.intervention),
-        **generation_settings(args),
-    }, "command line")
+    opts = from_dict(
+        lcb.LcbOptions,
+        {
+            "tasks": args.task or list(TASKS),
+            "sources": args.source,
+            "languages": args.language,
+            "per_group": args.per_group,
+            "seed": args.seed,
+            "data": args.data,
+            "prompts": args.prompts,
+            "batch_size": args.batch_size,
+            "token_stats": args.token_stats,
+            "interventions": parse_interventions(args.intervention),
+            **generation_settings(args),
+        },
+        "command line",
+    )
     lcb.validate(opts, "command line")
     (run_,) = lcb.runs(opts, "command line")
     check_interventions(args.backend, run_.interventions, "--intervention")
@@ -71,8 +92,10 @@ def _generate(args, opts, run_, model_ref, backend_opts) -> int:
     finally:
         ctx.close()
     failed = failed_count(args.out)
-    print(f"{args.out}: {len(records)}/{len(prompts)} completions"
-          + (f", {failed} failed (rerun to retry)" if failed else ""))
+    print(
+        f"{args.out}: {len(records)}/{len(prompts)} completions"
+        + (f", {failed} failed (rerun to retry)" if failed else "")
+    )
     if args.csv:
         write_official_csv(records, Path(args.csv))
         print(f"wrote {args.csv}")

@@ -11,10 +11,13 @@ from mlft.io.jsonl import write_jsonl
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("harness", help="mlft's LCB / capability tasks for lm-evaluation-harness",
-                       description="lm-evaluation-harness integration: `lm_eval --include_path $(mlft harness path) "
-                                   "--tasks lcb --apply_chat_template ...` runs LCB scored by mlft's official scorer; "
-                                   "suites of kind `lm_eval` run harness tasks inside mlft.")
+    p = sub.add_parser(
+        "harness",
+        help="mlft's LCB / capability tasks for lm-evaluation-harness",
+        description="lm-evaluation-harness integration: `lm_eval --include_path $(mlft harness path) "
+        "--tasks lcb --apply_chat_template ...` runs LCB scored by mlft's official scorer; "
+        "suites of kind `lm_eval` run harness tasks inside mlft.",
+    )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("path", help="print the folder to give lm_eval as --include_path")
     t = actions.add_parser("tasks", help="list mlft's harness tasks and groups")

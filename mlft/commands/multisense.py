@@ -10,8 +10,11 @@ from mlft.benchmarks.multisense.replay import table1
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("multisense", help="multisense self-consistency (PAWS-X / XNLI, en/de/zh)",
-                       description="Multisense consistency (Ohmer, Bruni & Hupkes, 2023).")
+    p = sub.add_parser(
+        "multisense",
+        help="multisense self-consistency (PAWS-X / XNLI, en/de/zh)",
+        description="Multisense consistency (Ohmer, Bruni & Hupkes, 2023).",
+    )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     f = actions.add_parser("fetch", help="download the PAWS-X and XNLI test sets into the cache")
     f.add_argument("--task", action="append", choices=list(TASKS), help="(repeatable; default: both)")

@@ -17,14 +17,20 @@ EXT = {"markdown": "md", "csv": "csv", "latex": "tex"}
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("paper-tables", help="rebuild the paper's tables (3, 4/A3, A5, 5/A7, A1/A2) from completions",
-                       description="Score several models' completions and print/write the paper's tables.")
-    p.add_argument("files", nargs="*", metavar="FILE",
-                   help="completions files (default: the released outputs in $MLFT_LCB_DATA/outputs, the cache "
-                        "(imported by `mlft lcb --from`) or ../shared/lcb/outputs)")
+    p = sub.add_parser(
+        "paper-tables",
+        help="rebuild the paper's tables (3, 4/A3, A5, 5/A7, A1/A2) from completions",
+        description="Score several models' completions and print/write the paper's tables.",
+    )
+    p.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="completions files (default: the released outputs in $MLFT_LCB_DATA/outputs, the cache "
+        "(imported by `mlft lcb --from`) or ../shared/lcb/outputs)",
+    )
     p.add_argument("--out", metavar="DIR", help="also write each table as .md, .csv and .tex here")
-    p.add_argument("--format", choices=("markdown", "table", "csv", "latex"), default="markdown",
-                   help="what to print")
+    p.add_argument("--format", choices=("markdown", "table", "csv", "latex"), default="markdown", help="what to print")
     p.add_argument("--lid", default=None, metavar="ftz|bin|PATH", help="fastText model (see mlft score)")
     p.add_argument("--words", metavar="PATH", help="English word list (see mlft score)")
     p.set_defaults(func=run)
@@ -41,8 +47,10 @@ def _default_files() -> list[Path]:
         files = sorted(root.glob("*.csv"))
         if files:
             return files
-    raise DataError("no completions files given and no released outputs found (download the outputs/ folder of "
-                    "for-ai/language-confusion and pass its CSV files, or import it with `mlft lcb --from FOLDER`)")
+    raise DataError(
+        "no completions files given and no released outputs found (download the outputs/ folder of "
+        "for-ai/language-confusion and pass its CSV files, or import it with `mlft lcb --from FOLDER`)"
+    )
 
 
 def run(args) -> int:

@@ -9,8 +9,11 @@ from mlft.benchmarks.polyglot.fetch import fetch
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("polyglot", help="Polyglot-or-Not fact recall (CKA, 20 languages)",
-                       description="Polyglot-or-Not contrastive knowledge assessment (Schott, Furman & Bhat, 2023).")
+    p = sub.add_parser(
+        "polyglot",
+        help="Polyglot-or-Not fact recall (CKA, 20 languages)",
+        description="Polyglot-or-Not contrastive knowledge assessment (Schott, Furman & Bhat, 2023).",
+    )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     f = actions.add_parser("fetch", help="download the 20 parquet files (md5-checked) into the cache")
     f.add_argument("--language", action="append", choices=list(LANGUAGES), help="(repeatable; default: all)")

@@ -10,18 +10,28 @@ from mlft.reports.page import PAGE, write_page
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("report", help="one offline HTML page of runs / eval folders: curves, heatmap, every reply",
-                       description="Write one self-contained HTML file (no server, no network) for training runs "
-                                   "(every evaluated checkpoint) and eval folders (every variant): LPR / WPR / LCPR "
-                                   "and guard curves with 95 % bands, the per-language heatmap, every reply with its "
-                                   "lines as the LCB scorer judged them (filters: verdict, guard flag, language, "
-                                   "source), and the same prompt under two checkpoints or variants side by side.")
-    p.add_argument("folders", nargs="+", metavar="RUN_OR_EVAL_DIR",
-                   help="a `mlft train` run_dir or an `mlft eval --out` folder (several: one page)")
-    p.add_argument("--out", default=None,
-                   help=f"HTML file to write (default: {PAGE} inside the first folder)")
-    p.add_argument("--lid", default=None, metavar="ftz|bin|PATH",
-                   help="fastText model of the per-line verdicts (default: the bundled lid.176.ftz, as mlft eval)")
+    p = sub.add_parser(
+        "report",
+        help="one offline HTML page of runs / eval folders: curves, heatmap, every reply",
+        description="Write one self-contained HTML file (no server, no network) for training runs "
+        "(every evaluated checkpoint) and eval folders (every variant): LPR / WPR / LCPR "
+        "and guard curves with 95 % bands, the per-language heatmap, every reply with its "
+        "lines as the LCB scorer judged them (filters: verdict, guard flag, language, "
+        "source), and the same prompt under two checkpoints or variants side by side.",
+    )
+    p.add_argument(
+        "folders",
+        nargs="+",
+        metavar="RUN_OR_EVAL_DIR",
+        help="a `mlft train` run_dir or an `mlft eval --out` folder (several: one page)",
+    )
+    p.add_argument("--out", default=None, help=f"HTML file to write (default: {PAGE} inside the first folder)")
+    p.add_argument(
+        "--lid",
+        default=None,
+        metavar="ftz|bin|PATH",
+        help="fastText model of the per-line verdicts (default: the bundled lid.176.ftz, as mlft eval)",
+    )
     p.add_argument("--workers", type=int, default=None, help="scoring processes for large views (default: all cores)")
     p.set_defaults(func=run)
 
@@ -32,6 +42,8 @@ def run(args) -> int:
     for m in page.messages:
         print(f"mlft report: note: {m}", file=sys.stderr)
     replies = sum(len(v.replies) for v in page.views)
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB: {len(page.views)} views, {replies} replies, "
-          f"{len(page.prompts)} prompts; {page.seconds:.1f} s)")
+    print(
+        f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB: {len(page.views)} views, {replies} replies, "
+        f"{len(page.prompts)} prompts; {page.seconds:.1f} s)"
+    )
     return 0

@@ -12,16 +12,24 @@ from mlft.reports.results import MAIN_TABLE, SCHEMA, block_problems, headline_ta
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("results", help="a results file's headline table; render it into the docs' results blocks",
-                       description="Print the headline table of a results file (`mlft demo` writes "
-                                   "runs/demo/results.json). --commit copies it to docs/results/NAME.json (the "
-                                   "committed source of the docs' numbers); --update rewrites the "
-                                   "`<!-- results:NAME ... -->` blocks of the given pages from it; --check only "
-                                   "lists the blocks that differ (exit 1).")
+    p = sub.add_parser(
+        "results",
+        help="a results file's headline table; render it into the docs' results blocks",
+        description="Print the headline table of a results file (`mlft demo` writes "
+        "runs/demo/results.json). --commit copies it to docs/results/NAME.json (the "
+        "committed source of the docs' numbers); --update rewrites the "
+        "`<!-- results:NAME ... -->` blocks of the given pages from it; --check only "
+        "lists the blocks that differ (exit 1).",
+    )
     p.add_argument("file", help="results file (JSON)")
     p.add_argument("--table", default=MAIN_TABLE, help="which table of the file to print")
-    p.add_argument("--commit", metavar="DIR", nargs="?", const="docs/results",
-                   help="copy the file to DIR/NAME.json first (default DIR: docs/results)")
+    p.add_argument(
+        "--commit",
+        metavar="DIR",
+        nargs="?",
+        const="docs/results",
+        help="copy the file to DIR/NAME.json first (default DIR: docs/results)",
+    )
     p.add_argument("--update", nargs="+", metavar="PAGE", help="rewrite these pages' results blocks of this file")
     p.add_argument("--check", nargs="+", metavar="PAGE", help="list these pages' blocks that differ from the file")
     p.set_defaults(func=run)
@@ -54,8 +62,9 @@ def run(args) -> int:
         if new != text:
             Path(page).write_text(new, encoding="utf-8")
             print(f"updated {page}")
-    problems = [p for page in args.check or [] for p in block_problems(
-        Path(page).read_text(encoding="utf-8"), records, page)]
+    problems = [
+        p for page in args.check or [] for p in block_problems(Path(page).read_text(encoding="utf-8"), records, page)
+    ]
     for p in problems:
         print(p)
     return 1 if problems else 0

@@ -20,41 +20,77 @@ OUTPUT_FORMATS = ("table", "markdown", "tsv", "csv", "json")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("score", help="score completions files: LPR, WPR, acc, LCPR",
-                       description="Score LCB completions (official CSV: id, model, completion, task, source, "
-                                   "language; or mlft JSONL). Reproduces the official scorer by default.")
+    p = sub.add_parser(
+        "score",
+        help="score completions files: LPR, WPR, acc, LCPR",
+        description="Score LCB completions (official CSV: id, model, completion, task, source, "
+        "language; or mlft JSONL). Reproduces the official scorer by default.",
+    )
     p.add_argument("files", nargs="+", metavar="FILE", help="completions .csv or .jsonl")
-    p.add_argument("--format", choices=OUTPUT_FORMATS, default="table",
-                   help="table/markdown: paper-style matrices; tsv/csv/json: one row per group and aggregate")
+    p.add_argument(
+        "--format",
+        choices=OUTPUT_FORMATS,
+        default="table",
+        help="table/markdown: paper-style matrices; tsv/csv/json: one row per group and aggregate",
+    )
     p.add_argument("-o", "--output", metavar="FILE", help="write the report here instead of stdout")
-    p.add_argument("--lid", metavar="ftz|bin|PATH|py3langid|langdetect", default=None,
-                   help="fastText model: bundled lid.176.ftz (default), 'bin' (lid.176.bin, downloaded into the "
-                        "cache; the paper's model) or a path; also $MLFT_LID_MODEL. NON-OFFICIAL: py3langid or "
-                        "langdetect judge lines with another language-ID model (e.g. to check a gain that a "
-                        "fastText-tuned mitigation might overstate)")
-    p.add_argument("--judge", choices=JUDGES, default=None,
-                   help="NON-OFFICIAL second judge: also label the same counted lines with this language-ID model "
-                        "and report its LPR beside the official one (per language, with the difference and the "
-                        "replies the two judges disagree on)")
-    p.add_argument("--words", metavar="PATH", help="English word list for WPR (default: cache/download, or "
-                                                    "$MLFT_LCB_DATA/words)")
-    p.add_argument("--details", metavar="FILE.jsonl",
-                   help="write per-reply diagnostics: failed lines with predicted label and score, English words")
-    p.add_argument("--bootstrap", type=int, default=0, metavar="N",
-                   help="add seeded intervals for LPR/WPR/LCPR with N bootstrap resamples (e.g. 2000, as mlft eval): "
-                        "stratified bootstrap for aggregates, Wilson for a single group (mlft.stats)")
+    p.add_argument(
+        "--lid",
+        metavar="ftz|bin|PATH|py3langid|langdetect",
+        default=None,
+        help="fastText model: bundled lid.176.ftz (default), 'bin' (lid.176.bin, downloaded into the "
+        "cache; the paper's model) or a path; also $MLFT_LID_MODEL. NON-OFFICIAL: py3langid or "
+        "langdetect judge lines with another language-ID model (e.g. to check a gain that a "
+        "fastText-tuned mitigation might overstate)",
+    )
+    p.add_argument(
+        "--judge",
+        choices=JUDGES,
+        default=None,
+        help="NON-OFFICIAL second judge: also label the same counted lines with this language-ID model "
+        "and report its LPR beside the official one (per language, with the difference and the "
+        "replies the two judges disagree on)",
+    )
+    p.add_argument(
+        "--words", metavar="PATH", help="English word list for WPR (default: cache/download, or $MLFT_LCB_DATA/words)"
+    )
+    p.add_argument(
+        "--details",
+        metavar="FILE.jsonl",
+        help="write per-reply diagnostics: failed lines with predicted label and score, English words",
+    )
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=0,
+        metavar="N",
+        help="add seeded intervals for LPR/WPR/LCPR with N bootstrap resamples (e.g. 2000, as mlft eval): "
+        "stratified bootstrap for aggregates, Wilson for a single group (mlft.stats)",
+    )
     p.add_argument("--confidence", type=float, default=0.95, help="level of the --bootstrap intervals")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    p.add_argument("--word-check", choices=WORD_CHECKS, default="dictionary",
-                   help="NON-OFFICIAL unless 'dictionary': 'latin' = the paper's script check (Latin letters in a "
-                        "non-Latin reply), 'latin+dictionary' = both")
-    p.add_argument("--label-alias", action="append", default=[], metavar="LANG=LABEL",
-                   help="NON-OFFICIAL: also accept LABEL for LANG (e.g. id=ms for the .ftz model's neighbour "
-                        "confusion); repeatable")
+    p.add_argument(
+        "--word-check",
+        choices=WORD_CHECKS,
+        default="dictionary",
+        help="NON-OFFICIAL unless 'dictionary': 'latin' = the paper's script check (Latin letters in a "
+        "non-Latin reply), 'latin+dictionary' = both",
+    )
+    p.add_argument(
+        "--label-alias",
+        action="append",
+        default=[],
+        metavar="LANG=LABEL",
+        help="NON-OFFICIAL: also accept LABEL for LANG (e.g. id=ms for the .ftz model's neighbour "
+        "confusion); repeatable",
+    )
     p.add_argument("--workers", type=int, default=None, help="processes for large inputs (default: all cores)")
-    p.add_argument("--no-guard", action="store_true",
-                   help="print the official metrics alone, without the guard (coverage, degeneracy, lexical validity, "
-                        "unknown-line and skipped-reply shares, with 95%% intervals and ⚠ flags)")
+    p.add_argument(
+        "--no-guard",
+        action="store_true",
+        help="print the official metrics alone, without the guard (coverage, degeneracy, lexical validity, "
+        "unknown-line and skipped-reply shares, with 95%% intervals and ⚠ flags)",
+    )
     p.set_defaults(func=run)
 
 
@@ -74,19 +110,35 @@ def run(args) -> int:
     completions = []
     for f in args.files:
         completions += read_completions(f)
-    report = score_completions(completions, options, lid=args.lid, words=args.words, detail=bool(args.details),
-                               bootstrap=args.bootstrap, seed=args.seed, confidence=args.confidence,
-                               workers=args.workers, progress=sys.stderr.isatty(), guard=not args.no_guard)
+    report = score_completions(
+        completions,
+        options,
+        lid=args.lid,
+        words=args.words,
+        detail=bool(args.details),
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        confidence=args.confidence,
+        workers=args.workers,
+        progress=sys.stderr.isatty(),
+        guard=not args.no_guard,
+    )
     guard = None
     if not args.no_guard:
         guard = score_guard(completions, report.replies, confidence=args.confidence, seed=args.seed)
     judged = None
     if args.judge:
         if args.lid in JUDGES:
-            raise ConfigError(f"--judge {args.judge}: the first judge must be a fastText model (--lid ftz|bin|PATH), "
-                              f"got --lid {args.lid}")
-        judged = beside_rows(completions, report, judge_report(completions, args.judge, options, words=args.words,
-                                                               workers=args.workers), args.judge)
+            raise ConfigError(
+                f"--judge {args.judge}: the first judge must be a fastText model (--lid ftz|bin|PATH), "
+                f"got --lid {args.lid}"
+            )
+        judged = beside_rows(
+            completions,
+            report,
+            judge_report(completions, args.judge, options, words=args.words, workers=args.workers),
+            args.judge,
+        )
     if args.format == "json":
         data = {"lid_model": report.lid_name, "options": report.options, "rows": guarded_rows(report, guard)}
         if guard is not None:
@@ -98,8 +150,10 @@ def run(args) -> int:
         header, body = long_table(report, guard)
         if judged is not None:  # rows in the official report's order
             header = header + [metric_name(args.judge)]
-            body = [line + ["NA" if j[metric_name(args.judge)] is None else j[metric_name(args.judge)]]
-                    for line, j in zip(body, judged)]
+            body = [
+                line + ["NA" if j[metric_name(args.judge)] is None else j[metric_name(args.judge)]]
+                for line, j in zip(body, judged)
+            ]
         text = render(header, body, args.format)
     else:
         fmt = "markdown" if args.format == "markdown" else "table"
@@ -119,6 +173,9 @@ def run(args) -> int:
                 fh.write(json.dumps(d, ensure_ascii=False) + "\n")
         print(f"wrote {args.details} ({len(report.details)} replies)", file=sys.stderr)
     if report.lid_name.startswith("lid.176.ftz"):
-        print("note: scored with the compressed lid.176.ftz (differs from the paper's lid.176.bin on zh/ja, "
-              "id/ms, pt/es); use --lid bin for paper parity", file=sys.stderr)
+        print(
+            "note: scored with the compressed lid.176.ftz (differs from the paper's lid.176.bin on zh/ja, "
+            "id/ms, pt/es); use --lid bin for paper parity",
+            file=sys.stderr,
+        )
     return 0

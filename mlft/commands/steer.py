@@ -15,23 +15,35 @@ from mlft.provenance import model_provenance
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("steer", help="build language vectors for the steer intervention",
-                       description="Language steering vectors (ReCoVeR `mean` per layer, ITLC `lda` at one layer).")
+    p = sub.add_parser(
+        "steer",
+        help="build language vectors for the steer intervention",
+        description="Language steering vectors (ReCoVeR `mean` per layer, ITLC `lda` at one layer).",
+    )
     s = p.add_subparsers(dest="steer_command", metavar="ACTION", required=True)
-    b = s.add_parser("build", help="build language vectors from parallel text",
-                     description="Run the frozen model over parallel text (never LCB test prompts) and save one "
-                                 "vector per language and layer (safetensors) with a provenance JSON beside it.")
+    b = s.add_parser(
+        "build",
+        help="build language vectors from parallel text",
+        description="Run the frozen model over parallel text (never LCB test prompts) and save one "
+        "vector per language and layer (safetensors) with a provenance JSON beside it.",
+    )
     b.add_argument("--out", required=True, help="vector file to write (.safetensors)")
-    b.add_argument("--from", dest="source", default="seed",
-                   help="seed (mlft's seed data, held-out items excluded), polyglot, or a JSONL/CSV file of "
-                        "`id, text, language` rows")
+    b.add_argument(
+        "--from",
+        dest="source",
+        default="seed",
+        help="seed (mlft's seed data, held-out items excluded), polyglot, or a JSONL/CSV file of "
+        "`id, text, language` rows",
+    )
     b.add_argument("--model", default=None, help="model (default: the embedded SmolLM2-135M-Instruct)")
     b.add_argument("--method", choices=("mean", "lda"), default="mean")
-    b.add_argument("--layers", default=None, help="comma-separated 0-based layers (default: all for mean, the "
-                                                  "middle one for lda)")
+    b.add_argument(
+        "--layers", default=None, help="comma-separated 0-based layers (default: all for mean, the middle one for lda)"
+    )
     b.add_argument("--languages", default=None, help="comma-separated language codes (default: all in the source)")
-    b.add_argument("--per-language", type=int, default=None,
-                   help=f"texts per language at most (at least {MIN_TEXTS_PER_LANGUAGE})")
+    b.add_argument(
+        "--per-language", type=int, default=None, help=f"texts per language at most (at least {MIN_TEXTS_PER_LANGUAGE})"
+    )
     b.add_argument("--polyglot-dir", default=None, help="folder of the polyglot parquet files")
     b.add_argument("--batch-size", type=int, default=16)
     p.set_defaults(func=run)
@@ -45,8 +57,10 @@ def run(args) -> int:
     except ValueError:
         raise ConfigError(f"--layers: comma-separated integers, got {args.layers!r}") from None
     if args.per_language is not None and args.per_language < MIN_TEXTS_PER_LANGUAGE:
-        raise ConfigError(f"--per-language {args.per_language}: a language vector needs at least "
-                          f"{MIN_TEXTS_PER_LANGUAGE} texts per language")
+        raise ConfigError(
+            f"--per-language {args.per_language}: a language vector needs at least "
+            f"{MIN_TEXTS_PER_LANGUAGE} texts per language"
+        )
     languages = [x.strip() for x in args.languages.split(",")] if args.languages else None
     texts, sources = parallel_texts(args.source, args.per_language, languages, args.polyglot_dir)
     check_vector_texts(texts, args.source)  # before the model loads
@@ -54,11 +68,19 @@ def run(args) -> int:
     started = time.time()
     model, tok = load(ref, dtype="float32")
     vec = build_vectors(model, tok, texts, args.method, layers, ref.name, args.batch_size)
-    path = save_vectors(vec, args.out, provenance={
-        "sources": sources, "rows": {k: len(v) for k, v in texts.items()},
-        "model_ref": model_provenance(ref),
-        "options": {"method": args.method, "layers": layers, "per_language": args.per_language},
-        "seconds": round(time.time() - started, 1)})
-    print(f"wrote {path} ({len(vec.languages)} languages x {len(vec.layers)} layers, {vec.method}) "
-          f"and {path}.provenance.json")
+    path = save_vectors(
+        vec,
+        args.out,
+        provenance={
+            "sources": sources,
+            "rows": {k: len(v) for k, v in texts.items()},
+            "model_ref": model_provenance(ref),
+            "options": {"method": args.method, "layers": layers, "per_language": args.per_language},
+            "seconds": round(time.time() - started, 1),
+        },
+    )
+    print(
+        f"wrote {path} ({len(vec.languages)} languages x {len(vec.layers)} layers, {vec.method}) "
+        f"and {path}.provenance.json"
+    )
     return 0

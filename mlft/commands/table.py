@@ -9,13 +9,16 @@ from mlft.reports.mitigation import load_spec, plot_table, tables
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("table", help="build the mitigation table (Table 11 layout) from training runs",
-                       description="Fill the paper's Table 11 layout (base, +Q/A template, +1-shot, +5-shot, "
-                                   "+English SFT, ...; mono/cross LPR and WPR), its per-language detail "
-                                   "(A18/A19) and the quantization table (A12) from run directories, with 95 % intervals, "
-                                   "paired significance against the base row and the guard (coverage, degeneracy, "
-                                   "fluency), as a small YAML spec says (see mlft/reports/mitigation.py). Not to be confused with "
-                                   "`mlft paper-tables` (the paper's tables from scored completions).")
+    p = sub.add_parser(
+        "table",
+        help="build the mitigation table (Table 11 layout) from training runs",
+        description="Fill the paper's Table 11 layout (base, +Q/A template, +1-shot, +5-shot, "
+        "+English SFT, ...; mono/cross LPR and WPR), its per-language detail "
+        "(A18/A19) and the quantization table (A12) from run directories, with 95 % intervals, "
+        "paired significance against the base row and the guard (coverage, degeneracy, "
+        "fluency), as a small YAML spec says (see mlft/reports/mitigation.py). Not to be confused with "
+        "`mlft paper-tables` (the paper's tables from scored completions).",
+    )
     p.add_argument("spec", help="table spec YAML")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--out", help="also write the tables to this file")

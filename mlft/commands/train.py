@@ -16,28 +16,54 @@ from mlft.training.train import train
 
 def add_parser(sub) -> None:
     keys = ", ".join(help_of(Recipe))
-    p = sub.add_parser("train", help="train a recipe (SFT/DPO, full or LoRA) with per-checkpoint evaluation",
-                       description="Train with trl's SFTTrainer/DPOTrainer/GRPOTrainer from one recipe YAML. The recipe is "
-                                   "validated (against the installed trl) before anything is loaded; training "
-                                   f"resumes from the run's last checkpoint. Recipe keys: {keys}.")
+    p = sub.add_parser(
+        "train",
+        help="train a recipe (SFT/DPO, full or LoRA) with per-checkpoint evaluation",
+        description="Train with trl's SFTTrainer/DPOTrainer/GRPOTrainer from one recipe YAML. The recipe is "
+        "validated (against the installed trl) before anything is loaded; training "
+        f"resumes from the run's last checkpoint. Recipe keys: {keys}.",
+    )
     p.add_argument("recipe", help="recipe YAML, e.g. recipes/cpu/multilingual_sft.yaml")
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="override recipe keys, e.g. training_args.max_steps=10 lora.r=8")
-    p.add_argument("--no-launch", action="store_true",
-                   help="run in this process even if the recipe names an accelerate_config")
-    p.add_argument("--launcher", choices=("local", "slurm"), default="local",
-                   help="local: `accelerate launch` on this machine (when the recipe names an accelerate_config); "
-                        "slurm: on this node of a SLURM allocation (run once per node, e.g. by "
-                        "slurm/train.sbatch): machine rank, node count and main address from SLURM's variables")
-    p.add_argument("--accelerate-config", metavar="YAML",
-                   help="launch with this accelerate config instead of the recipe's accelerate_config (the recipe "
-                        "itself is unchanged), e.g. configs/accelerate/multinode_zero2.yaml")
-    p.add_argument("--gpus-per-node", type=int, metavar="N",
-                   help="--launcher slurm: processes per node (default: SLURM_GPUS_ON_NODE / SLURM_GPUS_PER_NODE)")
-    p.add_argument("--main-process-port", type=int, metavar="PORT",
-                   help="--launcher slurm: rendezvous port on the first node (default: 29500 + SLURM_JOB_ID %% 2000)")
-    p.add_argument("--print-launch", action="store_true",
-                   help="print the launch command (after validating the recipe) and exit without running it")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="override recipe keys, e.g. training_args.max_steps=10 lora.r=8",
+    )
+    p.add_argument(
+        "--no-launch", action="store_true", help="run in this process even if the recipe names an accelerate_config"
+    )
+    p.add_argument(
+        "--launcher",
+        choices=("local", "slurm"),
+        default="local",
+        help="local: `accelerate launch` on this machine (when the recipe names an accelerate_config); "
+        "slurm: on this node of a SLURM allocation (run once per node, e.g. by "
+        "slurm/train.sbatch): machine rank, node count and main address from SLURM's variables",
+    )
+    p.add_argument(
+        "--accelerate-config",
+        metavar="YAML",
+        help="launch with this accelerate config instead of the recipe's accelerate_config (the recipe "
+        "itself is unchanged), e.g. configs/accelerate/multinode_zero2.yaml",
+    )
+    p.add_argument(
+        "--gpus-per-node",
+        type=int,
+        metavar="N",
+        help="--launcher slurm: processes per node (default: SLURM_GPUS_ON_NODE / SLURM_GPUS_PER_NODE)",
+    )
+    p.add_argument(
+        "--main-process-port",
+        type=int,
+        metavar="PORT",
+        help="--launcher slurm: rendezvous port on the first node (default: 29500 + SLURM_JOB_ID %% 2000)",
+    )
+    p.add_argument(
+        "--print-launch",
+        action="store_true",
+        help="print the launch command (after validating the recipe) and exit without running it",
+    )
     p.add_argument("--check", action="store_true", help="validate the recipe and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bars in evaluation")
     p.set_defaults(func=run)
@@ -52,15 +78,19 @@ def _launch_command(args, recipe) -> list[str] | None:
     """The `accelerate launch` argv for this invocation, or None to train in this process."""
     slurm = args.launcher == "slurm"
     if slurm and (args.no_launch or launched()):
-        raise ConfigError("--launcher slurm starts `accelerate launch` on this node: it cannot be combined with "
-                          "--no-launch or run inside an already launched process")
+        raise ConfigError(
+            "--launcher slurm starts `accelerate launch` on this node: it cannot be combined with "
+            "--no-launch or run inside an already launched process"
+        )
     if not slurm and (args.gpus_per_node is not None or args.main_process_port is not None):
         raise ConfigError("--gpus-per-node / --main-process-port are for --launcher slurm")
     config = args.accelerate_config or recipe.accelerate_config
     if args.no_launch or launched() or not config:
         if slurm:
-            raise ConfigError(f"{args.recipe}: --launcher slurm needs an accelerate config: the recipe has no "
-                              "accelerate_config; pass --accelerate-config configs/accelerate/multinode_zero2.yaml")
+            raise ConfigError(
+                f"{args.recipe}: --launcher slurm needs an accelerate config: the recipe has no "
+                "accelerate_config; pass --accelerate-config configs/accelerate/multinode_zero2.yaml"
+            )
         return None
     alloc = slurm_allocation(os.environ, args.gpus_per_node, args.main_process_port) if slurm else None
     extra = ["--no-progress"] if args.no_progress else []

@@ -13,13 +13,16 @@ from mlft.data.phrasings import LCB_TEMPLATES, training_request_prompt
 from mlft.languages import language_name
 
 LCB_LOCATIONS = ("Start", "Middle", "End")  # the `location` values of LCB's cross-lingual test sets
-_LCB_REQUESTS = {"in {language_requested}": "In {language}, please.",
-                 "written in {language_requested}": "Your output should be written in {language}.",
-                 "using {language_requested}": "Reply using {language}."}
+_LCB_REQUESTS = {
+    "in {language_requested}": "In {language}, please.",
+    "written in {language_requested}": "Your output should be written in {language}.",
+    "using {language_requested}": "Reply using {language}.",
+}
 
 
-def crosslingual_prompt(instruction: str, target: str, key: str, instruction_language: str = "en",
-                        context: str | None = None) -> str:
+def crosslingual_prompt(
+    instruction: str, target: str, key: str, instruction_language: str = "en", context: str | None = None
+) -> str:
     """`instruction` (written in `instruction_language`, with an optional input `context`) with a training
     request for a reply in `target`."""
     return training_request_prompt(instruction, instruction_language, target, key, context)
@@ -40,8 +43,9 @@ def lcb_request(template: str, target: str) -> str:
     return text[0].upper() + text[1:]
 
 
-def lcb_style_prompt(instruction: str, target: str, template: str, location: str,
-                     followup: str = "Keep it short.") -> str:
+def lcb_style_prompt(
+    instruction: str, target: str, template: str, location: str, followup: str = "Keep it short."
+) -> str:
     """An English `instruction` with LCB's request `template` for `target` at LCB `location`."""
     req = lcb_request(template, target)
     if location == "Start":

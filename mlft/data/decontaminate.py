@@ -29,7 +29,7 @@ MAX_EXAMPLES = 20
 
 
 def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+    return {tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
 
 
 class LcbIndex:
@@ -88,15 +88,16 @@ class DecontaminationReport:
     lcb_prompts: int = 0
     phrasing_action: str = "report"
     inspected: Counter = field(default_factory=Counter)  # (source, language) -> rows looked at
-    dropped: Counter = field(default_factory=Counter)    # (source, language, reason) -> rows dropped
-    phrasing: Counter = field(default_factory=Counter)   # (source, language) -> rows with an LCB template
+    dropped: Counter = field(default_factory=Counter)  # (source, language, reason) -> rows dropped
+    phrasing: Counter = field(default_factory=Counter)  # (source, language) -> rows with an LCB template
     templates: Counter = field(default_factory=Counter)  # LCB template -> rows
-    phrasing_kept: int = 0                               # rows with an LCB template that stayed in the mix
+    phrasing_kept: int = 0  # rows with an LCB template that stayed in the mix
     examples: list[dict] = field(default_factory=list)
     phrasing_examples: list[dict] = field(default_factory=list)
 
-    def record(self, source: str, language: str, row_id: str, hit: tuple[str, str] | None,
-               template: str | None = None) -> bool:
+    def record(
+        self, source: str, language: str, row_id: str, hit: tuple[str, str] | None, template: str | None = None
+    ) -> bool:
         """Count one inspected row; True when it is dropped."""
         self.inspected[(source, language)] += 1
         if template:
@@ -121,17 +122,33 @@ class DecontaminationReport:
     def to_dict(self) -> dict:
         by_source: dict = {}
         for (src, lang), n in sorted(self.inspected.items()):
-            by_source.setdefault(src, {})[lang] = {"inspected": n, "exact": 0, "ngram": 0,
-                                                   "phrasing": self.phrasing[(src, lang)]}
+            by_source.setdefault(src, {})[lang] = {
+                "inspected": n,
+                "exact": 0,
+                "ngram": 0,
+                "phrasing": self.phrasing[(src, lang)],
+            }
         for (src, lang, reason), n in self.dropped.items():
             if reason != "phrasing":
                 by_source[src][lang][reason] = n
-        return {"enabled": self.enabled, "ngram": self.ngram, "lcb_prompts": self.lcb_prompts,
-                "inspected": sum(self.inspected.values()),
-                "dropped": {"exact": self.total_dropped("exact"), "ngram": self.total_dropped("ngram"),
-                            "phrasing": self.total_dropped("phrasing"), "total": self.total_dropped()},
-                "phrasing_overlap": {"action": self.phrasing_action, "rows": sum(self.phrasing.values()),
-                                     "kept": self.phrasing_kept,
-                                     "by_template": {t: self.templates[t] for t in LCB_TEMPLATES},
-                                     "examples": self.phrasing_examples},
-                "by_source": by_source, "examples": self.examples}
+        return {
+            "enabled": self.enabled,
+            "ngram": self.ngram,
+            "lcb_prompts": self.lcb_prompts,
+            "inspected": sum(self.inspected.values()),
+            "dropped": {
+                "exact": self.total_dropped("exact"),
+                "ngram": self.total_dropped("ngram"),
+                "phrasing": self.total_dropped("phrasing"),
+                "total": self.total_dropped(),
+            },
+            "phrasing_overlap": {
+                "action": self.phrasing_action,
+                "rows": sum(self.phrasing.values()),
+                "kept": self.phrasing_kept,
+                "by_template": {t: self.templates[t] for t in LCB_TEMPLATES},
+                "examples": self.phrasing_examples,
+            },
+            "by_source": by_source,
+            "examples": self.examples,
+        }

@@ -33,21 +33,36 @@ def heldout_prompts(phrasings: str = "lcb") -> list[dict]:
     if phrasings not in PHRASING_SETS:
         raise ConfigError(f"phrasings: {phrasings!r} is not one of {', '.join(PHRASING_SETS)}")
     items = heldout_items()
-    rows = [{"id": f"monolingual/{SOURCE}/{lang}/{it['key']}", "task": "monolingual", "source": SOURCE,
-             "language": lang, "prompt": it["langs"][lang]["instruction"]} for lang in ALL for it in items]
+    rows = [
+        {
+            "id": f"monolingual/{SOURCE}/{lang}/{it['key']}",
+            "task": "monolingual",
+            "source": SOURCE,
+            "language": lang,
+            "prompt": it["langs"][lang]["instruction"],
+        }
+        for lang in ALL
+        for it in items
+    ]
     for j, lang in enumerate(NON_ENGLISH):
         for i, it in enumerate(items):
             english = it["langs"]["en"]["instruction"]
-            row = {"id": f"crosslingual/{SOURCE}/{lang}/{it['key']}", "task": "crosslingual", "source": SOURCE,
-                   "language": lang}
+            row = {
+                "id": f"crosslingual/{SOURCE}/{lang}/{it['key']}",
+                "task": "crosslingual",
+                "source": SOURCE,
+                "language": lang,
+            }
             if phrasings == "lcb":
                 template = LCB_TEMPLATES[(i + j) % len(LCB_TEMPLATES)]
                 location = LCB_LOCATIONS[(i + 2 * j) % len(LCB_LOCATIONS)]
-                row.update(prompt=lcb_style_prompt(english, lang, template, location), location=location,
-                           phrasing=template)
+                row.update(
+                    prompt=lcb_style_prompt(english, lang, template, location), location=location, phrasing=template
+                )
             else:
-                row.update(prompt=crosslingual_prompt(english, lang, f"heldout/{it['key']}"), location=None,
-                           phrasing=None)
+                row.update(
+                    prompt=crosslingual_prompt(english, lang, f"heldout/{it['key']}"), location=None, phrasing=None
+                )
             rows.append(row)
     return rows
 
@@ -64,8 +79,9 @@ def write_heldout_prompts(path: str | Path, phrasings: str = "lcb") -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mlft.data.heldout", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m mlft.data.heldout", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("out", type=Path, help="output JSONL file")
     parser.add_argument("--phrasings", choices=PHRASING_SETS, default="lcb")
     args = parser.parse_args(argv)

@@ -36,8 +36,9 @@ def build_mix(mix: MixConfig, out_dir: str | Path, kind: str | None = None, toke
     if kind is not None and kind != mix.kind:
         raise ConfigError(f"{where}.kind: the mix holds {mix.kind} rows but a {kind} run was asked for")
     index = build_index(mix.decontaminate, where)
-    report = DecontaminationReport(mix.decontaminate.enabled, mix.decontaminate.ngram,
-                                   index.size if index else 0, mix.decontaminate.phrasings)
+    report = DecontaminationReport(
+        mix.decontaminate.enabled, mix.decontaminate.ngram, index.size if index else 0, mix.decontaminate.phrasings
+    )
     counts = mix.counts()
     rows: list[dict] = []
     bar = _progress(len(counts), progress, "mix")
@@ -57,8 +58,9 @@ def build_mix(mix: MixConfig, out_dir: str | Path, kind: str | None = None, toke
     return datasets.Dataset.from_list(rows)
 
 
-def _sample_cell(pool: Pool, src: SourceConfig, lang: str | None, n: int, seed: int, index,
-                 report: DecontaminationReport, where: str) -> list[dict]:
+def _sample_cell(
+    pool: Pool, src: SourceConfig, lang: str | None, n: int, seed: int, index, report: DecontaminationReport, where: str
+) -> list[dict]:
     """`n` clean rows of `pool` in language `lang` (None: any LCB language), in a seeded order."""
     if n == 0:
         return []
@@ -81,9 +83,11 @@ def _sample_cell(pool: Pool, src: SourceConfig, lang: str | None, n: int, seed: 
     label = f"language {lang!r}" if lang else "all languages"
     if not taken or not src.allow_replacement:
         dropped = sum(v for (s, lg, _), v in report.dropped.items() if s == src.name and lang in (None, lg))
-        raise DataError(f"{where} ({src.name}), {label}: {n} rows needed, only {len(taken)} available "
-                        f"({len(candidates)} rows, {malformed} malformed, {dropped} matching LCB prompts/phrasings); "
-                        "set `allow_replacement: true` on the source, or lower its share or the mix total")
+        raise DataError(
+            f"{where} ({src.name}), {label}: {n} rows needed, only {len(taken)} available "
+            f"({len(candidates)} rows, {malformed} malformed, {dropped} matching LCB prompts/phrasings); "
+            "set `allow_replacement: true` on the source, or lower its share or the mix total"
+        )
     rng = random.Random(f"{seed}/{src.name}/{lang}/reuse")
     out = list(taken)
     while len(out) < n:  # whole passes over the pool, so every row is used floor or ceil(n / available) times
@@ -111,13 +115,12 @@ def _write(mix: MixConfig, rows: list[dict], report: DecontaminationReport, out:
     tmp.replace(out / "train.jsonl")
     stats = mix_stats(rows, tokenizer)
     stats["kind"], stats["seed"] = mix.kind, mix.seed
-    stats["plan"] = [{"source": mix.sources[i].name, "language": lang or "any", "rows": n}
-                     for i, lang, n in counts]
+    stats["plan"] = [{"source": mix.sources[i].name, "language": lang or "any", "rows": n} for i, lang, n in counts]
     (out / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / "decontamination.json").write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n",
-                                              encoding="utf-8")
-    (out / "mix.yaml").write_text(yaml.safe_dump(asdict(mix), sort_keys=False, allow_unicode=True),
-                                  encoding="utf-8")
+    (out / "decontamination.json").write_text(
+        json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    (out / "mix.yaml").write_text(yaml.safe_dump(asdict(mix), sort_keys=False, allow_unicode=True), encoding="utf-8")
     listed = prompt_rows(rows) if mix.kind == "prompts" else None
     if listed is not None:  # the prompts as a prompt file (`mlft eval --prompts`), each id once
         write_jsonl(out / PROMPT_FILE, listed)

@@ -28,83 +28,145 @@ LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".cs
 class ParallelConfig:
     """A hub dataset with one configuration per language whose rows align by id (mlft/data/parallel_corpus.py)."""
 
-    build: Literal["crosslingual", "crosslingual_pairs"] = field(metadata={
-        "help": "crosslingual: SFT rows (instruction in A + a request for X -> the reply in X); "
-                "crosslingual_pairs: DPO pairs (chosen the reply in X, rejected the reply in A)."})
-    subsets: list[str] = field(metadata={
-        "help": "The dataset's configurations to read, one per language; each name is mapped to an LCB code "
-                "(ISO codes and English names are understood; the source's `language_map` first)."})
-    instruction_languages: list[str] = field(default_factory=lambda: ["en"], metadata={
-        "help": "LCB codes of the instruction (and request) language A, chosen per row among these (A != X)."})
+    build: Literal["crosslingual", "crosslingual_pairs"] = field(
+        metadata={
+            "help": "crosslingual: SFT rows (instruction in A + a request for X -> the reply in X); "
+            "crosslingual_pairs: DPO pairs (chosen the reply in X, rejected the reply in A)."
+        }
+    )
+    subsets: list[str] = field(
+        metadata={
+            "help": "The dataset's configurations to read, one per language; each name is mapped to an LCB code "
+            "(ISO codes and English names are understood; the source's `language_map` first)."
+        }
+    )
+    instruction_languages: list[str] = field(
+        default_factory=lambda: ["en"],
+        metadata={
+            "help": "LCB codes of the instruction (and request) language A, chosen per row among these (A != X)."
+        },
+    )
     id_column: str = field(default="id", metadata={"help": "The column that aligns rows across configurations."})
-    skip_language_mentions: bool = field(default=True, metadata={
-        "help": "Skip ids whose English instruction/input names a language or asks for a translation (they "
-                "would contradict the request)."})
+    skip_language_mentions: bool = field(
+        default=True,
+        metadata={
+            "help": "Skip ids whose English instruction/input names a language or asks for a translation (they "
+            "would contradict the request)."
+        },
+    )
 
 
 @dataclass
 class SourceConfig:
     name: str = field(metadata={"help": "Tag written into every row's `source` column (unique in the mix)."})
-    type: Literal["hub", "local", "seed"] = field(metadata={
-        "help": "hub: a Hugging Face dataset (datasets.load_dataset); local: a JSON/JSONL/parquet/CSV file; "
-                "seed: one of mlft's own seed sets."})
-    path: str = field(metadata={
-        "help": "hub: dataset id; local: file path (relative to the mix file); seed: set name "
-                f"({', '.join(SEED_SETS)})."})
-    share: float | None = field(default=None, metadata={
-        "help": "Share of the FINAL mix taken from this source (split equally over a `languages` list)."})
-    languages: list[str] | dict[str, float] | None = field(default=None, metadata={
-        "help": "Languages to take: a list (shares split equally) or {code: share of the final mix}. "
-                "Default: the seed set's languages, or every row's own language."})
-    language: str | None = field(default=None, metadata={
-        "help": "The language of every row (for single-language sources such as an English set)."})
-    language_column: str | None = field(default=None, metadata={
-        "help": "Column holding each row's language (ISO 639-1/639-3 codes and English names are understood)."})
-    language_map: dict[str, str] = field(default_factory=dict, metadata={
-        "help": "Extra labels of `language_column` -> LCB code, consulted first."})
+    type: Literal["hub", "local", "seed"] = field(
+        metadata={
+            "help": "hub: a Hugging Face dataset (datasets.load_dataset); local: a JSON/JSONL/parquet/CSV file; "
+            "seed: one of mlft's own seed sets."
+        }
+    )
+    path: str = field(
+        metadata={
+            "help": "hub: dataset id; local: file path (relative to the mix file); seed: set name "
+            f"({', '.join(SEED_SETS)})."
+        }
+    )
+    share: float | None = field(
+        default=None,
+        metadata={"help": "Share of the FINAL mix taken from this source (split equally over a `languages` list)."},
+    )
+    languages: list[str] | dict[str, float] | None = field(
+        default=None,
+        metadata={
+            "help": "Languages to take: a list (shares split equally) or {code: share of the final mix}. "
+            "Default: the seed set's languages, or every row's own language."
+        },
+    )
+    language: str | None = field(
+        default=None,
+        metadata={"help": "The language of every row (for single-language sources such as an English set)."},
+    )
+    language_column: str | None = field(
+        default=None,
+        metadata={
+            "help": "Column holding each row's language (ISO 639-1/639-3 codes and English names are understood)."
+        },
+    )
+    language_map: dict[str, str] = field(
+        default_factory=dict, metadata={"help": "Extra labels of `language_column` -> LCB code, consulted first."}
+    )
     subset: str | None = field(default=None, metadata={"help": "hub: the dataset configuration name."})
     split: str = field(default="train", metadata={"help": "hub: the split to read."})
     revision: str | None = field(default=None, metadata={"help": "hub: a commit/tag to pin."})
-    task: Literal["monolingual", "crosslingual"] | None = field(default=None, metadata={
-        "help": "prompts mixes: the task of every row (cross-lingual: the prompt asks for a reply in `language`), "
-                "unless the `task` column says; default monolingual."})
-    format: Literal["messages", "instruction", "preference", "prompt"] | None = field(default=None, metadata={
-        "help": "Row format (see mlft/data/normalize.py); seed sets know their own."})
-    columns: dict[str, str] = field(default_factory=dict, metadata={
-        "help": "Format role -> column name, e.g. {prompt: inputs, response: targets}."})
-    allow_replacement: bool = field(default=False, metadata={
-        "help": "Reuse rows when a (source, language) cell needs more rows than it has (otherwise an error)."})
-    parallel: ParallelConfig | None = field(default=None, metadata={
-        "help": "hub: build cross-lingual rows from a parallel dataset (one configuration per language, rows "
-                "aligned by id); `languages` are then the requested reply languages X."})
+    task: Literal["monolingual", "crosslingual"] | None = field(
+        default=None,
+        metadata={
+            "help": "prompts mixes: the task of every row (cross-lingual: the prompt asks for a reply in `language`), "
+            "unless the `task` column says; default monolingual."
+        },
+    )
+    format: Literal["messages", "instruction", "preference", "prompt"] | None = field(
+        default=None, metadata={"help": "Row format (see mlft/data/normalize.py); seed sets know their own."}
+    )
+    columns: dict[str, str] = field(
+        default_factory=dict, metadata={"help": "Format role -> column name, e.g. {prompt: inputs, response: targets}."}
+    )
+    allow_replacement: bool = field(
+        default=False,
+        metadata={
+            "help": "Reuse rows when a (source, language) cell needs more rows than it has (otherwise an error)."
+        },
+    )
+    parallel: ParallelConfig | None = field(
+        default=None,
+        metadata={
+            "help": "hub: build cross-lingual rows from a parallel dataset (one configuration per language, rows "
+            "aligned by id); `languages` are then the requested reply languages X."
+        },
+    )
 
 
 @dataclass
 class DecontaminationConfig:
     enabled: bool = field(default=True, metadata={"help": "Drop rows whose prompt matches an LCB test prompt."})
-    lcb_path: str | None = field(default=None, metadata={
-        "help": "LCB test_sets.zip (or folder); default: $MLFT_LCB_DATA, the cache, else a download."})
-    ngram: int = field(default=13, metadata={
-        "help": "Drop rows sharing one n-gram of this many units (words; single characters in zh/ja) "
-                "with an LCB prompt, besides normalised exact matches."})
-    tasks: list[str] = field(default_factory=lambda: list(TASKS), metadata={
-        "help": "LCB tasks whose prompts are held out."})
-    phrasings: Literal["report", "drop"] = field(default="report", metadata={
-        "help": "Rows whose prompt contains one of LCB's eight cross-lingual request templates with a language "
-                "name ('reply in Korean', bare 'in Korean'...): count them per source and language in "
-                "decontamination.json (report), or also drop them (drop)."})
+    lcb_path: str | None = field(
+        default=None,
+        metadata={"help": "LCB test_sets.zip (or folder); default: $MLFT_LCB_DATA, the cache, else a download."},
+    )
+    ngram: int = field(
+        default=13,
+        metadata={
+            "help": "Drop rows sharing one n-gram of this many units (words; single characters in zh/ja) "
+            "with an LCB prompt, besides normalised exact matches."
+        },
+    )
+    tasks: list[str] = field(
+        default_factory=lambda: list(TASKS), metadata={"help": "LCB tasks whose prompts are held out."}
+    )
+    phrasings: Literal["report", "drop"] = field(
+        default="report",
+        metadata={
+            "help": "Rows whose prompt contains one of LCB's eight cross-lingual request templates with a language "
+            "name ('reply in Korean', bare 'in Korean'...): count them per source and language in "
+            "decontamination.json (report), or also drop them (drop)."
+        },
+    )
 
 
 @dataclass
 class MixConfig:
-    kind: Literal["sft", "dpo", "prompts"] = field(metadata={
-        "help": "sft: chat `messages`; dpo: prompt/chosen/rejected; prompts: prompt-only rows with the requested "
-                "reply `language` and `task` (online RL, trainer grpo)."})
+    kind: Literal["sft", "dpo", "prompts"] = field(
+        metadata={
+            "help": "sft: chat `messages`; dpo: prompt/chosen/rejected; prompts: prompt-only rows with the requested "
+            "reply `language` and `task` (online RL, trainer grpo)."
+        }
+    )
     total: int = field(metadata={"help": "Rows in the final mix."})
     sources: list[SourceConfig] = field(metadata={"help": "Where the rows come from and their shares."})
     seed: int = field(default=0, metadata={"help": "Seed of every sampling and shuffling step."})
-    decontaminate: DecontaminationConfig = field(default_factory=DecontaminationConfig, metadata={
-        "help": "Hold out the LCB test prompts."})
+    decontaminate: DecontaminationConfig = field(
+        default_factory=DecontaminationConfig, metadata={"help": "Hold out the LCB test prompts."}
+    )
     path: str = field(default="<mix>", metadata={"help": "(set by load_mix) the file this mix came from."})
 
     def cells(self) -> list[tuple[int, str | None, float]]:
@@ -158,8 +220,10 @@ def validate(mix: MixConfig, where: str, base_dir: Path = Path(".")) -> None:
     if not mix.sources:
         raise ConfigError(f"{where}.sources: at least one source is needed")
     if mix.decontaminate.ngram < 4:
-        raise ConfigError(f"{where}.decontaminate.ngram: {mix.decontaminate.ngram} is too short to mean overlap "
-                          "(use 8 or more; 13 is the usual)")
+        raise ConfigError(
+            f"{where}.decontaminate.ngram: {mix.decontaminate.ngram} is too short to mean overlap "
+            "(use 8 or more; 13 is the usual)"
+        )
     for t in mix.decontaminate.tasks:
         if t not in TASKS:
             raise ConfigError(f"{where}.decontaminate.tasks: unknown task {t!r}{did_you_mean(t, TASKS)}")
@@ -173,8 +237,9 @@ def validate(mix: MixConfig, where: str, base_dir: Path = Path(".")) -> None:
     total_share = sum(share for _, _, share in mix.cells())
     if abs(total_share - 1.0) > SHARE_TOLERANCE:
         listing = ", ".join(f"{s.name}={_source_share(s):g}" for s in mix.sources)
-        raise ConfigError(f"{where}.sources: shares must sum to 1 (shares of the final mix), got "
-                          f"{total_share:g} ({listing})")
+        raise ConfigError(
+            f"{where}.sources: shares must sum to 1 (shares of the final mix), got {total_share:g} ({listing})"
+        )
 
 
 def _source_share(src: SourceConfig) -> float:
@@ -186,24 +251,30 @@ def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> No
         validate_parallel(src, kind, w)
     elif src.type == "seed":
         if src.path not in SEED_SETS:
-            raise ConfigError(f"{w}.path: unknown seed set {src.path!r}{did_you_mean(src.path, SEED_SETS)}; "
-                              f"valid: {', '.join(SEED_SETS)}")
+            raise ConfigError(
+                f"{w}.path: unknown seed set {src.path!r}{did_you_mean(src.path, SEED_SETS)}; "
+                f"valid: {', '.join(SEED_SETS)}"
+            )
         seed_set = SEED_SETS[src.path]
         if seed_set.kind != kind:
             raise ConfigError(f"{w}.path: seed set {src.path!r} holds {seed_set.kind} rows, the mix is kind {kind!r}")
         if src.format or src.columns or src.language_column or src.task:
-            raise ConfigError(f"{w}: seed sets know their format, task and languages; drop "
-                              "format/columns/language_column/task")
+            raise ConfigError(
+                f"{w}: seed sets know their format, task and languages; drop format/columns/language_column/task"
+            )
     else:
         if src.format is None:
             raise ConfigError(f"{w}.format: required for {src.type} sources; one of {', '.join(FORMATS)}")
         if src.format not in KIND_FORMATS[kind]:
-            raise ConfigError(f"{w}.format: {src.format!r} rows cannot feed a {kind} mix; use "
-                              f"{' or '.join(KIND_FORMATS[kind])}")
+            raise ConfigError(
+                f"{w}.format: {src.format!r} rows cannot feed a {kind} mix; use {' or '.join(KIND_FORMATS[kind])}"
+            )
         for role in src.columns:
             if role not in FORMATS[src.format]:
-                raise ConfigError(f"{w}.columns: unknown role {role!r} for format {src.format!r}"
-                                  f"{did_you_mean(role, FORMATS[src.format])}; valid: {', '.join(FORMATS[src.format])}")
+                raise ConfigError(
+                    f"{w}.columns: unknown role {role!r} for format {src.format!r}"
+                    f"{did_you_mean(role, FORMATS[src.format])}; valid: {', '.join(FORMATS[src.format])}"
+                )
         if not src.language and not src.language_column:
             raise ConfigError(f"{w}: say which language the rows are in: `language: en` or `language_column: ...`")
     if src.task is not None and kind != "prompts":
@@ -228,8 +299,10 @@ def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> No
             if share <= 0:
                 raise ConfigError(f"{w}.languages.{lang}: share must be > 0, got {share}")
         if src.share is not None and abs(src.share - sum(langs.values())) > SHARE_TOLERANCE:
-            raise ConfigError(f"{w}.share: {src.share:g} differs from the sum of its languages' shares "
-                              f"({sum(langs.values()):g}); give one or the other")
+            raise ConfigError(
+                f"{w}.share: {src.share:g} differs from the sum of its languages' shares "
+                f"({sum(langs.values()):g}); give one or the other"
+            )
     else:
         if src.share is None:
             raise ConfigError(f"{w}.share: required (or give `languages` as a mapping of shares)")
@@ -246,5 +319,6 @@ def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> No
         have = SEED_SETS[src.path].languages
         missing = [lang for lang in chosen if lang not in have]
         if missing:
-            raise ConfigError(f"{w}.languages: seed set {src.path!r} has no {', '.join(missing)} rows; "
-                              f"it has {', '.join(have)}")
+            raise ConfigError(
+                f"{w}.languages: seed set {src.path!r} has no {', '.join(missing)} rows; it has {', '.join(have)}"
+            )

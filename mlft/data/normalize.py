@@ -28,8 +28,15 @@ KIND_FORMATS = {"sft": ("messages", "instruction"), "dpo": ("preference",), "pro
 PROMPT_TASKS = ("monolingual", "crosslingual")
 OPTIONAL_COLUMNS = {"input", "system", "prompt"}  # "prompt" is optional for preference rows only
 
-_ROLES = {"user": "user", "human": "user", "assistant": "assistant", "gpt": "assistant", "model": "assistant",
-          "bot": "assistant", "system": "system"}
+_ROLES = {
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "gpt": "assistant",
+    "model": "assistant",
+    "bot": "assistant",
+    "system": "system",
+}
 
 
 def column_map(fmt: str, overrides: dict[str, str]) -> dict[str, str | None]:
@@ -45,8 +52,10 @@ def check_columns(available: list[str], fmt: str, cols: dict[str, str | None], w
             continue
         optional = role in ("input", "system", "task") or (fmt == "preference" and role == "prompt")
         if column not in available and not optional:
-            raise DataError(f"{where}.columns.{role}: column {column!r} not found; the data has "
-                            f"{', '.join(available) or 'no columns'}")
+            raise DataError(
+                f"{where}.columns.{role}: column {column!r} not found; the data has "
+                f"{', '.join(available) or 'no columns'}"
+            )
 
 
 def _message(turn, where: str) -> dict:
@@ -107,7 +116,7 @@ def to_preference(row: dict, cols: dict[str, str | None]) -> dict | None:
         shared += 1
     if not prompt:
         prompt = chosen[:shared]
-    elif chosen[:len(prompt)] == prompt and rejected[:len(prompt)] == prompt:
+    elif chosen[: len(prompt)] == prompt and rejected[: len(prompt)] == prompt:
         shared = len(prompt)
     chosen, rejected = chosen[shared:], rejected[shared:]
     if not (_valid(prompt) and _valid(chosen) and _valid(rejected)):

@@ -17,9 +17,11 @@ from mlft.data.crosslingual import crosslingual_prompt
 
 def pair(prompt: str, chosen: str, rejected: str) -> dict:
     """A conversational preference row: one user turn, one assistant turn each side."""
-    return {"prompt": [{"role": "user", "content": prompt}],
-            "chosen": [{"role": "assistant", "content": chosen}],
-            "rejected": [{"role": "assistant", "content": rejected}]}
+    return {
+        "prompt": [{"role": "user", "content": prompt}],
+        "chosen": [{"role": "assistant", "content": chosen}],
+        "rejected": [{"role": "assistant", "content": rejected}],
+    }
 
 
 def targeted_pair(item: dict, language: str, rejected_language: str = "en") -> dict:

@@ -51,14 +51,17 @@ def validate_parallel(src, kind: str, w: str) -> None:
     if src.type != "hub":
         raise ConfigError(f"{w}.parallel: only `type: hub` sources can be parallel (got {src.type!r})")
     if BUILD_KIND[par.build] != kind:
-        raise ConfigError(f"{w}.parallel.build: {par.build!r} makes {BUILD_KIND[par.build]} rows, the mix is "
-                          f"kind {kind!r}")
+        raise ConfigError(
+            f"{w}.parallel.build: {par.build!r} makes {BUILD_KIND[par.build]} rows, the mix is kind {kind!r}"
+        )
     if src.format not in (None, "instruction"):
         raise ConfigError(f"{w}.format: parallel sources read `instruction` rows, not {src.format!r}")
     for role in src.columns:
         if role not in ROLES:
-            raise ConfigError(f"{w}.columns: unknown role {role!r} for a parallel source{did_you_mean(role, ROLES)}; "
-                              f"valid: {', '.join(ROLES)}")
+            raise ConfigError(
+                f"{w}.columns: unknown role {role!r} for a parallel source{did_you_mean(role, ROLES)}; "
+                f"valid: {', '.join(ROLES)}"
+            )
     for key in ("language", "language_column", "subset"):
         if getattr(src, key):
             raise ConfigError(f"{w}.{key}: a parallel source takes its languages from `parallel.subsets`; drop it")
@@ -68,16 +71,19 @@ def validate_parallel(src, kind: str, w: str) -> None:
     for name in par.subsets:
         code = to_lcb_code(name, src.language_map)
         if code is None:
-            raise ConfigError(f"{w}.parallel.subsets: {name!r} is not one of the 15 LCB languages; map it with "
-                              f"`language_map: {{{name}: <code>}}` or drop it")
+            raise ConfigError(
+                f"{w}.parallel.subsets: {name!r} is not one of the 15 LCB languages; map it with "
+                f"`language_map: {{{name}: <code>}}` or drop it"
+            )
         if code in codes:
             raise ConfigError(f"{w}.parallel.subsets: {name!r} and {codes[code]!r} are both {code!r}")
         codes[code] = name
     for lang in par.instruction_languages:
         check_language(lang, f"{w}.parallel.instruction_languages")
         if lang not in codes:
-            raise ConfigError(f"{w}.parallel.instruction_languages: {lang!r} is not among the subsets "
-                              f"({', '.join(codes)})")
+            raise ConfigError(
+                f"{w}.parallel.instruction_languages: {lang!r} is not among the subsets ({', '.join(codes)})"
+            )
     if not par.instruction_languages:
         raise ConfigError(f"{w}.parallel.instruction_languages: give at least one language")
     for lang in _targets(src):
@@ -85,25 +91,31 @@ def validate_parallel(src, kind: str, w: str) -> None:
         if lang not in codes:
             raise ConfigError(f"{w}.languages: {lang!r} is not among the subsets ({', '.join(codes)})")
         if not set(par.instruction_languages) - {lang}:
-            raise ConfigError(f"{w}.languages: reply language {lang!r} needs an instruction language other than "
-                              f"itself in parallel.instruction_languages")
+            raise ConfigError(
+                f"{w}.languages: reply language {lang!r} needs an instruction language other than "
+                f"itself in parallel.instruction_languages"
+            )
     if par.skip_language_mentions and "en" not in codes:
-        raise ConfigError(f"{w}.parallel.skip_language_mentions: needs the English configuration among the "
-                          "subsets (the check reads the English instruction); add it or set it to false")
+        raise ConfigError(
+            f"{w}.parallel.skip_language_mentions: needs the English configuration among the "
+            "subsets (the check reads the English instruction); add it or set it to false"
+        )
 
 
 def _load(src, name: str, where: str):
     try:
         import datasets
     except ImportError:
-        raise DataError(f"{where}: reading hub sources needs the `datasets` package (pip install 'mlft[train]')") \
-            from None
+        raise DataError(
+            f"{where}: reading hub sources needs the `datasets` package (pip install 'mlft[train]')"
+        ) from None
     try:
         return datasets.load_dataset(src.path, name, split=src.split, revision=src.revision)
     except Exception as exc:  # noqa: BLE001 - connection, file, schema, auth...: report them all with the source named
-        raise DataError(f"{where}.path: could not load hub dataset {src.path!r} ({name}, split {src.split}"
-                        f"{', revision ' + src.revision if src.revision else ''}): {type(exc).__name__}: {exc}") \
-            from None
+        raise DataError(
+            f"{where}.path: could not load hub dataset {src.path!r} ({name}, split {src.split}"
+            f"{', revision ' + src.revision if src.revision else ''}): {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def mentions_language(text: str) -> bool:
@@ -118,8 +130,9 @@ class _Side:
         names = list(dataset.column_names)
         check_columns(names, "instruction", cols, where)
         if id_column not in names:
-            raise DataError(f"{where}.parallel.id_column: column {id_column!r} not found; the data has "
-                            f"{', '.join(names)}")
+            raise DataError(
+                f"{where}.parallel.id_column: column {id_column!r} not found; the data has {', '.join(names)}"
+            )
         self.dataset = dataset
         self.ids = [str(v) for v in dataset[id_column]]
         self.index = {}
@@ -139,13 +152,18 @@ def load_parallel_pool(src, targets: list[str], where: str) -> Pool:
     needed = set(targets) | {a for x in targets for a in par.instruction_languages if a != x}
     if par.skip_language_mentions:
         needed.add("en")
-    sides = {code: _Side(_load(src, by_code[code], where), cols, par.id_column, f"{where} ({by_code[code]})")
-             for code in sorted(needed)}
+    sides = {
+        code: _Side(_load(src, by_code[code], where), cols, par.id_column, f"{where} ({by_code[code]})")
+        for code in sorted(needed)
+    }
     skipped: set[str] = set()
     if par.skip_language_mentions:
         en = sides["en"]
-        texts = zip(en.ids, en.dataset[cols["prompt"]],
-                    en.dataset[cols["input"]] if cols["input"] in en.dataset.column_names else [""] * len(en.ids))
+        texts = zip(
+            en.ids,
+            en.dataset[cols["prompt"]],
+            en.dataset[cols["input"]] if cols["input"] in en.dataset.column_names else [""] * len(en.ids),
+        )
         skipped = {rid for rid, instruction, inp in texts if mentions_language(f"{instruction or ''} {inp or ''}")}
     keys = [(x, rid) for x in targets for rid in sides[x].ids if rid not in skipped]
 
@@ -163,8 +181,7 @@ def load_parallel_pool(src, targets: list[str], where: str) -> Pool:
             return row_id, None
         prompt = crosslingual_prompt(instruction, x, f"{src.name}/{rid}", a, text(row_a, "input") or None)
         if par.build == "crosslingual":
-            return row_id, {"messages": [{"role": "user", "content": prompt},
-                                         {"role": "assistant", "content": reply}]}
+            return row_id, {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": reply}]}
         rejected = text(row_a, "response")
         if not rejected or rejected == reply:
             return row_id, None

@@ -16,8 +16,9 @@ def mix_folder(path: str | Path) -> Path:
     for folder in (path / "mix", path):
         if (folder / "train.jsonl").is_file():
             return folder
-    raise DataError(f"{path}: no built mix (no train.jsonl in it or in its mix/); build one with "
-                    "`mlft mix MIX.yaml --out DIR`")
+    raise DataError(
+        f"{path}: no built mix (no train.jsonl in it or in its mix/); build one with `mlft mix MIX.yaml --out DIR`"
+    )
 
 
 def prompt_rows(rows: list[dict]) -> list[dict] | None:
@@ -33,6 +34,13 @@ def prompt_rows(rows: list[dict]) -> list[dict] | None:
         if row["id"] in seen:
             continue
         seen.add(row["id"])
-        out.append({"id": row["id"], "prompt": prompt, "language": row["language"],
-                    "task": row.get("task") or "monolingual", "source": row.get("source") or "mix"})
+        out.append(
+            {
+                "id": row["id"],
+                "prompt": prompt,
+                "language": row["language"],
+                "task": row.get("task") or "monolingual",
+                "source": row.get("source") or "mix",
+            }
+        )
     return out

@@ -15,10 +15,10 @@ with LCB's.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 from mlft.data.crosslingual import crosslingual_prompt, pick_instruction_language
 from mlft.data.pairs import crosslingual_pair, english_pairs, targeted_pair
@@ -112,8 +112,10 @@ def instruction_language(item: dict, target: str) -> str:
 
 def _crosslingual_row(item: dict, target: str, source: str) -> dict:
     instruction = item["langs"][source]["instruction"]
-    return {"id": f"{item['key']}:{source}>{target}" if source != "en" else item["key"],
-            **_chat(crosslingual_prompt(instruction, target, item["key"], source), item["langs"][target]["response"])}
+    return {
+        "id": f"{item['key']}:{source}>{target}" if source != "en" else item["key"],
+        **_chat(crosslingual_prompt(instruction, target, item["key"], source), item["langs"][target]["response"]),
+    }
 
 
 def _crosslingual_rows(lang: str) -> list[dict]:
@@ -149,8 +151,10 @@ def _monolingual_prompt_rows(lang: str) -> list[dict]:
 
 
 def _crosslingual_prompt_rows(lang: str) -> list[dict]:
-    return [{"id": it["key"], **_prompt(_crosslingual_row(it, lang, "en")["messages"][0]["content"], "crosslingual")}
-            for it in training_items()]
+    return [
+        {"id": it["key"], **_prompt(_crosslingual_row(it, lang, "en")["messages"][0]["content"], "crosslingual")}
+        for it in training_items()
+    ]
 
 
 def _crosslingual_multi_prompt_rows(lang: str) -> list[dict]:
@@ -176,25 +180,49 @@ class SeedSet:
 SEED_SETS: dict[str, SeedSet] = {
     "parallel": SeedSet("sft", ALL, _parallel_rows, "instruction and reply in the same language, 15 languages"),
     "english": SeedSet("sft", ("en",), _english_rows, "English-only counterpart (parallel English + extra items)"),
-    "crosslingual": SeedSet("sft", NON_ENGLISH, _crosslingual_rows,
-                            "English instruction + a request for X ('Korean only, please.') -> reply in X"),
-    "crosslingual_multi": SeedSet("sft", ALL, _crosslingual_multi_rows,
-                                  "instruction and request in another non-English language A != X -> reply in X"),
-    "targeted_pairs": SeedSet("dpo", NON_ENGLISH, _targeted_pair_rows,
-                              "prompt in X; chosen reply in X, rejected the same reply in English"),
-    "crosslingual_pairs": SeedSet("dpo", NON_ENGLISH, _crosslingual_pair_rows,
-                                  "English prompt + a request for X; chosen reply in X, rejected in English"),
-    "crosslingual_multi_pairs": SeedSet("dpo", ALL, _crosslingual_multi_pair_rows,
-                                        "prompt and request in a non-English language A != X; chosen reply in X, "
-                                        "rejected the same reply in A"),
-    "english_pairs": SeedSet("dpo", ("en",), _english_pair_rows,
-                             "English prompt; chosen its reply, rejected the reply to another prompt"),
-    "monolingual_prompts": SeedSet("prompts", ALL, _monolingual_prompt_rows,
-                                   "prompt-only: the instruction in X (task monolingual, language X)"),
-    "crosslingual_prompts": SeedSet("prompts", NON_ENGLISH, _crosslingual_prompt_rows,
-                                    "prompt-only: English instruction + a request for X in mlft's phrasings "
-                                    "(task crosslingual, language X)"),
-    "crosslingual_multi_prompts": SeedSet("prompts", ALL, _crosslingual_multi_prompt_rows,
-                                          "prompt-only: instruction and request in a non-English A != X "
-                                          "(task crosslingual, language X)"),
+    "crosslingual": SeedSet(
+        "sft",
+        NON_ENGLISH,
+        _crosslingual_rows,
+        "English instruction + a request for X ('Korean only, please.') -> reply in X",
+    ),
+    "crosslingual_multi": SeedSet(
+        "sft",
+        ALL,
+        _crosslingual_multi_rows,
+        "instruction and request in another non-English language A != X -> reply in X",
+    ),
+    "targeted_pairs": SeedSet(
+        "dpo", NON_ENGLISH, _targeted_pair_rows, "prompt in X; chosen reply in X, rejected the same reply in English"
+    ),
+    "crosslingual_pairs": SeedSet(
+        "dpo",
+        NON_ENGLISH,
+        _crosslingual_pair_rows,
+        "English prompt + a request for X; chosen reply in X, rejected in English",
+    ),
+    "crosslingual_multi_pairs": SeedSet(
+        "dpo",
+        ALL,
+        _crosslingual_multi_pair_rows,
+        "prompt and request in a non-English language A != X; chosen reply in X, rejected the same reply in A",
+    ),
+    "english_pairs": SeedSet(
+        "dpo", ("en",), _english_pair_rows, "English prompt; chosen its reply, rejected the reply to another prompt"
+    ),
+    "monolingual_prompts": SeedSet(
+        "prompts", ALL, _monolingual_prompt_rows, "prompt-only: the instruction in X (task monolingual, language X)"
+    ),
+    "crosslingual_prompts": SeedSet(
+        "prompts",
+        NON_ENGLISH,
+        _crosslingual_prompt_rows,
+        "prompt-only: English instruction + a request for X in mlft's phrasings (task crosslingual, language X)",
+    ),
+    "crosslingual_multi_prompts": SeedSet(
+        "prompts",
+        ALL,
+        _crosslingual_multi_prompt_rows,
+        "prompt-only: instruction and request in a non-English A != X (task crosslingual, language X)",
+    ),
 }

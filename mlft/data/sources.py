@@ -30,8 +30,10 @@ def load_pool(src: SourceConfig, kind: str, wanted: list[str | None], where: str
         languages = [src.language] * len(dataset)
     else:
         if src.language_column not in dataset.column_names:
-            raise DataError(f"{where}.language_column: column {src.language_column!r} not found; the data has "
-                            f"{', '.join(dataset.column_names)}")
+            raise DataError(
+                f"{where}.language_column: column {src.language_column!r} not found; the data has "
+                f"{', '.join(dataset.column_names)}"
+            )
         languages = [to_lcb_code(v, src.language_map) for v in dataset[src.language_column]]
 
     def example(k: int) -> tuple[str, dict | None]:
@@ -64,14 +66,19 @@ def _load_dataset(src: SourceConfig, where: str):
     try:
         import datasets
     except ImportError:
-        raise DataError(f"{where}: reading {src.type} sources needs the `datasets` package "
-                        "(pip install 'mlft[train]')") from None
+        raise DataError(
+            f"{where}: reading {src.type} sources needs the `datasets` package (pip install 'mlft[train]')"
+        ) from None
     try:
         if src.type == "hub":
             return datasets.load_dataset(src.path, src.subset, split=src.split, revision=src.revision)
-        builder = LOCAL_SUFFIXES[src.path[src.path.rfind("."):].lower()]
+        builder = LOCAL_SUFFIXES[src.path[src.path.rfind(".") :].lower()]
         return datasets.load_dataset(builder, data_files=src.path, split="train")
     except Exception as exc:  # noqa: BLE001 - datasets raises many types: report them all
-        what = f"hub dataset {src.path!r}" + (f" ({src.subset}, split {src.split})" if src.subset else
-                                               f" (split {src.split})") if src.type == "hub" else src.path
+        what = (
+            f"hub dataset {src.path!r}"
+            + (f" ({src.subset}, split {src.split})" if src.subset else f" (split {src.split})")
+            if src.type == "hub"
+            else src.path
+        )
         raise DataError(f"{where}.path: could not load {what}: {type(exc).__name__}: {exc}") from None

@@ -31,15 +31,22 @@ def mix_stats(rows: list[dict], tokenizer=None) -> dict:
     by_language: dict = defaultdict(lambda: {"rows": 0, "prompt_tokens": 0, "completion_tokens": 0})
     for (src, lang), cell in sorted(cells.items()):
         by_source.setdefault(src, {})[lang] = {
-            "rows": cell["rows"], "unique": len(cell["unique"]),
-            "share": cell["rows"] / len(rows), "prompt_tokens": cell["prompt_tokens"],
-            "completion_tokens": cell["completion_tokens"]}
+            "rows": cell["rows"],
+            "unique": len(cell["unique"]),
+            "share": cell["rows"] / len(rows),
+            "prompt_tokens": cell["prompt_tokens"],
+            "completion_tokens": cell["completion_tokens"],
+        }
         agg = by_language[lang]
         for key in ("rows", "prompt_tokens", "completion_tokens"):
             agg[key] += cell[key]
     for agg in by_language.values():
         agg["share"] = agg["rows"] / len(rows)
-    return {"total": len(rows), "token_unit": unit,
-            "prompt_tokens": sum(a["prompt_tokens"] for a in by_language.values()),
-            "completion_tokens": sum(a["completion_tokens"] for a in by_language.values()),
-            "by_source": by_source, "by_language": dict(sorted(by_language.items()))}
+    return {
+        "total": len(rows),
+        "token_unit": unit,
+        "prompt_tokens": sum(a["prompt_tokens"] for a in by_language.values()),
+        "completion_tokens": sum(a["completion_tokens"] for a in by_language.values()),
+        "by_source": by_source,
+        "by_language": dict(sorted(by_language.items())),
+    }

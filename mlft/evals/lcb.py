@@ -55,8 +55,9 @@ class Variant:
     name: str = field(metadata={"help": "row label in the report (e.g. 'T=0.3', '5-shot', '+script gate')"})
     decoding: dict = field(default_factory=dict, metadata={"help": "decoding keys overriding the suite's"})
     prompting: dict = field(default_factory=dict, metadata={"help": "prompting keys overriding the suite's"})
-    interventions: list[dict] | None = field(default=None, metadata={
-        "help": "interventions of this row (replacing the suite's list); null = the suite's"})
+    interventions: list[dict] | None = field(
+        default=None, metadata={"help": "interventions of this row (replacing the suite's list); null = the suite's"}
+    )
 
 
 @dataclass
@@ -64,40 +65,72 @@ class LcbOptions:
     tasks: list[str] = field(default_factory=lambda: list(TASKS), metadata={"help": "LCB tasks"})
     sources: list[str] | None = field(default=None, metadata={"help": "LCB sources (null = all)"})
     languages: list[str] | None = field(default=None, metadata={"help": "language codes (null = all 15)"})
-    per_group: int | None = field(default=None, metadata={
-        "help": "seeded stratified sample: at most this many prompts per (task, source, language); null = all"})
-    per_language: int | None = field(default=None, metadata={
-        "help": "seeded sample of this many prompts per (task, language), spread over the sources that have the "
-                "language (after per_group, if both are set); null = no such cap"})
+    per_group: int | None = field(
+        default=None,
+        metadata={
+            "help": "seeded stratified sample: at most this many prompts per (task, source, language); null = all"
+        },
+    )
+    per_language: int | None = field(
+        default=None,
+        metadata={
+            "help": "seeded sample of this many prompts per (task, language), spread over the sources that have the "
+            "language (after per_group, if both are set); null = no such cap"
+        },
+    )
     seed: int = field(default=0, metadata={"help": "seed of the samples"})
-    data: str | None = field(default=None, metadata={
-        "help": "LCB test_sets.zip or folder (null: $MLFT_LCB_DATA, the cache, else download)"})
-    prompts: str | None = field(default=None, metadata={
-        "help": "a prompt file of your own instead of LCB (JSONL/CSV: id, prompt, language[, task, source]); "
-                "tasks / sources / languages / per_group still filter it"})
+    data: str | None = field(
+        default=None, metadata={"help": "LCB test_sets.zip or folder (null: $MLFT_LCB_DATA, the cache, else download)"}
+    )
+    prompts: str | None = field(
+        default=None,
+        metadata={
+            "help": "a prompt file of your own instead of LCB (JSONL/CSV: id, prompt, language[, task, source]); "
+            "tasks / sources / languages / per_group still filter it"
+        },
+    )
     decoding: Decoding = field(default_factory=Decoding, metadata={"help": "decoding settings (paper defaults)"})
     prompting: Prompting = field(default_factory=Prompting, metadata={"help": "chat / qa / raw, few-shot"})
-    interventions: list[dict] = field(default_factory=list, metadata={
-        "help": "inference-time interventions [{name: ..., <options>}] (see mlft/generation/interventions)"})
-    variants: list[Variant] = field(default_factory=list, metadata={
-        "help": "sweep rows: each overrides decoding/prompting keys or the interventions; empty = one run"})
-    samples: int = field(default=1, metadata={
-        "help": "replies per prompt under sampled decoding (each drawn with its own key: prompt id + sample index; "
-                "greedy or beam decoding gives one). Every metric pools a prompt's replies as the official formula "
-                "pools replies; intervals and paired tests resample prompts (a prompt's replies together). 1 = the "
-                "official protocol, bit for bit"})
+    interventions: list[dict] = field(
+        default_factory=list,
+        metadata={"help": "inference-time interventions [{name: ..., <options>}] (see mlft/generation/interventions)"},
+    )
+    variants: list[Variant] = field(
+        default_factory=list,
+        metadata={"help": "sweep rows: each overrides decoding/prompting keys or the interventions; empty = one run"},
+    )
+    samples: int = field(
+        default=1,
+        metadata={
+            "help": "replies per prompt under sampled decoding (each drawn with its own key: prompt id + sample index; "
+            "greedy or beam decoding gives one). Every metric pools a prompt's replies as the official formula "
+            "pools replies; intervals and paired tests resample prompts (a prompt's replies together). 1 = the "
+            "official protocol, bit for bit"
+        },
+    )
     batch_size: int = field(default=16, metadata={"help": "prompts per generate call (hf) / chunk (openai)"})
-    token_stats: bool = field(default=False, metadata={
-        "help": "record per-token entropy and nucleus size (hf) and report confusion points (paper Table 7)"})
-    fluency: str | None = field(default="generation", metadata={
-        "help": "fluency proxy, the mean token NLL of each reply: 'generation' = the generated tokens under the "
-                "generating model's own logits before any logits processor (free; hf backend), 'unmodified' = "
-                "a second pass under the evaluated model without its interventions (hooks and transforms too), a "
-                "model reference = a second pass under that fixed model (e.g. a training run's base), null = off"})
-    judge: str | None = field(default=None, metadata={
-        "help": "NON-OFFICIAL second judge (py3langid or langdetect, mlft.benchmarks.lcb.judge): every reply is scored again "
-                "with this LID labelling the same counted lines; its LPR is reported beside the official one "
-                "(metric lpr@<judge>, a column of the variants table with paired tests); null = off"})
+    token_stats: bool = field(
+        default=False,
+        metadata={"help": "record per-token entropy and nucleus size (hf) and report confusion points (paper Table 7)"},
+    )
+    fluency: str | None = field(
+        default="generation",
+        metadata={
+            "help": "fluency proxy, the mean token NLL of each reply: 'generation' = the generated tokens under the "
+            "generating model's own logits before any logits processor (free; hf backend), 'unmodified' = "
+            "a second pass under the evaluated model without its interventions (hooks and transforms too), a "
+            "model reference = a second pass under that fixed model (e.g. a training run's base), null = off"
+        },
+    )
+    judge: str | None = field(
+        default=None,
+        metadata={
+            "help": "NON-OFFICIAL second judge (py3langid or langdetect, mlft.benchmarks.lcb.judge): every reply is "
+            "scored again "
+            "with this LID labelling the same counted lines; its LPR is reported beside the official one "
+            "(metric lpr@<judge>, a column of the variants table with paired tests); null = off"
+        },
+    )
     confidence: float = field(default=0.95, metadata={"help": "level of the intervals on every metric row"})
     resamples: int = field(default=2000, metadata={"help": "bootstrap resamples for the intervals (seeded)"})
 
@@ -105,6 +138,7 @@ class LcbOptions:
 @dataclass(frozen=True)
 class Run:
     """One variant, resolved: what generate_completions needs."""
+
     name: str
     decoding: Decoding
     prompting: Prompting
@@ -114,15 +148,20 @@ class Run:
 def runs(o: LcbOptions, where: str = "suite") -> list[Run]:
     """One Run per variant; one 'default' run when there are no variants."""
     if not o.variants:
-        return [Run("default", o.decoding, o.prompting, tuple(build_interventions(o.interventions,
-                                                                                 f"{where}: interventions")))]
+        return [
+            Run(
+                "default",
+                o.decoding,
+                o.prompting,
+                tuple(build_interventions(o.interventions, f"{where}: interventions")),
+            )
+        ]
     out = []
     for i, v in enumerate(o.variants):
         w = f"{where}: variants[{i}]"
         dec = from_dict(Decoding, {**dataclasses.asdict(o.decoding), **v.decoding}, f"{w}.decoding")
         pro = from_dict(Prompting, {**dataclasses.asdict(o.prompting), **v.prompting}, f"{w}.prompting")
-        ivs = build_interventions(o.interventions if v.interventions is None else v.interventions,
-                                  f"{w}.interventions")
+        ivs = build_interventions(o.interventions if v.interventions is None else v.interventions, f"{w}.interventions")
         out.append(Run(v.name, dec, pro, tuple(ivs)))
     return out
 
@@ -135,8 +174,14 @@ def validate(o: LcbOptions, where: str) -> None:
     if o.prompts is not None:
         if not resolve_path(o.prompts).is_file():  # cwd, else the shipped eval/ files (e.g. eval/steer_dev_prompts)
             built = Path(o.prompts).parent.name == "mix"  # a prompts mix's prompt file (mlft.training.spread)
-            raise ConfigError(f"{where}: prompts: file not found: {o.prompts}" + (
-                " (a prompts mix writes it: `mlft mix MIX.yaml --out DIR` gives DIR/mix/prompts.jsonl)" if built else ""))
+            raise ConfigError(
+                f"{where}: prompts: file not found: {o.prompts}"
+                + (
+                    " (a prompts mix writes it: `mlft mix MIX.yaml --out DIR` gives DIR/mix/prompts.jsonl)"
+                    if built
+                    else ""
+                )
+            )
     else:
         valid_sources = {s for t in o.tasks for pair in SOURCES[t].items() for s in pair}
         for i, s in enumerate(o.sources or []):
@@ -162,11 +207,18 @@ def validate(o: LcbOptions, where: str) -> None:
 
 def select_prompts(o: LcbOptions):
     if o.prompts is not None:
-        prompts = [p for p in load_prompt_file(resolve_path(o.prompts)) if p.task in o.tasks
-                   and (not o.sources or p.source in o.sources) and (not o.languages or p.language in o.languages)]
+        prompts = [
+            p
+            for p in load_prompt_file(resolve_path(o.prompts))
+            if p.task in o.tasks
+            and (not o.sources or p.source in o.sources)
+            and (not o.languages or p.language in o.languages)
+        ]
         if not prompts:
-            raise ConfigError(f"{o.prompts}: no prompts left after the suite's filters (tasks {o.tasks}, sources "
-                              f"{o.sources}, languages {o.languages}); override them, e.g. sources=null languages=null")
+            raise ConfigError(
+                f"{o.prompts}: no prompts left after the suite's filters (tasks {o.tasks}, sources "
+                f"{o.sources}, languages {o.languages}); override them, e.g. sources=null languages=null"
+            )
     else:
         prompts = load_prompts(o.tasks, o.sources, o.languages, path=o.data)
     if o.per_group:
@@ -204,8 +256,18 @@ def metric_rows(variant: str, outcomes, confidence: float, resamples: int, seed:
         rows.append(MetricRow(variant, task, language, "skipped", 1 - cov.value, 1 - cov.high, 1 - cov.low, cov.n))
         unknown = detail.get((task, source, lang), {})
         if unknown.get("unknown") is not None:
-            rows.append(MetricRow(variant, task, language, "unknown", unknown["unknown"], unknown["unknown_ci_low"],
-                                  unknown["unknown_ci_high"], unknown["lines"]))
+            rows.append(
+                MetricRow(
+                    variant,
+                    task,
+                    language,
+                    "unknown",
+                    unknown["unknown"],
+                    unknown["unknown_ci_low"],
+                    unknown["unknown_ci_high"],
+                    unknown["lines"],
+                )
+            )
     rows += nll_rows(variant, outcomes, confidence)
     return rows
 
@@ -228,8 +290,18 @@ def nll_rows(variant: str, outcomes, confidence: float) -> list[MetricRow]:
             m, low, high = mean_interval(xs, confidence)
             means.append(m)
             rows.append(MetricRow(variant, task, lang, "nll", m, low, high, len(xs)))
-        rows.append(MetricRow(variant, task, "avg", "nll", mean(means), None, None,
-                              sum(len(xs) for (t, _), xs in by.items() if t == task)))
+        rows.append(
+            MetricRow(
+                variant,
+                task,
+                "avg",
+                "nll",
+                mean(means),
+                None,
+                None,
+                sum(len(xs) for (t, _), xs in by.items() if t == task),
+            )
+        )
     return rows
 
 
@@ -244,17 +316,32 @@ def reply_nlls(ctx, o: LcbOptions, records: list[dict]) -> list[float | None]:
     prompts = [r.get("messages") if r.get("messages") is not None else r.get("input_text") for r in records]
     # left padding: the replies end together, so only the last max-reply-length logits are computed (right padding
     # kept logits from the shortest prompt on: ~15 GB of logits for 256 rows of a 49k vocabulary)
-    return reply_nll(model, tok, prompts, [r["completion"] for r in records], batch_size=min(32, max(8, o.batch_size)),
-                     padding_side="left")
+    return reply_nll(
+        model,
+        tok,
+        prompts,
+        [r["completion"] for r in records],
+        batch_size=min(32, max(8, o.batch_size)),
+        padding_side="left",
+    )
 
 
 def generate_run(ctx, o: LcbOptions, r: Run, prompts, path: Path, desc: str | None = None) -> list[dict]:
     """Generate (resumably) the completions of one variant into `path`: the suite's generation step, also the whole
     of `mlft generate` (the kind with scoring off)."""
     backend = ctx.backend(batch_size=o.batch_size, token_stats=o.token_stats, interventions=r.interventions)
-    return generate_completions(prompts, backend, r.decoding, r.prompting, path, ctx.model_name, ctx.progress,
-                                desc=desc or "generate", interventions=r.interventions,
-                                samples=replies_per_prompt(o, r.decoding))
+    return generate_completions(
+        prompts,
+        backend,
+        r.decoding,
+        r.prompting,
+        path,
+        ctx.model_name,
+        ctx.progress,
+        desc=desc or "generate",
+        interventions=r.interventions,
+        samples=replies_per_prompt(o, r.decoding),
+    )
 
 
 def replies_per_prompt(o: LcbOptions, decoding: Decoding) -> int:
@@ -280,16 +367,30 @@ def run(suite, ctx) -> KindOutput:
         if spent:
             seconds[r.name] = spent
         if not records:
-            raise ConfigError(f"{where}: variant {r.name!r}: no completions to score (every prompt failed; see "
-                              f"{vdir / 'completions.jsonl'})")
+            raise ConfigError(
+                f"{where}: variant {r.name!r}: no completions to score (every prompt failed; see "
+                f"{vdir / 'completions.jsonl'})"
+            )
         write_official_csv(records, vdir / "completions.csv")
-        completions = [Completion(x["id"], r.name, x["task"], x["source"], x["language"], x["completion"],
-                                  {"sample": x.get("sample") or 0}) for x in records]
+        completions = [
+            Completion(
+                x["id"],
+                r.name,
+                x["task"],
+                x["source"],
+                x["language"],
+                x["completion"],
+                {"sample": x.get("sample") or 0},
+            )
+            for x in records
+        ]
         report = score_completions(completions)
         outcomes = outcomes_from(completions, report.replies, nll=reply_nlls(ctx, o, records))
         save_outcomes(vdir / "outcomes.jsonl", outcomes)
-        rows += [dataclasses.replace(row, outcomes=f"{slug(r.name)}/outcomes.jsonl")
-                 for row in metric_rows(r.name, outcomes, o.confidence, o.resamples)]
+        rows += [
+            dataclasses.replace(row, outcomes=f"{slug(r.name)}/outcomes.jsonl")
+            for row in metric_rows(r.name, outcomes, o.confidence, o.resamples)
+        ]
         files += [vdir / "completions.jsonl", vdir / "completions.csv", vdir / "outcomes.jsonl"]
         if o.judge:
             rows += judge_rows(r.name, completions, outcomes, o, vdir)
@@ -302,8 +403,9 @@ def run(suite, ctx) -> KindOutput:
         text = table.render("markdown") + "\n" + text
         tables = [("mitigation", table.render("csv")), *tables]
     if o.token_stats:
-        table = confusion_table(analyze(all_records, LanguageIdentifier.from_spec(None)),
-                                title="Confusion points (paper Table 7 layout)")
+        table = confusion_table(
+            analyze(all_records, LanguageIdentifier.from_spec(None)), title="Confusion points (paper Table 7 layout)"
+        )
         (ctx.out_dir / "confusion.md").write_text(table, encoding="utf-8")
         files.append(ctx.out_dir / "confusion.md")
         text += "\n" + table
@@ -322,16 +424,30 @@ def judge_rows(variant: str, completions, outcomes, o: LcbOptions, vdir) -> list
     judge's line errors) go to `<variant>/outcomes.<judge>.jsonl` for the paired tests."""
 
     judged = judge_report(completions, o.judge)
-    mine = [dataclasses.replace(x, line_error=j.line_error, word_error=j.word_error,
-                                unknown_lines=j.n_unknown if j.counted else None)
-            for x, j in zip(outcomes, judged.replies)]
+    mine = [
+        dataclasses.replace(
+            x, line_error=j.line_error, word_error=j.word_error, unknown_lines=j.n_unknown if j.counted else None
+        )
+        for x, j in zip(outcomes, judged.replies)
+    ]
     save_outcomes(vdir / judge_file(o.judge), mine)
     rows = []
     for (task, source, lang), ms in intervals(mine, confidence=o.confidence, n=o.resamples).items():
         if source == "all":
             est = ms["lpr"]
-            rows.append(MetricRow(variant, task, "avg" if lang == "all" else lang, metric_name(o.judge), est.value,
-                                  est.low, est.high, est.n, outcomes=f"{slug(variant)}/{judge_file(o.judge)}"))
+            rows.append(
+                MetricRow(
+                    variant,
+                    task,
+                    "avg" if lang == "all" else lang,
+                    metric_name(o.judge),
+                    est.value,
+                    est.low,
+                    est.high,
+                    est.n,
+                    outcomes=f"{slug(variant)}/{judge_file(o.judge)}",
+                )
+            )
     return rows
 
 
@@ -354,5 +470,4 @@ def _done(path) -> int:
     return sum(1 for r in read_jsonl(path) if not r.get("error"))
 
 
-KIND = EvalKind("lcb", LcbOptions, validate, run,
-                description="generate LCB completions, score LPR / WPR / LCPR")
+KIND = EvalKind("lcb", LcbOptions, validate, run, description="generate LCB completions, score LPR / WPR / LCPR")

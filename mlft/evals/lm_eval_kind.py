@@ -17,7 +17,8 @@ Every metric of every task and group becomes an mlft metric row {variant, task, 
 low, high, n, stderr, harness: true, samples}: task = the harness name, metric = the harness metric
 (`metric/filter` when the filter is not `none`), the interval value ± z·stderr (the harness's standard error;
 none when it reports N/A). The per-document samples land in `samples/<task or group>.jsonl` (paired
-comparisons between runs: `mlft.harness.samples.paired_samples_test`, Table 11's capability columns). Task names are checked
+comparisons between runs: `mlft.harness.samples.paired_samples_test`, Table 11's capability columns). Task names are
+checked
 (TaskManager) before any model loads.
 """
 
@@ -41,35 +42,56 @@ from mlft.io.metric_rows import HarnessStats, MetricRow
 
 @dataclass
 class LmEvalOptions:
-    tasks: list[str] = field(default_factory=list, metadata={
-        "help": "lm-eval task, group or tag names (mlft's own: `mlft harness tasks`)"})
-    include_path: list[str] = field(default_factory=list, metadata={
-        "help": "folders of task YAMLs of your own (mlft's harness tasks are always included)"})
+    tasks: list[str] = field(
+        default_factory=list, metadata={"help": "lm-eval task, group or tag names (mlft's own: `mlft harness tasks`)"}
+    )
+    include_path: list[str] = field(
+        default_factory=list,
+        metadata={"help": "folders of task YAMLs of your own (mlft's harness tasks are always included)"},
+    )
     num_fewshot: int | None = field(default=None, metadata={"help": "few-shot examples (null: each task's default)"})
-    limit: float | None = field(default=None, metadata={
-        "help": "documents per task (>= 1: a count; < 1: a share); null = all"})
+    limit: float | None = field(
+        default=None, metadata={"help": "documents per task (>= 1: a count; < 1: a share); null = all"}
+    )
     batch_size: int = field(default=8, metadata={"help": "requests per model call (hf) / per API batch"})
-    max_length: int | None = field(default=None, metadata={
-        "help": "context length lm-eval assumes (hf; null: the model config's)"})
-    apply_chat_template: bool = field(default=False, metadata={
-        "help": "wrap prompts in the tokenizer's chat template (chat models; lm-eval's --apply_chat_template)"})
-    fewshot_as_multiturn: bool = field(default=True, metadata={
-        "help": "with the chat template: few-shot examples as conversation turns"})
+    max_length: int | None = field(
+        default=None, metadata={"help": "context length lm-eval assumes (hf; null: the model config's)"}
+    )
+    apply_chat_template: bool = field(
+        default=False,
+        metadata={
+            "help": "wrap prompts in the tokenizer's chat template (chat models; lm-eval's --apply_chat_template)"
+        },
+    )
+    fewshot_as_multiturn: bool = field(
+        default=True, metadata={"help": "with the chat template: few-shot examples as conversation turns"}
+    )
     system_instruction: str | None = field(default=None, metadata={"help": "system prompt (lm-eval's)"})
-    gen_kwargs: dict = field(default_factory=dict, metadata={
-        "help": "generation settings overriding the generation tasks' own (e.g. {max_gen_toks: 64})"})
-    metadata: dict = field(default_factory=dict, metadata={
-        "help": "task metadata (lm-eval's --metadata), e.g. {lcb_data: path} for mlft's LCB tasks"})
-    bootstrap_iters: int = field(default=1000, metadata={
-        "help": "bootstrap resamples for the stderr of non-mean metrics (0 = no stderr)"})
+    gen_kwargs: dict = field(
+        default_factory=dict,
+        metadata={"help": "generation settings overriding the generation tasks' own (e.g. {max_gen_toks: 64})"},
+    )
+    metadata: dict = field(
+        default_factory=dict,
+        metadata={"help": "task metadata (lm-eval's --metadata), e.g. {lcb_data: path} for mlft's LCB tasks"},
+    )
+    bootstrap_iters: int = field(
+        default=1000, metadata={"help": "bootstrap resamples for the stderr of non-mean metrics (0 = no stderr)"}
+    )
     seed: int = field(default=1234, metadata={"help": "python / numpy / torch / few-shot seeds"})
     confidence: float = field(default=0.95, metadata={"help": "level of the intervals (value ± z·stderr)"})
     log_samples: bool = field(default=True, metadata={"help": "write per-document samples to samples/<task>.jsonl"})
-    api: Literal["chat", "completions"] = field(default="chat", metadata={
-        "help": "openai backend: the chat endpoint (generation tasks only) or the completions endpoint "
-                "(also log-likelihood tasks; needs `tokenizer`)"})
-    tokenizer: str | None = field(default=None, metadata={
-        "help": "openai backend with api=completions: the hub id / folder of the served model's tokenizer"})
+    api: Literal["chat", "completions"] = field(
+        default="chat",
+        metadata={
+            "help": "openai backend: the chat endpoint (generation tasks only) or the completions endpoint "
+            "(also log-likelihood tasks; needs `tokenizer`)"
+        },
+    )
+    tokenizer: str | None = field(
+        default=None,
+        metadata={"help": "openai backend with api=completions: the hub id / folder of the served model's tokenizer"},
+    )
 
 
 def validate(o: LmEvalOptions, where: str) -> None:
@@ -121,11 +143,16 @@ def _check_outputs(tm, o: LmEvalOptions, ctx) -> None:
     loaded = tm.load(list(o.tasks))
     bad = [n for n, t in loaded["tasks"].items() if t.OUTPUT_TYPE != "generate_until"]
     if bad:
-        hint = "set api=completions (and tokenizer) or " if hasattr(backend_class(ctx.backend_name),
-                                                                      "lm_eval_model") else ""
+        hint = (
+            "set api=completions (and tokenizer) or "
+            if hasattr(backend_class(ctx.backend_name), "lm_eval_model")
+            else ""
+        )
         able_ = ", ".join(able(lambda c: c.weights))
-        raise ConfigError(f"lm_eval suite: {', '.join(bad)} score log-likelihoods, which the {ctx.backend_name} "
-                          f"backend cannot; {hint}use a backend that holds weights ({able_})")
+        raise ConfigError(
+            f"lm_eval suite: {', '.join(bad)} score log-likelihoods, which the {ctx.backend_name} "
+            f"backend cannot; {hint}use a backend that holds weights ({able_})"
+        )
 
 
 _CHAT = "\x00mlft-chat:"  # a chat prompt handed through lm-eval as text (BackendLM.apply_chat_template)
@@ -151,8 +178,9 @@ def backend_lm(backend, o: LmEvalOptions, chat: bool = False):
 
         def apply_chat_template(self, chat_history, add_generation_prompt=True) -> str:
             if not chat:
-                raise ConfigError(f"lm_eval suite: the {backend.name} backend takes no chat messages; set "
-                                  "apply_chat_template: false")
+                raise ConfigError(
+                    f"lm_eval suite: the {backend.name} backend takes no chat messages; set apply_chat_template: false"
+                )
             return _CHAT + json.dumps(list(chat_history), ensure_ascii=False)
 
         def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
@@ -163,10 +191,11 @@ def backend_lm(backend, o: LmEvalOptions, chat: bool = False):
                 until = kw.get("until") or []
                 until = [until] if isinstance(until, str) else list(until)
                 temperature = float(kw.get("temperature", 0.0)) if kw.get("do_sample", False) else 0.0
-                decoding = Decoding(max_new_tokens=int(kw.get("max_gen_toks", 256)), temperature=temperature,
-                                    top_p=1.0, seed=o.seed)
+                decoding = Decoding(
+                    max_new_tokens=int(kw.get("max_gen_toks", 256)), temperature=temperature, top_p=1.0, seed=o.seed
+                )
                 if context.startswith(_CHAT):
-                    req = Request(str(i), messages=json.loads(context[len(_CHAT):]))
+                    req = Request(str(i), messages=json.loads(context[len(_CHAT) :]))
                 else:
                     req = Request(str(i), text=context)
                 result = next(iter(backend.generate([req], decoding)))
@@ -175,7 +204,7 @@ def backend_lm(backend, o: LmEvalOptions, chat: bool = False):
                 text = result.completion
                 for stop in until:
                     if stop and stop in text:
-                        text = text[:text.index(stop)]
+                        text = text[: text.index(stop)]
                 out.append(text)
             return out
 
@@ -207,14 +236,29 @@ def result_rows(results: dict, confidence: float = 0.95, variant: str = "default
             stderr = metrics.get(f"{metric}_stderr,{filt}")
             stderr = float(stderr) if isinstance(stderr, (int, float)) and not math.isnan(float(stderr)) else None
             low, high = (value - z * stderr, value + z * stderr) if stderr is not None else (None, None)
-            rows.append(MetricRow(variant, task, "avg", metric if filt == "none" else f"{metric}/{filt}",
-                                  float(value), low, high, n, harness=HarnessStats(stderr)))
+            rows.append(
+                MetricRow(
+                    variant,
+                    task,
+                    "avg",
+                    metric if filt == "none" else f"{metric}/{filt}",
+                    float(value),
+                    low,
+                    high,
+                    n,
+                    harness=HarnessStats(stderr),
+                )
+            )
     return rows
 
 
 def _report(rows: list[MetricRow], versions: str) -> str:
-    lines = [f"lm-evaluation-harness {versions}; ± = half-width of the interval value ± z·stderr (harness stderr).",
-             "", "| task | metric | value | n |", "|---|---|---:|---:|"]
+    lines = [
+        f"lm-evaluation-harness {versions}; ± = half-width of the interval value ± z·stderr (harness stderr).",
+        "",
+        "| task | metric | value | n |",
+        "|---|---|---:|---:|",
+    ]
     for r in rows:
         half = f" ±{(r.high - r.low) / 2:.4f}" if r.low is not None else ""
         n = "" if r.n is None else r.n
@@ -252,12 +296,23 @@ def _write_samples(results: dict, rows: list[MetricRow], sdir: Path) -> list[Pat
 
 def _evaluate(lm_eval, lm, o: LmEvalOptions, tm):
     return lm_eval.simple_evaluate(
-        model=lm, tasks=list(o.tasks), num_fewshot=o.num_fewshot, batch_size=o.batch_size,
-        limit=(int(o.limit) if o.limit is not None and o.limit >= 1 else o.limit), bootstrap_iters=o.bootstrap_iters,
-        log_samples=o.log_samples, task_manager=tm, apply_chat_template=o.apply_chat_template,
-        fewshot_as_multiturn=o.fewshot_as_multiturn, system_instruction=o.system_instruction,
-        gen_kwargs=dict(o.gen_kwargs) or None, random_seed=o.seed, numpy_random_seed=o.seed,
-        torch_random_seed=o.seed, fewshot_random_seed=o.seed)
+        model=lm,
+        tasks=list(o.tasks),
+        num_fewshot=o.num_fewshot,
+        batch_size=o.batch_size,
+        limit=(int(o.limit) if o.limit is not None and o.limit >= 1 else o.limit),
+        bootstrap_iters=o.bootstrap_iters,
+        log_samples=o.log_samples,
+        task_manager=tm,
+        apply_chat_template=o.apply_chat_template,
+        fewshot_as_multiturn=o.fewshot_as_multiturn,
+        system_instruction=o.system_instruction,
+        gen_kwargs=dict(o.gen_kwargs) or None,
+        random_seed=o.seed,
+        numpy_random_seed=o.seed,
+        torch_random_seed=o.seed,
+        fewshot_random_seed=o.seed,
+    )
 
 
 def run(suite, ctx) -> KindOutput:
@@ -278,14 +333,22 @@ def run(suite, ctx) -> KindOutput:
         files += _write_samples(results, rows, ctx.out_dir / "samples")
     summary = {k: results.get(k) for k in ("results", "groups", "configs", "versions", "n-shot", "n-samples")}
     (ctx.out_dir / "lm_eval_results.json").write_text(
-        json.dumps(summary, default=handle_non_serializable, indent=1, ensure_ascii=False), encoding="utf-8")
+        json.dumps(summary, default=handle_non_serializable, indent=1, ensure_ascii=False), encoding="utf-8"
+    )
     files.append(ctx.out_dir / "lm_eval_results.json")
     version = getattr(lm_eval, "__version__", "")
     table = "task,metric,value,low,high,n\n" + "".join(
         f"{r.task},{r.metric},{r.value},{'' if r.low is None else r.low},"
-        f"{'' if r.high is None else r.high},{'' if r.n is None else r.n}\n" for r in rows)
+        f"{'' if r.high is None else r.high},{'' if r.n is None else r.n}\n"
+        for r in rows
+    )
     return KindOutput(rows, _report(rows, version), [("lm_eval", table)], files)
 
 
-KIND = EvalKind("lm_eval", LmEvalOptions, validate, run,
-                description="lm-evaluation-harness tasks (capability checks, mlft's LCB tasks) on the same model")
+KIND = EvalKind(
+    "lm_eval",
+    LmEvalOptions,
+    validate,
+    run,
+    description="lm-evaluation-harness tasks (capability checks, mlft's LCB tasks) on the same model",
+)

@@ -23,35 +23,41 @@ a suite YAML in `eval/`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from mlft.generation.backends import CAPABILITIES
 from mlft.io.metric_rows import MetricRow
 from mlft.registry import Registry
 
 # name -> module holding `KIND` (imported on first use)
-KINDS = Registry("eval kind", {
-    "lcb": "mlft.evals.lcb",
-    "multisense": "mlft.evals.multisense.kind",
-    "polyglot": "mlft.evals.polyglot.kind",
-    "lm_eval": "mlft.evals.lm_eval_kind",
-}, default_attr="KIND")
+KINDS = Registry(
+    "eval kind",
+    {
+        "lcb": "mlft.evals.lcb",
+        "multisense": "mlft.evals.multisense.kind",
+        "polyglot": "mlft.evals.polyglot.kind",
+        "lm_eval": "mlft.evals.lm_eval_kind",
+    },
+    default_attr="KIND",
+)
 
 
 @dataclass
 class KindOutput:
-    rows: list[MetricRow]                                    # the kind's metric rows (scores.jsonl)
-    report: str = ""                                         # markdown for report.md
+    rows: list[MetricRow]  # the kind's metric rows (scores.jsonl)
+    report: str = ""  # markdown for report.md
     tables: list[tuple[str, str]] = field(default_factory=list)  # (name, CSV text) -> table_<name>.csv
-    files: list[Path] = field(default_factory=list)          # other files the kind wrote
+    files: list[Path] = field(default_factory=list)  # other files the kind wrote
 
     def __post_init__(self):
         wrong = next((r for r in self.rows if not isinstance(r, MetricRow)), None)
         if wrong is not None:
-            raise TypeError(f"an eval kind returns MetricRows (mlft/io/metric_rows.py), got {type(wrong).__name__}: "
-                            f"{wrong!r:.200}")
+            raise TypeError(
+                f"an eval kind returns MetricRows (mlft/io/metric_rows.py), got {type(wrong).__name__}: {wrong!r:.200}"
+            )
 
 
 @dataclass(frozen=True)
@@ -61,13 +67,14 @@ class EvalKind:
     validate: Callable[[Any, str], None]
     run: Callable[[Any, Any], KindOutput]
     description: str = ""
-    needs: tuple[str, ...] = ()     # backend capabilities (any of mlft.generation.backends.CAPABILITIES)
+    needs: tuple[str, ...] = ()  # backend capabilities (any of mlft.generation.backends.CAPABILITIES)
 
     def __post_init__(self):
         unknown = set(self.needs) - set(CAPABILITIES)
         if unknown:
-            raise ValueError(f"eval kind {self.name}: unknown needs {sorted(unknown)}; valid: "
-                             f"{', '.join(CAPABILITIES)}")
+            raise ValueError(
+                f"eval kind {self.name}: unknown needs {sorted(unknown)}; valid: {', '.join(CAPABILITIES)}"
+            )
 
 
 def get_kind(name: str, where: str = "kind") -> EvalKind:

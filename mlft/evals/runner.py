@@ -12,9 +12,10 @@ Re-running reuses finished work (completions are resumable; kinds keep their own
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mlft.errors import ConfigError
 from mlft.evals.registry import get_kind
@@ -76,15 +77,25 @@ class EvalContext:
         if transforms:
             key = (batch_size, token_stats, tuple(repr(iv.describe()) for iv in transforms))
             if key not in self._backends:
-                if self.model is None and base_key not in self._backends and all(
-                        iv.from_saved_weights for iv in transforms) and self.model_ref is not None:
+                if (
+                    self.model is None
+                    and base_key not in self._backends
+                    and all(iv.from_saved_weights for iv in transforms)
+                    and self.model_ref is not None
+                ):
                     # e.g. quantize: loads the saved weights itself; no need to load the full model first
                     model, tok = None, None
                     for iv in transforms:
                         model, tok = iv.transform(model, tok, self.model_ref)
                     self._backends[key] = create_backend(
-                        self.backend_name, self.backend_options, model_ref=self.model_ref, model=model,
-                        tokenizer=tok, batch_size=batch_size, token_stats=token_stats)
+                        self.backend_name,
+                        self.backend_options,
+                        model_ref=self.model_ref,
+                        model=model,
+                        tokenizer=tok,
+                        batch_size=batch_size,
+                        token_stats=token_stats,
+                    )
                 else:
                     self._backends[key] = self.backend(batch_size, token_stats).transformed(transforms)
             return self._backends[key]
@@ -94,8 +105,14 @@ class EvalContext:
             if model is None and loaded is not None and holds_weights(self.backend_name):  # reuse a loaded model
                 model, tokenizer = loaded.model, loaded.tokenizer
             self._backends[base_key] = create_backend(
-                self.backend_name, self.backend_options, model_ref=self.model_ref, model=model,
-                tokenizer=tokenizer, batch_size=batch_size, token_stats=token_stats)
+                self.backend_name,
+                self.backend_options,
+                model_ref=self.model_ref,
+                model=model,
+                tokenizer=tokenizer,
+                batch_size=batch_size,
+                token_stats=token_stats,
+            )
         return self._backends[base_key]
 
     def fluency_model(self, spec: str | None):
@@ -141,15 +158,21 @@ def _reference_model(ref: str, backend_name: str, backend_opts):
 @dataclass
 class SuiteResult:
     suite: str
-    rows: list[MetricRow]        # the kind's rows with the suite named, as scores.jsonl holds them
+    rows: list[MetricRow]  # the kind's rows with the suite named, as scores.jsonl holds them
     out_dir: Path
     report: str = ""
     seconds: float = 0.0
     files: list[Path] = field(default_factory=list)
 
     def value(self, metric: str, task: str, language: str = "avg", variant: str = "default") -> float | None:
-        return next((r.value for r in self.rows if (r.metric, r.task, r.language, r.variant)
-                     == (metric, task, language, variant)), None)
+        return next(
+            (
+                r.value
+                for r in self.rows
+                if (r.metric, r.task, r.language, r.variant) == (metric, task, language, variant)
+            ),
+            None,
+        )
 
 
 def check_kind_backend(suite: EvalSuite, backend: str) -> None:
@@ -159,9 +182,11 @@ def check_kind_backend(suite: EvalSuite, backend: str) -> None:
     missing = sorted(set(kind.needs) - provides(backend))
     if missing:
         ok = able(lambda c: set(kind.needs) <= c.flags())
-        raise ConfigError(f"{suite.source_file or suite.name}: a {suite.kind} suite cannot run on the {backend} "
-                          f"backend ({kind.description}; it needs {', '.join(missing)}, which the {backend} backend "
-                          f"does not provide; it runs on: {', '.join(ok)})")
+        raise ConfigError(
+            f"{suite.source_file or suite.name}: a {suite.kind} suite cannot run on the {backend} "
+            f"backend ({kind.description}; it needs {', '.join(missing)}, which the {backend} backend "
+            f"does not provide; it runs on: {', '.join(ok)})"
+        )
 
 
 def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> None:
@@ -172,9 +197,17 @@ def prepare(suite: EvalSuite, backend: str, backend_opts, model, model_ref) -> N
         resolve(model_ref)
 
 
-def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, tokenizer=None,
-              model_ref: str | None = None, backend: str = DEFAULT_BACKEND, backend_options: dict | Any | None = None,
-              progress: bool = True) -> SuiteResult:
+def run_suite(
+    suite: EvalSuite | str | Path,
+    *,
+    out_dir: Path,
+    model=None,
+    tokenizer=None,
+    model_ref: str | None = None,
+    backend: str = DEFAULT_BACKEND,
+    backend_options: dict | Any | None = None,
+    progress: bool = True,
+) -> SuiteResult:
 
     started_at = time.time()
     started = time.perf_counter()
@@ -198,9 +231,19 @@ def run_suite(suite: EvalSuite | str | Path, *, out_dir: Path, model=None, token
     (out_dir / "report.md").write_text(report, encoding="utf-8")
     files += [out_dir / "report.md", *out.files]
     seconds = time.perf_counter() - started
-    files.append(write_results(out_dir, {"suite": suite.to_dict(), "backend": backend,
-                                         "backend_options": _safe_options(backend, backend_options),
-                                         "model": ctx.model_name}, started_at, seconds))
+    files.append(
+        write_results(
+            out_dir,
+            {
+                "suite": suite.to_dict(),
+                "backend": backend,
+                "backend_options": _safe_options(backend, backend_options),
+                "model": ctx.model_name,
+            },
+            started_at,
+            seconds,
+        )
+    )
     return SuiteResult(suite.name, rows, out_dir, report, seconds, files)
 
 

@@ -42,9 +42,15 @@ class EvalSuite:
     def to_dict(self) -> dict:
         import dataclasses
 
-        return {"name": self.name, "kind": self.kind, "description": self.description,
-                "source_file": self.source_file, "overrides": list(self.overrides),
-                **({"settings": self.settings} if self.settings else {}), **dataclasses.asdict(self.options)}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "description": self.description,
+            "source_file": self.source_file,
+            "overrides": list(self.overrides),
+            **({"settings": self.settings} if self.settings else {}),
+            **dataclasses.asdict(self.options),
+        }
 
 
 def available_suites() -> list[str]:
@@ -63,8 +69,10 @@ def suite_path(name_or_path: str | Path) -> Path:
     found = find_resource(SUITE_FOLDER, f"{name_or_path}.yaml")
     if found is None:
         names = available_suites()
-        raise ConfigError(f"unknown eval suite {str(name_or_path)!r}{did_you_mean(str(name_or_path), names)}; "
-                          f"available: {', '.join(names)} (or give a path to a .yaml file)")
+        raise ConfigError(
+            f"unknown eval suite {str(name_or_path)!r}{did_you_mean(str(name_or_path), names)}; "
+            f"available: {', '.join(names)} (or give a path to a .yaml file)"
+        )
     return found
 
 
@@ -81,8 +89,14 @@ def build_suite(data: dict, where: str, overrides: list[str] | tuple = ()) -> Ev
         data = {**data.pop("options"), **data}
     options = from_dict(kind.options, data, where)
     kind.validate(options, where)
-    return EvalSuite(name=name, kind=kind_name, options=options, description=description,
-                     source_file=source_file, overrides=list(overrides))
+    return EvalSuite(
+        name=name,
+        kind=kind_name,
+        options=options,
+        description=description,
+        source_file=source_file,
+        overrides=list(overrides),
+    )
 
 
 def load_suite(name_or_path: str | Path, overrides: list[str] | tuple = (), settings: dict | None = None) -> EvalSuite:

@@ -21,23 +21,23 @@ and a 262k vocabulary they are gigabytes, so the budget counts them next to the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
-KV_SHARE = 0.8          # of the free device memory (plus PyTorch's cached free blocks) a batch's KV cache may use
-CPU_BUDGET_GIB = 4.0    # KV-cache budget per batch on CPU unless configured
+KV_SHARE = 0.8  # of the free device memory (plus PyTorch's cached free blocks) a batch's KV cache may use
+CPU_BUDGET_GIB = 4.0  # KV-cache budget per batch on CPU unless configured
 
 
 @dataclass(frozen=True)
 class BatchBudget:
-    max_rows: int                    # requests per batch (the backend's batch_size)
-    max_prefill_tokens: int          # padded prompt tokens of one prefill forward (rows x width)
-    new_tokens: int = 0              # tokens each row generates at most (decoding.max_new_tokens)
-    kv_bytes_per_token: int = 0      # KV cache bytes of one token of one row; 0: no memory limit
+    max_rows: int  # requests per batch (the backend's batch_size)
+    max_prefill_tokens: int  # padded prompt tokens of one prefill forward (rows x width)
+    new_tokens: int = 0  # tokens each row generates at most (decoding.max_new_tokens)
+    kv_bytes_per_token: int = 0  # KV cache bytes of one token of one row; 0: no memory limit
     memory_bytes: int | None = None  # KV cache bytes one batch may hold; None: no memory limit
-    row_factor: int = 1              # model rows per request (beams, contrast rows)
-    buckets: bool = False            # compiled decoding: rows and cache length padded to their shape bucket
-    step_bytes_per_row: int = 0      # vocabulary-sized temporaries of one decode step, per model row
+    row_factor: int = 1  # model rows per request (beams, contrast rows)
+    buckets: bool = False  # compiled decoding: rows and cache length padded to their shape bucket
+    step_bytes_per_row: int = 0  # vocabulary-sized temporaries of one decode step, per model row
 
     def shape(self, rows: int, width: int) -> tuple[int, int]:
         """(requests, cache length) the backend allocates for `rows` requests padded to `width` prompt tokens:
@@ -128,11 +128,11 @@ def memory_budget(device, budget_gib: float | None) -> int:
     PyTorch's unused cached blocks are released (the blocks of CUDA-graph pools stay reserved: they are not
     free, though `memory_reserved - memory_allocated` counts them); else CPU_BUDGET_GIB."""
     if budget_gib is not None:
-        return int(budget_gib * 2 ** 30)
+        return int(budget_gib * 2**30)
     if getattr(device, "type", str(device)) == "cuda":
         import torch
 
         torch.cuda.empty_cache()  # the default pool's free blocks back to the driver: `free` then counts them
         free, _ = torch.cuda.mem_get_info(device)
         return int(KV_SHARE * free)
-    return int(CPU_BUDGET_GIB * 2 ** 30)
+    return int(CPU_BUDGET_GIB * 2**30)

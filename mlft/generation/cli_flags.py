@@ -13,16 +13,21 @@ from mlft.generation.backends import DEFAULT_BACKEND, REGISTRY, add_backend_flag
 from mlft.generation.decoding import Decoding
 from mlft.generation.prompting import Prompting
 
-DECODING_FLAGS = {"seed": "--decoding-seed"}    # field -> flag where the name would clash
+DECODING_FLAGS = {"seed": "--decoding-seed"}  # field -> flag where the name would clash
 PROMPTING_FLAGS = {"mode": "--prompting"}
 
 
 def add_model_args(p) -> None:
     """Model and backend options shared by `mlft generate`, `mlft eval` and `mlft evaluate-run`."""
-    p.add_argument("--model", default=None, help="embedded name (default smollm2-135m-instruct), a local folder or "
-                   "a hub id; with a served backend (openai): the served model name")
-    p.add_argument("--backend", default=DEFAULT_BACKEND,
-                   help=f"one of {', '.join(REGISTRY)} (default {DEFAULT_BACKEND})")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="embedded name (default smollm2-135m-instruct), a local folder or "
+        "a hub id; with a served backend (openai): the served model name",
+    )
+    p.add_argument(
+        "--backend", default=DEFAULT_BACKEND, help=f"one of {', '.join(REGISTRY)} (default {DEFAULT_BACKEND})"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_backend_flags(p)
 
@@ -30,10 +35,18 @@ def add_model_args(p) -> None:
 def add_generation_flags(p) -> None:
     """Decoding and prompting flags, generated from the `Decoding` / `Prompting` dataclasses (unset flags keep the
     suite's or the dataclass's value)."""
-    add_dataclass_flags(p.add_argument_group("decoding (mlft/generation/decoding.py; paper defaults)"), Decoding,
-                        "decoding__", rename=DECODING_FLAGS)
-    add_dataclass_flags(p.add_argument_group("prompting (mlft/generation/prompting.py)"), Prompting,
-                        "prompting__", rename=PROMPTING_FLAGS)
+    add_dataclass_flags(
+        p.add_argument_group("decoding (mlft/generation/decoding.py; paper defaults)"),
+        Decoding,
+        "decoding__",
+        rename=DECODING_FLAGS,
+    )
+    add_dataclass_flags(
+        p.add_argument_group("prompting (mlft/generation/prompting.py)"),
+        Prompting,
+        "prompting__",
+        rename=PROMPTING_FLAGS,
+    )
 
 
 def generation_settings(args) -> dict:

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
 
 from mlft.console import get_logger
 from mlft.errors import BackendError
@@ -45,9 +45,9 @@ STOP = "mlft-parallel-stop"
 
 @dataclass
 class _Job:
-    backend: dict                  # HFBackend.spec()
+    backend: dict  # HFBackend.spec()
     decoding: object
-    interventions: list[dict]      # per-call interventions and strategies, as specs (rebuilt on each rank)
+    interventions: list[dict]  # per-call interventions and strategies, as specs (rebuilt on each rank)
     chunks: list[list[list[Request]]]  # chunks[rank] = that rank's chunks
     key: str = field(default_factory=lambda: f"mlft-dp/{uuid.uuid4().hex}/")  # the job's keys in the store
 
@@ -121,16 +121,26 @@ class Coordinator:
         """Only generation with the live (replicated) model is shared; transformed or reloaded models are not."""
         return bool(getattr(backend, "live", False)) and hasattr(backend, "spec")
 
-    def generate(self, backend, chunks: list[list[Request]], decoding, per_call: Sequence, strategies: Sequence,
-                 generate: Callable) -> Iterator[Result]:
+    def generate(
+        self,
+        backend,
+        chunks: list[list[Request]],
+        decoding,
+        per_call: Sequence,
+        strategies: Sequence,
+        generate: Callable,
+    ) -> Iterator[Result]:
         """Yield the results of every chunk: rank 0's own as they finish, then the other ranks'. `generate` is
         rank 0's (already wrapped by the strategies); the other ranks rebuild the same from the specs.
 
         The unit of work is one of the backend's own batches (`plan`: the batch a chunk is cut into, generated
         alone it is generated identically), or the whole chunk when a loop strategy (line resampling) works on it."""
-        units = chunks if strategies or not hasattr(backend, "plan") else \
-            [batch for chunk in chunks for batch in backend.plan(chunk, decoding, per_call)]
-        shares = [units[r::self.world] for r in range(self.world)]
+        units = (
+            chunks
+            if strategies or not hasattr(backend, "plan")
+            else [batch for chunk in chunks for batch in backend.plan(chunk, decoding, per_call)]
+        )
+        shares = [units[r :: self.world] for r in range(self.world)]
         job = _Job(backend.spec(), decoding, describe_all([*per_call, *strategies]), shares)
         signals = _Signals(self.dist, job.key)
         self.dist.broadcast_object_list([job], src=0)

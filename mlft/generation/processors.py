@@ -107,7 +107,7 @@ class StepLog(LogitsProcessor):
         self.logprob.append(self._raw.gather(-1, tokens.view(-1, 1)).squeeze(-1))
         self._raw = None
 
-    def to_host(self) -> "StepLog":
+    def to_host(self) -> StepLog:
         """Stack the per-step records and copy them to the host once (after generation): [steps, rows] CPU
         tensors, indexed [step][row] as the lists were (the same float32 values, so the same sums)."""
         for name in ("logprob", "entropy", "nucleus"):
@@ -160,7 +160,8 @@ class NucleusSampler(NucleusWarper):
     finite: `generate` then picks it greedily.
 
     The draw is Gumbel-max over the nucleus: argmax of (scaled logit + Gumbel noise) among the nucleus tokens is
-    an exact draw from the renormalised nucleus distribution. With `keys` ([rows, 2], `mlft.generation.backends.draw_key` per row) the
+    an exact draw from the renormalised nucleus distribution. With `keys` ([rows, 2],
+    `mlft.generation.backends.draw_key` per row) the
     noise of a row is keyed by its request and the step (`keyed_gumbel`): a reply depends only on (model, prompt,
     decoding, seed, request id), not on batch size, batch composition, memory budget, ranks, resume or order,
     and the same key gives common random numbers across checkpoints. Without keys, the noise comes from
@@ -168,9 +169,16 @@ class NucleusSampler(NucleusWarper):
     NaN row): a row with no finite candidate (NaN or all -inf logits) is marked in `invalid` (on the device;
     the backend reads it once per batch and raises)."""
 
-    def __init__(self, temperature: float, top_p: float, top_k: int | None = None, probe: int = 64,
-                 log: StepLog | None = None, generator: torch.Generator | None = None,
-                 keys: torch.Tensor | None = None):
+    def __init__(
+        self,
+        temperature: float,
+        top_p: float,
+        top_k: int | None = None,
+        probe: int = 64,
+        log: StepLog | None = None,
+        generator: torch.Generator | None = None,
+        keys: torch.Tensor | None = None,
+    ):
         super().__init__(temperature, top_p, top_k, probe)
         self.log = log
         self.generator = generator  # its own random stream (no keys): draws do not depend on what else ran
@@ -239,8 +247,7 @@ class NewlineStop:
         table[torch.tensor(ids, dtype=torch.long)] = True
         self.table = table.to(device)
         self.active = torch.tensor(active, dtype=torch.bool, device=device)
-        self.done = torch.tensor(done if done is not None else [False] * len(active), dtype=torch.bool,
-                                 device=device)
+        self.done = torch.tensor(done if done is not None else [False] * len(active), dtype=torch.bool, device=device)
 
     def __call__(self, input_ids, scores, **kwargs):
         last = input_ids[:, -1]

@@ -28,13 +28,22 @@ QA_STOP = "\nQ:"
 
 @dataclass(frozen=True)
 class Prompting:
-    mode: Literal["chat", "qa", "raw"] = field(default="chat", metadata={
-        "help": "chat: the model's chat template; qa: the paper's base-model Q/A template; raw: the prompt as is"})
+    mode: Literal["chat", "qa", "raw"] = field(
+        default="chat",
+        metadata={
+            "help": "chat: the model's chat template; qa: the paper's base-model Q/A template; raw: the prompt as is"
+        },
+    )
     shots: int = field(default=0, metadata={"help": "few-shot demonstrations (0-5) from few_shot_examples.json"})
-    system_prompt: str | None = field(default=None, metadata={
-        "help": "system message for chat mode (null = the template's default)"})
-    examples: str | None = field(default=None, metadata={
-        "help": "few_shot_examples.json path (null: $MLFT_LCB_DATA, ../shared/lcb, the cache, else download)"})
+    system_prompt: str | None = field(
+        default=None, metadata={"help": "system message for chat mode (null = the template's default)"}
+    )
+    examples: str | None = field(
+        default=None,
+        metadata={
+            "help": "few_shot_examples.json path (null: $MLFT_LCB_DATA, ../shared/lcb, the cache, else download)"
+        },
+    )
 
     def __post_init__(self):
         if not 0 <= self.shots <= 5:
@@ -89,8 +98,12 @@ def examples_json(raw: bytes) -> bytes:
 
 def _download() -> Path:
     """The official few_shot_prompting.py (checksum-checked), stored as JSON in the cache."""
-    return download(FEW_SHOT, cache_dir() / "lcb" / FEW_SHOT_FILE, convert=examples_json,
-                    offline_hint=f"offline, pass prompting.examples=PATH or put {FEW_SHOT_FILE} in ${ENV_VAR}")
+    return download(
+        FEW_SHOT,
+        cache_dir() / "lcb" / FEW_SHOT_FILE,
+        convert=examples_json,
+        offline_hint=f"offline, pass prompting.examples=PATH or put {FEW_SHOT_FILE} in ${ENV_VAR}",
+    )
 
 
 def locate_examples(explicit: str | None = None) -> Path:

@@ -51,8 +51,8 @@ MIN_TEXTS_PER_LANGUAGE = 5
 class LanguageVectors:
     languages: list[str]
     layers: list[int]
-    vectors: "object"   # torch.Tensor [languages, layers, hidden]
-    norms: "object"     # torch.Tensor [layers]
+    vectors: object  # torch.Tensor [languages, layers, hidden]
+    norms: object  # torch.Tensor [layers]
     method: str
     model: str
 
@@ -84,14 +84,21 @@ def _sha256(path: Path) -> str:
 
 # --- text sources -------------------------------------------------------------------------------------------
 
+
 def seed_records(note: str = "training items; held-out items excluded") -> list[dict]:
     """Provenance of the seed files a build read (path and sha256)."""
-    return [{"source": f"seed ({note})", "path": str(p), "sha256": _sha256(p)}
-            for p in (SEED_DIR / "parallel.jsonl", SEED_DIR / "heldout.txt")]
+    return [
+        {"source": f"seed ({note})", "path": str(p), "sha256": _sha256(p)}
+        for p in (SEED_DIR / "parallel.jsonl", SEED_DIR / "heldout.txt")
+    ]
 
 
-def parallel_texts(source: str, per_language: int | None = None, languages: list[str] | None = None,
-                   polyglot_dir: str | Path | None = None) -> tuple[dict[str, list[str]], list[dict]]:
+def parallel_texts(
+    source: str,
+    per_language: int | None = None,
+    languages: list[str] | None = None,
+    polyglot_dir: str | Path | None = None,
+) -> tuple[dict[str, list[str]], list[dict]]:
     """({language: [texts]}, [source records with path and sha256]) from `seed`, `polyglot` or a file."""
     if source == "seed":
         texts: dict[str, list[str]] = {}
@@ -110,7 +117,7 @@ def parallel_texts(source: str, per_language: int | None = None, languages: list
                 continue
             table = pq.read_table(path, columns=["dataset_id", "stem", "true"]).to_pylist()
             table.sort(key=lambda r: r["dataset_id"])
-            texts[lang] = [f"{r['stem']} {r['true']}".strip() for r in table[:per_language or 200]]
+            texts[lang] = [f"{r['stem']} {r['true']}".strip() for r in table[: per_language or 200]]
             records.append({"source": "polyglot", "path": str(path), "sha256": _sha256(path)})
         if not texts:
             raise DataError(f"{folder}: no polyglot parquet files (<language>.parquet)")
@@ -125,8 +132,9 @@ def parallel_texts(source: str, per_language: int | None = None, languages: list
             check_scorable(code, "--languages")
         unknown = sorted(set(languages) - set(texts))
         if unknown:
-            raise ConfigError(f"--languages: no text in {', '.join(unknown)} in {source} "
-                              f"(it has {', '.join(sorted(texts))})")
+            raise ConfigError(
+                f"--languages: no text in {', '.join(unknown)} in {source} (it has {', '.join(sorted(texts))})"
+            )
         texts = {k: v for k, v in texts.items() if k in languages}
     if per_language:
         texts = {k: v[:per_language] for k, v in texts.items()}
@@ -166,18 +174,20 @@ def _read_text_file(path: Path) -> dict[str, list[str]]:
     return texts
 
 
-def check_vector_texts(texts: dict[str, list[str]], source: str,
-                       minimum: int = MIN_TEXTS_PER_LANGUAGE) -> None:
+def check_vector_texts(texts: dict[str, list[str]], source: str, minimum: int = MIN_TEXTS_PER_LANGUAGE) -> None:
     """A DataError naming every language with fewer than `minimum` texts (and the minimum): a vector from one
     sentence per language is that sentence's noise, not a language direction. Call before loading a model."""
     few = {k: len(v) for k, v in texts.items() if len(v) < minimum}
     if few:
         counts = ", ".join(f"{k}: {n}" for k, n in sorted(few.items()))
-        raise DataError(f"{source}: too few texts for a language vector ({counts}); every language needs at least "
-                        f"{minimum} texts (add rows, drop the language with --languages, or raise --per-language)")
+        raise DataError(
+            f"{source}: too few texts for a language vector ({counts}); every language needs at least "
+            f"{minimum} texts (add rows, drop the language with --languages, or raise --per-language)"
+        )
 
 
 # --- building -----------------------------------------------------------------------------------------------
+
 
 def pooled_states(model, tokenizer, texts: list[str], batch_size: int = 16, max_tokens: int = 128):
     """([texts, layers, hidden] mean-pooled decoder-layer outputs, [layers] mean token-state norm)."""
@@ -187,15 +197,20 @@ def pooled_states(model, tokenizer, texts: list[str], batch_size: int = 16, max_
     device = next(model.parameters()).device
     pooled, norm_sum, token_count = [], torch.zeros(len(layers), dtype=torch.float64), 0
     captured: dict[int, torch.Tensor] = {}
-    handles = [layer.register_forward_hook(
-        lambda mod, args, out, i=i: captured.__setitem__(i, out[0] if isinstance(out, tuple) else out))
-        for i, layer in enumerate(layers)]
+    handles = [
+        layer.register_forward_hook(
+            lambda mod, args, out, i=i: captured.__setitem__(i, out[0] if isinstance(out, tuple) else out)
+        )
+        for i, layer in enumerate(layers)
+    ]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     try:
         with torch.inference_mode():
             for start in range(0, len(texts), batch_size):
-                enc = [tokenizer(t, add_special_tokens=False)["input_ids"][:max_tokens] or [pad]
-                       for t in texts[start:start + batch_size]]
+                enc = [
+                    tokenizer(t, add_special_tokens=False)["input_ids"][:max_tokens] or [pad]
+                    for t in texts[start : start + batch_size]
+                ]
                 width = max(map(len, enc))
                 ids = torch.tensor([e + [pad] * (width - len(e)) for e in enc], device=device)
                 mask = torch.tensor([[1] * len(e) + [0] * (width - len(e)) for e in enc], device=device)
@@ -214,8 +229,15 @@ def pooled_states(model, tokenizer, texts: list[str], batch_size: int = 16, max_
     return torch.cat(pooled), (norm_sum / token_count).float()
 
 
-def build_vectors(model, tokenizer, texts: dict[str, list[str]], method: str = "mean",
-                  layers: list[int] | None = None, model_name: str = "", batch_size: int = 16) -> LanguageVectors:
+def build_vectors(
+    model,
+    tokenizer,
+    texts: dict[str, list[str]],
+    method: str = "mean",
+    layers: list[int] | None = None,
+    model_name: str = "",
+    batch_size: int = 16,
+) -> LanguageVectors:
     import numpy as np
     import torch
 
@@ -266,21 +288,38 @@ def _lda_vectors(x, y, n_classes: int):
 
 # --- files --------------------------------------------------------------------------------------------------
 
+
 def save_vectors(vec: LanguageVectors, path: str | Path, provenance: dict | None = None) -> Path:
     import torch
 
     layers = torch.tensor(vec.layers, dtype=torch.int64)
-    save_tensor_file(path, {"vectors": vec.vectors.contiguous(), "layers": layers, "norms": vec.norms.contiguous()},
-                     {"languages": ",".join(vec.languages), "method": vec.method, "model": vec.model},
-                     {**(provenance or {}), "method": vec.method, "model": vec.model, "languages": vec.languages,
-                      "layers": vec.layers, "hidden_size": vec.hidden_size})
+    save_tensor_file(
+        path,
+        {"vectors": vec.vectors.contiguous(), "layers": layers, "norms": vec.norms.contiguous()},
+        {"languages": ",".join(vec.languages), "method": vec.method, "model": vec.model},
+        {
+            **(provenance or {}),
+            "method": vec.method,
+            "model": vec.model,
+            "languages": vec.languages,
+            "layers": vec.layers,
+            "hidden_size": vec.hidden_size,
+        },
+    )
     load_vectors.cache_clear()
     return path
 
 
 @lru_cache(maxsize=8)
 def load_vectors(path: str | Path, where: str = "vectors") -> LanguageVectors:
-    tensors, meta = read_tensor_file(path, where, {"vectors", "layers", "norms"}, "vector file",
-                                     "build it with `mlft steer build`", "languages")
-    return LanguageVectors(meta["languages"].split(","), tensors["layers"].tolist(), tensors["vectors"],
-                           tensors["norms"], meta.get("method", "?"), meta.get("model", "?"))
+    tensors, meta = read_tensor_file(
+        path, where, {"vectors", "layers", "norms"}, "vector file", "build it with `mlft steer build`", "languages"
+    )
+    return LanguageVectors(
+        meta["languages"].split(","),
+        tensors["layers"].tolist(),
+        tensors["vectors"],
+        tensors["norms"],
+        meta.get("method", "?"),
+        meta.get("model", "?"),
+    )

@@ -31,8 +31,20 @@ def host_checks(t) -> bool:
     return t.device.type == "cpu" and not SYNC_FREE
 
 
-_READS = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "cpu", "numpy", "nonzero", "argwhere",
-          "masked_select", "nonzero_static"}
+_READS = {
+    "item",
+    "tolist",
+    "__bool__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "cpu",
+    "numpy",
+    "nonzero",
+    "argwhere",
+    "masked_select",
+    "nonzero_static",
+}
 _BUILDS = {"tensor", "as_tensor", "from_numpy", "asarray"}
 _MOVES = {"to", "cuda"}
 _INDEX = {"__getitem__", "__setitem__", "index_put", "index_put_"}
@@ -70,8 +82,10 @@ def sync_kind(func, args, kwargs) -> str | None:
         return "cuda"
     if name == "to":
         targets = [*args[1:], kwargs.get("device")]
-        if any(isinstance(t, torch.Tensor) or (t is not None and _is_device(t) and not isinstance(t, torch.dtype))
-               for t in targets):
+        if any(
+            isinstance(t, torch.Tensor) or (t is not None and _is_device(t) and not isinstance(t, torch.dtype))
+            for t in targets
+        ):
             return "to(device)"
         return None
     if name in _INDEX and len(args) > 1:
@@ -155,7 +169,14 @@ def per_step(run, model, short: int = 4, long: int = 12, count_ops: bool = True)
     kinds = set(counts[0].syncs) | set(counts[1].syncs)
     syncs = {k: (counts[1].syncs[k] - counts[0].syncs[k]) / steps for k in sorted(kinds)}
     syncs = {k: round(v, 3) for k, v in syncs.items() if v}
-    op_names = {k: (counts[1].op_names[k] - counts[0].op_names[k]) / steps
-                for k in set(counts[0].op_names) | set(counts[1].op_names)}
-    return {"syncs": syncs, "total": round(sum(syncs.values()), 3), "ops": (counts[1].ops - counts[0].ops) / steps,
-            "op_names": {k: v for k, v in op_names.items() if v}, "steps": steps}
+    op_names = {
+        k: (counts[1].op_names[k] - counts[0].op_names[k]) / steps
+        for k in set(counts[0].op_names) | set(counts[1].op_names)
+    }
+    return {
+        "syncs": syncs,
+        "total": round(sum(syncs.values()), 3),
+        "ops": (counts[1].ops - counts[0].ops) / steps,
+        "op_names": {k: v for k, v in op_names.items() if v},
+        "steps": steps,
+    }

@@ -44,8 +44,11 @@ def task_manager(include_paths: tuple[str, ...] = (), include_defaults: bool = T
     require_lm_eval()
     from lm_eval.tasks import TaskManager
 
-    return TaskManager(include_path=[str(TASKS_DIR), *include_paths], include_defaults=include_defaults,
-                       metadata=json.loads(metadata) or None)
+    return TaskManager(
+        include_path=[str(TASKS_DIR), *include_paths],
+        include_defaults=include_defaults,
+        metadata=json.loads(metadata) or None,
+    )
 
 
 def check_tasks(names: list[str], include_paths: list[str] = (), where: str = "tasks", metadata: dict | None = None):
@@ -64,9 +67,14 @@ def check_tasks(names: list[str], include_paths: list[str] = (), where: str = "t
     unknown = [n for n in names if n not in tm.all_tasks]
     if unknown:
         hints = "; ".join(f"{n!r}{did_you_mean(n, tm.all_tasks)}" for n in unknown)
-        raise ConfigError(f"{where}: unknown lm-eval task(s): {hints} (mlft's own: `mlft harness tasks`; "
-                          f"a folder of your own YAMLs: include_path)")
+        raise ConfigError(
+            f"{where}: unknown lm-eval task(s): {hints} (mlft's own: `mlft harness tasks`; "
+            f"a folder of your own YAMLs: include_path)"
+        )
     if metadata:
-        tm = task_manager(paths, any(n not in task_manager(paths, False).all_tasks for n in names),
-                          json.dumps(metadata, sort_keys=True))
+        tm = task_manager(
+            paths,
+            any(n not in task_manager(paths, False).all_tasks for n in names),
+            json.dumps(metadata, sort_keys=True),
+        )
     return tm

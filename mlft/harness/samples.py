@@ -22,8 +22,9 @@ def read_sample_values(path: str | Path, metric: str) -> dict[tuple, float]:
     return out
 
 
-def paired_samples_test(base: str | Path, run: str | Path, metric: str, *, n: int = 4000, seed: int = 0,
-                        confidence: float = 0.95):
+def paired_samples_test(
+    base: str | Path, run: str | Path, metric: str, *, n: int = 4000, seed: int = 0, confidence: float = 0.95
+):
     """Paired bootstrap of run − base on the documents both evaluated (per-document `metric` values of lm-eval's
     samples, keyed by task and doc_id): the statistic is the unweighted mean over tasks of the mean difference
     (a group's aggregation), documents resampled within each task. Returns (difference, low, high, p, pairs),

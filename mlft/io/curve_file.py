@@ -35,10 +35,22 @@ def done(run_dir: str | Path) -> set[tuple[int, str]]:
     return {(int(r["step"]), r["variant"]) for r in read_curves(run_dir)}
 
 
-def append_pass(run_dir: str | Path, step: int, variant: str, rows: list[dict], seconds: float,
-                mode: str, error: str | None = None) -> None:
+def append_pass(
+    run_dir: str | Path, step: int, variant: str, rows: list[dict], seconds: float, mode: str, error: str | None = None
+) -> None:
     run_dir = Path(run_dir)
     with curves_lock(run_dir):
         append_jsonl(run_dir / CURVES, rows)
-        append_jsonl(run_dir / PASSES, [{"step": step, "variant": variant, "seconds": round(seconds, 3),
-                                         "mode": mode, "rows": len(rows), "error": error}])
+        append_jsonl(
+            run_dir / PASSES,
+            [
+                {
+                    "step": step,
+                    "variant": variant,
+                    "seconds": round(seconds, 3),
+                    "mode": mode,
+                    "rows": len(rows),
+                    "error": error,
+                }
+            ],
+        )

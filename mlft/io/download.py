@@ -13,9 +13,9 @@ import os
 import shutil
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from mlft.errors import DataError
 
@@ -36,8 +36,13 @@ def file_digest(path: Path, algo: str = "sha256") -> str:
     return h.hexdigest()
 
 
-def download(remote: RemoteFile, dest: Path, offline_hint: str = "",
-             convert: Callable[[bytes], bytes] | None = None, timeout: float = 60) -> Path:
+def download(
+    remote: RemoteFile,
+    dest: Path,
+    offline_hint: str = "",
+    convert: Callable[[bytes], bytes] | None = None,
+    timeout: float = 60,
+) -> Path:
     """Download `remote` to `dest`: checksum-checked, then (optionally) converted, then atomically moved."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=dest.parent, prefix=f".{dest.name}.", delete=False) as tmp:
@@ -47,8 +52,10 @@ def download(remote: RemoteFile, dest: Path, offline_hint: str = "",
         except OSError as exc:
             tmp.close()
             os.unlink(tmp.name)
-            raise DataError(f"could not download {remote.name} from {remote.url} ({exc})"
-                            + (f"; {offline_hint}" if offline_hint else "")) from None
+            raise DataError(
+                f"could not download {remote.name} from {remote.url} ({exc})"
+                + (f"; {offline_hint}" if offline_hint else "")
+            ) from None
     got = file_digest(Path(tmp.name), remote.algo)
     if got != remote.digest:
         os.unlink(tmp.name)
@@ -67,13 +74,21 @@ def download(remote: RemoteFile, dest: Path, offline_hint: str = "",
 def verified(path: Path, remote: RemoteFile, verify: bool = True) -> Path:
     """`path` if its digest is `remote`'s (or `verify` is off), else a DataError naming the file."""
     if verify and file_digest(path, remote.algo) != remote.digest:
-        raise DataError(f"{path}: not the official {remote.name} ({remote.algo} mismatch); "
-                        "pass --no-verify to use a modified copy")
+        raise DataError(
+            f"{path}: not the official {remote.name} ({remote.algo} mismatch); pass --no-verify to use a modified copy"
+        )
     return path
 
 
-def locate(remote: RemoteFile, explicit: str | Path | None = None, verify: bool = True, *, env_var: str,
-           cache: Path, offline_hint: str = "") -> Path:
+def locate(
+    remote: RemoteFile,
+    explicit: str | Path | None = None,
+    verify: bool = True,
+    *,
+    env_var: str,
+    cache: Path,
+    offline_hint: str = "",
+) -> Path:
     """Path of a local, verified copy of `remote`: `explicit` (a file, or a folder holding it), else the folder
     (or file) named by `$env_var`, else `cache/remote.name`, else a download into `cache`."""
     if explicit is not None:

@@ -1,18 +1,18 @@
 """JSON Lines files that survive crashes: appends are fsynced, a torn last line is repaired, writers are locked.
 
-    records = read_jsonl(path)                 # [] when missing; a torn last line is ignored
-    with JsonlAppender(path) as out:           # takes the file's OutputLock (second writer: OutputLocked)
-        out.write(record)                      # one line, flushed and fsynced
-        out.write_many(records)                # one block: all of them or (after a crash) none
-    write_jsonl(path, records)                 # atomic replacement (compaction, whole files)
+records = read_jsonl(path)                 # [] when missing; a torn last line is ignored
+with JsonlAppender(path) as out:           # takes the file's OutputLock (second writer: OutputLocked)
+    out.write(record)                      # one line, flushed and fsynced
+    out.write_many(records)                # one block: all of them or (after a crash) none
+write_jsonl(path, records)                 # atomic replacement (compaction, whole files)
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from mlft.errors import DataError
 from mlft.io.locks import OutputLock

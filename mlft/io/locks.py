@@ -44,7 +44,7 @@ class OutputLock:
         self.path = Path(path)
         self.lock_file = lock_path(self.path).absolute()
 
-    def acquire(self) -> "OutputLock":
+    def acquire(self) -> OutputLock:
         if fcntl is None:
             return self
         with _mutex:
@@ -59,8 +59,10 @@ class OutputLock:
             except OSError:
                 holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
                 os.close(fd)
-                raise OutputLocked(f"{self.path}: another mlft process (pid {holder}) is writing this file; "
-                                   "wait for it to finish, or choose another output") from None
+                raise OutputLocked(
+                    f"{self.path}: another mlft process (pid {holder}) is writing this file; "
+                    "wait for it to finish, or choose another output"
+                ) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             _held[self.lock_file] = [fd, 1]
@@ -80,8 +82,10 @@ class OutputLock:
             fcntl.flock(fd, fcntl.LOCK_UN)
         except OSError:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            raise OutputLocked(f"{self.path}: another mlft process (pid {holder}) is writing this file; "
-                               "wait for it to finish, or choose another output") from None
+            raise OutputLocked(
+                f"{self.path}: another mlft process (pid {holder}) is writing this file; "
+                "wait for it to finish, or choose another output"
+            ) from None
         finally:
             os.close(fd)
 

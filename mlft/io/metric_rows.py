@@ -30,16 +30,16 @@ class HarnessStats:
 
 @dataclass
 class MetricRow:
-    variant: str                     # the suite's variant ("default", "+gate"...); in curves: the pass's
+    variant: str  # the suite's variant ("default", "+gate"...); in curves: the pass's
     task: str
-    language: str                    # a language code or "avg"
+    language: str  # a language code or "avg"
     metric: str
     value: float | None
-    low: float | None = None         # the interval (confidence level: the suite's)
+    low: float | None = None  # the interval (confidence level: the suite's)
     high: float | None = None
-    n: int | None = None             # units behind the number (replies, lines, documents)
-    suite: str | None = None         # the suite that produced it (scores.jsonl, curves.jsonl)
-    outcomes: str | None = None      # per-reply outcomes file of an LCB row (relative)
+    n: int | None = None  # units behind the number (replies, lines, documents)
+    suite: str | None = None  # the suite that produced it (scores.jsonl, curves.jsonl)
+    outcomes: str | None = None  # per-reply outcomes file of an LCB row (relative)
     harness: HarnessStats | None = None  # lm_eval rows
     extra: dict = field(default_factory=dict)  # keys of another writer, kept as they were
 
@@ -54,8 +54,12 @@ class MetricRow:
             if f.name in ("harness", "extra") or f.name in out:
                 continue
             value = getattr(self, f.name)
-            if value is not None or f.name in self.CORE[:5] or f.name in self.ALWAYS and (
-                    f.name not in self.INTERVAL or any(getattr(self, k) is not None for k in self.INTERVAL)):
+            if (
+                value is not None
+                or f.name in self.CORE[:5]
+                or f.name in self.ALWAYS
+                and (f.name not in self.INTERVAL or any(getattr(self, k) is not None for k in self.INTERVAL))
+            ):
                 out[f.name] = value
         if self.harness is not None:
             out.update(harness=True, stderr=self.harness.stderr, samples=self.harness.samples)
@@ -63,7 +67,7 @@ class MetricRow:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "MetricRow":
+    def from_dict(cls, data: dict) -> MetricRow:
         if isinstance(data, cls):
             return data
         if isinstance(data, MetricRow):
@@ -105,15 +109,19 @@ class CurveRow(MetricRow):
 
     step: int = 0
     suite_variant: str | None = None  # the suite's own variant
-    model: str | None = None          # the checkpoint or base model evaluated
+    model: str | None = None  # the checkpoint or base model evaluated
 
     INTERVAL: ClassVar[tuple[str, ...]] = ()  # curve rows always carry low / high / n
     ALWAYS: ClassVar[tuple[str, ...]] = ("low", "high", "n", "suite", "suite_variant", "outcomes", "model")
 
     def to_dict(self) -> dict:
         d = super().to_dict()
-        head = {"step": d.pop("step"), "variant": d.pop("variant"), "suite": d.pop("suite"),
-                "suite_variant": d.pop("suite_variant")}
+        head = {
+            "step": d.pop("step"),
+            "variant": d.pop("variant"),
+            "suite": d.pop("suite"),
+            "suite_variant": d.pop("suite_variant"),
+        }
         return {**head, **d}
 
 

@@ -54,23 +54,28 @@ def load_side(spec: str):
     if (path / "curves.jsonl").is_file():
         rows = [r for r in read_curves(path) if r["variant"] == (variant or "model") and r.get("outcomes")]
         if not rows:
-            raise DataError(f"{path}: no curve rows with per-reply outcomes for variant {variant or 'model'!r} "
-                            "(evaluated before outcomes were kept? rerun `mlft evaluate-run`)")
+            raise DataError(
+                f"{path}: no curve rows with per-reply outcomes for variant {variant or 'model'!r} "
+                "(evaluated before outcomes were kept? rerun `mlft evaluate-run`)"
+            )
         step = max(int(r["step"]) for r in rows) if step is None else step
         rel = next((r["outcomes"] for r in rows if int(r["step"]) == step), None)
         if rel is None:
             raise DataError(f"{path}: no evaluation at step {step}")
         return f"{path.name}@{step}:{variant or 'model'}", load_outcomes(path / rel)
     if (path / "scores.jsonl").is_file():
-        rels = sorted({json.loads(x).get("outcomes") for x in (path / "scores.jsonl").read_text().splitlines()
-                       if x.strip()} - {None})
+        rels = sorted(
+            {json.loads(x).get("outcomes") for x in (path / "scores.jsonl").read_text().splitlines() if x.strip()}
+            - {None}
+        )
         if variant:
             rels = [r for r in rels if r.split("/")[0] == variant]
         elif len(rels) > 1:
             rels = [r for r in rels if r.split("/")[0] == "default"] or rels
             if len(rels) > 1:
-                raise ConfigError(f"{spec}: several variants ({', '.join(r.split('/')[0] for r in rels)}); "
-                                  f"name one: {path}:VARIANT")
+                raise ConfigError(
+                    f"{spec}: several variants ({', '.join(r.split('/')[0] for r in rels)}); name one: {path}:VARIANT"
+                )
         if not rels:
             raise DataError(f"{spec}: no per-reply outcomes found")
         return spec, load_outcomes(path / rels[0])
@@ -96,22 +101,36 @@ def compare(a, b, metrics=("lpr",), method: str = "bootstrap", n: int = 10000, s
                 continue
             if metric == "lcpr" and method == "mcnemar":
                 continue
-            if metric == "validity" and not all(any(o.validity is not None for o in side if o.task == task)
-                                                for side in (a, b)):
+            if metric == "validity" and not all(
+                any(o.validity is not None for o in side if o.task == task) for side in (a, b)
+            ):
                 continue  # not measured (outcomes written before lexical validity, or no lexicon)
             overall = paired_test(a, b, metric, task=task, method=method, n=n, seed=seed)
             rows.append(_row(task, "avg", overall, overall.p_value))
             if metric != "lcpr":
-                for lang, res in paired_tests_by_language(a, b, metric, task=task, method=method, n=n,
-                                                          seed=seed).items():
+                for lang, res in paired_tests_by_language(
+                    a, b, metric, task=task, method=method, n=n, seed=seed
+                ).items():
                     rows.append(_row(task, lang, res, res.p_adjusted))
     return rows
 
 
 def _row(task, lang, res, p_holm) -> dict:
-    return {"task": task, "language": lang, "metric": res.metric, "a": res.a, "b": res.b, "diff": res.diff,
-            "ci_low": res.ci_low, "ci_high": res.ci_high, "p": res.p_value, "p_holm": p_holm,
-            "n_pairs": res.n_pairs, "n_dropped": res.n_dropped, "method": res.method}
+    return {
+        "task": task,
+        "language": lang,
+        "metric": res.metric,
+        "a": res.a,
+        "b": res.b,
+        "diff": res.diff,
+        "ci_low": res.ci_low,
+        "ci_high": res.ci_high,
+        "p": res.p_value,
+        "p_holm": p_holm,
+        "n_pairs": res.n_pairs,
+        "n_dropped": res.n_dropped,
+        "method": res.method,
+    }
 
 
 def render_compare(rows: list[dict], label_a: str, label_b: str, fmt: str = "table") -> str:
@@ -119,10 +138,20 @@ def render_compare(rows: list[dict], label_a: str, label_b: str, fmt: str = "tab
     body = []
     for r in rows:
         sig = "*" if (r["p_holm"] if r["language"] != "avg" else r["p"]) < 0.05 else ""
-        body.append([r["task"], r["language"], r["metric"], f"{100 * r['a']:.1f}", f"{100 * r['b']:.1f}",
-                     f"{100 * r['diff']:+.1f}{sig}", f"[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]",
-                     f"{r['p']:.3g}", "" if r["language"] == "avg" else f"{r['p_holm']:.3g}",
-                     f"{r['n_pairs']}" + (f" (-{r['n_dropped']})" if r["n_dropped"] else "")])
+        body.append(
+            [
+                r["task"],
+                r["language"],
+                r["metric"],
+                f"{100 * r['a']:.1f}",
+                f"{100 * r['b']:.1f}",
+                f"{100 * r['diff']:+.1f}{sig}",
+                f"[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]",
+                f"{r['p']:.3g}",
+                "" if r["language"] == "avg" else f"{r['p_holm']:.3g}",
+                f"{r['n_pairs']}" + (f" (-{r['n_dropped']})" if r["n_dropped"] else ""),
+            ]
+        )
     method = rows[0]["method"] if rows else "bootstrap"
     title = f"A = {label_a}\nB = {label_b}\n{method}: B − A over the same prompts; * = p < 0.05 (languages: Holm)"
     return render(header, body, fmt, title)

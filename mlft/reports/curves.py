@@ -40,7 +40,8 @@ def load_runs(run_dirs: list[str | Path]) -> dict[str, list[dict]]:
 
 
 def _parent_step(model: str | None) -> int:
-    """Last step of the run whose output `model` is (`RUN/final`, `RUN/final_adapter`, `RUN/checkpoints/checkpoint-N`)."""
+    """Last step of the run whose output `model` is (`RUN/final`, `RUN/final_adapter`,
+    `RUN/checkpoints/checkpoint-N`)."""
     if not model:
         return 0
     path = Path(model)
@@ -91,8 +92,9 @@ def _parent_rows(run_dir: Path, offset: int) -> list[dict]:
     if parent is None:
         return []
     shift = step_offset(parent)
-    rows = [{**r, "step": int(r["step"]) + shift, "inherited": True} for r in read_curves(parent)
-            if r["variant"] == "model"]
+    rows = [
+        {**r, "step": int(r["step"]) + shift, "inherited": True} for r in read_curves(parent) if r["variant"] == "model"
+    ]
     return [r for r in rows if r["step"] == offset]
 
 
@@ -109,13 +111,20 @@ def series(rows: list[dict], variants: list[str] | None = None, language: str = 
         if variants and r["variant"] not in variants:
             continue
         out.setdefault((_variant(r), r["task"], r["metric"]), {})[int(r["step"])] = (
-            float(r["value"]), r.get("low"), r.get("high"))
+            float(r["value"]),
+            r.get("low"),
+            r.get("high"),
+        )
     return {k: [(s, *v) for s, v in sorted(d.items())] for k, d in out.items()}
 
 
 def curve_table(runs: dict[str, list[dict]], variants: list[str] | None = None, fmt: str = "table") -> str:
-    header = ["run", "variant", "step"] + [f"{t[:5]} {m.upper()}" for t in TASKS for m in METRICS] + \
-             [f"{t[:5]} cov" for t in TASKS] + [f"{t[:5]} valid" for t in TASKS]
+    header = (
+        ["run", "variant", "step"]
+        + [f"{t[:5]} {m.upper()}" for t in TASKS for m in METRICS]
+        + [f"{t[:5]} cov" for t in TASKS]
+        + [f"{t[:5]} valid" for t in TASKS]
+    )
     body = []
     for label, rows in runs.items():
         s = series(rows, variants)
@@ -123,8 +132,11 @@ def curve_table(runs: dict[str, list[dict]], variants: list[str] | None = None, 
             steps = sorted({p[0] for k, pts in s.items() if k[0] == variant for p in pts})
             for step in steps:
                 get = lambda t, m: next((p[1] for p in s.get((variant, t, m), []) if p[0] == step), None)  # noqa: E731, B023
-                vals = [get(t, m) for t in TASKS for m in METRICS] + [get(t, "coverage") for t in TASKS] + \
-                    [get(t, "validity") for t in TASKS]
+                vals = (
+                    [get(t, m) for t in TASKS for m in METRICS]
+                    + [get(t, "coverage") for t in TASKS]
+                    + [get(t, "validity") for t in TASKS]
+                )
                 body.append([label, variant, step] + [cell(v) for v in vals])
     return render(header, body, fmt, title="LCB per checkpoint (language averages, %)")
 
@@ -138,10 +150,10 @@ def plot_curves(runs: dict[str, list[dict]], out: str | Path, variants: list[str
 
     colours = plt.get_cmap("tab10").colors
     styles = ["-", "--", ":", "-."]
-    all_variants = sorted({k[0] for rows in runs.values() for k in series(rows, variants)},
-                          key=lambda v: (v != "model", v))
-    fig, axes = plt.subplots(len(TASKS), len(PANELS), figsize=(3.3 * len(PANELS), 6.6), sharex=True,
-                             squeeze=False)
+    all_variants = sorted(
+        {k[0] for rows in runs.values() for k in series(rows, variants)}, key=lambda v: (v != "model", v)
+    )
+    fig, axes = plt.subplots(len(TASKS), len(PANELS), figsize=(3.3 * len(PANELS), 6.6), sharex=True, squeeze=False)
     for i, (label, rows) in enumerate(runs.items()):
         for (variant, task, metric), pts in sorted(series(rows, variants).items()):
             if task not in TASKS:
@@ -150,11 +162,24 @@ def plot_curves(runs: dict[str, list[dict]], out: str | Path, variants: list[str
             xs = [p[0] for p in pts]
             ys = [100 * p[1] for p in pts]
             style = styles[all_variants.index(variant) % len(styles)]
-            ax.plot(xs, ys, style, marker="o" if variant == "model" else "s", ms=3.5, color=colours[i % 10],
-                    label=f"{label} / {variant}")
+            ax.plot(
+                xs,
+                ys,
+                style,
+                marker="o" if variant == "model" else "s",
+                ms=3.5,
+                color=colours[i % 10],
+                label=f"{label} / {variant}",
+            )
             if all(p[2] is not None and p[3] is not None for p in pts) and len(pts) > 0:
-                ax.fill_between(xs, [100 * p[2] for p in pts], [100 * p[3] for p in pts], color=colours[i % 10],
-                                alpha=0.12 if variant == "model" else 0.06, linewidth=0)
+                ax.fill_between(
+                    xs,
+                    [100 * p[2] for p in pts],
+                    [100 * p[3] for p in pts],
+                    color=colours[i % 10],
+                    alpha=0.12 if variant == "model" else 0.06,
+                    linewidth=0,
+                )
     for i, task in enumerate(TASKS):
         for j, metric in enumerate(PANELS):
             ax = axes[i][j]
@@ -188,8 +213,15 @@ def plot_heatmap(label: str, rows: list[dict], out: str | Path, metric: str = "l
     import matplotlib.pyplot as plt
     import numpy as np
 
-    sel = [r for r in rows if r["metric"] == metric and r["variant"] == variant and r["language"] != "avg"
-           and r["value"] is not None and r.get("suite_variant") in (None, "default")]
+    sel = [
+        r
+        for r in rows
+        if r["metric"] == metric
+        and r["variant"] == variant
+        and r["language"] != "avg"
+        and r["value"] is not None
+        and r.get("suite_variant") in (None, "default")
+    ]
     if not sel:
         raise DataError(f"{label}: no per-language {metric} rows for variant {variant!r}")
     tasks = [t for t in TASKS if any(r["task"] == t for r in sel)]
@@ -232,11 +264,13 @@ def plot_reward_curves(runs: dict[str, list[dict]], out: str | Path) -> Path:
     colours = plt.get_cmap("tab10").colors
     for i, (label, rows) in enumerate(runs.items()):
         for ax, panel in zip(axes[0], panels):
-            pts = [(r["step"], r["terms"][panel]["mean"] if panel in terms else r.get(panel)) for r in rows
-                   if (r.get("terms", {}).get(panel) or {}).get("mean") is not None or r.get(panel) is not None]
+            pts = [
+                (r["step"], r["terms"][panel]["mean"] if panel in terms else r.get(panel))
+                for r in rows
+                if (r.get("terms", {}).get(panel) or {}).get("mean") is not None or r.get(panel) is not None
+            ]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, color=colours[i % 10],
-                        label=label)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, color=colours[i % 10], label=label)
     for ax, panel in zip(axes[0], panels):
         ax.set_title(panel if panel in ("reward", "kl") else f"term: {panel}", fontsize=9)
         ax.set_xlabel("step", fontsize=8)

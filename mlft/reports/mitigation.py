@@ -20,7 +20,8 @@ A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at 
 Cells read `value ±h`: h is half the width of the row's 95 % interval (stored with the rows). When the rows'
 per-reply outcomes are at hand, each row is tested against the base row over the same prompts (paired
 bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage,
-degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.benchmarks.lcb.guard), or whose mean
+degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.benchmarks.lcb.guard), or whose
+mean
 reply NLL (fluency) is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
 
 Capability columns (`capability:`) show any metric row — typically an `lm_eval` suite's (a harness task's acc
@@ -79,12 +80,20 @@ class RowSpec:
     rows_file: str | None = field(default=None, metadata={"help": "JSONL of long-format metric rows instead."})
     step: int | Literal["last"] = field(default="last", metadata={"help": "Training step, or 'last'."})
     variant: str = field(default="model", metadata={"help": "Curve variant (model, a few-shot name, w8...)."})
-    suite_variant: str | None = field(default=None, metadata={
-        "help": "The suite's own variant (e.g. 'Q/A 1-shot' of the fewshot suite); default: any."})
-    variants: list[str] = field(default_factory=lambda: ["model"], metadata={
-        "help": "Quantization table only: the variants to show side by side."})
-    capability_rows_file: str | None = field(default=None, metadata={
-        "help": "JSONL of metric rows holding this row's capability columns (e.g. an lm_eval suite's scores.jsonl)."})
+    suite_variant: str | None = field(
+        default=None,
+        metadata={"help": "The suite's own variant (e.g. 'Q/A 1-shot' of the fewshot suite); default: any."},
+    )
+    variants: list[str] = field(
+        default_factory=lambda: ["model"],
+        metadata={"help": "Quantization table only: the variants to show side by side."},
+    )
+    capability_rows_file: str | None = field(
+        default=None,
+        metadata={
+            "help": "JSONL of metric rows holding this row's capability columns (e.g. an lm_eval suite's scores.jsonl)."
+        },
+    )
 
 
 @dataclass
@@ -92,9 +101,13 @@ class Capability:
     task: str = field(metadata={"help": "Task of the metric rows (e.g. a harness task or group name)."})
     metric: str = field(default="acc", metadata={"help": "Metric (e.g. acc, acc_norm, exact_match/strict-match)."})
     label: str | None = field(default=None, metadata={"help": "Column header (default: 'task metric')."})
-    variant: str | None = field(default="capability", metadata={
-        "help": "Curve variant holding the rows, for rows read from a run directory; null = the row's own variant "
-                "(e.g. the second judge's lpr@langdetect, scored in the same pass)."})
+    variant: str | None = field(
+        default="capability",
+        metadata={
+            "help": "Curve variant holding the rows, for rows read from a run directory; null = the row's own variant "
+            "(e.g. the second judge's lpr@langdetect, scored in the same pass)."
+        },
+    )
     language: str = field(default="avg", metadata={"help": "Language of the rows (lm_eval rows: avg)."})
 
     @property
@@ -114,20 +127,35 @@ class TableSpec:
     title: str = field(default="Language confusion mitigation (paper Table 11 layout)", metadata={"help": "Title."})
     base: str | None = field(default=None, metadata={"help": "Label of the base row (default: the first row)."})
     quantization: list[RowSpec] = field(default_factory=list, metadata={"help": "A12 quantization rows."})
-    per_language: list[PerLanguage] = field(default_factory=lambda: [PerLanguage("monolingual"), PerLanguage()],
-                                            metadata={"help": "Per-language detail tables (A18/A19)."})
+    per_language: list[PerLanguage] = field(
+        default_factory=lambda: [PerLanguage("monolingual"), PerLanguage()],
+        metadata={"help": "Per-language detail tables (A18/A19)."},
+    )
     resamples: int = field(default=4000, metadata={"help": "Bootstrap resamples of the paired tests (seeded)."})
-    confidence: float = field(default=0.95, metadata={
-        "help": "Level of the paired tests' marks (p < 1 - confidence) and of the fluency guard's interval."})
-    capability: list[Capability] = field(default_factory=list, metadata={
-        "help": "Capability columns: [{task, metric, label, variant}]; a drop beyond a row's interval is flagged."})
+    confidence: float = field(
+        default=0.95,
+        metadata={"help": "Level of the paired tests' marks (p < 1 - confidence) and of the fluency guard's interval."},
+    )
+    capability: list[Capability] = field(
+        default_factory=list,
+        metadata={
+            "help": "Capability columns: [{task, metric, label, variant}]; a drop beyond a row's interval is flagged."
+        },
+    )
 
 
 def judge_columns(judge: str) -> list[dict]:
     """Spec entries (`capability:`) for a second LID judge's LPR beside fastText's, one per task, read from each
     row's own pass (`lpr@<judge>`, scored with `judge=<judge>` in the suite)."""
-    return [{"task": task, "metric": f"lpr@{judge}", "variant": None,
-             "label": f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({judge})"} for task in TASKS]
+    return [
+        {
+            "task": task,
+            "metric": f"lpr@{judge}",
+            "variant": None,
+            "label": f"{'Mono' if task == 'monolingual' else 'Cross'} LPR ({judge})",
+        }
+        for task in TASKS
+    ]
 
 
 def load_spec(path: str | Path) -> TableSpec:
@@ -188,12 +216,13 @@ def _non_default(obj):
 
 # ---------------------------------------------------------------- one row's numbers
 
+
 @dataclass
 class Row:
     label: str
-    values: dict[tuple[str, str, str], MetricRow]   # (task, language, metric) -> the metric row
-    outcomes_path: Path | None                        # the official per-reply outcomes (resolved)
-    root: Path | None = None                          # the folder the rows' relative `outcomes` paths start from
+    values: dict[tuple[str, str, str], MetricRow]  # (task, language, metric) -> the metric row
+    outcomes_path: Path | None  # the official per-reply outcomes (resolved)
+    root: Path | None = None  # the folder the rows' relative `outcomes` paths start from
 
     def __post_init__(self):  # rows as written (dicts) are read as MetricRows
         self.values = {k: MetricRow.coerce(v) for k, v in self.values.items()}
@@ -272,8 +301,9 @@ def _capability_row(r: RowSpec, cap: Capability) -> MetricRow | None:
     if found.outcomes:  # resolved against the folder that holds the rows
         found = dataclasses.replace(found, outcomes=str(root / found.outcomes))
     if found.harness is not None and found.harness.samples:  # resolved against the folder that holds the rows
-        found = dataclasses.replace(found, harness=dataclasses.replace(found.harness,
-                                                                       samples=str(root / found.harness.samples)))
+        found = dataclasses.replace(
+            found, harness=dataclasses.replace(found.harness, samples=str(root / found.harness.samples))
+        )
     return found
 
 
@@ -307,6 +337,7 @@ def official_outcomes(rows: list[MetricRow]) -> str | None:
 
 # ---------------------------------------------------------------- tests against the base row
 
+
 def _tests(rows: list[Row], base: Row, columns: list[tuple[str, str]], resamples: int) -> dict:
     """{(row label, task, metric): Holm-adjusted p} for every row but the base, paired when the prompts match."""
 
@@ -327,8 +358,9 @@ def _tests(rows: list[Row], base: Row, columns: list[tuple[str, str]], resamples
     return out
 
 
-def compare(base_out, outs, metric: str, task: str, language: str | None = None, *, resamples: int,
-            confidence: float = 0.95) -> PairedResult | None:
+def compare(
+    base_out, outs, metric: str, task: str, language: str | None = None, *, resamples: int, confidence: float = 0.95
+) -> PairedResult | None:
     """A row's outcomes against the base row's (B - A) on one task (and language): the paired bootstrap over the
     prompts both answered (a prompt's replies resampled together, `mlft.stats.paired_test`), unpaired when the
     prompts differ; None when neither applies."""
@@ -336,8 +368,9 @@ def compare(base_out, outs, metric: str, task: str, language: str | None = None,
         return paired_test(base_out, outs, metric, task=task, language=language, n=resamples, confidence=confidence)
     except MlftError:  # not the same prompts: an unpaired comparison
         try:
-            return unpaired_test(base_out, outs, metric, task=task, language=language, n=resamples,
-                                 confidence=confidence)
+            return unpaired_test(
+                base_out, outs, metric, task=task, language=language, n=resamples, confidence=confidence
+            )
         except MlftError:
             return None
 
@@ -355,10 +388,11 @@ def _guard(rows: list[Row], base: Row, resamples: int, confidence: float = 0.95)
     for row in rows:
         if row is base or base_out is None or (outs := row.outcomes()) is None:
             continue
-        found = [f"{f.task}: {f.reason}"
-                 for f in guard_flags(outs, base_out, n=resamples, min_coverage=None, max_degeneracy=None,
-                                     min_validity=None)
-                 if f.language == "all"]
+        found = [
+            f"{f.task}: {f.reason}"
+            for f in guard_flags(outs, base_out, n=resamples, min_coverage=None, max_degeneracy=None, min_validity=None)
+            if f.language == "all"
+        ]
         found += _fluency_flags(outs, base_out, resamples, confidence=confidence)
         if found:
             flags[row.label] = found
@@ -380,9 +414,11 @@ def _fluency_flags(run, base, resamples: int, seed: int = 0, confidence: float =
         if ma <= 0 or mb / ma - 1 <= MAX_NLL_INCREASE:
             continue
         _, lo, hi = ratio_interval(xa, xb, confidence=confidence, n=resamples, seed=seed)
-        out.append(f"{task}: fluency NLL {mb:.2f} vs base {ma:.2f}: "
-                   f"{mb / ma - 1:+.1%} [{lo - 1:+.1%}, {hi - 1:+.1%}] (limit +{MAX_NLL_INCREASE:.0%}, "
-                   f"{len(keys)} paired prompts)")
+        out.append(
+            f"{task}: fluency NLL {mb:.2f} vs base {ma:.2f}: "
+            f"{mb / ma - 1:+.1%} [{lo - 1:+.1%}, {hi - 1:+.1%}] (limit +{MAX_NLL_INCREASE:.0%}, "
+            f"{len(keys)} paired prompts)"
+        )
     return out
 
 
@@ -413,8 +449,14 @@ def _base_row(spec: TableSpec, rows: list[Row]) -> Row:
 
 def table11(spec: TableSpec, rows: list[Row] | None = None) -> Table:
     rows = rows or [select(r, capability=spec.capability) for r in spec.rows]
-    return mitigation_table(rows, _base_row(spec, rows).label, spec.title, spec.resamples,
-                            confidence=spec.confidence, capability=spec.capability)
+    return mitigation_table(
+        rows,
+        _base_row(spec, rows).label,
+        spec.title,
+        spec.resamples,
+        confidence=spec.confidence,
+        capability=spec.capability,
+    )
 
 
 def capability_drops(rows: list[Row], base: Row, capability: list[Capability] | tuple) -> dict[str, list[str]]:
@@ -430,12 +472,14 @@ def capability_drops(rows: list[Row], base: Row, capability: list[Capability] | 
             if x.high < b:
                 out.setdefault(row.label, []).append(
                     f"capability {cap.header}: {100 * x.value:.1f} [{100 * x.low:.1f}, {100 * x.high:.1f}] "
-                    f"vs base {100 * b:.1f}: dropped beyond the row's interval")
+                    f"vs base {100 * b:.1f}: dropped beyond the row's interval"
+                )
     return out
 
 
-def capability_tests(rows: list[Row], base: Row, capability: list[Capability] | tuple,
-                     resamples: int) -> dict[tuple[str, str], tuple]:
+def capability_tests(
+    rows: list[Row], base: Row, capability: list[Capability] | tuple, resamples: int
+) -> dict[tuple[str, str], tuple]:
     """{(row label, column header): (difference, low, high, p, pairs)}: paired bootstrap over the documents both
     rows evaluated, where both rows name lm-eval per-document samples (Holm-adjusted down each column)."""
 
@@ -456,9 +500,15 @@ def capability_tests(rows: list[Row], base: Row, capability: list[Capability] | 
     return out
 
 
-def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: int = 4000,
-                     extra: dict[str, dict[str, str]] | None = None, confidence: float = 0.95,
-                     capability: list[Capability] | tuple = ()) -> Table:
+def mitigation_table(
+    rows: list[Row],
+    base_label: str,
+    title: str,
+    resamples: int = 4000,
+    extra: dict[str, dict[str, str]] | None = None,
+    confidence: float = 0.95,
+    capability: list[Capability] | tuple = (),
+) -> Table:
     """Table 11 layout over `rows` (one per mitigation), tested against the row labelled `base_label`;
     `extra` adds columns: {column name: {row label: cell}} (e.g. time per prompt); `capability` adds capability
     columns (a row whose interval lies below the base row's value is flagged) and a second LID judge's LPR
@@ -467,17 +517,25 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
     p = _tests(rows, base, MAIN + [("monolingual", "lcpr"), ("crosslingual", "lcpr")], resamples)
     flags = _guard(rows, base, resamples, confidence)
     sig = 1 - confidence
-    judged = {c.header: judge_column(rows, base, c, resamples, confidence) for c in capability
-              if judge_of(c.metric)}
+    judged = {c.header: judge_column(rows, base, c, resamples, confidence) for c in capability if judge_of(c.metric)}
     others = [c for c in capability if c.header not in judged]
     drops = capability_drops(rows, base, others)
     cap_p = capability_tests(rows, base, others, resamples) if others else {}
     for label, reasons in drops.items():
         flags.setdefault(label, []).extend(reasons)
     extra = extra or {}
-    header = ["", "Mono LPR", "Mono WPR", "Cross LPR", "Cross WPR", "LCPR (task mean)",
-              *(f"{name} mono / cross" for _, name in GUARD), "NLL mono / cross", *[c.header for c in capability],
-              *extra]
+    header = [
+        "",
+        "Mono LPR",
+        "Mono WPR",
+        "Cross LPR",
+        "Cross WPR",
+        "LCPR (task mean)",
+        *(f"{name} mono / cross" for _, name in GUARD),
+        "NLL mono / cross",
+        *[c.header for c in capability],
+        *extra,
+    ]
     body, data = [], []
     for row in rows:
         data.append(_row_data(row, base, p, flags.get(row.label, []), capability, cap_p, judged))
@@ -488,42 +546,65 @@ def mitigation_table(rows: list[Row], base_label: str, title: str, resamples: in
         guard = [" / ".join(row.cell(t, "avg", m) for t in TASKS) for m, _ in GUARD]
         nll = " / ".join(row.cell(t, "avg", "nll", percent=False) for t in TASKS)
         label = row.label + (" ⚠" if row.label in flags else "")
-        caps = [judged[c.header][row.label].text if c.header in judged else
-                row.cell(c.task, c.language, c.metric,
-                         ("*" if cap_p.get((row.label, c.header), (1,) * 4)[3] < sig else "")
-                         + (" ↓" if any(c.header + ":" in x for x in drops.get(row.label, [])) else ""))
-                for c in capability]
-        body.append([label] + [row.cell(t, "avg", m, mark(t, m)) for t, m in MAIN] + [lcpr_text, *guard, nll]
-                    + caps + [extra[c].get(row.label, "–") for c in extra])
-    notes = [f"± = half-width of the row's interval (stratified bootstrap over replies, official aggregation); "
-             f"* = differs from the '{base.label}' row at p < {sig:.2g}, paired bootstrap over the same prompts "
-             f"({resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
-             "Guard: Cov = share of replies with a line LCB counts (>= 5 tokens); Degen = share of empty or "
-             "repetitive replies; Valid = share of replies whose words are mostly words of the language (lexical "
-             "validity: word salad scores low); NLL = mean token NLL of the reply under the reference model (lower "
-             "= more fluent). LPR alone rewards degenerate output: read it beside these. ⚠ = coverage, degeneracy "
-             f"or validity worse than the base row's beyond chance, or NLL more than {MAX_NLL_INCREASE:.0%} above it."]
+        caps = [
+            judged[c.header][row.label].text
+            if c.header in judged
+            else row.cell(
+                c.task,
+                c.language,
+                c.metric,
+                ("*" if cap_p.get((row.label, c.header), (1,) * 4)[3] < sig else "")
+                + (" ↓" if any(c.header + ":" in x for x in drops.get(row.label, [])) else ""),
+            )
+            for c in capability
+        ]
+        body.append(
+            [label]
+            + [row.cell(t, "avg", m, mark(t, m)) for t, m in MAIN]
+            + [lcpr_text, *guard, nll]
+            + caps
+            + [extra[c].get(row.label, "–") for c in extra]
+        )
+    notes = [
+        f"± = half-width of the row's interval (stratified bootstrap over replies, official aggregation); "
+        f"* = differs from the '{base.label}' row at p < {sig:.2g}, paired bootstrap over the same prompts "
+        f"({resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
+        "Guard: Cov = share of replies with a line LCB counts (>= 5 tokens); Degen = share of empty or "
+        "repetitive replies; Valid = share of replies whose words are mostly words of the language (lexical "
+        "validity: word salad scores low); NLL = mean token NLL of the reply under the reference model (lower "
+        "= more fluent). LPR alone rewards degenerate output: read it beside these. ⚠ = coverage, degeneracy "
+        f"or validity worse than the base row's beyond chance, or NLL more than {MAX_NLL_INCREASE:.0%} above it.",
+    ]
     for judge in dict.fromkeys(judge_of(c.metric) for c in capability if c.header in judged):
-        notes.append(f"LPR ({judge}) = NON-OFFICIAL second judge: the same replies and counted lines, each line "
-                     f"labelled by {judge} instead of fastText (mlft.benchmarks.lcb.judge); ± = half-width of the "
-                     f"row's interval; (±d) = difference from the '{base.label}' row, * = p < {sig:.2g}, tested as "
-                     "LPR is (paired bootstrap over the same prompts, a prompt's replies together; Holm-adjusted "
-                     "down the column; unpaired when prompts differ).")
+        notes.append(
+            f"LPR ({judge}) = NON-OFFICIAL second judge: the same replies and counted lines, each line "
+            f"labelled by {judge} instead of fastText (mlft.benchmarks.lcb.judge); ± = half-width of the "
+            f"row's interval; (±d) = difference from the '{base.label}' row, * = p < {sig:.2g}, tested as "
+            "LPR is (paired bootstrap over the same prompts, a prompt's replies together; Holm-adjusted "
+            "down the column; unpaired when prompts differ)."
+        )
     if others:
-        notes.append("Capability columns (%, ± = half-width of the row's interval, e.g. the harness's value ± "
-                     "1.96·stderr): ↓ ⚠ = the base row's value lies above the row's whole interval; * = paired "
-                     f"bootstrap over the documents both rows evaluated (lm-eval samples), p < {sig:.2g}, "
-                     "Holm-adjusted.")
-        notes += [f"{label} vs base, {col}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}], p = {q:.3g} "
-                  f"({pairs} paired documents)" for (label, col), (d, lo, hi, q, pairs) in cap_p.items()]
+        notes.append(
+            "Capability columns (%, ± = half-width of the row's interval, e.g. the harness's value ± "
+            "1.96·stderr): ↓ ⚠ = the base row's value lies above the row's whole interval; * = paired "
+            f"bootstrap over the documents both rows evaluated (lm-eval samples), p < {sig:.2g}, "
+            "Holm-adjusted."
+        )
+        notes += [
+            f"{label} vs base, {col}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}], p = {q:.3g} "
+            f"({pairs} paired documents)"
+            for (label, col), (d, lo, hi, q, pairs) in cap_p.items()
+        ]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
     return Table(title, header, body, notes, data)
 
 
 # ---------------------------------------------------------------- an eval's variants as mitigations
 
-def variant_table(rows: list[MetricRow], out_dir, variants: list[str], seconds: dict[str, float], title: str,
-                  judge: str | None = None):
+
+def variant_table(
+    rows: list[MetricRow], out_dir, variants: list[str], seconds: dict[str, float], title: str, judge: str | None = None
+):
     """Table 11 layout with one row per variant (the first is the base of the paired tests) and the time per
     prompt of each variant relative to the first."""
 
@@ -532,13 +613,18 @@ def variant_table(rows: list[MetricRow], out_dir, variants: list[str], seconds: 
     for v in variants:
         mine = [r for r in rows if r.variant == v]
         rel = official_outcomes(mine)
-        table_rows.append(Row(v, {(r.task, r.language, r.metric): r for r in mine}, out_dir / rel if rel else None,
-                              out_dir))
+        table_rows.append(
+            Row(v, {(r.task, r.language, r.metric): r for r in mine}, out_dir / rel if rel else None, out_dir)
+        )
     base = seconds.get(variants[0])
     cost = {v: f"{s:.2f}" + (f" ({s / base:.1f}x)" if base else "") for v, s in seconds.items()}
-    table = mitigation_table(table_rows, variants[0], f"{title}: variants as mitigations (Table 11 layout, %)",
-                             extra={"s / prompt (x base)": cost},
-                             capability=[Capability(**c) for c in judge_columns(judge)] if judge else ())
+    table = mitigation_table(
+        table_rows,
+        variants[0],
+        f"{title}: variants as mitigations (Table 11 layout, %)",
+        extra={"s / prompt (x base)": cost},
+        capability=[Capability(**c) for c in judge_columns(judge)] if judge else (),
+    )
     table.notes += empty_group_notes(rows, variants)
     return table
 
@@ -554,19 +640,22 @@ def empty_group_notes(rows: list[MetricRow], variants: list[str]) -> list[str]:
             cov = [r for r in rows if (r.variant, r.task, r.metric) == (v, task, "coverage") and r.language != "avg"]
             empty = sorted(r.language for r in cov if r.value == 0 and r.n)
             if empty:
-                out.append(f"⚠ {v}: {task}: no counted reply in {', '.join(empty)} (coverage 0): LPR 100 % there by "
-                           f"the official empty-group rule, {100 * len(empty) / len(cov):.0f} pp of the average")
+                out.append(
+                    f"⚠ {v}: {task}: no counted reply in {', '.join(empty)} (coverage 0): LPR 100 % there by "
+                    f"the official empty-group rule, {100 * len(empty) / len(cov):.0f} pp of the average"
+                )
     return out
 
 
 @dataclass(frozen=True)
 class JudgeCell:
-    text: str                       # `value ±h`, and for a tested row ` (±d)` with `*` when significant
-    test: PairedResult | None       # against the base row (`p_adjusted`: Holm down the column); None: untested
+    text: str  # `value ±h`, and for a tested row ` (±d)` with `*` when significant
+    test: PairedResult | None  # against the base row (`p_adjusted`: Holm down the column); None: untested
 
 
-def judge_column(rows: list[Row], base: Row, column: Capability, resamples: int = 4000,
-                 confidence: float = 0.95) -> dict[str, JudgeCell]:
+def judge_column(
+    rows: list[Row], base: Row, column: Capability, resamples: int = 4000, confidence: float = 0.95
+) -> dict[str, JudgeCell]:
     """{row label: cell} of a second LID judge's LPR column (`lpr@<judge>`, a `judge_columns` entry): the one
     computation behind the variants table and table specs alike. A cell is the row's judged LPR ±half-width of its
     interval; for every other row whose judged outcomes (`outcomes.<judge>.jsonl`) are at hand, its difference
@@ -609,8 +698,15 @@ def _number(row: MetricRow | None) -> dict | None:
     return {"value": row.value, "low": row.low, "high": row.high, "n": row.n}
 
 
-def _row_data(row: Row, base: Row, p: dict, flags: list[str], capability, cap_p: dict,
-              judged: dict[str, dict[str, JudgeCell]] | None = None) -> dict:
+def _row_data(
+    row: Row,
+    base: Row,
+    p: dict,
+    flags: list[str],
+    capability,
+    cap_p: dict,
+    judged: dict[str, dict[str, JudgeCell]] | None = None,
+) -> dict:
     """One row's numbers as data: per task, LPR / WPR / LCPR and the guard's metrics (coverage, degeneracy,
     validity, NLL) as {value, low, high, n} (fractions; NLL in nats), the Holm-adjusted p against the base row
     where tested, the guard's flags, and the capability columns by header."""
@@ -634,14 +730,22 @@ def _row_data(row: Row, base: Row, p: dict, flags: list[str], capability, cap_p:
             if test is not None and test.test is not None:
                 number["p_vs_base"] = test.test.p_adjusted
             caps[c.header] = number
-    return {"label": row.label, "base": row is base, "flagged": bool(flags), "flags": list(flags), "tasks": tasks,
-            **({"capability": caps} if capability else {})}
+    return {
+        "label": row.label,
+        "base": row is base,
+        "flagged": bool(flags),
+        "flags": list(flags),
+        "tasks": tasks,
+        **({"capability": caps} if capability else {}),
+    }
 
 
 def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = None) -> Table:
     rows = rows or [select(r) for r in spec.rows]
     base = _base_row(spec, rows)
-    present = {lang for r in rows for (task, lang, metric) in r.values if (task, metric) == (detail.task, detail.metric)}
+    present = {
+        lang for r in rows for (task, lang, metric) in r.values if (task, metric) == (detail.task, detail.metric)
+    }
     present.discard("avg")
     # LCB's languages in their order, then any other language the rows hold (a user's prompt file: cs, fi, ...)
     langs = [lang for lang in LANGUAGES if lang in present] + sorted(present - set(LANGUAGES))
@@ -653,15 +757,19 @@ def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = 
         outs = row.outcomes()
         if row is not base and base_out is not None and outs is not None and detail.metric != "lcpr":
             try:
-                tests = paired_tests_by_language(base_out, outs, detail.metric, task=detail.task,
-                                                 n=spec.resamples)
+                tests = paired_tests_by_language(base_out, outs, detail.metric, task=detail.task, n=spec.resamples)
                 marks = {lang: "*" for lang, res in tests.items() if res.p_adjusted < 1 - spec.confidence}
             except Exception:  # noqa: BLE001 — different prompts: no per-language marks
                 marks = {}
-        body.append([row.label] + [row.cell(detail.task, lang, detail.metric, marks.get(lang, ""))
-                                   for lang in [*langs, "avg"]])
-    return Table(f"{detail.task} {detail.metric.upper()} per language (A18/A19 layout, %)", header, body,
-                 [f"* = differs from '{base.label}' in that language (paired bootstrap, Holm over the languages)."])
+        body.append(
+            [row.label] + [row.cell(detail.task, lang, detail.metric, marks.get(lang, "")) for lang in [*langs, "avg"]]
+        )
+    return Table(
+        f"{detail.task} {detail.metric.upper()} per language (A18/A19 layout, %)",
+        header,
+        body,
+        [f"* = differs from '{base.label}' in that language (paired bootstrap, Holm over the languages)."],
+    )
 
 
 def quantization_table(spec: TableSpec) -> Table:
@@ -670,8 +778,11 @@ def quantization_table(spec: TableSpec) -> Table:
     for r in spec.quantization:
         for variant in r.variants:
             row = select(r, variant)
-            body.append([r.label, variant] + [row.cell(t, "avg", m) for t, m in MAIN]
-                        + [" / ".join(row.cell(t, "avg", "coverage") for t in TASKS)])
+            body.append(
+                [r.label, variant]
+                + [row.cell(t, "avg", m) for t, m in MAIN]
+                + [" / ".join(row.cell(t, "avg", "coverage") for t in TASKS)]
+            )
     return Table("Quantization (A12 layout, %)", header, body, [])
 
 
@@ -698,8 +809,9 @@ def plot_table(table: Table, path: str | Path) -> Path:
     width = max(8.0, 1.3 * len(table.header) + 0.05 * max(len(r[0]) for r in table.body))
     notes = "\n".join(_wrap(n, int(width * 14)) for n in table.notes)
     table_h, notes_h = 0.32 * (len(table.body) + 1) + 0.5, 0.17 * (notes.count("\n") + 1) + 0.2
-    fig, (ax, note_ax) = plt.subplots(2, 1, figsize=(width, table_h + notes_h),
-                                      gridspec_kw={"height_ratios": [table_h, notes_h]})
+    fig, (ax, note_ax) = plt.subplots(
+        2, 1, figsize=(width, table_h + notes_h), gridspec_kw={"height_ratios": [table_h, notes_h]}
+    )
     ax.axis("off")
     note_ax.axis("off")
     tab = ax.table(cellText=table.body, colLabels=table.header, loc="upper center", cellLoc="center")

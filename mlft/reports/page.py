@@ -48,7 +48,7 @@ PAGE = "report.html"
 # expected language, counted in another language (or "unknown")
 SHORT, OK, WRONG, CUT = 0, 1, 2, 3
 SHOWN_METRICS = (*METRICS, *GUARD_METRICS, "unknown", "skipped", "nll")
-ROLLOUT_STEPS = 40        # GRPO rollouts on the page: at most this many steps per run (spread evenly, first and last)
+ROLLOUT_STEPS = 40  # GRPO rollouts on the page: at most this many steps per run (spread evenly, first and last)
 ROLLOUT_PAGE_CHARS = 1000  # prompt / completion text shown per rollout
 
 
@@ -58,9 +58,9 @@ class View:
 
     label: str
     series: str
-    x: float | None           # training step (runs); None in an eval folder (variants are categories)
+    x: float | None  # training step (runs); None in an eval folder (variants are categories)
     xlabel: str
-    folder: Path | None       # where completions.jsonl / outcomes.jsonl are
+    folder: Path | None  # where completions.jsonl / outcomes.jsonl are
     metrics: list[dict] = field(default_factory=list)
     replies: list[list] = field(default_factory=list)
     note: str | None = None
@@ -70,7 +70,7 @@ class View:
 class Page:
     title: str
     sources: list[str]
-    axis: str                 # "step" (training runs) or "variant"
+    axis: str  # "step" (training runs) or "variant"
     views: list[View]
     prompts: dict[str, str]
     messages: list[str]
@@ -85,14 +85,17 @@ def kind_of(folder: Path) -> str:
     """'run' (a `mlft train` run directory: curves.jsonl), 'eval' (an `mlft eval` folder: scores.jsonl), else a
     DataError naming the folder and what was looked for."""
     if not folder.is_dir():
-        raise DataError(f"{folder}: no such folder (expected a `mlft train` run directory or an `mlft eval` "
-                        "output folder)")
+        raise DataError(
+            f"{folder}: no such folder (expected a `mlft train` run directory or an `mlft eval` output folder)"
+        )
     if (folder / CURVES).is_file() or (folder / PASSES).is_file() or (folder / ROLLOUTS).is_file():
         return "run"
     if (folder / "scores.jsonl").is_file():
         return "eval"
-    raise DataError(f"{folder}: neither a training run (no {CURVES}) nor an eval folder (no scores.jsonl); "
-                    "give a `mlft train` run_dir or an `mlft eval --out` folder")
+    raise DataError(
+        f"{folder}: neither a training run (no {CURVES}) nor an eval folder (no scores.jsonl); "
+        "give a `mlft train` run_dir or an `mlft eval --out` folder"
+    )
 
 
 def _num(x) -> float | None:
@@ -104,8 +107,15 @@ def _metric(r: dict) -> dict | None:
     value = _num(r.get("value"))
     if value is None or r.get("harness"):
         return None
-    return {"task": r["task"], "language": r["language"], "metric": r["metric"], "value": value,
-            "low": _num(r.get("low")), "high": _num(r.get("high")), "n": r.get("n")}
+    return {
+        "task": r["task"],
+        "language": r["language"],
+        "metric": r["metric"],
+        "value": value,
+        "low": _num(r.get("low")),
+        "high": _num(r.get("high")),
+        "n": r.get("n"),
+    }
 
 
 def run_views(run_dir: Path, name: str, messages: list[str]) -> list[View]:
@@ -126,8 +136,13 @@ def run_views(run_dir: Path, name: str, messages: list[str]) -> list[View]:
             series = r["variant"] if suite_variant == "default" else f"{r['variant']} · {suite_variant}"
             folder = (run_dir / r["outcomes"]).parent if r.get("outcomes") else None
             label = f"step {key[0]} · {series}"
-            views[key] = View(f"{name} · {label}" if name else label, f"{name} · {series}" if name else series,
-                              key[0], str(key[0]), folder)
+            views[key] = View(
+                f"{name} · {label}" if name else label,
+                f"{name} · {series}" if name else series,
+                key[0],
+                str(key[0]),
+                folder,
+            )
         m = _metric(r)
         if m:
             views[key].metrics.append(m)
@@ -143,8 +158,13 @@ def eval_views(folder: Path, name: str, messages: list[str], series: str | None 
         variant = str(r.get("variant") or "default")
         if variant not in views:
             sub = (folder / r["outcomes"]).parent if r.get("outcomes") else folder / variant
-            views[variant] = View(f"{name} · {variant}" if name else variant, series or name or "eval", None, variant,
-                                  sub if (sub / "completions.jsonl").is_file() or r.get("outcomes") else None)
+            views[variant] = View(
+                f"{name} · {variant}" if name else variant,
+                series or name or "eval",
+                None,
+                variant,
+                sub if (sub / "completions.jsonl").is_file() or r.get("outcomes") else None,
+            )
         m = _metric(r)
         if m:
             views[variant].metrics.append(m)
@@ -178,12 +198,27 @@ def run_rollouts(run_dir: Path, name: str, messages: list[str]) -> list[dict]:
     steps = sorted(s for s in by_step if not curves or s in curves) or sorted(by_step)
     shown = _spread(steps, ROLLOUT_STEPS)
     if len(shown) < len(steps):
-        messages.append(f"{run_dir}: rollouts of {len(shown)} of {len(steps)} logged steps shown (spread evenly; "
-                        f"all are in {ROLLOUTS})")
+        messages.append(
+            f"{run_dir}: rollouts of {len(shown)} of {len(steps)} logged steps shown (spread evenly; "
+            f"all are in {ROLLOUTS})"
+        )
     keys = ("rank", "prompt_id", "language", "task", "terms", "total", "group", "verdict")
-    return [{"run": name, "step": s, "reward": _num(curves.get(s, {}).get("reward")),
-             "rows": [{**{k: r.get(k) for k in keys}, "prompt": _short(r.get("prompt")),
-                       "completion": _short(r.get("completion"))} for r in by_step[s]]} for s in shown]
+    return [
+        {
+            "run": name,
+            "step": s,
+            "reward": _num(curves.get(s, {}).get("reward")),
+            "rows": [
+                {
+                    **{k: r.get(k) for k in keys},
+                    "prompt": _short(r.get("prompt")),
+                    "completion": _short(r.get("completion")),
+                }
+                for r in by_step[s]
+            ],
+        }
+        for s in shown
+    ]
 
 
 # ---------------------------------------------------------------- replies as the scorer judged them
@@ -242,8 +277,10 @@ def view_replies(view: View, resources, prompts: dict[str, str], messages: list[
     report = score_completions(completions, lid=resources[0], words=None, detail=True, workers=workers)
     recorded = {(str(o["id"]), o.get("sample") or 0): o for o in read_jsonl(view.folder / "outcomes.jsonl")}
     if not recorded:
-        messages.append(f"{view.label}: no outcomes.jsonl beside the completions (an older mlft?): lexical "
-                        "validity and degeneracy computed now")
+        messages.append(
+            f"{view.label}: no outcomes.jsonl beside the completions (an older mlft?): lexical "
+            "validity and degeneracy computed now"
+        )
     for c, d in zip(completions, report.details):
         if c.extra.get("prompt") is not None:
             prompts.setdefault(c.id, str(c.extra["prompt"]))
@@ -253,11 +290,22 @@ def view_replies(view: View, resources, prompts: dict[str, str], messages: list[
         reason = degeneracy_reason(c.completion) if o.get("degenerate", True) else None
         invalid = validity is not None and validity <= VALID_SHARE
         flag = "degenerate" if reason else "invalid" if invalid else ""
-        view.replies.append([draw_id(c.id, sample), c.task, c.language, c.source, verdict(d), flag, reason,
-                             None if validity is None else round(float(validity), 3),
-                             judged_lines(c.completion, d), d["english_words"] if c.language in NON_LATIN else [],
-                             c.extra.get("finish_reason"),
-                             _num(o.get("nll"))])
+        view.replies.append(
+            [
+                draw_id(c.id, sample),
+                c.task,
+                c.language,
+                c.source,
+                verdict(d),
+                flag,
+                reason,
+                None if validity is None else round(float(validity), 3),
+                judged_lines(c.completion, d),
+                d["english_words"] if c.language in NON_LATIN else [],
+                c.extra.get("finish_reason"),
+                _num(o.get("nll")),
+            ]
+        )
 
 
 # ---------------------------------------------------------------- the page
@@ -285,8 +333,9 @@ def collect(paths: list[str | Path], workers: int | None = None, lid: str | None
         view_replies(v, resources, prompts, messages, workers)
     axis = "step" if all(k == "run" for k in kinds) else "variant"
     title = " + ".join(names)
-    return Page(title, [str(f) for f in folders], axis, views, prompts, messages, time.perf_counter() - started,
-                rollouts)
+    return Page(
+        title, [str(f) for f in folders], axis, views, prompts, messages, time.perf_counter() - started, rollouts
+    )
 
 
 def _names(folders: list[Path]) -> list[str]:
@@ -307,33 +356,55 @@ def _blob(obj) -> str:
 def render(page: Page) -> str:
     """The HTML text: the page's index as JSON, each view's replies and the prompts as compressed blocks."""
     index = {
-        "title": page.title, "sources": page.sources, "axis": page.axis, "messages": page.messages,
-        "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "version": __version__,
-        "valid_share": VALID_SHARE, "metrics": list(SHOWN_METRICS),
-        "views": [{"label": v.label, "series": v.series, "x": v.x, "xlabel": v.xlabel, "metrics": v.metrics,
-                   "n": len(v.replies), "note": v.note,
-                   "folder": str(v.folder) if v.folder else None} for v in page.views],
+        "title": page.title,
+        "sources": page.sources,
+        "axis": page.axis,
+        "messages": page.messages,
+        "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "version": __version__,
+        "valid_share": VALID_SHARE,
+        "metrics": list(SHOWN_METRICS),
+        "views": [
+            {
+                "label": v.label,
+                "series": v.series,
+                "x": v.x,
+                "xlabel": v.xlabel,
+                "metrics": v.metrics,
+                "n": len(v.replies),
+                "note": v.note,
+                "folder": str(v.folder) if v.folder else None,
+            }
+            for v in page.views
+        ],
         "rollout_steps": len(page.rollouts),
     }
     blocks = [f'<script type="application/x-gzip-base64" id="prompts">{_blob(page.prompts)}</script>']
     if page.rollouts:
         blocks.append(f'<script type="application/x-gzip-base64" id="rollouts">{_blob(page.rollouts)}</script>')
-    blocks += [f'<script type="application/x-gzip-base64" id="view-{i}">{_blob(v.replies)}</script>'
-               for i, v in enumerate(page.views) if v.replies]
+    blocks += [
+        f'<script type="application/x-gzip-base64" id="view-{i}">{_blob(v.replies)}</script>'
+        for i, v in enumerate(page.views)
+        if v.replies
+    ]
     data = json.dumps(index, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")  # strict JSON: JSON.parse
     css = (RESOURCES / "page.css").read_text(encoding="utf-8")
     js = (RESOURCES / "page.js").read_text(encoding="utf-8")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-            "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
-            f"<title>mlft report: {html.escape(page.title)}</title>\n<style>{css}</style></head>\n<body>\n"
-            '<div id="app"><p class="loading">Loading the report (JavaScript must be on)…</p></div>\n'
-            f'<script type="application/json" id="index">{data}</script>\n' + "\n".join(blocks) +
-            f"\n<script>{js}</script>\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n"
+        f"<title>mlft report: {html.escape(page.title)}</title>\n<style>{css}</style></head>\n<body>\n"
+        '<div id="app"><p class="loading">Loading the report (JavaScript must be on)…</p></div>\n'
+        f'<script type="application/json" id="index">{data}</script>\n'
+        + "\n".join(blocks)
+        + f"\n<script>{js}</script>\n</body></html>\n"
+    )
 
 
-def write_page(paths: list[str | Path], out: str | Path, workers: int | None = None,
-               lid: str | None = None) -> tuple[Path, Page]:
+def write_page(
+    paths: list[str | Path], out: str | Path, workers: int | None = None, lid: str | None = None
+) -> tuple[Path, Page]:
     """Collect and write the page; returns its path and what it holds (views, messages, seconds)."""
     page = collect(paths, workers=workers, lid=lid)
     out = Path(out)
@@ -350,8 +421,9 @@ def write_report_page(paths: list[str | Path], out: str | Path) -> Path | None:
     try:
         path, page = write_page(paths, out)
     except (MlftError, OSError) as exc:
-        log.warning("mlft report: no page written (%s); rebuild it with `mlft report %s`", exc,
-                    " ".join(map(str, paths)))
+        log.warning(
+            "mlft report: no page written (%s); rebuild it with `mlft report %s`", exc, " ".join(map(str, paths))
+        )
         return None
     replies = sum(len(v.replies) for v in page.views)
     log.info("report page: %s (%.1f MB, %d replies, %.1f s)", path, path.stat().st_size / 1e6, replies, page.seconds)

@@ -13,14 +13,24 @@ from mlft.format import cell
 from mlft.languages import NON_LATIN
 
 # The paper's row order; models not listed follow in name order.
-MODEL_ORDER = ["command-r-base", "command-r-plus-base", "llama-2-instruct", "llama-3-instruct", "mistral-8x7b",
-               "mistral-large", "command-r", "command-r-plus", "gpt-3.5-turbo", "gpt-4-turbo"]
+MODEL_ORDER = [
+    "command-r-base",
+    "command-r-plus-base",
+    "llama-2-instruct",
+    "llama-3-instruct",
+    "mistral-8x7b",
+    "mistral-large",
+    "command-r",
+    "command-r-plus",
+    "gpt-3.5-turbo",
+    "gpt-4-turbo",
+]
 TASK_LABEL = {"monolingual": "Monolingual", "crosslingual": "Cross-lingual"}
 
 
 @dataclass
 class PaperTable:
-    name: str      # file stem, e.g. table3_lpr_monolingual
+    name: str  # file stem, e.g. table3_lpr_monolingual
     title: str
     header: list[str]
     rows: list[list[str]]
@@ -56,8 +66,13 @@ def by_source(report: ScoreReport, task: str, name: str, title: str) -> PaperTab
     rows = []
     for model in _models(report, task):
         get = _rows_of(report, task, model)
-        rows.append([model, *(cell(get.get((s, "all"), {}).get("lpr")) for s in sources),
-                     *(cell(get.get((s, "all"), {}).get("wpr")) for s in sources)])
+        rows.append(
+            [
+                model,
+                *(cell(get.get((s, "all"), {}).get("lpr")) for s in sources),
+                *(cell(get.get((s, "all"), {}).get("wpr")) for s in sources),
+            ]
+        )
     return PaperTable(name, title, header, rows)
 
 
@@ -70,9 +85,23 @@ def paper_tables(report: ScoreReport) -> list[PaperTable]:
         acc_name = "tableA1" if task == "monolingual" else "tableA2"
         out += [
             by_language(report, task, "lpr", f"table3_lpr_{short}", f"Table 3 ({label}): line-level pass rate (LPR)"),
-            by_language(report, task, "wpr", f"table4_wpr_{short}", f"Table 4 / A3 ({label}): word-level pass rate (WPR)"),
-            by_language(report, task, "lcpr", f"tableA5_lcpr_{short}", f"Table A5 ({label}): LCPR (harmonic mean of LPR and WPR)"),
+            by_language(
+                report, task, "wpr", f"table4_wpr_{short}", f"Table 4 / A3 ({label}): word-level pass rate (WPR)"
+            ),
+            by_language(
+                report,
+                task,
+                "lcpr",
+                f"tableA5_lcpr_{short}",
+                f"Table A5 ({label}): LCPR (harmonic mean of LPR and WPR)",
+            ),
             by_source(report, task, f"table5_by_dataset_{short}", f"Table 5 / A7 ({label}): LPR and WPR by dataset"),
-            by_language(report, task, "acc", f"{acc_name}_line_acc_{short}", f"Table {acc_name[5:]} ({label}): line-level accuracy"),
+            by_language(
+                report,
+                task,
+                "acc",
+                f"{acc_name}_line_acc_{short}",
+                f"Table {acc_name[5:]} ({label}): line-level accuracy",
+            ),
         ]
     return out

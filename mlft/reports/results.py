@@ -36,8 +36,7 @@ VIEWS = ("table", "cell", "value", "diff")
 
 def table_record(table: Table, base: str, confidence: float = 0.95, resamples: int = 4000) -> dict:
     """A built mitigation table's numbers (`Table.data`) as the `tables` entry of a results file."""
-    return {"title": table.title, "base": base, "confidence": confidence, "resamples": resamples,
-            "rows": table.data}
+    return {"title": table.title, "base": base, "confidence": confidence, "resamples": resamples, "rows": table.data}
 
 
 def results_extra(name: str, tables: dict[str, dict], **more) -> dict:
@@ -47,13 +46,16 @@ def results_extra(name: str, tables: dict[str, dict], **more) -> dict:
 
 # ---------------------------------------------------------------- rendering
 
+
 def _row(record: dict, label: str, table: str = MAIN_TABLE) -> dict:
     rows = record.get("tables", {}).get(table, {}).get("rows", [])
     for r in rows:
         if r["label"] == label:
             return r
-    raise ConfigError(f"results {record.get('name')!r}: table {table!r} has no row {label!r} "
-                      f"(rows: {', '.join(r['label'] for r in rows)})")
+    raise ConfigError(
+        f"results {record.get('name')!r}: table {table!r} has no row {label!r} "
+        f"(rows: {', '.join(r['label'] for r in rows)})"
+    )
 
 
 def _number(record: dict, label: str, task: str, metric: str) -> dict:
@@ -61,8 +63,9 @@ def _number(record: dict, label: str, task: str, metric: str) -> dict:
         raise ConfigError(f"results view: unknown task {task!r}; valid: {', '.join(TASKS)}")
     cells = _row(record, label)["tasks"].get(task, {})
     if metric not in cells:
-        raise ConfigError(f"results {record.get('name')!r}: row {label!r} has no {task} {metric} "
-                          f"(has: {', '.join(cells)})")
+        raise ConfigError(
+            f"results {record.get('name')!r}: row {label!r} has no {task} {metric} (has: {', '.join(cells)})"
+        )
     return cells[metric]
 
 
@@ -92,19 +95,23 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
     header = ["", "Mono LPR", "Cross LPR", *(f"{name} mono / cross" for _, name in guard), "guard"]
     body = []
     for r in spec["rows"]:
+
         def lpr(task, r=r):
             number = r["tasks"].get(task, {}).get("lpr")
             star = "*" if number and number.get("p_vs_base", 1.0) < sig else ""
             return cell(number) + star
+
         cols = [" / ".join(cell(r["tasks"].get(t, {}).get(m), m, interval=False) for t in TASKS) for m, _ in guard]
         verdict = "base" if r.get("base") else ("⚠ " + "; ".join(r["flags"]) if r.get("flagged") else "ok")
         body.append([r["label"], lpr("monolingual"), lpr("crosslingual"), *cols, verdict])
     env = record.get("environment", {})
     config = record.get("config", {})
-    source = (f"Source: `docs/results/{record.get('name')}.json` ({config.get('command', '?')}; git "
-              f"{(env.get('git_commit') or 'unknown')[:12]}; {record.get('started', '?')}). LPR ± = half the "
-              f"{spec.get('confidence', 0.95):.0%} interval; * = differs from the base row, p < {sig:.2g} "
-              "(paired bootstrap, Holm); guard columns as in the mitigation table.")
+    source = (
+        f"Source: `docs/results/{record.get('name')}.json` ({config.get('command', '?')}; git "
+        f"{(env.get('git_commit') or 'unknown')[:12]}; {record.get('started', '?')}). LPR ± = half the "
+        f"{spec.get('confidence', 0.95):.0%} interval; * = differs from the base row, p < {sig:.2g} "
+        "(paired bootstrap, Holm); guard columns as in the mitigation table."
+    )
     return render(header, body, "markdown").rstrip("\n") + "\n\n" + source
 
 
@@ -128,6 +135,7 @@ def render_view(record: dict, view: str, args: list[str]) -> str:
 
 # ---------------------------------------------------------------- pages
 
+
 def blocks(text: str) -> list[re.Match]:
     return list(BLOCK.finditer(text))
 
@@ -142,6 +150,7 @@ def _render_match(m: re.Match, records: dict[str, dict]) -> str:
 
 def update_blocks(text: str, records: dict[str, dict]) -> str:
     """`text` with every block of a name in `records` re-rendered from its results file."""
+
     def sub(m: re.Match) -> str:
         if m["name"] not in records:
             return m[0]
@@ -161,7 +170,9 @@ def block_problems(text: str, records: dict[str, dict], page: str) -> list[str]:
             out.append(f"{page}:{line}: results:{m['name']}{m['args'].rstrip()}: {exc}")
             continue
         if m["body"] != want:
-            out.append(f"{page}:{line}: results:{m['name']}{m['args'].rstrip()}: the page says {m['body'].strip()!r}, "
-                       f"the results file gives {want.strip()!r} (regenerate: mlft results "
-                       f"docs/results/{m['name']}.json --update {page})")
+            out.append(
+                f"{page}:{line}: results:{m['name']}{m['args'].rstrip()}: the page says {m['body'].strip()!r}, "
+                f"the results file gives {want.strip()!r} (regenerate: mlft results "
+                f"docs/results/{m['name']}.json --update {page})"
+            )
     return out

@@ -8,20 +8,56 @@ from mlft.benchmarks.lcb.scoring import ScoreReport
 from mlft.format import cell, render
 from mlft.languages import NON_LATIN
 
-LONG_COLUMNS = ["task", "model", "source", "language", "lpr", "wpr", "acc", "lcpr", "n_responses", "n_scored",
-                "n_line_err", "n_word_err", "n_lines_scored", "n_lines_wrong"]
+LONG_COLUMNS = [
+    "task",
+    "model",
+    "source",
+    "language",
+    "lpr",
+    "wpr",
+    "acc",
+    "lcpr",
+    "n_responses",
+    "n_scored",
+    "n_line_err",
+    "n_word_err",
+    "n_lines_scored",
+    "n_lines_wrong",
+]
 CI_COLUMNS = ["lpr_ci_low", "lpr_ci_high", "wpr_ci_low", "wpr_ci_high", "lcpr_ci_low", "lcpr_ci_high"]
-GUARD_COLUMNS = ["coverage", "coverage_ci_low", "coverage_ci_high", "degeneracy", "degeneracy_ci_low",
-                 "degeneracy_ci_high", "validity", "validity_ci_low", "validity_ci_high", "unknown", "unknown_ci_low",
-                 "unknown_ci_high", "skipped", "skipped_ci_low", "skipped_ci_high", "guard_flags"]
-GUARD_LINES = [("coverage", "Coverage"), ("degeneracy", "Degeneracy"), ("validity", "Lexical validity"),
-               ("unknown", "Unknown lines"), ("skipped", "Skipped replies")]
-GUARD_NOTE = ("Guard (mlft, not part of the official metric; --no-guard hides it): coverage = replies with a line "
-              "LCB counts (>= 5 tokens); degeneracy = empty or repetitive replies; lexical validity = replies "
-              "whose words are mostly words of the language (word salad scores low); unknown lines = counted lines "
-              "fastText labels unknown (score <= 0.3); skipped = replies LCB leaves out of every denominator. "
-              "LPR alone rewards degenerate output: read it beside these. ⚠ = the row's whole 95 % interval lies "
-              "beyond a limit (coverage < 80 %, degeneracy > 5 %, validity < 80 %).")
+GUARD_COLUMNS = [
+    "coverage",
+    "coverage_ci_low",
+    "coverage_ci_high",
+    "degeneracy",
+    "degeneracy_ci_low",
+    "degeneracy_ci_high",
+    "validity",
+    "validity_ci_low",
+    "validity_ci_high",
+    "unknown",
+    "unknown_ci_low",
+    "unknown_ci_high",
+    "skipped",
+    "skipped_ci_low",
+    "skipped_ci_high",
+    "guard_flags",
+]
+GUARD_LINES = [
+    ("coverage", "Coverage"),
+    ("degeneracy", "Degeneracy"),
+    ("validity", "Lexical validity"),
+    ("unknown", "Unknown lines"),
+    ("skipped", "Skipped replies"),
+]
+GUARD_NOTE = (
+    "Guard (mlft, not part of the official metric; --no-guard hides it): coverage = replies with a line "
+    "LCB counts (>= 5 tokens); degeneracy = empty or repetitive replies; lexical validity = replies "
+    "whose words are mostly words of the language (word salad scores low); unknown lines = counted lines "
+    "fastText labels unknown (score <= 0.3); skipped = replies LCB leaves out of every denominator. "
+    "LPR alone rewards degenerate output: read it beside these. ⚠ = the row's whole 95 % interval lies "
+    "beyond a limit (coverage < 80 %, degeneracy > 5 %, validity < 80 %)."
+)
 
 
 def _flag_text(flags: list[dict], task: str, model: str, lang: str) -> str:
@@ -119,12 +155,32 @@ def beside_table(rows: list[dict], judge: str, lid_name: str, fmt: str = "table"
     for task, model in dict.fromkeys((r["task"], r["model"]) for r in rows):
         mine = [r for r in rows if (r["task"], r["model"]) == (task, model) and r["source"] == "all"]
         mine.sort(key=lambda r: (r["language"] == "all", r["language"]))
-        body = [["avg" if r["language"] == "all" else r["language"], pct(r["lpr"]), pct(r[metric_name(judge)]),
-                 "–" if r["difference"] is None else f"{100 * r['difference']:+.1f}", r["counted"], r["disagree"]]
-                for r in mine]
-        head = ["language", f"LPR ({lid_name.split(' (')[0]})", f"LPR ({judge})", "difference (pp)",
-                "counted replies", "judges disagree"]
-        out.append(render(head, body, fmt,
-                          f"{task} · {model}: LPR judged by {judge} beside the official (NON-OFFICIAL second judge: "
-                          f"same counted lines, same threshold)"))
+        body = [
+            [
+                "avg" if r["language"] == "all" else r["language"],
+                pct(r["lpr"]),
+                pct(r[metric_name(judge)]),
+                "–" if r["difference"] is None else f"{100 * r['difference']:+.1f}",
+                r["counted"],
+                r["disagree"],
+            ]
+            for r in mine
+        ]
+        head = [
+            "language",
+            f"LPR ({lid_name.split(' (')[0]})",
+            f"LPR ({judge})",
+            "difference (pp)",
+            "counted replies",
+            "judges disagree",
+        ]
+        out.append(
+            render(
+                head,
+                body,
+                fmt,
+                f"{task} · {model}: LPR judged by {judge} beside the official (NON-OFFICIAL second judge: "
+                f"same counted lines, same threshold)",
+            )
+        )
     return "\n".join(out)

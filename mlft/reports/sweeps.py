@@ -22,8 +22,9 @@ def sweep_tables(rows: list[MetricRow], fmt: str = "markdown") -> list[tuple[str
             langs = sorted({r.language for r in sel if r.language != "avg"})
             val = {(r.variant, r.language): r.value for r in sel}
             body = [[v] + [cell(val.get((v, lang))) for lang in ["avg", *langs]] for v in variants]
-            out.append((f"{task}_{metric}", render(["setting", "avg", *langs], body, fmt,
-                                                   f"{task} {metric.upper()} (%)")))
+            out.append(
+                (f"{task}_{metric}", render(["setting", "avg", *langs], body, fmt, f"{task} {metric.upper()} (%)"))
+            )
     return out
 
 
@@ -42,8 +43,12 @@ def plot_sweep(rows: list[MetricRow], path: Path, title: str) -> Path:
         for metric in METRICS:
             val = {r.variant: r.value for r in rows if r.task == task and r.metric == metric and r.language == "avg"}
             if val:
-                ax.plot(range(len(variants)), [100 * val[v] if v in val else float("nan") for v in variants],
-                        marker="o", label=metric.upper())
+                ax.plot(
+                    range(len(variants)),
+                    [100 * val[v] if v in val else float("nan") for v in variants],
+                    marker="o",
+                    label=metric.upper(),
+                )
         ax.set_xticks(range(len(variants)), variants, rotation=30, ha="right")
         ax.set_title(task)
         ax.set_ylabel("%")

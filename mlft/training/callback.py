@@ -36,15 +36,28 @@ from mlft.training.tracking import log_samples, log_scalars, scalars
 
 log = get_logger(__name__)
 # Variables that would make a child process think it is one rank of the training job.
-_DIST_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK",
-             "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "CROSS_RANK", "CROSS_SIZE")
+_DIST_ENV = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "GROUP_RANK",
+    "ROLE_RANK",
+    "ROLE_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    "CROSS_RANK",
+    "CROSS_SIZE",
+)
 
 
 def child_env() -> dict:
     """The environment of a separate-process evaluation: not a rank of the job; its CPU threads are this node's
     cores shared by the node's ranks (torchrun sets OMP_NUM_THREADS=1 for training ranks) or MLFT_EVAL_THREADS."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in _DIST_ENV and not k.startswith(("ACCELERATE_", "TORCHELASTIC_"))}
+    env = {
+        k: v for k, v in os.environ.items() if k not in _DIST_ENV and not k.startswith(("ACCELERATE_", "TORCHELASTIC_"))
+    }
     env["MLFT_LAUNCHED"] = "1"
     local_world = max(int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1), 1)
     threads = os.environ.get("MLFT_EVAL_THREADS") or str(max(1, (os.cpu_count() or 1) // local_world))
@@ -87,8 +100,10 @@ def gpu_for_child() -> dict:
     free, total = torch.cuda.mem_get_info(device)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     ids = [v.strip() for v in visible.split(",")] if visible else None
-    return {"CUDA_VISIBLE_DEVICES": ids[device] if ids and device < len(ids) else str(device),
-            "MLFT_VLLM_MAX_GPU_UTILIZATION": f"{max(0.05, 0.9 * free / total):.3f}"}
+    return {
+        "CUDA_VISIBLE_DEVICES": ids[device] if ids and device < len(ids) else str(device),
+        "MLFT_VLLM_MAX_GPU_UTILIZATION": f"{max(0.05, 0.9 * free / total):.3f}",
+    }
 
 
 class EvalCallback(TrainerCallback):
@@ -118,8 +133,12 @@ class EvalCallback(TrainerCallback):
             try:
                 write_report_page([self.run_dir], self.run_dir / PAGE)
             except Exception as exc:  # noqa: BLE001 — the page can be rebuilt; it must never fail the run
-                log.warning("[mlft eval] no report page (%s: %s); rebuild it with `mlft report %s`",
-                            type(exc).__name__, exc, self.run_dir)
+                log.warning(
+                    "[mlft eval] no report page (%s: %s); rebuild it with `mlft report %s`",
+                    type(exc).__name__,
+                    exc,
+                    self.run_dir,
+                )
 
     # -- work ----------------------------------------------------------------------------------------
     def _evaluate(self, args, state, model, model_ref: str) -> None:
@@ -137,29 +156,57 @@ class EvalCallback(TrainerCallback):
             try:
                 if live:
                     with data_parallel.coordinate(shared):
-                        rows = evaluate_step(self.run_dir, self.ev, step, model=model, tokenizer=self.tokenizer,
-                                             model_ref=model_ref, is_end=is_end, progress=self.progress,
-                                             mode="data-parallel" if shared else "in-process")
+                        rows = evaluate_step(
+                            self.run_dir,
+                            self.ev,
+                            step,
+                            model=model,
+                            tokenizer=self.tokenizer,
+                            model_ref=model_ref,
+                            is_end=is_end,
+                            progress=self.progress,
+                            mode="data-parallel" if shared else "in-process",
+                        )
                 else:
                     rows = self._evaluate_in_child(step, model_ref, is_end, model)
                 self._log(rows, step)
             except Exception as exc:  # noqa: BLE001 — evaluation must never kill training
-                log.error("[mlft eval] step %s: evaluation failed (%s: %s); training continues; rerun `mlft "
-                          "evaluate-run` on the run directory later", step, type(exc).__name__, exc, exc_info=True)
+                log.error(
+                    "[mlft eval] step %s: evaluation failed (%s: %s); training continues; rerun `mlft "
+                    "evaluate-run` on the run directory later",
+                    step,
+                    type(exc).__name__,
+                    exc,
+                    exc_info=True,
+                )
                 curve_file.append_pass(self.run_dir, step, "model", [], time.time() - t0, "failed", error=str(exc))
         elif shared:
             try:
                 data_parallel.serve(model, self.tokenizer, self.ev.merge_lora)
             except Exception as exc:  # noqa: BLE001 — a broken collective is reported; the barrier decides
-                log.error("[mlft eval] step %s: rank %s: data-parallel evaluation failed (%s: %s)", step,
-                          state.process_index if hasattr(state, "process_index") else "?", type(exc).__name__, exc)
+                log.error(
+                    "[mlft eval] step %s: rank %s: data-parallel evaluation failed (%s: %s)",
+                    step,
+                    state.process_index if hasattr(state, "process_index") else "?",
+                    type(exc).__name__,
+                    exc,
+                )
         self.seconds += time.time() - t0
         _barrier()
 
     def _evaluate_in_child(self, step: int, model_ref: str, is_end: bool, model=None) -> list[dict]:
         before = len(curve_file.read_curves(self.run_dir))
-        cmd = [sys.executable, "-m", "mlft", "evaluate-run", str(self.run_dir), "--step", str(step),
-               "--model", model_ref]
+        cmd = [
+            sys.executable,
+            "-m",
+            "mlft",
+            "evaluate-run",
+            str(self.run_dir),
+            "--step",
+            str(step),
+            "--model",
+            model_ref,
+        ]
         caps = capabilities(self.ev.backend)
         if caps.placement_options:  # rank 0's device and the training dtype (own_devices: the environment below)
             placement = eval_placement(self.recipe, model)

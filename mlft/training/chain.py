@@ -39,8 +39,18 @@ CHAIN_JSON = "chain.json"
 CHAIN_DIR = "chain"
 FORMAT = 1
 # trainer state in checkpoint folders: not needed to load the weights, so never copied into a chain
-_NOT_WEIGHTS = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state*.pth", "trainer_state.json",
-                "training_args.bin", "global_step*", "latest", "zero_to_fp32.py", CHAIN_FILE)
+_NOT_WEIGHTS = (
+    "optimizer.pt",
+    "scheduler.pt",
+    "scaler.pt",
+    "rng_state*.pth",
+    "trainer_state.json",
+    "training_args.bin",
+    "global_step*",
+    "latest",
+    "zero_to_fp32.py",
+    CHAIN_FILE,
+)
 
 
 def read(run_dir: Path) -> dict:
@@ -89,10 +99,17 @@ def prepare(recipe, run_dir: Path) -> dict:
     if tmp.exists():
         shutil.rmtree(run_dir / CHAIN_DIR, ignore_errors=True)
         os.replace(tmp, run_dir / CHAIN_DIR)
-    info = {"format": FORMAT, "source": recipe.model, "base": base, "merge": merge,
-            "start": {"path": merge[-1]} if merge else base, "trainer": recipe.trainer,
-            "method": "lora" if recipe.lora.enabled else "full", "dtype": _dtype(recipe.dtype),
-            "lineage": _lineage(recipe, mref, root, run_dir)}
+    info = {
+        "format": FORMAT,
+        "source": recipe.model,
+        "base": base,
+        "merge": merge,
+        "start": {"path": merge[-1]} if merge else base,
+        "trainer": recipe.trainer,
+        "method": "lora" if recipe.lora.enabled else "full",
+        "dtype": _dtype(recipe.dtype),
+        "lineage": _lineage(recipe, mref, root, run_dir),
+    }
     info["chained"] = is_chained(info)
     path = run_dir / CHAIN_JSON
     path.with_suffix(".tmp").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
@@ -100,8 +117,9 @@ def prepare(recipe, run_dir: Path) -> dict:
     return info
 
 
-def mark_adapter(folder: Path, base: dict, merge: list[str], run_dir: Path, dtype: str | None,
-                 at: Path | None = None) -> None:
+def mark_adapter(
+    folder: Path, base: dict, merge: list[str], run_dir: Path, dtype: str | None, at: Path | None = None
+) -> None:
     """Make adapter `folder` load without absolute paths: portable base_model_name_or_path (the root reference,
     or CHAIN_SENTINEL when adapters lie under it) and mlft_chain.json. `base`/`merge` are relative to `run_dir`;
     the file's paths are relative to the folder's place in the run, `at` (default: `folder`)."""
@@ -128,8 +146,12 @@ def mark_adapter(folder: Path, base: dict, merge: list[str], run_dir: Path, dtyp
     if not chained:
         spec_file.unlink(missing_ok=True)
         return
-    spec = {"format": FORMAT, "base": {"ref": base["ref"]} if "ref" in base else {"path": rel(base["path"])},
-            "merge": [rel(m) for m in merge], "dtype": dtype}
+    spec = {
+        "format": FORMAT,
+        "base": {"ref": base["ref"]} if "ref" in base else {"path": rel(base["path"])},
+        "merge": [rel(m) for m in merge],
+        "dtype": dtype,
+    }
     spec_file.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
 
 
@@ -197,8 +219,13 @@ def _rel_project(path: str) -> str:
 
 def _run_entry(recipe: dict, name: str) -> dict:
     lora = recipe.get("lora") or {}
-    entry = {"run": name, "trainer": recipe.get("trainer"), "method": "lora" if lora.get("enabled") else "full",
-             "mix": _rel_project(recipe.get("mix", "")), "dtype": recipe.get("dtype")}
+    entry = {
+        "run": name,
+        "trainer": recipe.get("trainer"),
+        "method": "lora" if lora.get("enabled") else "full",
+        "mix": _rel_project(recipe.get("mix", "")),
+        "dtype": recipe.get("dtype"),
+    }
     if lora.get("enabled"):
         entry["lora"] = {k: lora.get(k) for k in ("r", "alpha", "dropout", "target_modules")}
     return entry
@@ -225,8 +252,9 @@ def _lineage(recipe, mref: ModelRef, root: ModelRef, run_dir: Path) -> list[dict
     else:
         lineage = [{"model": portable_ref(root.name) if root.kind in ("embedded", "hub") else root.name}]
         if parent is not None:
-            lineage.append(_run_entry(yaml.safe_load((parent / "recipe.yaml").read_text(encoding="utf-8")) or {},
-                                      parent.name))
+            lineage.append(
+                _run_entry(yaml.safe_load((parent / "recipe.yaml").read_text(encoding="utf-8")) or {}, parent.name)
+            )
         elif mref.kind == "adapter":
             lineage.append({"adapter": mref.name, "merged": len(mref.merge) + 1})
     if parent is not None:

@@ -17,9 +17,13 @@ TEMPLATES = Path(__file__).parent / "templates"
 TWINS = ("chatml_training.jinja",)  # training twins of model templates trl cannot patch
 _SAMPLES = [
     [{"role": "user", "content": "Hallo?"}, {"role": "assistant", "content": "Hallo!"}],
-    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
-     {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bye"},
-     {"role": "assistant", "content": "Bye."}],
+    [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "Bye"},
+        {"role": "assistant", "content": "Bye."},
+    ],
 ]
 
 
@@ -29,8 +33,9 @@ def renders_same(tokenizer, template: str) -> bool:
         for prompt_only in (False, True):
             msgs = messages[:-1] if prompt_only else messages
             own = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=prompt_only)
-            twin = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=prompt_only,
-                                                 chat_template=template)
+            twin = tokenizer.apply_chat_template(
+                msgs, tokenize=False, add_generation_prompt=prompt_only, chat_template=template
+            )
             if own != twin:
                 return False
     return True
@@ -53,6 +58,8 @@ def training_chat_template(tokenizer) -> str | None:
         twin = (TEMPLATES / name).read_text(encoding="utf-8")
         if current and renders_same(tokenizer, twin):
             return twin
-    raise ConfigError("chat_template: the model's chat template has no {% generation %} markers and neither trl "
-                      "nor mlft knows a training twin for it; write one (a .jinja file) and set chat_template: "
-                      "PATH, or set training_args.assistant_only_loss: false")
+    raise ConfigError(
+        "chat_template: the model's chat template has no {% generation %} markers and neither trl "
+        "nor mlft knows a training twin for it; write one (a .jinja file) and set chat_template: "
+        "PATH, or set training_args.assistant_only_loss: false"
+    )

@@ -33,10 +33,10 @@ PORT_SPREAD = 2000
 class SlurmAllocation:
     """This node's place in a SLURM allocation, as `accelerate launch` needs it."""
 
-    nodes: tuple[str, ...]   # host names, in SLURM's node-id order; nodes[0] runs the main process
-    node_rank: int           # SLURM_NODEID: this node's index in `nodes`
-    gpus_per_node: int       # processes started on each node
-    port: int                # rendezvous port on nodes[0]
+    nodes: tuple[str, ...]  # host names, in SLURM's node-id order; nodes[0] runs the main process
+    node_rank: int  # SLURM_NODEID: this node's index in `nodes`
+    gpus_per_node: int  # processes started on each node
+    port: int  # rendezvous port on nodes[0]
 
     @property
     def num_machines(self) -> int:
@@ -52,6 +52,7 @@ class SlurmAllocation:
 
 
 # ---------------------------------------------------------------------------------------------- nodelists
+
 
 def parse_nodelist(text: str) -> list[str]:
     """Expand a SLURM hostlist the way `scontrol show hostnames` does, in order: `gpu-[07-08]`,
@@ -118,6 +119,7 @@ def _gpu_count(text: str, var: str) -> int:
 
 # ---------------------------------------------------------------------------------------------- allocation
 
+
 def _int_var(env: Mapping[str, str], names: Sequence[str], what: str) -> int:
     for name in names:
         if env.get(name, "").strip():
@@ -125,12 +127,14 @@ def _int_var(env: Mapping[str, str], names: Sequence[str], what: str) -> int:
                 return int(env[name])
             except ValueError:
                 raise ConfigError(f"{name}={env[name]!r}: expected an integer ({what})") from None
-    raise ConfigError(f"{' / '.join(names)} not set ({what}): run inside a SLURM job "
-                      "(sbatch slurm/train.sbatch ..., srun ...)")
+    raise ConfigError(
+        f"{' / '.join(names)} not set ({what}): run inside a SLURM job (sbatch slurm/train.sbatch ..., srun ...)"
+    )
 
 
-def slurm_allocation(env: Mapping[str, str], gpus_per_node: int | None = None,
-                     port: int | None = None) -> SlurmAllocation:
+def slurm_allocation(
+    env: Mapping[str, str], gpus_per_node: int | None = None, port: int | None = None
+) -> SlurmAllocation:
     """Read this node's allocation from SLURM's variables (validated, with errors naming the variable).
 
     Inside an `srun` step the step's node list is used (node ids are relative to it), else the job's.
@@ -142,44 +146,57 @@ def slurm_allocation(env: Mapping[str, str], gpus_per_node: int | None = None,
     count_vars = ("SLURM_STEP_NUM_NODES", "SLURM_NNODES") if in_step else ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")
     list_var = next((v for v in list_vars if env.get(v, "").strip()), None)
     if list_var is None:
-        raise ConfigError(f"{' / '.join(list_vars)} not set (the allocation's nodes): run inside a SLURM job "
-                          "(sbatch slurm/train.sbatch ..., srun ...)")
+        raise ConfigError(
+            f"{' / '.join(list_vars)} not set (the allocation's nodes): run inside a SLURM job "
+            "(sbatch slurm/train.sbatch ..., srun ...)"
+        )
     try:
         nodes = tuple(parse_nodelist(env[list_var]))
     except ConfigError as exc:
         raise ConfigError(f"{list_var}: {exc}") from None
     num_nodes = _int_var(env, count_vars, "number of nodes")
     if num_nodes != len(nodes):
-        raise ConfigError(f"{list_var}={env[list_var]!r} names {len(nodes)} node(s) but "
-                          f"{next(v for v in count_vars if env.get(v))}={num_nodes}")
+        raise ConfigError(
+            f"{list_var}={env[list_var]!r} names {len(nodes)} node(s) but "
+            f"{next(v for v in count_vars if env.get(v))}={num_nodes}"
+        )
     node_rank = _int_var(env, ("SLURM_NODEID",), "this node's index in the allocation")
     if not 0 <= node_rank < num_nodes:
         raise ConfigError(f"SLURM_NODEID={node_rank} is outside the allocation's {num_nodes} node(s)")
     tasks_var = "SLURM_STEP_TASKS_PER_NODE"
     if env.get(tasks_var, "").strip() and set(_tasks_per_node(env[tasks_var])) != {1}:
-        raise ConfigError(f"{tasks_var}={env[tasks_var]!r}: run one task per node (srun --ntasks-per-node=1); "
-                          "each node's `accelerate launch` starts one process per GPU itself")
+        raise ConfigError(
+            f"{tasks_var}={env[tasks_var]!r}: run one task per node (srun --ntasks-per-node=1); "
+            "each node's `accelerate launch` starts one process per GPU itself"
+        )
     on_node = env.get("SLURM_GPUS_ON_NODE", "").strip()
     per_node = env.get("SLURM_GPUS_PER_NODE", "").strip()
     on_node_n = _gpu_count(on_node, "SLURM_GPUS_ON_NODE") if on_node else None
     per_node_n = _gpu_count(per_node, "SLURM_GPUS_PER_NODE") if per_node else None
     if on_node_n is not None and per_node_n is not None and on_node_n != per_node_n:
-        raise ConfigError(f"SLURM_GPUS_ON_NODE={on_node_n} but SLURM_GPUS_PER_NODE={per_node_n}: every node "
-                          "must run the same number of processes (request --gpus-per-node)")
+        raise ConfigError(
+            f"SLURM_GPUS_ON_NODE={on_node_n} but SLURM_GPUS_PER_NODE={per_node_n}: every node "
+            "must run the same number of processes (request --gpus-per-node)"
+        )
     if gpus_per_node is None:
         gpus_per_node = on_node_n if on_node_n is not None else per_node_n
         if gpus_per_node is None:
-            raise ConfigError("SLURM_GPUS_ON_NODE / SLURM_GPUS_PER_NODE not set (GPUs per node): request GPUs "
-                              "(sbatch --gpus-per-node=8) or pass --gpus-per-node N")
+            raise ConfigError(
+                "SLURM_GPUS_ON_NODE / SLURM_GPUS_PER_NODE not set (GPUs per node): request GPUs "
+                "(sbatch --gpus-per-node=8) or pass --gpus-per-node N"
+            )
     elif on_node_n is not None and gpus_per_node > on_node_n:
-        raise ConfigError(f"--gpus-per-node {gpus_per_node} but SLURM gave this node {on_node_n} GPU(s) "
-                          "(SLURM_GPUS_ON_NODE)")
+        raise ConfigError(
+            f"--gpus-per-node {gpus_per_node} but SLURM gave this node {on_node_n} GPU(s) (SLURM_GPUS_ON_NODE)"
+        )
     if gpus_per_node < 1:
         raise ConfigError(f"GPUs per node must be >= 1, got {gpus_per_node}")
     total = env.get("SLURM_GPUS", "").strip()
     if total.isdigit() and int(total) != num_nodes * gpus_per_node:
-        raise ConfigError(f"SLURM_GPUS={total} but {num_nodes} node(s) x {gpus_per_node} GPU(s) = "
-                          f"{num_nodes * gpus_per_node} processes: request --gpus-per-node instead of --gpus")
+        raise ConfigError(
+            f"SLURM_GPUS={total} but {num_nodes} node(s) x {gpus_per_node} GPU(s) = "
+            f"{num_nodes * gpus_per_node} processes: request --gpus-per-node instead of --gpus"
+        )
     if port is None:
         job = env.get("SLURM_JOB_ID", "").strip()
         port = BASE_PORT + int(job) % PORT_SPREAD if job.isdigit() else BASE_PORT
@@ -189,6 +206,7 @@ def slurm_allocation(env: Mapping[str, str], gpus_per_node: int | None = None,
 
 
 # ---------------------------------------------------------------------------------------------- command
+
 
 def _resolve(path: str) -> Path:
     """A path as written in a recipe or config (cwd first, then the project root), made absolute."""
@@ -223,24 +241,35 @@ def _check_config(config, path: Path, alloc: SlurmAllocation | None) -> Path | N
     if alloc is None:
         return ds_file
     if config.distributed_type == DistributedType.NO and alloc.num_processes > 1:
-        raise ConfigError(f"accelerate config {path} runs one process (distributed_type: 'NO'), but the SLURM "
-                          f"allocation has {alloc.num_machines} node(s) x {alloc.gpus_per_node} GPU(s): use "
-                          "configs/accelerate/multinode_zero2.yaml (or any DDP/DeepSpeed/FSDP config)")
+        raise ConfigError(
+            f"accelerate config {path} runs one process (distributed_type: 'NO'), but the SLURM "
+            f"allocation has {alloc.num_machines} node(s) x {alloc.gpus_per_node} GPU(s): use "
+            "configs/accelerate/multinode_zero2.yaml (or any DDP/DeepSpeed/FSDP config)"
+        )
     if alloc.num_machines > 1:
         launcher = config.deepspeed_config.get("deepspeed_multinode_launcher", "standard")
         if config.distributed_type == DistributedType.DEEPSPEED and launcher != "standard":
-            raise ConfigError(f"accelerate config {path}: deepspeed_multinode_launcher: {launcher!r} starts the "
-                              "other nodes itself; with one SLURM task per node it must be 'standard' (torchrun)")
+            raise ConfigError(
+                f"accelerate config {path}: deepspeed_multinode_launcher: {launcher!r} starts the "
+                "other nodes itself; with one SLURM task per node it must be 'standard' (torchrun)"
+            )
         if (config.rdzv_backend or "static") != "static" and config.same_network:
-            raise ConfigError(f"accelerate config {path}: rdzv_backend {config.rdzv_backend!r} with "
-                              "same_network: true gives torchrun no rendezvous endpoint (each node would meet "
-                              "only itself); use rdzv_backend: static, or same_network: false")
+            raise ConfigError(
+                f"accelerate config {path}: rdzv_backend {config.rdzv_backend!r} with "
+                "same_network: true gives torchrun no rendezvous endpoint (each node would meet "
+                "only itself); use rdzv_backend: static, or same_network: false"
+            )
     return ds_file
 
 
-def launch_command(recipe: str, overrides: Sequence[str], accelerate_config: str,
-                   slurm: SlurmAllocation | None = None, extra: Sequence[str] = (),
-                   python: str | None = None) -> list[str]:
+def launch_command(
+    recipe: str,
+    overrides: Sequence[str],
+    accelerate_config: str,
+    slurm: SlurmAllocation | None = None,
+    extra: Sequence[str] = (),
+    python: str | None = None,
+) -> list[str]:
     """The argv that runs `mlft train RECIPE OVERRIDES EXTRA` under `accelerate launch`.
 
     Paths the launched processes read are made absolute (the accelerate config and its DeepSpeed JSON, which
@@ -255,9 +284,18 @@ def launch_command(recipe: str, overrides: Sequence[str], accelerate_config: str
     ds_file = _check_config(config, config_path, slurm)
     cmd = [python or sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config_path)]
     if slurm is not None:
-        cmd += ["--num_machines", str(slurm.num_machines), "--num_processes", str(slurm.num_processes),
-                "--machine_rank", str(slurm.node_rank), "--main_process_ip", slurm.main_address,
-                "--main_process_port", str(slurm.port)]
+        cmd += [
+            "--num_machines",
+            str(slurm.num_machines),
+            "--num_processes",
+            str(slurm.num_processes),
+            "--machine_rank",
+            str(slurm.node_rank),
+            "--main_process_ip",
+            slurm.main_address,
+            "--main_process_port",
+            str(slurm.port),
+        ]
     if ds_file is not None:
         cmd += ["--deepspeed_config_file", str(ds_file)]
     return [*cmd, "-m", "mlft", "train", recipe, *overrides, *extra]

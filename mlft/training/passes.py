@@ -41,12 +41,17 @@ class PassVariant:
     """One extra evaluation pass of each checkpoint: a few-shot prompting baseline, an intervention..."""
 
     variant: str = field(metadata={"help": "Name of the variant in curves.jsonl (e.g. '1-shot', '+script gate')."})
-    suite: str | None = field(default=None, metadata={
-        "help": "Suite name or path; null = the evaluation suite (with its suite_overrides)."})
-    overrides: dict[str, Any] | list[str] = field(default_factory=dict, metadata={
-        "help": "Settings of the suite: key=value texts (parsed when the recipe loads) or a mapping."})
-    interventions: list[dict] = field(default_factory=list, metadata={
-        "help": "Inference-time interventions [{name: ..., <options>}] added to the suite's."})
+    suite: str | None = field(
+        default=None, metadata={"help": "Suite name or path; null = the evaluation suite (with its suite_overrides)."}
+    )
+    overrides: dict[str, Any] | list[str] = field(
+        default_factory=dict,
+        metadata={"help": "Settings of the suite: key=value texts (parsed when the recipe loads) or a mapping."},
+    )
+    interventions: list[dict] = field(
+        default_factory=list,
+        metadata={"help": "Inference-time interventions [{name: ..., <options>}] added to the suite's."},
+    )
 
     def __post_init__(self):  # text (a recipe's key=value) is parsed once, here
         self.overrides = as_settings(self.overrides, f"variant {self.variant!r}: overrides")
@@ -58,47 +63,99 @@ PromptVariant = PassVariant  # the name before interventions existed
 @dataclass
 class EvaluationOptions:
     enabled: bool = field(default=True, metadata={"help": "Run the eval callback at all."})
-    suite: str = field(default="lcb_quick", metadata={
-        "help": "Eval suite run at train start and after every checkpoint (name in eval/ or a path)."})
-    suite_overrides: dict[str, Any] | list[str] = field(default_factory=dict, metadata={
-        "help": "Settings of the suite: key=value texts (parsed when the recipe loads) or a mapping, laid over the "
-                "suite file (validated by the suite loader)."})
+    suite: str = field(
+        default="lcb_quick",
+        metadata={"help": "Eval suite run at train start and after every checkpoint (name in eval/ or a path)."},
+    )
+    suite_overrides: dict[str, Any] | list[str] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Settings of the suite: key=value texts (parsed when the recipe loads) or a mapping, laid over the "
+            "suite file (validated by the suite loader)."
+        },
+    )
     at_start: bool = field(default=True, metadata={"help": "Evaluate the starting model (step 0 baseline)."})
-    every_steps: int | None = field(default=None, metadata={
-        "help": "Evaluate every N steps: sets save_strategy=steps and save_steps=N (evaluation follows checkpoints)."})
-    variants: list[PassVariant] = field(default_factory=list, metadata={
-        "help": "Extra passes at every evaluation: [{variant, suite, overrides, interventions}]."})
+    every_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Evaluate every N steps: sets save_strategy=steps and save_steps=N (evaluation follows "
+            "checkpoints)."
+        },
+    )
+    variants: list[PassVariant] = field(
+        default_factory=list,
+        metadata={"help": "Extra passes at every evaluation: [{variant, suite, overrides, interventions}]."},
+    )
     fewshot: bool = field(default=False, metadata={"help": "Also run the few-shot prompting variants below."})
-    fewshot_variants: list[PassVariant] = field(default_factory=list, metadata={
-        "help": "Few-shot baselines: [{variant, suite, overrides}], run when `fewshot: true`; empty = the paper's "
-                "Q/A template, 1-shot and 5-shot (mlft.constants.FEWSHOT_BASELINES)."})
-    quantized: list[Scheme] = field(default_factory=list, metadata={
-        "help": "Quantized variants of each saved checkpoint (the `quantize` intervention): w8/w4 (bitsandbytes), "
-                "w8a8 (torchao int8 dynamic)."})
-    quantized_at: Literal["all", "ends"] = field(default="ends", metadata={
-        "help": "Which steps get the quantized variants: 'ends' (the step-0 baseline and the last step) or 'all'."})
-    in_process: Literal["auto", "always", "never"] = field(default="auto", metadata={
-        "help": "Generate with the live model on rank 0 ('auto': yes unless ZeRO-3/FSDP shards the weights; "
-                "then the saved checkpoint is evaluated in a separate process)."})
-    data_parallel: bool = field(default=True, metadata={
-        "help": "With several ranks and replicated weights (DDP, ZeRO-1/2), every rank generates its share of an "
-                "in-process pass and rank 0 gathers, scores and writes once (the same completions as one rank)."})
-    merge_lora: bool = field(default=True, metadata={
-        "help": "Evaluate a LoRA model as a merged copy (faster generation; one extra copy of the weights in "
-                "memory; the live model is untouched)."})
-    log_to_trainer: bool = field(default=True, metadata={
-        "help": "Log headline LPR/WPR/LCPR through the trainer's report_to (TensorBoard, W&B...)."})
-    timeout_s: int = field(default=3600, metadata={
-        "help": "Limit for one separate-process evaluation; the training job's process-group timeout is raised "
-                "above it (the other ranks wait for the evaluation in a collective)."})
-    backend: str = field(default=DEFAULT_BACKEND, metadata={
-        "help": "Generation backend of the passes: any registered backend that takes the live model (e.g. 'hf': "
-                "in-process) or loads saved checkpoints (e.g. 'vllm': the *saved* checkpoint in a separate "
-                "`mlft evaluate-run` process, on rank 0's GPU after the training process frees its cache; LoRA "
-                "checkpoints merged). Quantized variants run on a backend that can transform a model (hf)."})
-    backend_options: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "Options of the backend (e.g. {gpu_memory_utilization: 0.3, max_model_len: 4096}); with vllm during "
-                "training, gpu_memory_utilization is also capped to the GPU memory the training process leaves free."})
+    fewshot_variants: list[PassVariant] = field(
+        default_factory=list,
+        metadata={
+            "help": "Few-shot baselines: [{variant, suite, overrides}], run when `fewshot: true`; empty = the paper's "
+            "Q/A template, 1-shot and 5-shot (mlft.constants.FEWSHOT_BASELINES)."
+        },
+    )
+    quantized: list[Scheme] = field(
+        default_factory=list,
+        metadata={
+            "help": "Quantized variants of each saved checkpoint (the `quantize` intervention): w8/w4 (bitsandbytes), "
+            "w8a8 (torchao int8 dynamic)."
+        },
+    )
+    quantized_at: Literal["all", "ends"] = field(
+        default="ends",
+        metadata={
+            "help": "Which steps get the quantized variants: 'ends' (the step-0 baseline and the last step) or 'all'."
+        },
+    )
+    in_process: Literal["auto", "always", "never"] = field(
+        default="auto",
+        metadata={
+            "help": "Generate with the live model on rank 0 ('auto': yes unless ZeRO-3/FSDP shards the weights; "
+            "then the saved checkpoint is evaluated in a separate process)."
+        },
+    )
+    data_parallel: bool = field(
+        default=True,
+        metadata={
+            "help": "With several ranks and replicated weights (DDP, ZeRO-1/2), every rank generates its share of an "
+            "in-process pass and rank 0 gathers, scores and writes once (the same completions as one rank)."
+        },
+    )
+    merge_lora: bool = field(
+        default=True,
+        metadata={
+            "help": "Evaluate a LoRA model as a merged copy (faster generation; one extra copy of the weights in "
+            "memory; the live model is untouched)."
+        },
+    )
+    log_to_trainer: bool = field(
+        default=True,
+        metadata={"help": "Log headline LPR/WPR/LCPR through the trainer's report_to (TensorBoard, W&B...)."},
+    )
+    timeout_s: int = field(
+        default=3600,
+        metadata={
+            "help": "Limit for one separate-process evaluation; the training job's process-group timeout is raised "
+            "above it (the other ranks wait for the evaluation in a collective)."
+        },
+    )
+    backend: str = field(
+        default=DEFAULT_BACKEND,
+        metadata={
+            "help": "Generation backend of the passes: any registered backend that takes the live model (e.g. 'hf': "
+            "in-process) or loads saved checkpoints (e.g. 'vllm': the *saved* checkpoint in a separate "
+            "`mlft evaluate-run` process, on rank 0's GPU after the training process frees its cache; LoRA "
+            "checkpoints merged). Quantized variants run on a backend that can transform a model (hf)."
+        },
+    )
+    backend_options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Options of the backend (e.g. {gpu_memory_utilization: 0.3, max_model_len: 4096}); with vllm "
+            "during "
+            "training, gpu_memory_utilization is also capped to the GPU memory the training process leaves free."
+        },
+    )
 
     def __post_init__(self):  # text (a recipe's key=value) is parsed once, here
         self.suite_overrides = as_settings(self.suite_overrides, "evaluation.suite_overrides")
@@ -106,11 +163,11 @@ class EvaluationOptions:
 
 @dataclass(frozen=True)
 class EvalPass:
-    variant: str                          # "model", a few-shot / intervention variant name, or w8 / w4 / w8a8
+    variant: str  # "model", a few-shot / intervention variant name, or w8 / w4 / w8a8
     suite: str
-    settings: dict                        # laid over the suite file (load_suite's `settings`)
-    interventions: tuple = ()             # intervention specs ({name, <options>}) added to the suite's
-    at_ends_only: bool = False            # quantized variants: only at step 0 and the last step by default
+    settings: dict  # laid over the suite file (load_suite's `settings`)
+    interventions: tuple = ()  # intervention specs ({name, <options>}) added to the suite's
+    at_ends_only: bool = False  # quantized variants: only at step 0 and the last step by default
 
     @property
     def needs_saved_weights(self) -> bool:
@@ -135,18 +192,31 @@ def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
         settings = copy.deepcopy(v.overrides) if v.suite else deep_merge(copy.deepcopy(own), v.overrides)
         out.append(EvalPass(v.variant, v.suite or ev.suite, settings, tuple(v.interventions)))
     if ev.fewshot and not ev.fewshot_variants:  # default: the paper's Q/A template, 1-shot and 5-shot
-        out += [EvalPass(name, ev.suite, deep_merge(copy.deepcopy(own), copy.deepcopy(settings)))
-                for name, settings in FEWSHOT_BASELINES]
-    out += [EvalPass(q, ev.suite, copy.deepcopy(own), ({"name": "quantize", "scheme": q},),
-                     at_ends_only=ev.quantized_at == "ends") for q in ev.quantized]
+        out += [
+            EvalPass(name, ev.suite, deep_merge(copy.deepcopy(own), copy.deepcopy(settings)))
+            for name, settings in FEWSHOT_BASELINES
+        ]
+    out += [
+        EvalPass(
+            q,
+            ev.suite,
+            copy.deepcopy(own),
+            ({"name": "quantize", "scheme": q},),
+            at_ends_only=ev.quantized_at == "ends",
+        )
+        for q in ev.quantized
+    ]
     return out
 
 
-RUN_CHAT_TEMPLATE = "chat_template.jinja"  # the template a run trained with, in its run directory (= train.CHAT_TEMPLATE)
+RUN_CHAT_TEMPLATE = (
+    "chat_template.jinja"  # the template a run trained with, in its run directory (= train.CHAT_TEMPLATE)
+)
 
 
-def evaluation_backend(ev: EvaluationOptions, backend: str | None = None, options: dict | None = None,
-                       run_dir: Path | None = None) -> tuple[str, dict]:
+def evaluation_backend(
+    ev: EvaluationOptions, backend: str | None = None, options: dict | None = None, run_dir: Path | None = None
+) -> tuple[str, dict]:
     """The one place a run's evaluation backend options are merged: (backend, options) from the recipe's
     `evaluation.backend_options` (when `backend` is the recipe's), then the run's chat template (`run_dir`: for a
     backend that takes one), then the caller's `options` (e.g. --device / the callback's placement)."""
@@ -184,8 +254,11 @@ def load_pass_suite(p: EvalPass) -> EvalSuite:
     validated once per process (recipe validation builds every pass's suite; each checkpoint's pass reuses it: a
     copy, so a run never changes it); the suite file's change time is part of the key."""
     path = suite_path(p.suite)
-    key = json.dumps([str(path.resolve()), path.stat().st_mtime_ns, p.settings, p.interventions,
-                      os.environ.get("MLFT_LCB_DATA")], sort_keys=True, default=str)
+    key = json.dumps(
+        [str(path.resolve()), path.stat().st_mtime_ns, p.settings, p.interventions, os.environ.get("MLFT_LCB_DATA")],
+        sort_keys=True,
+        default=str,
+    )
     if key not in _SUITES:
         _SUITES[key] = _build_pass_suite(p)
     return copy.deepcopy(_SUITES[key])
@@ -205,9 +278,19 @@ def _build_pass_suite(p: EvalPass) -> EvalSuite:
     return suite
 
 
-def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=None, model_ref: str | None = None,
-             progress: bool = True, merge_lora: bool = True, backend: str | None = None,
-             backend_options: dict | None = None) -> list[CurveRow]:
+def run_pass(
+    p: EvalPass,
+    run_dir: Path,
+    step: int,
+    *,
+    model=None,
+    tokenizer=None,
+    model_ref: str | None = None,
+    progress: bool = True,
+    merge_lora: bool = True,
+    backend: str | None = None,
+    backend_options: dict | None = None,
+) -> list[CurveRow]:
     """Run one pass and return its curve rows (not yet recorded). `backend` (default: the first registered
     backend that takes a live model), `backend_options`: for a model loaded from `model_ref` (device, dtype,
     chat template). A backend that takes no live model generates from the saved weights (`model_ref`); quantized
@@ -220,11 +303,25 @@ def run_pass(p: EvalPass, run_dir: Path, step: int, *, model=None, tokenizer=Non
     backend, backend_options = p.backend(backend, backend_options)
     if model is not None and not p.needs_saved_weights and capabilities(backend).live_model:
         with eval_mode(model, merge_lora) as live:
-            result = runner.run_suite(suite, model=live, tokenizer=tokenizer, model_ref=model_ref, out_dir=out_dir,
-                               progress=progress, backend=backend, backend_options=backend_options)
+            result = runner.run_suite(
+                suite,
+                model=live,
+                tokenizer=tokenizer,
+                model_ref=model_ref,
+                out_dir=out_dir,
+                progress=progress,
+                backend=backend,
+                backend_options=backend_options,
+            )
     else:
-        result = runner.run_suite(suite, model_ref=model_ref, out_dir=out_dir, progress=progress, backend=backend,
-                           backend_options=backend_options)
+        result = runner.run_suite(
+            suite,
+            model_ref=model_ref,
+            out_dir=out_dir,
+            progress=progress,
+            backend=backend,
+            backend_options=backend_options,
+        )
     rel = out_dir.relative_to(run_dir)
     return [curve_row(r, step, p, rel, model_ref) for r in result.rows]
 
@@ -235,15 +332,38 @@ def curve_row(r: MetricRow, step: int, p: EvalPass, rel: Path, model_ref: str | 
     harness = None
     if r.harness is not None:
         harness = HarnessStats(r.harness.stderr, str(rel / r.harness.samples) if r.harness.samples else None)
-    return CurveRow(p.variant, r.task, r.language, r.metric, r.value, r.low, r.high, r.n,
-                    suite=r.suite or p.suite, outcomes=str(rel / r.outcomes) if r.outcomes else None,
-                    harness=harness, step=step, suite_variant=r.variant, model=model_ref)
+    return CurveRow(
+        p.variant,
+        r.task,
+        r.language,
+        r.metric,
+        r.value,
+        r.low,
+        r.high,
+        r.n,
+        suite=r.suite or p.suite,
+        outcomes=str(rel / r.outcomes) if r.outcomes else None,
+        harness=harness,
+        step=step,
+        suite_variant=r.variant,
+        model=model_ref,
+    )
 
 
-def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None, tokenizer=None,
-                  model_ref: str | None = None, is_end: bool = True, progress: bool = True,
-                  mode: str = "in-process", backend: str | None = None,
-                  backend_options: dict | None = None) -> list[CurveRow]:
+def evaluate_step(
+    run_dir: Path,
+    ev: EvaluationOptions,
+    step: int,
+    *,
+    model=None,
+    tokenizer=None,
+    model_ref: str | None = None,
+    is_end: bool = True,
+    progress: bool = True,
+    mode: str = "in-process",
+    backend: str | None = None,
+    backend_options: dict | None = None,
+) -> list[CurveRow]:
     """Run every pass of `ev` not yet recorded for `step`; record and return the new rows.
 
     `model`/`tokenizer`: the live model; `model_ref`: the saved checkpoint or base model (passes that need saved
@@ -260,9 +380,20 @@ def evaluate_step(run_dir: Path, ev: EvaluationOptions, step: int, *, model=None
             if (step, p.variant) in curve_file.done(run_dir):
                 continue
             t0 = time.time()
-            rows = rows_of(run_pass(p, run_dir, step, model=model, tokenizer=tokenizer, model_ref=model_ref,
-                                    progress=progress, merge_lora=ev.merge_lora, backend=backend,
-                                    backend_options=backend_options))
+            rows = rows_of(
+                run_pass(
+                    p,
+                    run_dir,
+                    step,
+                    model=model,
+                    tokenizer=tokenizer,
+                    model_ref=model_ref,
+                    progress=progress,
+                    merge_lora=ev.merge_lora,
+                    backend=backend,
+                    backend_options=backend_options,
+                )
+            )
             curve_file.append_pass(run_dir, step, p.variant, [r.to_dict() for r in rows], time.time() - t0, mode)
         log.info("[mlft eval] step %s %s: %s (%.1f s)", step, p.variant, headline_text(rows), time.time() - t0)
         new_rows += rows
@@ -279,6 +410,9 @@ def headline(rows: list[MetricRow | dict]) -> dict[str, float]:
 
 
 def headline_text(rows: list[MetricRow | dict]) -> str:
-    parts = sorted(f"{r.task}/{r.metric}={r.value:.3f}" for r in rows_of(rows)
-                   if r.language == "avg" and r.metric in METRICS and r.value is not None)
+    parts = sorted(
+        f"{r.task}/{r.metric}={r.value:.3f}"
+        for r in rows_of(rows)
+        if r.language == "avg" and r.metric in METRICS and r.value is not None
+    )
     return ", ".join(parts) or f"{len(rows)} rows"

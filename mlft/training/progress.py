@@ -18,8 +18,13 @@ class TrainProgress(TrainerCallback):
         if self.enabled and state.is_world_process_zero:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc=f"train {self.name}",
-                            unit="step", dynamic_ncols=True)
+            self.bar = tqdm(
+                total=state.max_steps,
+                initial=state.global_step,
+                desc=f"train {self.name}",
+                unit="step",
+                dynamic_ncols=True,
+            )
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.bar is not None:

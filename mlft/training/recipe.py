@@ -1,7 +1,8 @@
 """Training recipes: one flat YAML per experiment (alignment-handbook style), validated before any load.
 
 A recipe names the model, the data mix, the trainer (`sft` | `dpo` | `grpo`), any field of the installed trl
-SFTConfig/DPOConfig/GRPOConfig under `training_args:`, the reward terms of a GRPO run (`rewards:`), LoRA options, the accelerate config to launch with, and the
+SFTConfig/DPOConfig/GRPOConfig under `training_args:`, the reward terms of a GRPO run (`rewards:`), LoRA options, the
+accelerate config to launch with, and the
 evaluation block run by the per-checkpoint callback. `include:` pulls in a base recipe; `key=value`
 overrides on the command line win over the YAML, which wins over the defaults below.
 """
@@ -51,58 +52,110 @@ class LoraOptions:
     alpha: int = field(default=32, metadata={"help": "LoRA alpha (scaling = alpha / r)."})
     dropout: float = field(default=0.05, metadata={"help": "Dropout on the LoRA branch."})
     target_modules: list[str] | str = field(
-        default="all-linear", metadata={"help": "Modules to adapt: a list of names or 'all-linear'."})
+        default="all-linear", metadata={"help": "Modules to adapt: a list of names or 'all-linear'."}
+    )
 
     def to_peft(self):
         from peft import LoraConfig
 
-        return LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
-                          target_modules=self.target_modules, task_type="CAUSAL_LM")
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=self.target_modules,
+            task_type="CAUSAL_LM",
+        )
 
 
 @dataclass
 class Recipe:
-    model: str = field(metadata={
-        "help": "Model to train: 'smollm2-135m-instruct' (embedded), a local folder (full model or LoRA "
-                "adapter, e.g. the SFT run's final/: copied into the run's chain/, see chain.json), or a hub id "
-                "like HuggingFaceTB/SmolLM2-1.7B."})
+    model: str = field(
+        metadata={
+            "help": "Model to train: 'smollm2-135m-instruct' (embedded), a local folder (full model or LoRA "
+            "adapter, e.g. the SFT run's final/: copied into the run's chain/, see chain.json), or a hub id "
+            "like HuggingFaceTB/SmolLM2-1.7B."
+        }
+    )
     mix: str = field(metadata={"help": "Data mix YAML (data_mixes/*.yaml), relative to cwd or the project."})
-    trainer: TrainerName = field(default="sft", metadata={
-        "help": "trl trainer: sft | dpo | grpo (online RL on a `kind: prompts` mix with the `rewards:` terms)."})
+    trainer: TrainerName = field(
+        default="sft",
+        metadata={
+            "help": "trl trainer: sft | dpo | grpo (online RL on a `kind: prompts` mix with the `rewards:` terms)."
+        },
+    )
     mix_overrides: list[str] = field(default_factory=list, metadata={"help": "key=value overrides for the mix."})
-    run_dir: str | None = field(default=None, metadata={
-        "help": "Run directory (recipe copy, mix stats, checkpoints/, curves.jsonl, complete). "
-                "Default: runs/<recipe file stem>."})
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(default="auto", metadata={
-        "help": "Weights dtype when loading the model."})
-    chat_template: str = field(default="auto", metadata={
-        "help": "Training chat template: 'auto' (the model's if it has {% generation %} markers, else trl's "
-                "patched one, else mlft's ChatML template) or a .jinja path."})
-    accelerate_config: str | None = field(default=None, metadata={
-        "help": "configs/accelerate/*.yaml to launch with: `mlft train` re-launches itself through "
-                "`accelerate launch --config_file` when not already launched."})
-    training_args: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "Any field of the installed trl SFTConfig / DPOConfig / GRPOConfig (checked by name and type)."})
-    rewards: list[RewardSpec] = field(default_factory=list, metadata={
-        "help": "trainer grpo: the reward terms [{name, weight, options}] (mlft.training.rewards.REWARDS: language, "
-                "words, validity, degeneracy, or 'module:function'), computed by the scorer of `mlft score`."})
-    scorer: ScorerOptions = field(default_factory=ScorerOptions, metadata={
-        "help": "trainer grpo: the reward terms' scorer {lid, words, word_check, label_aliases, min_tokens, "
-                "threshold}; the official scorer by default (mlft.training.rewards.ScorerOptions)."})
-    generation: Literal["auto", "hf", "vllm"] = field(default="auto", metadata={
-        "help": "trainer grpo: how the rollouts are generated: 'vllm' (trl's vLLM generation, colocated on the "
-                "training GPUs; needs the vllm package and a GPU), 'hf' (transformers generate), 'auto' (vllm on a "
-                "GPU when vllm is installed, else hf). training_args.vllm_* tune it (e.g. vllm_gpu_memory_utilization)."})
-    global_batch_size: int | None = field(default=None, metadata={
-        "help": "Rows per optimizer step over all processes: gradient_accumulation_steps is derived as "
-                "global / (per_device_train_batch_size x world size), so 1 GPU, 8 GPUs or 2 nodes take the same "
-                "optimizer steps at the same learning rate (an error when it does not divide)."})
+    run_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Run directory (recipe copy, mix stats, checkpoints/, curves.jsonl, complete). "
+            "Default: runs/<recipe file stem>."
+        },
+    )
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(
+        default="auto", metadata={"help": "Weights dtype when loading the model."}
+    )
+    chat_template: str = field(
+        default="auto",
+        metadata={
+            "help": "Training chat template: 'auto' (the model's if it has {% generation %} markers, else trl's "
+            "patched one, else mlft's ChatML template) or a .jinja path."
+        },
+    )
+    accelerate_config: str | None = field(
+        default=None,
+        metadata={
+            "help": "configs/accelerate/*.yaml to launch with: `mlft train` re-launches itself through "
+            "`accelerate launch --config_file` when not already launched."
+        },
+    )
+    training_args: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "Any field of the installed trl SFTConfig / DPOConfig / GRPOConfig (checked by name and type)."
+        },
+    )
+    rewards: list[RewardSpec] = field(
+        default_factory=list,
+        metadata={
+            "help": "trainer grpo: the reward terms [{name, weight, options}] (mlft.training.rewards.REWARDS: "
+            "language, "
+            "words, validity, degeneracy, or 'module:function'), computed by the scorer of `mlft score`."
+        },
+    )
+    scorer: ScorerOptions = field(
+        default_factory=ScorerOptions,
+        metadata={
+            "help": "trainer grpo: the reward terms' scorer {lid, words, word_check, label_aliases, min_tokens, "
+            "threshold}; the official scorer by default (mlft.training.rewards.ScorerOptions)."
+        },
+    )
+    generation: Literal["auto", "hf", "vllm"] = field(
+        default="auto",
+        metadata={
+            "help": "trainer grpo: how the rollouts are generated: 'vllm' (trl's vLLM generation, colocated on the "
+            "training GPUs; needs the vllm package and a GPU), 'hf' (transformers generate), 'auto' (vllm on a "
+            "GPU when vllm is installed, else hf). training_args.vllm_* tune it (e.g. vllm_gpu_memory_utilization)."
+        },
+    )
+    global_batch_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Rows per optimizer step over all processes: gradient_accumulation_steps is derived as "
+            "global / (per_device_train_batch_size x world size), so 1 GPU, 8 GPUs or 2 nodes take the same "
+            "optimizer steps at the same learning rate (an error when it does not divide)."
+        },
+    )
     lora: LoraOptions = field(default_factory=LoraOptions, metadata={"help": "LoRA (peft) options."})
-    push_to_hub: str | None = field(default=None, metadata={
-        "help": "Hub repo id (ORG/NAME): when the run completes, final/ and its model card are uploaded there."})
+    push_to_hub: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub repo id (ORG/NAME): when the run completes, final/ and its model card are uploaded there."
+        },
+    )
     hub_private: bool = field(default=True, metadata={"help": "Create the Hub repo as private."})
-    evaluation: EvaluationOptions = field(default_factory=EvaluationOptions, metadata={
-        "help": "Per-checkpoint evaluation (the eval callback)."})
+    evaluation: EvaluationOptions = field(
+        default_factory=EvaluationOptions, metadata={"help": "Per-checkpoint evaluation (the eval callback)."}
+    )
     # filled by load_recipe (not YAML keys)
     source: str = field(default="", init=False, metadata={"help": "The recipe file it was loaded from."})
 
@@ -144,9 +197,11 @@ def uses_vllm(recipe: Recipe, cuda: bool | None = None, vllm: bool | None = None
         if cpu:
             raise ConfigError(f"{recipe.source}: generation: vllm needs a GPU (this run trains on the CPU)")
         if not supported:
-            raise ConfigError(f"{recipe.source}: generation: vllm: trl's GRPO rollouts support vLLM "
-                              f"{vllm_support.TRL_VLLM_RANGE}, this machine has vLLM {version} (install a version in "
-                              "that range, or generation: hf)")
+            raise ConfigError(
+                f"{recipe.source}: generation: vllm: trl's GRPO rollouts support vLLM "
+                f"{vllm_support.TRL_VLLM_RANGE}, this machine has vLLM {version} (install a version in "
+                "that range, or generation: hf)"
+            )
         return True
     return recipe.generation == "auto" and vllm and not cpu and supported
 
@@ -171,8 +226,10 @@ def _check_arg_type(value: Any, tp: Any, where: str) -> Any:
 # transformers 5.2x renamed `gradient_checkpointing(_kwargs)` to `activation_checkpointing(_kwargs)` (the old names
 # stay there as deprecated aliases); earlier 5.x releases (5.17 on the GPU image) know only the old names. A recipe
 # may use either: the new name is passed as the old one where the installed config class lacks it.
-RENAMED_ARGS = {"activation_checkpointing": "gradient_checkpointing",
-                "activation_checkpointing_kwargs": "gradient_checkpointing_kwargs"}
+RENAMED_ARGS = {
+    "activation_checkpointing": "gradient_checkpointing",
+    "activation_checkpointing_kwargs": "gradient_checkpointing_kwargs",
+}
 
 
 def installed_arg_name(key: str, fields) -> str:
@@ -194,16 +251,24 @@ def validate_training_args(args: dict, trainer: str, where: str) -> dict:
         name = installed_arg_name(key, fields)
         if name != key:
             if name in args:
-                raise ConfigError(f"{where}: {key!r} and {name!r} are the same setting (the installed "
-                                  f"transformers knows only {name!r}): set one")
+                raise ConfigError(
+                    f"{where}: {key!r} and {name!r} are the same setting (the installed "
+                    f"transformers knows only {name!r}): set one"
+                )
             out[name] = _check_arg_type(value, hints[name], f"{where}.{key}")
             continue
         if key not in fields:
-            others = [trl_config_class(t).__name__ for t in TRAINERS if t != trainer
-                      and key in {f.name for f in dataclasses.fields(trl_config_class(t))}]
+            others = [
+                trl_config_class(t).__name__
+                for t in TRAINERS
+                if t != trainer and key in {f.name for f in dataclasses.fields(trl_config_class(t))}
+            ]
             # another trainer's field: say so (a did-you-mean to a similar name would mislead)
-            hint = f" (it is a {' / '.join(others)} field, but trainer is {trainer!r})" if others else \
-                did_you_mean(key, fields)
+            hint = (
+                f" (it is a {' / '.join(others)} field, but trainer is {trainer!r})"
+                if others
+                else did_you_mean(key, fields)
+            )
             raise ConfigError(f"{where}: unknown {cls.__name__} field {key!r}{hint}")
         out[key] = _check_arg_type(value, hints[key], f"{where}.{key}")
     return out
@@ -219,8 +284,10 @@ def _validate_model(model: str, where: str) -> None:
         return
     if model.count("/") == 1 and not model.startswith((".", "/", "~")):
         return  # a hub id: checked when loaded
-    raise ConfigError(f"{where}: model {model!r} not found: not an embedded model ({', '.join(EMBEDDED)}), "
-                      "an existing folder, or a hub id like org/name (train the recipe that produces it first)")
+    raise ConfigError(
+        f"{where}: model {model!r} not found: not an embedded model ({', '.join(EMBEDDED)}), "
+        "an existing folder, or a hub id like org/name (train the recipe that produces it first)"
+    )
 
 
 def _validate_backend(ev: EvaluationOptions, where: str) -> None:
@@ -229,8 +296,10 @@ def _validate_backend(ev: EvaluationOptions, where: str) -> None:
     caps = capabilities(ev.backend)
     if not (caps.live_model or caps.saved_weights):
         ok = able(lambda c: c.live_model or c.saved_weights)
-        raise ConfigError(f"{where}: the {ev.backend} backend can evaluate neither the live model nor a saved "
-                          f"checkpoint; use one that can: {', '.join(ok)}")
+        raise ConfigError(
+            f"{where}: the {ev.backend} backend can evaluate neither the live model nor a saved "
+            f"checkpoint; use one that can: {', '.join(ok)}"
+        )
 
 
 def _validate_linked(recipe: Recipe, src: str) -> None:
@@ -245,8 +314,10 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
     except ConfigError as exc:
         raise ConfigError(f"{src}: mix: {exc}") from None
     if mix.kind != recipe.entry.mix_kind:
-        raise ConfigError(f"{src}: mix: {recipe.mix} is a {mix.kind!r} mix but trainer {recipe.trainer!r} trains on "
-                          f"a {recipe.entry.mix_kind!r} mix")
+        raise ConfigError(
+            f"{src}: mix: {recipe.mix} is a {mix.kind!r} mix but trainer {recipe.trainer!r} trains on "
+            f"a {recipe.entry.mix_kind!r} mix"
+        )
     ev = recipe.evaluation
     if not ev.enabled:
         return
@@ -275,14 +346,18 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
         validate_rewards(recipe.rewards, f"{src}: rewards")
         recipe.scorer.validate(f"{src}: scorer")
     elif recipe.rewards:
-        raise ConfigError(f"{src}: rewards: only trainer {with_rewards()} takes reward terms (trainer is "
-                          f"{recipe.trainer!r})")
+        raise ConfigError(
+            f"{src}: rewards: only trainer {with_rewards()} takes reward terms (trainer is {recipe.trainer!r})"
+        )
     elif recipe.scorer != ScorerOptions():
-        raise ConfigError(f"{src}: scorer: only trainer {with_rewards()} scores replies while training (trainer is "
-                          f"{recipe.trainer!r})")
+        raise ConfigError(
+            f"{src}: scorer: only trainer {with_rewards()} scores replies while training (trainer is "
+            f"{recipe.trainer!r})"
+        )
     elif recipe.generation != "auto":
-        raise ConfigError(f"{src}: generation: only trainer {with_rewards()} generates while training (trainer is "
-                          f"{recipe.trainer!r})")
+        raise ConfigError(
+            f"{src}: generation: only trainer {with_rewards()} generates while training (trainer is {recipe.trainer!r})"
+        )
     if recipe.entry.check_args is not None:
         recipe.entry.check_args(recipe.training_args, f"{src}: training_args")
     if recipe.chat_template != "auto":
@@ -297,8 +372,12 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
         recipe.accelerate_config = str(path)
     ev = recipe.evaluation
     _validate_backend(ev, f"{src}: evaluation.backend")
-    if (recipe.chat_template != "auto" and not capabilities(ev.backend).live_model
-            and "chat_template" in option_names(ev.backend) and "chat_template" not in ev.backend_options):
+    if (
+        recipe.chat_template != "auto"
+        and not capabilities(ev.backend).live_model
+        and "chat_template" in option_names(ev.backend)
+        and "chat_template" not in ev.backend_options
+    ):
         # a base model has no chat template of its own: evaluate the saved weights with the one the recipe trains
         # with (a backend on the live model uses the training tokenizer's)
         ev.backend_options = {**ev.backend_options, "chat_template": os.path.abspath(recipe.chat_template)}
@@ -306,16 +385,20 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
         if ev.every_steps < 1:
             raise ConfigError(f"{src}: evaluation.every_steps: must be >= 1, got {ev.every_steps}")
         if "save_steps" in recipe.training_args and recipe.training_args["save_steps"] != ev.every_steps:
-            raise ConfigError(f"{src}: evaluation.every_steps={ev.every_steps} conflicts with "
-                              f"training_args.save_steps={recipe.training_args['save_steps']} (set one)")
+            raise ConfigError(
+                f"{src}: evaluation.every_steps={ev.every_steps} conflicts with "
+                f"training_args.save_steps={recipe.training_args['save_steps']} (set one)"
+            )
         recipe.training_args["save_strategy"] = "steps"
         recipe.training_args["save_steps"] = ev.every_steps
     if recipe.global_batch_size is not None:
         if recipe.global_batch_size < 1:
             raise ConfigError(f"{src}: global_batch_size: must be >= 1, got {recipe.global_batch_size}")
         if "gradient_accumulation_steps" in recipe.training_args:
-            raise ConfigError(f"{src}: global_batch_size and training_args.gradient_accumulation_steps are both set "
-                              "(accumulation is derived from global_batch_size: set one)")
+            raise ConfigError(
+                f"{src}: global_batch_size and training_args.gradient_accumulation_steps are both set "
+                "(accumulation is derived from global_batch_size: set one)"
+            )
         if recipe.accelerate_config is not None:  # the world size it will launch with: check now, not on the GPUs
             cfg = read_accelerate_config(recipe.accelerate_config)
             accumulation_steps(recipe, int(cfg.num_processes or 1), f"{src}: global_batch_size")
@@ -323,8 +406,10 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
         raise ConfigError(f"{src}: evaluation.quantized: duplicate variants {ev.quantized}")
     names = [v.variant for v in [*ev.variants, *ev.fewshot_variants]]
     if len(set(names)) != len(names) or {"model", *QUANT_VARIANTS} & set(names):
-        raise ConfigError(f"{src}: evaluation.variants / fewshot_variants: variant names must be unique and not "
-                          f"'model'/{'/'.join(QUANT_VARIANTS)}: {names}")
+        raise ConfigError(
+            f"{src}: evaluation.variants / fewshot_variants: variant names must be unique and not "
+            f"'model'/{'/'.join(QUANT_VARIANTS)}: {names}"
+        )
     if recipe.push_to_hub is not None and (recipe.push_to_hub.count("/") != 1 or " " in recipe.push_to_hub):
         raise ConfigError(f"{src}: push_to_hub: expected a repo id like org/name, got {recipe.push_to_hub!r}")
     if recipe.lora.r < 1:
@@ -338,8 +423,11 @@ def per_device_batch(recipe: Recipe) -> int:
     """per_device_train_batch_size: the recipe's, else the installed trl config's default."""
     if "per_device_train_batch_size" in recipe.training_args:
         return int(recipe.training_args["per_device_train_batch_size"])
-    return int(next((f.default for f in dataclasses.fields(recipe.config_class())
-                     if f.name == "per_device_train_batch_size"), 8))
+    return int(
+        next(
+            (f.default for f in dataclasses.fields(recipe.config_class()) if f.name == "per_device_train_batch_size"), 8
+        )
+    )
 
 
 def accumulation_steps(recipe: Recipe, world_size: int, where: str = "global_batch_size") -> int:
@@ -347,14 +435,20 @@ def accumulation_steps(recipe: Recipe, world_size: int, where: str = "global_bat
     per_device = per_device_batch(recipe)
     per_step = per_device * max(world_size, 1)
     if recipe.global_batch_size % per_step:
-        raise ConfigError(f"{where}: {recipe.global_batch_size} rows per optimizer step is not a multiple of "
-                          f"per_device_train_batch_size ({per_device}) x world size ({world_size}) = {per_step}; "
-                          "change global_batch_size or per_device_train_batch_size")
+        raise ConfigError(
+            f"{where}: {recipe.global_batch_size} rows per optimizer step is not a multiple of "
+            f"per_device_train_batch_size ({per_device}) x world size ({world_size}) = {per_step}; "
+            "change global_batch_size or per_device_train_batch_size"
+        )
     return recipe.global_batch_size // per_step
 
 
-def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_linked: bool = True,
-                settings: dict | None = None) -> Recipe:
+def load_recipe(
+    path: str | Path,
+    overrides: list[str] | tuple[str, ...] = (),
+    check_linked: bool = True,
+    settings: dict | None = None,
+) -> Recipe:
     """Read, merge (`include:`), override and validate a recipe — before any model or dataset is loaded.
     `overrides`: `key=value` texts (a command line's); `settings`: typed values laid over both (a program's, e.g.
     {"training_args": {"max_steps": 4}, "evaluation": {"suite_overrides": {"judge": "langdetect"}}})."""
@@ -396,8 +490,11 @@ def attention_of(args: dict) -> str:
 def joins_rows(args: dict, trainer: str) -> bool:
     """Does trl join a batch's rows into one row (padding-free)? SFT's `packing` with the bfd strategies turns it
     on (trl 1.16 SFTTrainer)."""
-    return bool(args.get("padding_free")) or (trainer_entry(trainer).packing_joins_rows and bool(args.get("packing"))
-                                              and args.get("packing_strategy", "bfd") in ("bfd", "bfd_split"))
+    return bool(args.get("padding_free")) or (
+        trainer_entry(trainer).packing_joins_rows
+        and bool(args.get("packing"))
+        and args.get("packing_strategy", "bfd") in ("bfd", "bfd_split")
+    )
 
 
 def resolve_auto_args(args: dict, trainer: str, where: str) -> dict:
@@ -422,8 +519,9 @@ def check_joined_rows(args: dict, trainer: str, where: str) -> None:
     mask over it (the attention work of every pair of rows, not of each row with itself)."""
     entry = trainer_entry(trainer)
     if not entry.padding_free and args.get("padding_free"):
-        raise ConfigError(f"{where}.padding_free: trl's {entry.trainer_class} turns padding_free off (trl 1.16); "
-                          "set it false")
+        raise ConfigError(
+            f"{where}.padding_free: trl's {entry.trainer_class} turns padding_free off (trl 1.16); set it false"
+        )
     if not joins_rows(args, trainer):
         return
     attn = attention_of(args)
@@ -436,4 +534,5 @@ def check_joined_rows(args: dict, trainer: str, where: str) -> None:
         f"{attn} attends over it through a dense L x L block-diagonal mask (up to {rows}x the attention work of "
         "the rows apart, and an L x L mask in memory). Use a varlen attention (pip install flash-attn for "
         "flash_attention_2 on a GPU, or model_init_kwargs: {attn_implementation: flex_attention}), "
-        "padding_free: auto (on only where it is cheap), or packing_strategy: wrapped.")
+        "padding_free: auto (on only where it is cheap), or packing_strategy: wrapped."
+    )

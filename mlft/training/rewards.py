@@ -3,7 +3,8 @@
 Every term scores a batch of replies with their requested languages by the code `mlft score` runs -- no
 second implementation of a rule lives here:
   language    1.0 when every counted line (>= 5 tokens in the target's tokenisation) is labelled the requested
-              language by the official fastText LID at the official threshold (`mlft.benchmarks.lcb.metrics.analyze_reply`,
+              language by the official fastText LID at the official threshold
+              (`mlft.benchmarks.lcb.metrics.analyze_reply`,
               the per-reply verdict behind LPR); 0.0 when a line is not -- and 0.0 for a reply with NO counted
               line, which LCB leaves out of LPR's denominator (so the skip rule cannot be gamed by short or empty
               replies, `mlft.benchmarks.lcb.metrics.line_verdict`)
@@ -11,7 +12,8 @@ second implementation of a rule lives here:
               word by the official word check (the verdict behind WPR), else 0.0; None (not applicable, no
               signal) for Latin-script targets
   validity    lexical validity in [0, 1]: the share of the reply's words that are words of the target language
-              (`mlft.benchmarks.lcb.guard.lexical_validity`, the guard's column); 0 for a reply without a word; None for a
+              (`mlft.benchmarks.lcb.guard.lexical_validity`, the guard's column); 0 for a reply without a word; None
+              for a
               language without a lexicon
   degeneracy  -1.0 for a reply the guard flags degenerate (`mlft.benchmarks.lcb.guard.is_degenerate`: empty, no words,
               loops), else 0.0: a penalty
@@ -44,9 +46,10 @@ import importlib
 import inspect
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from mlft.benchmarks.lcb.guard import is_degenerate, lexical_validity
 from mlft.benchmarks.lcb.metrics import (
@@ -67,16 +70,21 @@ from mlft.io.jsonl import append_jsonl, read_jsonl, write_jsonl
 from mlft.languages import NON_LATIN
 from mlft.registry import Registry
 
-ROLLOUTS_KEPT = 3      # rollouts kept per step at each end (highest and lowest total)
-ROLLOUT_CHARS = 2000   # prompt and completion text kept per rollout (longer text is cut, marked "…")
+ROLLOUTS_KEPT = 3  # rollouts kept per step at each end (highest and lowest total)
+ROLLOUT_CHARS = 2000  # prompt and completion text kept per rollout (longer text is cut, marked "…")
 
 
 class ReplyScorer:
     """The official scorer's resources (fastText LID, English word list, options), loaded on first use, with the
     per-reply verdicts of the last batches cached (the language and words terms share one analysis per reply)."""
 
-    def __init__(self, lid: str | None = None, words: str | Path | None = None,
-                 options: ScoreOptions | None = None, cache_size: int = 4096):
+    def __init__(
+        self,
+        lid: str | None = None,
+        words: str | Path | None = None,
+        options: ScoreOptions | None = None,
+        cache_size: int = 4096,
+    ):
         self._lid_spec, self._words_spec = lid, words
         self.options = options or ScoreOptions()
         self._resources = None
@@ -147,8 +155,14 @@ def _counted_share(text: str, lang: str, min_tokens: int) -> float:
     return sum(n for n in sizes if n >= min_tokens) / total if total else 0.0
 
 
-def gated_language(replies: Sequence[str], languages: Sequence[str], scorer: ReplyScorer, floor: float = 0.5,
-                   min_share: float = 0.8, after_q: str = "judge") -> list[float]:
+def gated_language(
+    replies: Sequence[str],
+    languages: Sequence[str],
+    scorer: ReplyScorer,
+    floor: float = 0.5,
+    min_share: float = 0.8,
+    after_q: str = "judge",
+) -> list[float]:
     """L * (floor + (1 - floor) * G): L the strict language verdict (official line verdict, counted lines >=
     min_share of the reply's tokens, nothing after "\nQ:" judged away), G the guard (not degenerate, valid)."""
     check_gated_language(floor=floor, min_share=min_share, after_q=after_q)
@@ -185,25 +199,41 @@ def check_gated_language(floor: float = 0.5, min_share: float = 0.8, after_q: st
 
 gated_language.check_options = check_gated_language  # validate_rewards calls it before any load
 
-REWARDS = Registry("reward term", {name: f"mlft.training.rewards:{name}"
-                                   for name in ("language", "words", "validity", "degeneracy", "gated_language")})
+REWARDS = Registry(
+    "reward term",
+    {
+        name: f"mlft.training.rewards:{name}"
+        for name in ("language", "words", "validity", "degeneracy", "gated_language")
+    },
+)
 
 
 @dataclass
 class ScorerOptions:
     """The reward terms' scorer (a `ReplyScorer`): the official one by default."""
 
-    lid: str | None = field(default=None, metadata={
-        "help": "LID model of the language verdicts: null = the official fastText lid.176 (as `mlft score`)."})
-    words: str | None = field(default=None, metadata={
-        "help": "English word list of the word check: null = the bundled official list."})
-    word_check: str = field(default="dictionary", metadata={
-        "help": "dictionary (official) | latin | latin+dictionary (mlft.benchmarks.lcb.metrics)."})
-    label_aliases: dict[str, list[str]] = field(default_factory=dict, metadata={
-        "help": "Extra LID labels accepted per language, e.g. {id: [ms]} (not official)."})
+    lid: str | None = field(
+        default=None,
+        metadata={
+            "help": "LID model of the language verdicts: null = the official fastText lid.176 (as `mlft score`)."
+        },
+    )
+    words: str | None = field(
+        default=None, metadata={"help": "English word list of the word check: null = the bundled official list."}
+    )
+    word_check: str = field(
+        default="dictionary",
+        metadata={"help": "dictionary (official) | latin | latin+dictionary (mlft.benchmarks.lcb.metrics)."},
+    )
+    label_aliases: dict[str, list[str]] = field(
+        default_factory=dict,
+        metadata={"help": "Extra LID labels accepted per language, e.g. {id: [ms]} (not official)."},
+    )
     min_tokens: int = field(default=MIN_TOKENS, metadata={"help": "Tokens a line needs to be counted (official 5)."})
-    threshold: float = field(default=LID_THRESHOLD, metadata={
-        "help": "LID score a label needs (official 0.3); below it the line is 'unknown'."})
+    threshold: float = field(
+        default=LID_THRESHOLD,
+        metadata={"help": "LID score a label needs (official 0.3); below it the line is 'unknown'."},
+    )
 
     def validate(self, where: str) -> ScorerOptions:
         if self.word_check not in WORD_CHECKS:
@@ -215,22 +245,28 @@ class ScorerOptions:
         return self
 
     def scorer(self) -> ReplyScorer:
-        options = ScoreOptions(word_check=self.word_check,
-                               label_aliases={k: set(v) for k, v in self.label_aliases.items()},
-                               min_tokens=self.min_tokens, threshold=self.threshold)
+        options = ScoreOptions(
+            word_check=self.word_check,
+            label_aliases={k: set(v) for k, v in self.label_aliases.items()},
+            min_tokens=self.min_tokens,
+            threshold=self.threshold,
+        )
         return ReplyScorer(self.lid, self.words, options)
 
 
 # -- recipe specs ------------------------------------------------------------------------------------------
 @dataclass
 class RewardSpec:
-    name: str = field(metadata={
-        "help": "A registered reward term (language, words, validity, degeneracy, or one added to "
-                "mlft.training.rewards.REWARDS) or 'module:function'."})
-    weight: float = field(default=1.0, metadata={
-        "help": "Weight in the summed reward (>= 0; penalty terms return negative values)."})
-    options: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "Keyword options passed to the term."})
+    name: str = field(
+        metadata={
+            "help": "A registered reward term (language, words, validity, degeneracy, or one added to "
+            "mlft.training.rewards.REWARDS) or 'module:function'."
+        }
+    )
+    weight: float = field(
+        default=1.0, metadata={"help": "Weight in the summed reward (>= 0; penalty terms return negative values)."}
+    )
+    options: dict[str, Any] = field(default_factory=dict, metadata={"help": "Keyword options passed to the term."})
 
 
 def resolve_term(name: str, where: str) -> Callable:
@@ -252,8 +288,9 @@ def validate_rewards(specs: list[RewardSpec], where: str) -> list[RewardSpec]:
     """Names registered (or importable), weights finite and >= 0 (one > 0), options accepted by the term, no
     term twice -- before any model loads."""
     if not specs:
-        raise ConfigError(f"{where}: at least one reward term is needed for trainer 'grpo' "
-                          f"(registered: {', '.join(REWARDS)})")
+        raise ConfigError(
+            f"{where}: at least one reward term is needed for trainer 'grpo' (registered: {', '.join(REWARDS)})"
+        )
     seen = set()
     for i, spec in enumerate(specs):
         w = f"{where}[{i}]"
@@ -264,16 +301,18 @@ def validate_rewards(specs: list[RewardSpec], where: str) -> list[RewardSpec]:
         if isinstance(spec.weight, bool) or not isinstance(spec.weight, (int, float)) or not math.isfinite(spec.weight):
             raise ConfigError(f"{w}.weight: must be a finite number, got {spec.weight!r}")
         if spec.weight < 0:
-            raise ConfigError(f"{w}.weight: must be >= 0, got {spec.weight} (a penalty term returns negative values, "
-                              "e.g. degeneracy)")
+            raise ConfigError(
+                f"{w}.weight: must be >= 0, got {spec.weight} (a penalty term returns negative values, e.g. degeneracy)"
+            )
         params = inspect.signature(term).parameters
         if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             fixed = list(params)[:3]  # replies, languages, scorer
             unknown = [k for k in spec.options if k not in params or k in fixed]
             if unknown:
                 valid = [k for k in params if k not in fixed]
-                raise ConfigError(f"{w}.options: {spec.name!r} takes no option {unknown[0]!r}; valid: "
-                                  f"{', '.join(valid) or 'none'}")
+                raise ConfigError(
+                    f"{w}.options: {spec.name!r} takes no option {unknown[0]!r}; valid: {', '.join(valid) or 'none'}"
+                )
         check = getattr(term, "check_options", None)
         if check is not None:
             try:
@@ -313,8 +352,11 @@ class RewardFunction:
     def __call__(self, prompts=None, completions=None, language=None, **kwargs) -> list[float | None]:
         if language is None:
             raise ConfigError("reward terms need a `language` column in the prompt mix")
-        columns = {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in kwargs.items()
-                   if k not in TRL_ARGS and k not in self.options and (self._any or k in self._accepts)}
+        columns = {
+            k: list(v) if isinstance(v, (list, tuple)) else v
+            for k, v in kwargs.items()
+            if k not in TRL_ARGS and k not in self.options and (self._any or k in self._accepts)
+        }
         texts = [_reply_text(c) for c in completions]
         values = self.term(texts, list(language), self.scorer, **columns, **self.options)
         if self.log is not None:
@@ -322,8 +364,9 @@ class RewardFunction:
         return values
 
 
-def reward_functions(specs: list[RewardSpec], scorer: ReplyScorer | None = None,
-                     run_dir: str | Path | None = None) -> tuple[list[Callable], list[float]]:
+def reward_functions(
+    specs: list[RewardSpec], scorer: ReplyScorer | None = None, run_dir: str | Path | None = None
+) -> tuple[list[Callable], list[float]]:
     """trl reward functions (one per term, sharing one scorer) and their weights; with `run_dir`, they also write
     each step's highest- and lowest-reward rollouts to run_dir/rollouts.jsonl (`RolloutLog`)."""
     scorer = scorer or ReplyScorer()
@@ -379,8 +422,7 @@ class RolloutLog:
     (on several processes: its share of the batch). Resumable: writing step s first drops any rows of steps >= s
     left by a run that stopped after them (a resumed run generates them again), so every step is in the file once."""
 
-    def __init__(self, run_dir: str | Path, specs: list[RewardSpec], scorer: ReplyScorer,
-                 keep: int = ROLLOUTS_KEPT):
+    def __init__(self, run_dir: str | Path, specs: list[RewardSpec], scorer: ReplyScorer, keep: int = ROLLOUTS_KEPT):
         self.path = Path(run_dir) / ROLLOUTS
         self.names = [s.name for s in specs]
         self.weights = [float(s.weight) for s in specs]
@@ -388,8 +430,16 @@ class RolloutLog:
         self._batch: object | None = None
         self._values: dict[int, list] = {}
 
-    def add(self, index: int, completions, prompts, texts: list[str], languages: list[str], columns: dict,
-            values: Sequence[float | None]) -> None:
+    def add(
+        self,
+        index: int,
+        completions,
+        prompts,
+        texts: list[str],
+        languages: list[str],
+        columns: dict,
+        values: Sequence[float | None],
+    ) -> None:
         if self._batch is not completions:
             self._batch, self._values = completions, {}
         self._values[index] = list(values)
@@ -401,8 +451,9 @@ class RolloutLog:
             return
         self.write(int(state.global_step) + 1, prompts, texts, languages, columns, values_by_term)
 
-    def write(self, step: int, prompts, texts: list[str], languages: list[str], columns: dict,
-              values_by_term: dict[int, list]) -> list[dict]:
+    def write(
+        self, step: int, prompts, texts: list[str], languages: list[str], columns: dict, values_by_term: dict[int, list]
+    ) -> list[dict]:
         n = len(texts)
         ids = columns.get("id") or [None] * n
         tasks = columns.get("task") or [None] * n
@@ -411,10 +462,19 @@ class RolloutLog:
         for k in range(n):
             terms = [values_by_term[i][k] for i in range(len(self.names))]
             terms = [None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in terms]
-            rows.append({"step": step, "prompt_id": None if ids[k] is None else str(ids[k]),
-                         "language": languages[k], "task": tasks[k], "prompt": prompt_texts[k],
-                         "completion": texts[k], "terms": dict(zip(self.names, terms)),
-                         "total": weighted_total(terms, self.weights), "_k": k})
+            rows.append(
+                {
+                    "step": step,
+                    "prompt_id": None if ids[k] is None else str(ids[k]),
+                    "language": languages[k],
+                    "task": tasks[k],
+                    "prompt": prompt_texts[k],
+                    "completion": texts[k],
+                    "terms": dict(zip(self.names, terms)),
+                    "total": weighted_total(terms, self.weights),
+                    "_k": k,
+                }
+            )
         groups: dict[tuple, list[float]] = {}
         for r in rows:
             if r["total"] is not None:
@@ -427,8 +487,15 @@ class RolloutLog:
             mean = sum(g) / len(g)
             std = math.sqrt(sum((x - mean) ** 2 for x in g) / (len(g) - 1)) if len(g) > 1 else 0.0
             r = {key: val for key, val in r.items() if key != "_k"}
-            out.append({**r, "prompt": _cut(r["prompt"]), "completion": _cut(r["completion"]),
-                        "group": {"n": len(g), "mean": mean, "std": std}, "verdict": lcb_verdict(v, r["language"])})
+            out.append(
+                {
+                    **r,
+                    "prompt": _cut(r["prompt"]),
+                    "completion": _cut(r["completion"]),
+                    "group": {"n": len(g), "mean": mean, "std": std},
+                    "verdict": lcb_verdict(v, r["language"]),
+                }
+            )
         previous = read_jsonl(self.path)
         if any(int(p.get("step", 0)) >= step for p in previous):
             write_jsonl(self.path, [p for p in previous if int(p.get("step", 0)) < step])
@@ -450,8 +517,18 @@ def curve_row(step: int, logs: dict, weights: dict[str, float]) -> dict | None:
     for name, w in weights.items():
         mean, std = logs.get(f"rewards/{name}/mean"), logs.get(f"rewards/{name}/std")
         terms[name] = {"mean": mean, "std": std, "weight": w}
-    keep = ("reward", "reward_std", "frac_reward_zero_std", "kl", "loss", "entropy", "learning_rate",
-            "completions/mean_length", "completions/clipped_ratio", "step_time")
+    keep = (
+        "reward",
+        "reward_std",
+        "frac_reward_zero_std",
+        "kl",
+        "loss",
+        "entropy",
+        "learning_rate",
+        "completions/mean_length",
+        "completions/clipped_ratio",
+        "step_time",
+    )
     return {"step": step, **{k: logs[k] for k in keep if k in logs}, "terms": terms}
 
 

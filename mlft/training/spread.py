@@ -49,8 +49,15 @@ def _pass_completions(pass_dir: Path) -> Path:
     raise DataError(f"{pass_dir}: several variants ({', '.join(f.parent.name for f in found)}); give one's folder")
 
 
-def filter_mix(mix_dir: str | Path, pass_dir: str | Path, out: str | Path, reward: str = "language",
-               options: dict | None = None, above: float = 0.0, scorer=None) -> dict:
+def filter_mix(
+    mix_dir: str | Path,
+    pass_dir: str | Path,
+    out: str | Path,
+    reward: str = "language",
+    options: dict | None = None,
+    above: float = 0.0,
+    scorer=None,
+) -> dict:
     """Keep the mix's prompts whose share of passed replies in the base pass is strictly between 0 and 1; write
     OUT (module docstring) and return the filter's summary (filter.json without the per-prompt rows)."""
     folder = mix_folder(mix_dir)
@@ -62,41 +69,65 @@ def filter_mix(mix_dir: str | Path, pass_dir: str | Path, out: str | Path, rewar
     languages = {r["id"]: r["language"] for r in rows}
     mine = [c for c in completions if c.id in languages]
     if not mine:
-        raise DataError(f"{pass_dir}: none of its {len(completions)} replies answers a prompt of {folder} (ids "
-                        f"differ: run the pass on {folder / PROMPT_FILE})")
+        raise DataError(
+            f"{pass_dir}: none of its {len(completions)} replies answers a prompt of {folder} (ids "
+            f"differ: run the pass on {folder / PROMPT_FILE})"
+        )
     for c in mine:
         if c.language != languages[c.id]:
-            raise DataError(f"{pass_dir}: reply to {c.id!r} is scored as {c.language!r}, the mix asks for "
-                            f"{languages[c.id]!r}")
+            raise DataError(
+                f"{pass_dir}: reply to {c.id!r} is scored as {c.language!r}, the mix asks for {languages[c.id]!r}"
+            )
     tasks = {r["id"]: r.get("task") or "monolingual" for r in rows}
     term = RewardFunction(spec, scorer or ReplyScorer())
-    values = term(completions=[c.completion for c in mine], language=[c.language for c in mine],
-                  task=[tasks[c.id] for c in mine], id=[c.id for c in mine])
+    values = term(
+        completions=[c.completion for c in mine],
+        language=[c.language for c in mine],
+        task=[tasks[c.id] for c in mine],
+        id=[c.id for c in mine],
+    )
     replies, passed = Counter(), Counter()
     for c, v in zip(mine, values):
         replies[c.id] += 1
         passed[c.id] += int(v is not None and v > above)
     if max(replies.values()) < 2:
-        raise DataError(f"{pass_dir}: one reply per prompt: a share strictly between 0 and 1 needs K >= 2 replies "
-                        "(run the pass with samples: K, e.g. `mlft eval grpo_spread`)")
+        raise DataError(
+            f"{pass_dir}: one reply per prompt: a share strictly between 0 and 1 needs K >= 2 replies "
+            "(run the pass with samples: K, e.g. `mlft eval grpo_spread`)"
+        )
     prompts, by_language = {}, {}
     for pid, lang in languages.items():
         n, k = replies[pid], passed[pid]
         why = "unscored" if n == 0 else "all_wrong" if k == 0 else "all_right" if k == n else "kept"
-        prompts[pid] = {"language": lang, "task": tasks[pid], "replies": n, "passed": k,
-                        "share": k / n if n else None, "kept": why == "kept", "why": why}
+        prompts[pid] = {
+            "language": lang,
+            "task": tasks[pid],
+            "replies": n,
+            "passed": k,
+            "share": k / n if n else None,
+            "kept": why == "kept",
+            "why": why,
+        }
         cell = by_language.setdefault(lang, {"kept": 0, "all_right": 0, "all_wrong": 0, "unscored": 0})
         cell[why] += 1
     kept_rows = [r for r in rows if prompts[r["id"]]["kept"]]
     if not kept_rows:
-        raise DataError(f"{pass_dir}: no prompt has replies both passed and failed by {reward!r}: nothing to keep "
-                        f"({sum(c['all_right'] for c in by_language.values())} all right, "
-                        f"{sum(c['all_wrong'] for c in by_language.values())} all wrong)")
+        raise DataError(
+            f"{pass_dir}: no prompt has replies both passed and failed by {reward!r}: nothing to keep "
+            f"({sum(c['all_right'] for c in by_language.values())} all right, "
+            f"{sum(c['all_wrong'] for c in by_language.values())} all wrong)"
+        )
     summary = {
-        "mix": str(folder), "pass": str(pass_dir), "reward": reward, "options": spec.options, "above": above,
+        "mix": str(folder),
+        "pass": str(pass_dir),
+        "reward": reward,
+        "options": spec.options,
+        "above": above,
         "replies_per_prompt": dict(sorted(Counter(replies[p] for p in languages).items())),
-        "prompts": {"total": len(prompts), **{w: sum(c[w] for c in by_language.values())
-                                               for w in ("kept", "all_right", "all_wrong", "unscored")}},
+        "prompts": {
+            "total": len(prompts),
+            **{w: sum(c[w] for c in by_language.values()) for w in ("kept", "all_right", "all_wrong", "unscored")},
+        },
         "rows": {"total": len(rows), "kept": len(kept_rows)},
         "by_language": dict(sorted(by_language.items())),
         "unknown_replies": len(completions) - len(mine),
@@ -107,8 +138,9 @@ def filter_mix(mix_dir: str | Path, pass_dir: str | Path, out: str | Path, rewar
     stats = mix_stats(kept_rows)
     stats["kind"], stats["filter"] = "prompts", summary
     (target / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (target / "filter.json").write_text(json.dumps({**summary, "per_prompt": prompts}, indent=2,
-                                                   ensure_ascii=False) + "\n", encoding="utf-8")
+    (target / "filter.json").write_text(
+        json.dumps({**summary, "per_prompt": prompts}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     listed = prompt_rows(kept_rows)
     if listed is not None:
         write_jsonl(target / PROMPT_FILE, listed)
@@ -122,13 +154,27 @@ def _write_mix_file(out: Path, source_mix: Path, total: int) -> Path:
     origin = {}
     if (source_mix / "mix.yaml").is_file():
         origin = yaml.safe_load((source_mix / "mix.yaml").read_text(encoding="utf-8")) or {}
-    data = {"kind": "prompts", "total": total, "seed": origin.get("seed", 0),
-            "sources": [{"name": "spread", "type": "local", "path": "mix/train.jsonl", "format": "prompt",
-                         "language_column": "language", "share": 1.0}]}
+    data = {
+        "kind": "prompts",
+        "total": total,
+        "seed": origin.get("seed", 0),
+        "sources": [
+            {
+                "name": "spread",
+                "type": "local",
+                "path": "mix/train.jsonl",
+                "format": "prompt",
+                "language_column": "language",
+                "share": 1.0,
+            }
+        ],
+    }
     if origin.get("decontaminate"):
         data["decontaminate"] = origin["decontaminate"]
     path = out / FILTERED_MIX
-    head = (f"# The prompts of {source_mix} that the base model answers right sometimes but not always\n"
-            f"# (`mlft mix filter`; mix/filter.json says why each prompt was kept or dropped). A recipe: mix: {path}\n")
+    head = (
+        f"# The prompts of {source_mix} that the base model answers right sometimes but not always\n"
+        f"# (`mlft mix filter`; mix/filter.json says why each prompt was kept or dropped). A recipe: mix: {path}\n"
+    )
     path.write_text(head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path

@@ -56,8 +56,16 @@ def samples(run_dir: Path, rows: list[MetricRow | dict], n: int = SAMPLES, seed:
         random.Random(f"{seed}/{variant}").shuffle(records)
         failed = [r for r in records if _verdict(outcomes[r["id"]]) != "pass"]
         chosen = (failed[: n // 2] + [r for r in records if _verdict(outcomes[r["id"]]) == "pass"])[:n]
-        out[variant] = [{"prompt": r["prompt"][:160], "language": r["language"], "task": r["task"],
-                         "reply": r["completion"][:240], "verdict": _verdict(outcomes[r["id"]])} for r in chosen]
+        out[variant] = [
+            {
+                "prompt": r["prompt"][:160],
+                "language": r["language"],
+                "task": r["task"],
+                "reply": r["completion"][:240],
+                "verdict": _verdict(outcomes[r["id"]]),
+            }
+            for r in chosen
+        ]
     return out
 
 
@@ -72,8 +80,9 @@ def _verdict(o: dict) -> str:
 def markdown(table: list[dict]) -> str:
     esc = lambda s: str(s).replace("|", "\\|").replace("\n", " ⏎ ")  # noqa: E731
     lines = ["| task | language | prompt | reply | verdict |", "|---|---|---|---|---|"]
-    lines += [f"| {r['task']} | {r['language']} | {esc(r['prompt'])} | {esc(r['reply'])} | {r['verdict']} |"
-              for r in table]
+    lines += [
+        f"| {r['task']} | {r['language']} | {esc(r['prompt'])} | {esc(r['reply'])} | {r['verdict']} |" for r in table
+    ]
     return "\n".join(lines)
 
 
@@ -113,6 +122,7 @@ def log_samples(trainer, run_dir: Path, rows: list[MetricRow | dict], step: int)
             wandb = cb._wandb
             for variant, table in tables.items():
                 cols = ["task", "language", "prompt", "reply", "verdict"]
-                wandb.log({f"lcb/{variant}/samples": wandb.Table(columns=cols, data=[[r[c] for c in cols]
-                                                                                     for r in table])},
-                          step=step)
+                wandb.log(
+                    {f"lcb/{variant}/samples": wandb.Table(columns=cols, data=[[r[c] for c in cols] for r in table])},
+                    step=step,
+                )

@@ -56,16 +56,20 @@ def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
     old = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
     new = recipe.to_dict()
     ignored = {"evaluation"}  # re-evaluating differently is fine; training differently is not
-    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-                for f in dataclasses.fields(Recipe)}
+    defaults = {
+        f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        for f in dataclasses.fields(Recipe)
+    }
     for k in set(new) - set(old):  # a key added to recipes since the run was written: its default is what ran
         if k in defaults and defaults[k] is not dataclasses.MISSING:
             default = defaults[k]
             old[k] = dataclasses.asdict(default) if dataclasses.is_dataclass(default) else default
     diff = sorted(k for k in set(old) | set(new) if k not in ignored and old.get(k) != new.get(k))
     if diff:
-        raise ConfigError(f"{recipe.source}: run_dir {run_dir} holds a run of a different recipe "
-                          f"(differs in: {', '.join(diff)}); choose another run_dir or delete it")
+        raise ConfigError(
+            f"{recipe.source}: run_dir {run_dir} holds a run of a different recipe "
+            f"(differs in: {', '.join(diff)}); choose another run_dir or delete it"
+        )
 
 
 def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None):
@@ -192,18 +196,21 @@ def _make_trainer(recipe: Recipe, model, ref_model, tok, config, dataset, peft_c
     entry = recipe.entry
     kwargs = {}
     if entry.rewards:
-        kwargs["reward_funcs"], config.reward_weights = reward_functions(recipe.rewards, recipe.scorer.scorer(),
-                                                                         run_dir=run_dir)
+        kwargs["reward_funcs"], config.reward_weights = reward_functions(
+            recipe.rewards, recipe.scorer.scorer(), run_dir=run_dir
+        )
     takes_ref = ref_model is not None and entry.takes_reference()
     if takes_ref:
         kwargs["ref_model"] = ref_model
-    trainer = entry.trainer()(model=model, args=config, train_dataset=dataset, processing_class=tok,
-                              peft_config=peft_config, **kwargs)
+    trainer = entry.trainer()(
+        model=model, args=config, train_dataset=dataset, processing_class=tok, peft_config=peft_config, **kwargs
+    )
     if ref_model is not None and not takes_ref and getattr(trainer, "ref_model", None) is not None:
         # full-weight GRPO on a merged adapter: trl built its reference from the config's name (the root base,
         # without the adapters); the reference is the starting model
-        trainer.ref_model = trainer.accelerator.prepare_model(ref_model.to(trainer.accelerator.device),
-                                                              evaluation_mode=True)
+        trainer.ref_model = trainer.accelerator.prepare_model(
+            ref_model.to(trainer.accelerator.device), evaluation_mode=True
+        )
     if entry.rewards:
         trainer.add_callback(reward_curve_callback(run_dir, recipe.rewards))
     return trainer
@@ -245,8 +252,9 @@ def train(recipe: Recipe, progress: bool = True, callbacks=()) -> Path:
     run_dir = Path(recipe.run_dir)
     # The process group is created first, with the recipe's timeout raised above the evaluation's: creating the
     # trl config would create it otherwise, and on CPU (use_cpu) transformers passes no timeout at all (1800 s).
-    state = PartialState(cpu=bool(recipe.training_args.get("use_cpu")),
-                         timeout=timedelta(seconds=process_group_timeout(recipe)))
+    state = PartialState(
+        cpu=bool(recipe.training_args.get("use_cpu")), timeout=timedelta(seconds=process_group_timeout(recipe))
+    )
     config = _trainer_config(recipe, run_dir)  # validates values too (before any load)
     quiet_transformers()
     if (run_dir / COMPLETE).is_file():
@@ -306,23 +314,44 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
     final_kind = _save_final(trainer, tok, recipe, run_dir, info, state)
     if state.is_main_process:
         shutil.rmtree(run_dir / "tmp", ignore_errors=True)
-        marker = {"global_step": trainer.state.global_step, "train_runtime_s": result.metrics.get("train_runtime"),
-                  "train_loss": result.metrics.get("train_loss"), "wall_s": round(time.time() - t0, 2),
-                  "eval_s": round(callback.seconds, 2), "world_size": state.num_processes,
-                  "gradient_accumulation_steps": config.gradient_accumulation_steps,
-                  "process_group_timeout_s": group_timeout_s(), "eval_in_process": in_process, "resumed_from": last, "final": final_kind, "pid": os.getpid()}
+        marker = {
+            "global_step": trainer.state.global_step,
+            "train_runtime_s": result.metrics.get("train_runtime"),
+            "train_loss": result.metrics.get("train_loss"),
+            "wall_s": round(time.time() - t0, 2),
+            "eval_s": round(callback.seconds, 2),
+            "world_size": state.num_processes,
+            "gradient_accumulation_steps": config.gradient_accumulation_steps,
+            "process_group_timeout_s": group_timeout_s(),
+            "eval_in_process": in_process,
+            "resumed_from": last,
+            "final": final_kind,
+            "pid": os.getpid(),
+        }
         write_results(run_dir, {"recipe": recipe.to_dict()}, t0, time.time() - t0, {"complete": marker})
         (run_dir / COMPLETE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
 
         try:
             log.info("mlft train: model card %s", write_card(run_dir))
         except Exception as exc:  # noqa: BLE001 — the trained model is saved; the card can be rebuilt
-            log.warning("mlft train: could not write the model card (%s: %s); rebuild it with `mlft card %s`",
-                        type(exc).__name__, exc, run_dir)
+            log.warning(
+                "mlft train: could not write the model card (%s: %s); rebuild it with `mlft card %s`",
+                type(exc).__name__,
+                exc,
+                run_dir,
+            )
         if recipe.push_to_hub:
-            log.info("mlft train: pushed final/ to %s (%s)", recipe.push_to_hub,
-                     push(run_dir, recipe.push_to_hub, recipe.hub_private))
-        log.info("mlft train: done: %s (step %s, %.0f s, of which eval %.0f s)", run_dir, marker["global_step"],
-                 marker["wall_s"], marker["eval_s"])
+            log.info(
+                "mlft train: pushed final/ to %s (%s)",
+                recipe.push_to_hub,
+                push(run_dir, recipe.push_to_hub, recipe.hub_private),
+            )
+        log.info(
+            "mlft train: done: %s (step %s, %.0f s, of which eval %.0f s)",
+            run_dir,
+            marker["global_step"],
+            marker["wall_s"],
+            marker["eval_s"],
+        )
     state.wait_for_everyone()
     return run_dir

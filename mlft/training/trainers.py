@@ -17,17 +17,23 @@ from mlft.config import did_you_mean
 from mlft.errors import ConfigError
 
 # training_args keys that mlft sets itself (from the recipe) for every trainer, so a recipe may not set them.
-MANAGED_ARGS = {"output_dir": "set `run_dir:` instead (checkpoints go to run_dir/checkpoints)",
-                "push_to_hub": "set the recipe's top-level `push_to_hub: ORG/NAME` instead (mlft uploads final/ with "
-                               "its model card when the run completes)"}
+MANAGED_ARGS = {
+    "output_dir": "set `run_dir:` instead (checkpoints go to run_dir/checkpoints)",
+    "push_to_hub": "set the recipe's top-level `push_to_hub: ORG/NAME` instead (mlft uploads final/ with "
+    "its model card when the run completes)",
+}
 
 
 # GRPOConfig values trl 1.16 checks only once training runs (in the first step, or never with a clear name)
-GRPO_CHOICES = {"multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
-                "scale_rewards": ("group", "batch", "none", True, False)}
-GRPO_MINIMUM = {"num_generations": (2, "GRPO's advantages are taken within each prompt's group of replies"),
-                "max_completion_length": (1, "a reply of no token earns nothing to learn from"),
-                "num_iterations": (1, "optimisation passes over each generated batch")}
+GRPO_CHOICES = {
+    "multi_objective_aggregation": ("sum_then_normalize", "normalize_then_sum"),
+    "scale_rewards": ("group", "batch", "none", True, False),
+}
+GRPO_MINIMUM = {
+    "num_generations": (2, "GRPO's advantages are taken within each prompt's group of replies"),
+    "max_completion_length": (1, "a reply of no token earns nothing to learn from"),
+    "num_iterations": (1, "optimisation passes over each generated batch"),
+}
 
 
 def check_grpo_args(args: dict, where: str) -> None:
@@ -42,11 +48,14 @@ def check_grpo_args(args: dict, where: str) -> None:
             raise ConfigError(f"{where}.{key}: must be >= {least} ({why}), got {value}")
     high, low = args.get("epsilon_high"), args.get("epsilon", 0.2)
     if high is not None and high < low:
-        raise ConfigError(f"{where}.epsilon_high: {high} is below epsilon ({low}): the upper clip bound must be >= "
-                          "the lower one")
+        raise ConfigError(
+            f"{where}.epsilon_high: {high} is below epsilon ({low}): the upper clip bound must be >= the lower one"
+        )
     if "use_vllm" in args:
-        raise ConfigError(f"{where}.use_vllm: set the recipe's `generation: auto | hf | vllm` "
-                          "instead (auto: vllm on a GPU when installed)")
+        raise ConfigError(
+            f"{where}.use_vllm: set the recipe's `generation: auto | hf | vllm` "
+            "instead (auto: vllm on a GPU when installed)"
+        )
 
 
 @dataclass(frozen=True)
@@ -87,15 +96,40 @@ class TrainerEntry:
         return "ref_model" in inspect.signature(self.trainer()).parameters
 
 
-TRAINERS: dict[str, TrainerEntry] = {e.name: e for e in (
-    TrainerEntry("sft", "SFTConfig", "SFTTrainer", mix_kind="sft", columns=("messages",), reference="never",
-                 packing_joins_rows=True, padding_free=True),
-    TrainerEntry("dpo", "DPOConfig", "DPOTrainer", mix_kind="dpo", columns=("prompt", "chosen", "rejected"),
-                 reference="always"),
-    TrainerEntry("grpo", "GRPOConfig", "GRPOTrainer", mix_kind="prompts", columns=None, reference="beta",
-                 managed_args={"reward_weights": "set each term's `weight` under the recipe's `rewards:` instead"},
-                 rewards=True, check_args=check_grpo_args),
-)}
+TRAINERS: dict[str, TrainerEntry] = {
+    e.name: e
+    for e in (
+        TrainerEntry(
+            "sft",
+            "SFTConfig",
+            "SFTTrainer",
+            mix_kind="sft",
+            columns=("messages",),
+            reference="never",
+            packing_joins_rows=True,
+            padding_free=True,
+        ),
+        TrainerEntry(
+            "dpo",
+            "DPOConfig",
+            "DPOTrainer",
+            mix_kind="dpo",
+            columns=("prompt", "chosen", "rejected"),
+            reference="always",
+        ),
+        TrainerEntry(
+            "grpo",
+            "GRPOConfig",
+            "GRPOTrainer",
+            mix_kind="prompts",
+            columns=None,
+            reference="beta",
+            managed_args={"reward_weights": "set each term's `weight` under the recipe's `rewards:` instead"},
+            rewards=True,
+            check_args=check_grpo_args,
+        ),
+    )
+}
 TrainerName = Literal[tuple(TRAINERS)]  # the recipe's `trainer:` values
 
 

@@ -13,10 +13,16 @@ if os.environ.get("MLFT_BENCH_PROBE"):
     _start = time.time()
 
     def _report():
-        rec = {"pid": os.getpid(), "ppid": os.getppid(), "start": _start, "seconds": round(time.time() - _start, 1),
-               "argv": [os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:8])],
-               "torch": "torch" in sys.modules, "omp_threads": os.environ.get("OMP_NUM_THREADS"),
-               "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        rec = {
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "start": _start,
+            "seconds": round(time.time() - _start, 1),
+            "argv": [os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv[:8])],
+            "torch": "torch" in sys.modules,
+            "omp_threads": os.environ.get("OMP_NUM_THREADS"),
+            "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
         torch = sys.modules.get("torch")
         if torch is not None:
             try:

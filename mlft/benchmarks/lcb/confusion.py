@@ -78,17 +78,44 @@ def analyze(records: list[dict], lid=None) -> list[dict]:
     rows = []
     for group in sorted(acc, key=lambda k: (k == "all", k)):
         g = acc[group]
-        rows.append({"group": group, "replies": len(g["replies"]), "confusion_points": len(g["confused"]),
-                     "entropy_at": _mean(g["entropy_at"]), "entropy_other": _mean(g["entropy_other"]),
-                     "nucleus_at": _mean(g["nucleus_at"]), "nucleus_other": _mean(g["nucleus_other"]),
-                     "tokens_other": len(g["entropy_other"])})
+        rows.append(
+            {
+                "group": group,
+                "replies": len(g["replies"]),
+                "confusion_points": len(g["confused"]),
+                "entropy_at": _mean(g["entropy_at"]),
+                "entropy_other": _mean(g["entropy_other"]),
+                "nucleus_at": _mean(g["nucleus_at"]),
+                "nucleus_other": _mean(g["nucleus_other"]),
+                "tokens_other": len(g["entropy_other"]),
+            }
+        )
     return rows
 
 
 def confusion_table(rows: list[dict], fmt: str = "markdown", title: str | None = None) -> str:
-    header = ["group", "replies", "confusion points", "entropy @ CP", "entropy elsewhere",
-              "nucleus @ CP", "nucleus elsewhere", "other tokens"]
+    header = [
+        "group",
+        "replies",
+        "confusion points",
+        "entropy @ CP",
+        "entropy elsewhere",
+        "nucleus @ CP",
+        "nucleus elsewhere",
+        "other tokens",
+    ]
     f = lambda v: "–" if v is None else f"{v:.2f}"  # noqa: E731
-    body = [[r["group"], r["replies"], r["confusion_points"], f(r["entropy_at"]), f(r["entropy_other"]),
-             f(r["nucleus_at"]), f(r["nucleus_other"]), r["tokens_other"]] for r in rows]
+    body = [
+        [
+            r["group"],
+            r["replies"],
+            r["confusion_points"],
+            f(r["entropy_at"]),
+            f(r["entropy_other"]),
+            f(r["nucleus_at"]),
+            f(r["nucleus_other"]),
+            r["tokens_other"],
+        ]
+        for r in rows
+    ]
     return render(header, body, fmt, title)

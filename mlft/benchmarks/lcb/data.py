@@ -18,8 +18,12 @@ from mlft.languages import LANGUAGES, check_scorable
 
 # folder name in the archive -> the `source` value its rows (and the released outputs) carry
 SOURCES: dict[str, dict[str, str]] = {
-    "monolingual": {"aya": "aya_human_annotated", "dolly": "dolly_human_edited",
-                    "native": "native_prompts", "okapi": "okapi"},
+    "monolingual": {
+        "aya": "aya_human_annotated",
+        "dolly": "dolly_human_edited",
+        "native": "native_prompts",
+        "okapi": "okapi",
+    },
     "crosslingual": {"complex_prompts": "complex_prompts", "okapi": "okapi", "sharegpt": "sharegpt"},
 }
 
@@ -115,10 +119,17 @@ def load_prompts(
                 for i, row in enumerate(archive.rows(key)):
                     if "prompt" not in row:
                         raise DataError(f"{archive.path}: {key} has no 'prompt' column")
-                    prompts.append(Prompt(
-                        id=f"{task}/{source}/{lang}/{i}", task=task, source=source, language=lang,
-                        prompt=row["prompt"], location=row.get("location"), phrasing=row.get("phrasing"),
-                    ))
+                    prompts.append(
+                        Prompt(
+                            id=f"{task}/{source}/{lang}/{i}",
+                            task=task,
+                            source=source,
+                            language=lang,
+                            prompt=row["prompt"],
+                            location=row.get("location"),
+                            phrasing=row.get("phrasing"),
+                        )
+                    )
     return prompts
 
 
@@ -144,8 +155,10 @@ def load_prompt_file(path: str | Path) -> list[Prompt]:
         reader = csv.DictReader(io.StringIO(text, newline=None))
         missing = [c for c in PROMPT_FIELDS if c not in (reader.fieldnames or [])]
         if missing:
-            raise DataError(f"{path}: missing column(s) {', '.join(missing)} (header: "
-                            f"{', '.join(reader.fieldnames or [])}); expected id, prompt, language[, task, source]")
+            raise DataError(
+                f"{path}: missing column(s) {', '.join(missing)} (header: "
+                f"{', '.join(reader.fieldnames or [])}); expected id, prompt, language[, task, source]"
+            )
         rows = [(f"row {reader.line_num - 1}", dict(r)) for r in reader]
     prompts, seen = [], {}
     for where, rec in rows:
@@ -166,9 +179,17 @@ def load_prompt_file(path: str | Path) -> list[Prompt]:
         if pid in seen:
             raise DataError(f"{w}: duplicate id {pid!r} (first at {seen[pid]})")
         seen[pid] = where
-        prompts.append(Prompt(id=pid, task=task, source=str(rec.get("source") or path.stem), language=language,
-                              prompt=rec["prompt"], location=rec.get("location") or None,
-                              phrasing=rec.get("phrasing") or None))
+        prompts.append(
+            Prompt(
+                id=pid,
+                task=task,
+                source=str(rec.get("source") or path.stem),
+                language=language,
+                prompt=rec["prompt"],
+                location=rec.get("location") or None,
+                phrasing=rec.get("phrasing") or None,
+            )
+        )
     if not prompts:
         raise DataError(f"{path}: no prompts in file")
     return prompts

@@ -15,9 +15,9 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from mlft.errors import DataError, MissingDataError
 from mlft.io.download import RemoteFile, download, file_digest, verified
@@ -25,32 +25,53 @@ from mlft.io.download import locate as _locate
 from mlft.langid import LID_BIN
 from mlft.paths import cache_dir
 
-__all__ = ["RemoteFile", "download", "file_digest", "locate", "locate_test_sets", "import_files", "require",
-           "lcb_cache", "REPO_RAW", "TEST_SETS", "WORDS", "FEW_SHOT", "ENV_VAR"]
+__all__ = [
+    "RemoteFile",
+    "download",
+    "file_digest",
+    "locate",
+    "locate_test_sets",
+    "import_files",
+    "require",
+    "lcb_cache",
+    "REPO_RAW",
+    "TEST_SETS",
+    "WORDS",
+    "FEW_SHOT",
+    "ENV_VAR",
+]
 
 REPO_RAW = "https://raw.githubusercontent.com/for-ai/language-confusion/0cfdbb4a64502648938c456b2fa9689968f22298"
 
-TEST_SETS = RemoteFile("test_sets.zip", f"{REPO_RAW}/test_sets.zip",
-                       "3425337489fa65ff15d977e981e9748c86ce8e88ef0f4457ecdb4a65d8702712")
+TEST_SETS = RemoteFile(
+    "test_sets.zip", f"{REPO_RAW}/test_sets.zip", "3425337489fa65ff15d977e981e9748c86ce8e88ef0f4457ecdb4a65d8702712"
+)
 # The extracted archive (test_sets/{task}/{source}/{lang}.csv): sha256 over the sorted lines
 # "{task}/{source}/{lang}.csv\0{sha256 of the file}\n" of its 66 CSV files (`tree_digest`), equal for the zip's
 # members and an extracted copy.
 TEST_SETS_FOLDER = "test_sets"
 TEST_SETS_TREE = "cbc0b8c4bcee3e169791c5ce1066e58aed690e23c106f91a5b421e40b81ff4c2"
 # The English word list the official scorer uses for WPR (its compute_metrics.py names this gist).
-WORDS = RemoteFile("words", "https://gist.githubusercontent.com/wchargin/8927565/raw/"
-                   "d9783627c731268fb2935a731a618aa8e95cf465/words",
-                   "1ec8230beef2a7c955742b089fc3cea2833866cf5482bf018d7c4124eef104bd")
+WORDS = RemoteFile(
+    "words",
+    "https://gist.githubusercontent.com/wchargin/8927565/raw/d9783627c731268fb2935a731a618aa8e95cf465/words",
+    "1ec8230beef2a7c955742b089fc3cea2833866cf5482bf018d7c4124eef104bd",
+)
 # The paper's few-shot demonstrations: dict literals in the official few_shot_prompting.py (read as data).
-FEW_SHOT = RemoteFile("few_shot_prompting.py", f"{REPO_RAW}/few_shot_prompting.py",
-                      "993439da40fa468887b6fe95bcab1cefc8aec3538ba990629f032648c65b44d7")
+FEW_SHOT = RemoteFile(
+    "few_shot_prompting.py",
+    f"{REPO_RAW}/few_shot_prompting.py",
+    "993439da40fa468887b6fe95bcab1cefc8aec3538ba990629f032648c65b44d7",
+)
 FEW_SHOT_FILE = "few_shot_examples.json"  # the stored form (mlft.generation.prompting reads it)
 OUTPUTS = "outputs"  # the paper's released completions, outputs/*.csv (`mlft paper-tables`)
 ENV_VAR = "MLFT_LCB_DATA"
 OFFLINE_HINT = f"offline, import a local copy with --from PATH or set {ENV_VAR}=PATH"
-HOW_OFFLINE = (f"import them once with `mlft lcb --from PATH` (PATH: test_sets.zip, or a folder holding it or its "
-               f"extracted test_sets/, and `words`; the files of github.com/for-ai/language-confusion) or set "
-               f"{ENV_VAR}=PATH (a folder holding them)")
+HOW_OFFLINE = (
+    f"import them once with `mlft lcb --from PATH` (PATH: test_sets.zip, or a folder holding it or its "
+    f"extracted test_sets/, and `words`; the files of github.com/for-ai/language-confusion) or set "
+    f"{ENV_VAR}=PATH (a folder holding them)"
+)
 
 
 def lcb_cache() -> Path:
@@ -65,6 +86,7 @@ def locate(remote: RemoteFile, explicit: str | Path | None = None, verify: bool 
 
 
 # ---------------------------------------------------------------- the test sets: the zip or an extracted copy
+
 
 def _csv_files(folder: Path) -> dict[str, Path]:
     root = folder / TEST_SETS_FOLDER if (folder / TEST_SETS_FOLDER).is_dir() else folder
@@ -84,8 +106,10 @@ def _verified_tree(folder: Path, verify: bool = True) -> Path:
     if not files:
         raise DataError(f"{folder}: no test_sets/<task>/<source>/<lang>.csv files inside")
     if verify and tree_digest(files) != TEST_SETS_TREE:
-        raise DataError(f"{folder}: not the official extracted test_sets (its CSV files differ); "
-                        "pass --no-verify to use a modified copy")
+        raise DataError(
+            f"{folder}: not the official extracted test_sets (its CSV files differ); "
+            "pass --no-verify to use a modified copy"
+        )
     return folder
 
 
@@ -113,9 +137,11 @@ def locate_test_sets(explicit: str | Path | None = None, verify: bool = True) ->
 
 # ---------------------------------------------------------------- `mlft lcb --from PATH`: import into the cache
 
+
 @dataclass
 class Imported:
     """What `import_files` put into the cache (name -> cached path) and what the source did not hold."""
+
     cache: Path
     files: dict[str, Path] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
@@ -194,8 +220,10 @@ def import_files(source: str | Path, convert_few_shot: Callable[[bytes], bytes] 
 
 # ---------------------------------------------------------------- a command's files, or one clear refusal
 
-def require(what: str, remotes: tuple[RemoteFile, ...] = (TEST_SETS, WORDS),
-            extra: dict[str, Callable[[], Path]] | None = None) -> dict[str, Path]:
+
+def require(
+    what: str, remotes: tuple[RemoteFile, ...] = (TEST_SETS, WORDS), extra: dict[str, Callable[[], Path]] | None = None
+) -> dict[str, Path]:
     """{name: local path} of every file `what` (e.g. "the demo") needs: `remotes` (the test sets as the zip or an
     imported folder) from $MLFT_LCB_DATA, the cache or a checksum-checked download, and `extra` (name -> a
     locating function, e.g. the few-shot examples'). Raises MissingDataError naming every missing file, why the
@@ -214,5 +242,6 @@ def require(what: str, remotes: tuple[RemoteFile, ...] = (TEST_SETS, WORDS),
         why = failed[0][1].split("; offline")[0]
         raise MissingDataError(
             f"{what} needs the LCB file(s) {', '.join(n for n, _ in failed)}: not in {where}, not in the cache "
-            f"{lcb_cache()}, and the download failed ({why}). Offline, {HOW_OFFLINE}.")
+            f"{lcb_cache()}, and the download failed ({why}). Offline, {HOW_OFFLINE}."
+        )
     return found

@@ -70,7 +70,7 @@ import operator
 import re
 import unicodedata
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -108,8 +108,7 @@ def tandem_cover(seq: np.ndarray, max_period: int, min_copies: int, min_len: int
     p = row + 1
     span = end - start + p  # items covered by the periodic run
     keep = (span >= min_copies * p) & (span >= min_len)
-    delta = np.bincount(start[keep], minlength=n + 1) - np.bincount(np.minimum(end[keep] + p[keep], n),
-                                                                     minlength=n + 1)
+    delta = np.bincount(start[keep], minlength=n + 1) - np.bincount(np.minimum(end[keep] + p[keep], n), minlength=n + 1)
     return np.cumsum(delta[:n]) > 0
 
 
@@ -130,7 +129,7 @@ def _joined(seqs: list[np.ndarray], gap: int) -> tuple[np.ndarray, np.ndarray]:
     total = int(sizes.sum()) + gap * len(seqs)
     out = -2 - np.arange(total, dtype=np.int32 if total < 2**31 - 2 else np.int64)  # sentinels everywhere ...
     for s, x in zip(starts, seqs):
-        out[s:s + len(x)] = x  # ... but where the sequences go
+        out[s : s + len(x)] = x  # ... but where the sequences go
     return out, starts
 
 
@@ -166,12 +165,12 @@ def _tandem_fires(seqs: list[np.ndarray], max_period: int, min_copies: int, min_
         while True:
             hi = lo + int((k_of[lo:] == k).sum())
             if hi > lo:
-                hits = run[:hi - lo]
+                hits = run[: hi - lo]
                 at = np.flatnonzero(hits.any(0))
                 if len(at):
                     owner = np.searchsorted(starts, at, "right") - 1
                     np.add.at(bound, owner, (k_of[lo:hi] + periods[lo:hi]) @ hits[:, at])
-                run, lo = run[hi - lo:], hi
+                run, lo = run[hi - lo :], hi
             if lo == max_period:
                 break
             run = run[:, :-k] & run[:, k:]  # rows of 2k equal comparisons
@@ -255,7 +254,7 @@ def _batch_cover_masks(seqs: list[np.ndarray], max_period: int, min_copies: int,
         return []
     joined, starts = _joined(seqs, max_period)
     mask = tandem_cover(joined, max_period, min_copies, min_len)
-    return [mask[s:s + len(seq)] for s, seq in zip(starts, seqs)]
+    return [mask[s : s + len(seq)] for s, seq in zip(starts, seqs)]
 
 
 def degeneracy_reason(text: str) -> str | None:
@@ -274,9 +273,9 @@ def degenerate_flags(texts: Sequence[str]) -> list[bool]:
 
 # ---------------------------------------------------------------- lexical validity
 
-SINGLE_CHAR_ZIPF = 3.5   # zh: a single character is a known word on its own only this frequent
-WORD_ZIPF = 2.0          # a whole word is known from this frequency on (wordfreq's long tail holds fragments)
-PIECE_ZIPF = 5.0         # ja/ko: a one-character piece (particle, ending, stem) must be this frequent
+SINGLE_CHAR_ZIPF = 3.5  # zh: a single character is a known word on its own only this frequent
+WORD_ZIPF = 2.0  # a whole word is known from this frequency on (wordfreq's long tail holds fragments)
+PIECE_ZIPF = 5.0  # ja/ko: a one-character piece (particle, ending, stem) must be this frequent
 _SEGMENTED = ("zh", "ja", "ko")  # wordfreq's lists hold segmentation units here: compounds split into entries
 _BY_CHARS = ("zh", "ja", "ko")  # words weigh by their characters (short segmentation units)
 _WORDFREQ_CODE = {"tl": "fil", "no": "nb", "hr": "sh", "bs": "sh", "sr": "sh"}  # LID label -> wordfreq code
@@ -360,7 +359,7 @@ def _is_known_key(key: str, lang: str) -> bool:
     return pieces[-1] <= most
 
 
-ENGLISH_MARGIN = 1.0      # Latin-script targets: a word is English when English uses it >= 10 ** this times as often
+ENGLISH_MARGIN = 1.0  # Latin-script targets: a word is English when English uses it >= 10 ** this times as often
 
 
 JUDGED_MAX = 1 << 18  # words remembered per language (`_judged`); the table starts again beyond
@@ -399,7 +398,7 @@ def _counts_for(word: str, lang: str) -> bool:
     if lang in SCRIPT_RANGES:
         return _script_letter(lang).search(word) is not None
     english = _lexicon("en").get(preprocess_text(word, "en"), 0.0)
-    return english < _lexicon(lang).get(key, 0.0) * 10 ** ENGLISH_MARGIN
+    return english < _lexicon(lang).get(key, 0.0) * 10**ENGLISH_MARGIN
 
 
 @functools.cache

@@ -9,7 +9,7 @@ gain that the second judge sees too is not an artefact of the first. Used by `ml
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from mlft.benchmarks.lcb.scoring import score_completions
 from mlft.completions import Completion
@@ -22,8 +22,10 @@ JUDGES = OTHER_LIDS
 def check_judge(judge: str, where: str) -> str:
     """The judge's name, or a ConfigError naming the valid judges (and the package to install)."""
     if judge not in JUDGES:
-        raise ConfigError(f"{where}: unknown judge {judge!r}; valid: {', '.join(JUDGES)} (the official scorer's "
-                          f"fastText model is the first judge)")
+        raise ConfigError(
+            f"{where}: unknown judge {judge!r}; valid: {', '.join(JUDGES)} (the official scorer's "
+            f"fastText model is the first judge)"
+        )
     check_lid_spec(judge, where)
     return judge
 
@@ -40,7 +42,8 @@ def judge_of(metric: str) -> str | None:
 
 
 def judge_report(completions: Sequence[Completion], judge: str, options=None, *, words=None, workers=None):
-    """`mlft.benchmarks.lcb.scoring.score_completions` with `judge` labelling the lines (a ScoreReport, NON-OFFICIAL)."""
+    """`mlft.benchmarks.lcb.scoring.score_completions` with `judge` labelling the lines (a ScoreReport,
+    NON-OFFICIAL)."""
     check_judge(judge, "judge")
     return score_completions(list(completions), options, lid=judge, words=words, workers=workers)
 
@@ -57,8 +60,12 @@ def beside_rows(completions: Sequence[Completion], official, judged, judge: str)
             raise ValueError(f"{c.id}: counted by one judge only")
         if not a.counted:
             continue
-        for key in ((c.task, c.model, c.source, c.language), (c.task, c.model, "all", c.language),
-                    (c.task, c.model, c.source, "all"), (c.task, c.model, "all", "all")):
+        for key in (
+            (c.task, c.model, c.source, c.language),
+            (c.task, c.model, "all", c.language),
+            (c.task, c.model, c.source, "all"),
+            (c.task, c.model, "all", "all"),
+        ):
             counted[key] += 1
             disagree[key] += a.line_error != b.line_error
     by_key = {(r["task"], r["model"], r["source"], r["language"]): r for r in judged.rows}
@@ -66,8 +73,17 @@ def beside_rows(completions: Sequence[Completion], official, judged, judge: str)
     for r in official.rows:
         key = (r["task"], r["model"], r["source"], r["language"])
         j = by_key[key]["lpr"]
-        out.append({"task": r["task"], "model": r["model"], "source": r["source"], "language": r["language"],
-                    "lpr": r["lpr"], metric_name(judge): j,
-                    "difference": None if r["lpr"] is None or j is None else j - r["lpr"],
-                    "counted": counted.get(key, 0), "disagree": disagree.get(key, 0)})
+        out.append(
+            {
+                "task": r["task"],
+                "model": r["model"],
+                "source": r["source"],
+                "language": r["language"],
+                "lpr": r["lpr"],
+                metric_name(judge): j,
+                "difference": None if r["lpr"] is None or j is None else j - r["lpr"],
+                "counted": counted.get(key, 0),
+                "disagree": disagree.get(key, 0),
+            }
+        )
     return out

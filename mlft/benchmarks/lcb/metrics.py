@@ -18,9 +18,10 @@ from __future__ import annotations
 import itertools
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.constants import LID_THRESHOLD, MIN_TOKENS
@@ -54,8 +55,12 @@ class ScoreOptions:
 
     @property
     def is_official(self) -> bool:
-        return (self.word_check == "dictionary" and not self.label_aliases
-                and self.min_tokens == MIN_TOKENS and self.threshold == LID_THRESHOLD)
+        return (
+            self.word_check == "dictionary"
+            and not self.label_aliases
+            and self.min_tokens == MIN_TOKENS
+            and self.threshold == LID_THRESHOLD
+        )
 
     def describe(self) -> str:
         if self.is_official:
@@ -64,8 +69,10 @@ class ScoreOptions:
         if self.word_check != "dictionary":
             parts.append(f"word check: {self.word_check}")
         if self.label_aliases:
-            parts.append("label aliases: " + ", ".join(f"{k}={'/'.join(sorted(v))}"
-                                                       for k, v in sorted(self.label_aliases.items())))
+            parts.append(
+                "label aliases: "
+                + ", ".join(f"{k}={'/'.join(sorted(v))}" for k, v in sorted(self.label_aliases.items()))
+            )
         if self.min_tokens != MIN_TOKENS:
             parts.append(f"min tokens: {self.min_tokens}")
         if self.threshold != LID_THRESHOLD:
@@ -78,11 +85,11 @@ class ReplyResult:
     """Why a reply passed or failed. `counted` False = left out of every denominator."""
 
     counted: bool
-    n_lines: int = 0   # counted lines (>= min_tokens tokens)
-    n_wrong: int = 0   # counted lines in another language (or "unknown")
+    n_lines: int = 0  # counted lines (>= min_tokens tokens)
+    n_wrong: int = 0  # counted lines in another language (or "unknown")
     n_unknown: int = 0  # counted lines labelled "unknown" (LID score <= threshold; mlft's LID detail)
     word_error: bool = False
-    lines: list = field(default_factory=list)          # [(text, label, score, ok)] of counted lines
+    lines: list = field(default_factory=list)  # [(text, label, score, ok)] of counted lines
     english_words: list = field(default_factory=list)  # tokens that failed the word check
     guard: tuple | None = None  # (degenerate, lexical validity) when the scorer computed the guard's per-reply part
 
@@ -102,8 +109,11 @@ def _in_script(ch: str, lang: str) -> bool:
 
 def _is_latin_word(token: str, lang: str) -> bool:
     letters = [c for c in token if c.isalpha()]
-    return bool(letters) and all(c.isascii() or "\u00c0" <= c <= "\u024f" for c in letters) \
+    return (
+        bool(letters)
+        and all(c.isascii() or "\u00c0" <= c <= "\u024f" for c in letters)
         and not any(_in_script(c, lang) for c in token)
+    )
 
 
 def _english_tokens(line_tokens: list[list[str]], lang: str, words: frozenset[str], check: str) -> list[str]:
@@ -132,14 +142,20 @@ def tokenized(text: str, lang: str) -> Tokenized:
     return Tokenized(norm, lines, [tokenize(line, lang) for line in lines])
 
 
-def analyze_reply(text: str, lang: str, lid, words: frozenset[str],
-                  options: ScoreOptions = ScoreOptions(), detail: bool = False) -> ReplyResult:
+def analyze_reply(
+    text: str, lang: str, lid, words: frozenset[str], options: ScoreOptions = ScoreOptions(), detail: bool = False
+) -> ReplyResult:
     return analyze_tokenized(tokenized(text, lang), lang, lid.predict, words, options, detail)
 
 
-def analyze_tokenized(reply: Tokenized, lang: str, predict: Callable[[str], tuple[str, float]],
-                      words: frozenset[str], options: ScoreOptions = ScoreOptions(),
-                      detail: bool = False) -> ReplyResult:
+def analyze_tokenized(
+    reply: Tokenized,
+    lang: str,
+    predict: Callable[[str], tuple[str, float]],
+    words: frozenset[str],
+    options: ScoreOptions = ScoreOptions(),
+    detail: bool = False,
+) -> ReplyResult:
     """`analyze_reply` of a reply already tokenised; `predict(line) -> (label, score)` labels a counted line."""
     kept = [(line, toks) for line, toks in zip(reply.lines, reply.tokens) if len(toks) >= options.min_tokens]
     if not kept:

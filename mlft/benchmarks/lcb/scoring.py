@@ -9,9 +9,9 @@ import gc
 import multiprocessing as mp
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from mlft.benchmarks.lcb.fetch import WORDS, locate
 from mlft.benchmarks.lcb.guard import degenerate_flags, lexical_validity, lexicon_of
@@ -100,8 +100,11 @@ class ScoreReport:
         return [r for r in self.rows if r["task"] == task and r["model"] == model]
 
     def by_language(self, task: str, model: str) -> dict[str, dict]:
-        return {r["language"]: {"lpr": r["lpr"], "wpr": r["wpr"], "lcpr": harmonic(r["lpr"], r["wpr"])}
-                for r in self._rows(task, model) if r["source"] == "all" and r["language"] != "all"}
+        return {
+            r["language"]: {"lpr": r["lpr"], "wpr": r["wpr"], "lcpr": harmonic(r["lpr"], r["wpr"])}
+            for r in self._rows(task, model)
+            if r["source"] == "all" and r["language"] != "all"
+        }
 
     def headline(self, task: str, model: str) -> dict:
         top = next(r for r in self._rows(task, model) if r["source"] == "all" and r["language"] == "all")
@@ -112,8 +115,15 @@ class ScoreReport:
         return list(dict.fromkeys((r["task"], r["model"]) for r in self.rows))
 
 
-def _analyze(items: Sequence[tuple[str, str]], predict, words: frozenset[str], options: ScoreOptions, detail: bool,
-             guard: bool, progress: bool = False) -> list[ReplyResult]:
+def _analyze(
+    items: Sequence[tuple[str, str]],
+    predict,
+    words: frozenset[str],
+    options: ScoreOptions,
+    detail: bool,
+    guard: bool,
+    progress: bool = False,
+) -> list[ReplyResult]:
     """Each (text, lang) tokenised once (`metrics.tokenized`) for the official analysis and, with `guard`, the
     guard's per-reply part (`ReplyResult.guard`: degeneracy of all texts at once, lexical validity)."""
     from tqdm.auto import tqdm
@@ -135,9 +145,16 @@ def _analyze_chunk(chunk: list[tuple[str, str]], detail: bool, guard: bool = Fal
     return _analyze(chunk, w["predict"], w["words"], w["options"], detail, guard)
 
 
-def analyze_all(items: list[tuple[str, str]], lid: LanguageIdentifier, words: frozenset[str],
-                options: ScoreOptions, detail: bool = False, workers: int | None = None,
-                progress: bool = False, guard: bool = False) -> list[ReplyResult]:
+def analyze_all(
+    items: list[tuple[str, str]],
+    lid: LanguageIdentifier,
+    words: frozenset[str],
+    options: ScoreOptions,
+    detail: bool = False,
+    workers: int | None = None,
+    progress: bool = False,
+    guard: bool = False,
+) -> list[ReplyResult]:
     """Analyze (text, lang) pairs; forks `workers` processes (default: all cores) for large inputs. `guard` adds
     the guard's per-reply part to each result (in the same workers, from the same tokens)."""
     from tqdm.auto import tqdm
@@ -152,12 +169,11 @@ def analyze_all(items: list[tuple[str, str]], lid: LanguageIdentifier, words: fr
     # languages in contiguous chunks keep each worker's tokeniser cache warm
     order = sorted(range(len(items)), key=lambda i: items[i][1])
     size = max(200, len(items) // (workers * 8))
-    chunks = [order[i:i + size] for i in range(0, len(order), size)]
+    chunks = [order[i : i + size] for i in range(0, len(order), size)]
     _WORKER.update(predict=lid.predict, words=words, options=options)  # inherited by forked workers
     results: list[ReplyResult | None] = [None] * len(items)
     ctx = mp.get_context("fork")
-    with ctx.Pool(workers) as pool, tqdm(total=len(items), desc="scoring", unit="reply",
-                                         disable=not progress) as bar:
+    with ctx.Pool(workers) as pool, tqdm(total=len(items), desc="scoring", unit="reply", disable=not progress) as bar:
         jobs = [(idx, pool.apply_async(_analyze_chunk, ([items[i] for i in idx], detail, guard))) for idx in chunks]
         for idx, job in jobs:
             for i, r in zip(idx, job.get()):
@@ -175,18 +191,36 @@ def load_resources(lid: str | LanguageIdentifier | None = None, words: str | Pat
 
 
 @_collector_paused
-def score_completions(completions: list[Completion], options: ScoreOptions | None = None, *,
-                      lid: str | LanguageIdentifier | None = None, words: str | Path | None = None,
-                      detail: bool = False, bootstrap: int = 0, seed: int = 0, workers: int | None = None,
-                      progress: bool = False, confidence: float = 0.95, guard: bool = False) -> ScoreReport:
+def score_completions(
+    completions: list[Completion],
+    options: ScoreOptions | None = None,
+    *,
+    lid: str | LanguageIdentifier | None = None,
+    words: str | Path | None = None,
+    detail: bool = False,
+    bootstrap: int = 0,
+    seed: int = 0,
+    workers: int | None = None,
+    progress: bool = False,
+    confidence: float = 0.95,
+    guard: bool = False,
+) -> ScoreReport:
     """Score completions by the official rules. `bootstrap` > 0 adds intervals at `confidence` for LPR / WPR /
     LCPR on every row (`mlft.stats.intervals`: stratified bootstrap for aggregates, Wilson for a single
     (source, language) group), seeded; per model, as `mlft eval` computes them per variant. `guard` computes the
     guard's per-reply part (degeneracy, lexical validity) in the scoring workers (`score_guard` then reuses it)."""
     options = options or ScoreOptions()
     identifier, word_set = load_resources(lid, words)
-    results = analyze_all([(c.completion, c.language) for c in completions], identifier, word_set, options,
-                          detail, workers, progress, guard or bool(bootstrap))
+    results = analyze_all(
+        [(c.completion, c.language) for c in completions],
+        identifier,
+        word_set,
+        options,
+        detail,
+        workers,
+        progress,
+        guard or bool(bootstrap),
+    )
     # group in first-seen (task, model) order; groups sorted by (source, language) like the official script
     by_group: dict[tuple, dict[tuple, list[int]]] = defaultdict(lambda: defaultdict(list))
     for i, c in enumerate(completions):
@@ -197,8 +231,9 @@ def score_completions(completions: list[Completion], options: ScoreOptions | Non
         for i, c in enumerate(completions):
             by_model[c.model].append(i)
         for model, idx in by_model.items():
-            for (task, source, lang), cols in _intervals(completions, results, idx, bootstrap, seed,
-                                                         confidence).items():
+            for (task, source, lang), cols in _intervals(
+                completions, results, idx, bootstrap, seed, confidence
+            ).items():
                 ci[(task, model, source, lang)] = cols
     rows = []
     for (task, model), groups in by_group.items():
@@ -219,35 +254,58 @@ def score_completions(completions: list[Completion], options: ScoreOptions | Non
             rows.append(row)
     for r in rows:
         if r["source"] == "all" and r["language"] == "all":
-            tm = [x for x in rows if x["task"] == r["task"] and x["model"] == r["model"]
-                  and x["source"] == "all" and x["language"] != "all"]
+            tm = [
+                x
+                for x in rows
+                if x["task"] == r["task"]
+                and x["model"] == r["model"]
+                and x["source"] == "all"
+                and x["language"] != "all"
+            ]
             r["lcpr"] = lcpr_of({x["language"]: x for x in tm})
     details = _details(completions, results) if detail else []
     described = options.describe()
     if not isinstance(identifier, LanguageIdentifier):  # not a fastText model: not the official scorer
-        described = (described.replace("official LCB scorer behaviour", "NON-OFFICIAL options:").rstrip(":")
-                     + f"{';' if 'options:' in described else ''} language ID by {identifier.name}")
+        described = (
+            described.replace("official LCB scorer behaviour", "NON-OFFICIAL options:").rstrip(":")
+            + f"{';' if 'options:' in described else ''} language ID by {identifier.name}"
+        )
     return ScoreReport(rows, identifier.name, described, details, results)
 
 
 def _details(completions: list[Completion], results: list[ReplyResult]) -> list[dict]:
     out = []
     for c, r in zip(completions, results):
-        out.append({
-            "id": c.id, "task": c.task, "model": c.model, "source": c.source, "language": c.language,
-            "counted": r.counted, "line_error": r.line_error, "word_error": r.word_error, "acc": r.acc,
-            "lines": [{"text": t, "label": lab, "score": s, "ok": ok} for t, lab, s, ok in r.lines],
-            "failed_lines": [t for t, _, _, ok in r.lines if not ok],
-            "english_words": r.english_words,
-        })
+        out.append(
+            {
+                "id": c.id,
+                "task": c.task,
+                "model": c.model,
+                "source": c.source,
+                "language": c.language,
+                "counted": r.counted,
+                "line_error": r.line_error,
+                "word_error": r.word_error,
+                "acc": r.acc,
+                "lines": [{"text": t, "label": lab, "score": s, "ok": ok} for t, lab, s, ok in r.lines],
+                "failed_lines": [t for t, _, _, ok in r.lines if not ok],
+                "english_words": r.english_words,
+            }
+        )
     return out
 
 
-def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Sequence[bool] | None = None,
-                  nll: Sequence[float | None] | None = None,
-                  validity: Sequence[float | None] | None = None) -> list[Outcome]:
+def outcomes_from(
+    completions: Sequence,
+    results: Sequence,
+    *,
+    degenerate: Sequence[bool] | None = None,
+    nll: Sequence[float | None] | None = None,
+    validity: Sequence[float | None] | None = None,
+) -> list[Outcome]:
     """Outcomes of scored completions (`mlft.completions.Completion` + `metrics.ReplyResult`, same order).
-    `degenerate` defaults to `guard.is_degenerate` (`guard.degenerate_flags`) and `validity` to `guard.lexical_validity` of each
+    `degenerate` defaults to `guard.is_degenerate` (`guard.degenerate_flags`) and `validity` to
+    `guard.lexical_validity` of each
     completion's text (None for a language without a lexicon)."""
     if len(completions) != len(results):
         raise DataError(f"{len(completions)} completions but {len(results)} scored replies")
@@ -255,15 +313,32 @@ def outcomes_from(completions: Sequence, results: Sequence, *, degenerate: Seque
     if degenerate is None:
         degenerate = [r.guard[0] for r in results] if scored else degenerate_flags([c.completion for c in completions])
     if validity is None:
-        validity = [r.guard[1] for r in results] if scored else \
-            [lexical_validity(c.completion, c.language) for c in completions]
+        validity = (
+            [r.guard[1] for r in results]
+            if scored
+            else [lexical_validity(c.completion, c.language) for c in completions]
+        )
     nll = list(nll) if nll is not None else [None] * len(completions)
     if not len(degenerate) == len(nll) == len(validity) == len(completions):
         raise DataError("degenerate / nll / validity must have one value per completion")
-    return [Outcome(str(c.id), c.task, c.source, c.language, bool(r.counted), bool(r.line_error),
-                    bool(r.word_error), bool(d), None if x is None else float(x), None if v is None else float(v),
-                    getattr(r, "n_lines", None), getattr(r, "n_unknown", None), _sample(c))
-            for c, r, d, x, v in zip(completions, results, degenerate, nll, validity)]
+    return [
+        Outcome(
+            str(c.id),
+            c.task,
+            c.source,
+            c.language,
+            bool(r.counted),
+            bool(r.line_error),
+            bool(r.word_error),
+            bool(d),
+            None if x is None else float(x),
+            None if v is None else float(v),
+            getattr(r, "n_lines", None),
+            getattr(r, "n_unknown", None),
+            _sample(c),
+        )
+        for c, r, d, x, v in zip(completions, results, degenerate, nll, validity)
+    ]
 
 
 def _sample(completion) -> int:
@@ -273,8 +348,9 @@ def _sample(completion) -> int:
 
 
 @_collector_paused
-def score_guard(completions: Sequence, replies: Sequence, *, confidence: float = 0.95, n: int = 2000,
-                seed: int = 0) -> tuple[dict[tuple[str, str, str, str], dict], list[dict]]:
+def score_guard(
+    completions: Sequence, replies: Sequence, *, confidence: float = 0.95, n: int = 2000, seed: int = 0
+) -> tuple[dict[tuple[str, str, str, str], dict], list[dict]]:
     """The guard of `mlft score`: per (task, model, source, language) row of the official report (aggregates
     with "all") its guard row (`guard_rows`), and the limit flags of the (task, model, language) rows as
     dicts {task, model, language, metric, value, ci_low, ci_high, reason}. `completions` are
@@ -289,13 +365,24 @@ def score_guard(completions: Sequence, replies: Sequence, *, confidence: float =
         for r in model_rows:
             rows[(r["task"], model, r["source"], r["language"])] = r
         for f in limit_flags([r for r in model_rows if r["source"] == "all"], **LIMITS):
-            flags.append({"task": f.task, "model": model, "language": f.language, "metric": f.metric,
-                          "value": f.value, "ci_low": f.ci_low, "ci_high": f.ci_high, "reason": f.reason})
+            flags.append(
+                {
+                    "task": f.task,
+                    "model": model,
+                    "language": f.language,
+                    "metric": f.metric,
+                    "value": f.value,
+                    "ci_low": f.ci_low,
+                    "ci_high": f.ci_high,
+                    "reason": f.reason,
+                }
+            )
     return rows, flags
 
 
-def _intervals(completions: list[Completion], results: list[ReplyResult], idx: list[int], n: int, seed: int,
-               confidence: float) -> dict:
+def _intervals(
+    completions: list[Completion], results: list[ReplyResult], idx: list[int], n: int, seed: int, confidence: float
+) -> dict:
     """{(task, source, lang): {lpr_ci_low, ..., lcpr_ci_high}} of one model's replies: the intervals of
     `mlft.stats` (the same numbers `mlft eval` reports for the same replies, seed and resamples)."""
     comps = [completions[i] for i in idx]

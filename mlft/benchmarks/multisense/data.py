@@ -22,8 +22,8 @@ ENV_VAR = "MLFT_MULTISENSE_DATA"
 
 @dataclass(frozen=True)
 class Item:
-    idx: int                      # 0-based row in the file (= the item across languages)
-    id: str                       # PAWS-X id or XNLI row index
+    idx: int  # 0-based row in the file (= the item across languages)
+    id: str  # PAWS-X id or XNLI row index
     sentences: tuple[str, str]
     label: int
 
@@ -50,9 +50,11 @@ def load_items(task: str, lang: str, folder: str | Path | None = None) -> list[I
     """All test items of `task` in `lang`, in file order; DataError names the file and row on bad input."""
     path = test_file(task, lang, folder)
     if not path.is_file():
-        raise DataError(f"{path}: multisense test file not found; download the test sets with "
-                        f"`mlft multisense fetch` or point {ENV_VAR} (or the suite option data_dir) at a folder "
-                        f"holding {task}/test-{lang}.tsv")
+        raise DataError(
+            f"{path}: multisense test file not found; download the test sets with "
+            f"`mlft multisense fetch` or point {ENV_VAR} (or the suite option data_dir) at a folder "
+            f"holding {task}/test-{lang}.tsv"
+        )
     keys = TASKS[task].sentence_keys
     labels = TASKS[task].labels
     items = []

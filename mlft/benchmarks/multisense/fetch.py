@@ -27,7 +27,9 @@ def fetch(tasks=tuple(TASKS), languages=LANGUAGES, dest: Path | None = None, pro
     try:
         from datasets import load_dataset
     except ImportError:
-        raise DataError("fetching the multisense test sets needs the `datasets` package: pip install datasets") from None
+        raise DataError(
+            "fetching the multisense test sets needs the `datasets` package: pip install datasets"
+        ) from None
     dest = Path(dest) if dest else cache_dir() / "multisense"
     written = []
     for task in tasks:

@@ -50,13 +50,16 @@ def consistency_breakdown(reference: Sequence[int], other: Sequence[int], labels
     _check_lengths(reference, other, labels)
     right = [r == o for r, o, y in zip(reference, other, labels) if r == y]
     wrong = [r == o for r, o, y in zip(reference, other, labels) if r != y]
-    return {"consistency": consistency(reference, other),
-            "consistency_when_right": _share(right),
-            "consistency_when_wrong": _share(wrong)}
+    return {
+        "consistency": consistency(reference, other),
+        "consistency_when_right": _share(right),
+        "consistency_when_wrong": _share(wrong),
+    }
 
 
-def compare(reference: Sequence[int], other: Sequence[int], labels_ref: Sequence[int],
-            labels_other: Sequence[int] | None = None) -> dict[str, float]:
+def compare(
+    reference: Sequence[int], other: Sequence[int], labels_ref: Sequence[int], labels_other: Sequence[int] | None = None
+) -> dict[str, float]:
     """All metrics of one condition against the reference run (T_src): a flat name -> value mapping."""
     labels_other = labels_ref if labels_other is None else labels_other
     out = {"accuracy": accuracy(other, labels_other), "invalid_rate": invalid_rate(other)}

@@ -18,9 +18,11 @@ _FILLERS = ("the correct answer is", "the answer is", "answer", "option")
 
 def _wrapped(answer: str) -> tuple[str, ...]:
     """`"a"`, `'a'`, `(a)`, `[a]`, `“a”` and the same with a full stop inside."""
-    return tuple(left + answer + dot + right
-                 for dot in ("", ".")
-                 for left, right in (('"', '"'), ("'", "'"), ("(", ")"), ("[", "]"), ("“", "”")))
+    return tuple(
+        left + answer + dot + right
+        for dot in ("", ".")
+        for left, right in (('"', '"'), ("'", "'"), ("(", ")"), ("[", "]"), ("“", "”"))
+    )
 
 
 def _clean(text: str) -> str | None:
@@ -38,37 +40,50 @@ def _clean(text: str) -> str | None:
 def _exact_form(text: str, answer: str) -> bool:
     """Rule 2: the whole reply is a wrapped answer, or starts with the answer and a separator."""
     n = len(answer)
-    return (text in _wrapped(answer)
-            or text[:n + 1] in (answer + "。", answer + ",", answer + " ", answer + "-")
-            or text[:n + 2] in (" " + answer + "。", " " + answer + "."))
+    return (
+        text in _wrapped(answer)
+        or text[: n + 1] in (answer + "。", answer + ",", answer + " ", answer + "-")
+        or text[: n + 2] in (" " + answer + "。", " " + answer + ".")
+    )
 
 
 def _quoted_inside(text: str, answer: str) -> bool:
     """Rule 3: a wrapped (or comma-delimited) answer occurs somewhere in the reply."""
     forms = _wrapped(answer) + (
-        ", " + answer + ".,", ",  " + answer + ".,",
-        '" ' + answer + ' "', "' " + answer + " '", "( " + answer + " )", "[ " + answer + " ]",
-        "“ " + answer + " ”", ", " + answer + " ,", ",  " + answer + " ,")
+        ", " + answer + ".,",
+        ",  " + answer + ".,",
+        '" ' + answer + ' "',
+        "' " + answer + " '",
+        "( " + answer + " )",
+        "[ " + answer + " ]",
+        "“ " + answer + " ”",
+        ", " + answer + " ,",
+        ",  " + answer + " ,",
+    )
     return any(form in text for form in forms)
 
 
 def _leading(text: str, answer: str) -> bool:
     """Rule 4: the reply starts with the answer followed by punctuation, or with a quoted answer."""
     n = len(answer)
-    return (text[:n + 1] in tuple(answer + p for p in ".,)。:：")
-            or text[:n + 2] in ('"' + answer + '"', "'" + answer + "'"))
+    return text[: n + 1] in tuple(answer + p for p in ".,)。:：") or text[: n + 2] in (
+        '"' + answer + '"',
+        "'" + answer + "'",
+    )
 
 
 def _spaced_inside(text: str, answer: str) -> bool:
     """Rule 5: the answer occurs as a separate word."""
-    return any(form in text for form in (": " + answer, " " + answer + ".", " " + answer + " ",
-                                         " " + answer + ":", " " + answer + ","))
+    return any(
+        form in text
+        for form in (": " + answer, " " + answer + ".", " " + answer + " ", " " + answer + ":", " " + answer + ",")
+    )
 
 
 def _trailing(text: str, answer: str) -> bool:
     """Rule 7: the reply ends with the answer as a word (optionally with a full stop)."""
     n = len(answer)
-    return text[-(n + 1):] == " " + answer or text[-(n + 2):] == " " + answer + "."
+    return text[-(n + 1) :] == " " + answer or text[-(n + 2) :] == " " + answer + "."
 
 
 def _unique_match(text: str, answers: list[str], test) -> str | None:
@@ -117,7 +132,7 @@ def _cascade(text: str, answers: list[str]) -> str | None:
     hit = _unique_match(text, answers, _spaced_inside)
     if hit is not None:
         return hit
-    for test in (lambda t, a: t[:len(a)] == a, _trailing):
+    for test in (lambda t, a: t[: len(a)] == a, _trailing):
         text, matched = _first_match_in_order(text, answers, test)
         if matched:
             return text

@@ -38,25 +38,56 @@ class Task:
 _XNLI_MAP = {"a": 0, "b": 2, "c": 1}  # (A) entails, (B) contradicts, (C) neither; gold 0/1/2 = ent/neu/con
 
 TASKS: dict[str, Task] = {
-    "pawsx": Task("pawsx", ("sentence1", "sentence2"), (0, 1), {
-        "en": Instruction("Do the following sentences have the same meaning?",
-                          ' Please answer with "yes" or "no".', "Sentence", {"no": 0, "yes": 1}),
-        "de": Instruction("Haben die folgenden Sätze die gleiche Bedeutung?",
-                          ' Bitte antworte mit "ja" oder "nein".', "Satz", {"nein": 0, "ja": 1}),
-        "zh": Instruction("下面的句子有着相同的含义吗？", " 请用“是”或者“否”回答。", "句子", {"否": 0, "是": 1}),
-    }),
-    "xnli": Task("xnli", ("premise", "hypothesis"), (0, 1, 2), {
-        "en": Instruction("Given the following sentence pair, which one of the following is true: (A) the first "
-                          "sentence entails the second sentence, (B) the first sentence contradicts the second "
-                          "sentence, or (C) neither of the two?",
-                          ' Please answer with "A", "B", or "C".', "Sentence", _XNLI_MAP),
-        "de": Instruction("Welche dieser Aussagen trifft auf das folgende Satzpaar zu: (A) der erste Satz "
-                          "impliziert den zweiten Satz, (B) der erste Satz widerspricht dem zweiten Satz, oder "
-                          "(C) keines von beiden?",
-                          ' Bitte antworte mit "A", "B" oder "C".', "Satz", _XNLI_MAP),
-        "zh": Instruction("对于给出的一对句子，以下哪一个选项是正确的：（A）第一个句子涵盖了第二个句子 （B）第一个句子与第二个句子矛盾 "
-                          "（C）两者都不？", " 请用“A”、“B”或“C”来回答。", "句子", _XNLI_MAP),
-    }),
+    "pawsx": Task(
+        "pawsx",
+        ("sentence1", "sentence2"),
+        (0, 1),
+        {
+            "en": Instruction(
+                "Do the following sentences have the same meaning?",
+                ' Please answer with "yes" or "no".',
+                "Sentence",
+                {"no": 0, "yes": 1},
+            ),
+            "de": Instruction(
+                "Haben die folgenden Sätze die gleiche Bedeutung?",
+                ' Bitte antworte mit "ja" oder "nein".',
+                "Satz",
+                {"nein": 0, "ja": 1},
+            ),
+            "zh": Instruction("下面的句子有着相同的含义吗？", " 请用“是”或者“否”回答。", "句子", {"否": 0, "是": 1}),
+        },
+    ),
+    "xnli": Task(
+        "xnli",
+        ("premise", "hypothesis"),
+        (0, 1, 2),
+        {
+            "en": Instruction(
+                "Given the following sentence pair, which one of the following is true: (A) the first "
+                "sentence entails the second sentence, (B) the first sentence contradicts the second "
+                "sentence, or (C) neither of the two?",
+                ' Please answer with "A", "B", or "C".',
+                "Sentence",
+                _XNLI_MAP,
+            ),
+            "de": Instruction(
+                "Welche dieser Aussagen trifft auf das folgende Satzpaar zu: (A) der erste Satz "
+                "impliziert den zweiten Satz, (B) der erste Satz widerspricht dem zweiten Satz, oder "
+                "(C) keines von beiden?",
+                ' Bitte antworte mit "A", "B" oder "C".',
+                "Satz",
+                _XNLI_MAP,
+            ),
+            "zh": Instruction(
+                "对于给出的一对句子，以下哪一个选项是正确的：（A）第一个句子涵盖了第二个句子 （B）第一个句子与第二个句子矛盾 "  # noqa: E501
+                "（C）两者都不？",
+                " 请用“A”、“B”或“C”来回答。",
+                "句子",
+                _XNLI_MAP,
+            ),
+        },
+    ),
 }
 
 # Other answer sets a translated instruction may ask for (the paper's zh_from_en PAWS-X wording).
@@ -64,10 +95,11 @@ ALTERNATIVE_ANSWERS: dict[tuple[str, str], list[dict[str, int]]] = {("pawsx", "z
 
 # The translation request, in the *source* language (translate.py): request + text.
 _TRANSLATE_INTO = {
-    "en": ("Please translate the following text into {name}: \n",
-           {"de": "German", "zh": "Chinese", "en": "English"}),
-    "de": ("Bitte übersetze den folgenden Text ins {name}: \n",
-           {"en": "Englische", "zh": "Chinesische", "de": "Deutsche"}),
+    "en": ("Please translate the following text into {name}: \n", {"de": "German", "zh": "Chinese", "en": "English"}),
+    "de": (
+        "Bitte übersetze den folgenden Text ins {name}: \n",
+        {"en": "Englische", "zh": "Chinesische", "de": "Deutsche"},
+    ),
     "zh": ("请将下面的文字翻译成{name}: \n", {"en": "英语", "de": "德语", "zh": "中文"}),
 }
 
@@ -107,7 +139,7 @@ def strip_quotes(text: str) -> str:
     for _ in range(2):
         for left, right in _QUOTE_PAIRS:
             if len(text) >= 2 and text.startswith(left) and text.endswith(right):
-                text = text[len(left):-len(right)].strip()
+                text = text[len(left) : -len(right)].strip()
                 break
     return text
 
@@ -124,5 +156,6 @@ def translated_instruction(task: str, source: str, target: str, prefix: str, suf
     for alternative in ALTERNATIVE_ANSWERS.get((task, target), ()):
         if all(word in suffix for word in alternative):
             label_map = dict(alternative)
-    return Instruction(strip_quotes(prefix), " " + suffix if suffix else "", strip_quotes(word) or base.sentence_word,
-                       label_map)
+    return Instruction(
+        strip_quotes(prefix), " " + suffix if suffix else "", strip_quotes(word) or base.sentence_word, label_map
+    )

@@ -15,8 +15,28 @@ from mlft import paths
 from mlft.config import check_choice
 from mlft.errors import DataError
 
-LANGUAGES = ("bg", "ca", "cs", "da", "de", "en", "es", "fr", "hr", "hu",
-             "it", "nl", "pl", "pt", "ro", "ru", "sl", "sr", "sv", "uk")
+LANGUAGES = (
+    "bg",
+    "ca",
+    "cs",
+    "da",
+    "de",
+    "en",
+    "es",
+    "fr",
+    "hr",
+    "hu",
+    "it",
+    "nl",
+    "pl",
+    "pt",
+    "ro",
+    "ru",
+    "sl",
+    "sr",
+    "sv",
+    "uk",
+)
 SEPARATOR = " <br> "
 COLUMNS = ("dataset_id", "stem", "true", "false", "relation")
 ENV_VAR = "MLFT_POLYGLOT_DATA"
@@ -28,7 +48,7 @@ class Fact:
     relation: str
     true: str
     false: tuple[str, ...]
-    true_stem: str                # the stem the true answer is scored after
+    true_stem: str  # the stem the true answer is scored after
     false_stems: tuple[str, ...]  # the stem for each false answer (same index)
 
 
@@ -56,8 +76,10 @@ def parse_row(row: dict, where: str) -> Fact:
     elif len(variants) == 1 + len(false):
         true_stem, false_stems = variants[0], variants[1:]
     else:
-        raise DataError(f"{where}: stem has {len(variants)} ' <br> ' variants but there are {len(false)} false "
-                        f"answers (expected 1 or {1 + len(false)} variants): {stem!r}")
+        raise DataError(
+            f"{where}: stem has {len(variants)} ' <br> ' variants but there are {len(false)} false "
+            f"answers (expected 1 or {1 + len(false)} variants): {stem!r}"
+        )
     if any(not s.strip() for s in (true_stem, *false_stems)):
         raise DataError(f"{where}: empty stem variant in {stem!r}")
     if any(s != s.rstrip() for s in (true_stem, *false_stems)):
@@ -71,8 +93,10 @@ def load_facts(lang: str, folder: str | Path | None = None, sample: int | None =
 
     path = data_dir(folder) / f"{check_language(lang)}.parquet"
     if not path.is_file():
-        raise DataError(f"{path}: Polyglot-or-Not file not found; download the data with `mlft polyglot fetch` "
-                        f"or point {ENV_VAR} (or the suite option data_dir) at a folder holding {lang}.parquet")
+        raise DataError(
+            f"{path}: Polyglot-or-Not file not found; download the data with `mlft polyglot fetch` "
+            f"or point {ENV_VAR} (or the suite option data_dir) at a folder holding {lang}.parquet"
+        )
     try:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for corrupt files

@@ -17,8 +17,9 @@ def accuracy(known: Sequence[bool]) -> float:
     return sum(map(bool, known)) / len(known)
 
 
-def bootstrap_halfwidth(known: Sequence[bool], n_resamples: int = N_RESAMPLES, seed: int = 0,
-                        level: float = 0.95) -> float:
+def bootstrap_halfwidth(
+    known: Sequence[bool], n_resamples: int = N_RESAMPLES, seed: int = 0, level: float = 0.95
+) -> float:
     """Half the width of the percentile bootstrap CI of the accuracy.
 
     Resampling n facts with replacement and counting the known ones is a Binomial(n, accuracy) draw, so the

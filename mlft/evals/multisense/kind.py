@@ -30,22 +30,31 @@ from mlft.io.metric_rows import rows_of
 class MultisenseOptions:
     tasks: list[str] = field(default_factory=lambda: ["pawsx", "xnli"], metadata={"help": "pawsx and/or xnli"})
     source: str = field(default="en", metadata={"help": "language of the T_src run (en, de or zh)"})
-    targets: list[str] = field(default_factory=lambda: ["de", "zh"], metadata={
-        "help": "languages the model translates the task into (each gives a direction source->target)"})
-    conditions: list[str] = field(default_factory=lambda: list(pipeline.CONDITIONS), metadata={
-        "help": "T (data + instruction translated), I (instruction only), X (data only)"})
-    sample: int | None = field(default=100, metadata={
-        "help": "items per task, a seeded sample shared by all languages; null = the whole test set"})
+    targets: list[str] = field(
+        default_factory=lambda: ["de", "zh"],
+        metadata={"help": "languages the model translates the task into (each gives a direction source->target)"},
+    )
+    conditions: list[str] = field(
+        default_factory=lambda: list(pipeline.CONDITIONS),
+        metadata={"help": "T (data + instruction translated), I (instruction only), X (data only)"},
+    )
+    sample: int | None = field(
+        default=100,
+        metadata={"help": "items per task, a seeded sample shared by all languages; null = the whole test set"},
+    )
     seed: int = field(default=0, metadata={"help": "seed of the item sample and of sampling"})
     max_new_tokens: int = field(default=256, metadata={"help": "answer length limit (paper: 256)"})
-    translation_max_new_tokens: int = field(default=256, metadata={
-        "help": "translation length limit (paper: 2048; sentences need far less)"})
+    translation_max_new_tokens: int = field(
+        default=256, metadata={"help": "translation length limit (paper: 2048; sentences need far less)"}
+    )
     temperature: float = field(default=0.25, metadata={"help": "sampling temperature (paper: 0.25); 0 = greedy"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus top-p (paper: 1.0 = off)"})
     batch_size: int = field(default=16, metadata={"help": "chat requests per generate call"})
     bleu: bool = field(default=True, metadata={"help": "BLEU of the self-translations against the human test set"})
-    data_dir: str | None = field(default=None, metadata={
-        "help": "folder with {task}/test-{lang}.tsv (null: $MLFT_MULTISENSE_DATA, the cache, ../shared)"})
+    data_dir: str | None = field(
+        default=None,
+        metadata={"help": "folder with {task}/test-{lang}.tsv (null: $MLFT_MULTISENSE_DATA, the cache, ../shared)"},
+    )
 
 
 def parse_options(options: dict, where: str) -> MultisenseOptions:
@@ -79,39 +88,60 @@ def validate(opts: MultisenseOptions, where: str) -> None:
         for lang in [opts.source, *(opts.targets if opts.bleu else [])]:
             path = test_file(t, lang, opts.data_dir)
             if not path.is_file():
-                raise ConfigError(f"{where}: {path} not found (fetch the test sets with `mlft multisense fetch`, "
-                                  "or set data_dir)")
+                raise ConfigError(
+                    f"{where}: {path} not found (fetch the test sets with `mlft multisense fetch`, or set data_dir)"
+                )
 
 
 def make_chat_fn(backend, opts: MultisenseOptions) -> pipeline.ChatFn:
     """Chat generation with the paper's system message and decoding, through any generation backend."""
 
     def chat_fn(ids: list[str], texts: list[str], max_new_tokens: int) -> list[str | None]:
-        decoding = Decoding(max_new_tokens=max_new_tokens, temperature=opts.temperature, top_p=opts.top_p,
-                            seed=opts.seed)
-        results = {r.id: r for r in backend.generate([Request(i, messages=chat(t)) for i, t in zip(ids, texts)],
-                                                     decoding)}
+        decoding = Decoding(
+            max_new_tokens=max_new_tokens, temperature=opts.temperature, top_p=opts.top_p, seed=opts.seed
+        )
+        results = {
+            r.id: r for r in backend.generate([Request(i, messages=chat(t)) for i, t in zip(ids, texts)], decoding)
+        }
         return [None if results[i].error else results[i].completion for i in ids]
 
     return chat_fn
 
 
-def evaluate(opts: MultisenseOptions, *, chat_fn: pipeline.ChatFn, model_name: str, out_dir: Path,
-             progress: bool = True) -> list[dict]:
+def evaluate(
+    opts: MultisenseOptions, *, chat_fn: pipeline.ChatFn, model_name: str, out_dir: Path, progress: bool = True
+) -> list[dict]:
     """The whole multisense evaluation with `chat_fn`; rows {variant, task, language, metric, value}."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    settings = {"model": str(model_name), "system": SYSTEM_MESSAGE, "temperature": opts.temperature,
-                "top_p": opts.top_p, "seed": opts.seed, "max_new_tokens": opts.max_new_tokens,
-                "translation_max_new_tokens": opts.translation_max_new_tokens}
+    settings = {
+        "model": str(model_name),
+        "system": SYSTEM_MESSAGE,
+        "temperature": opts.temperature,
+        "top_p": opts.top_p,
+        "seed": opts.seed,
+        "max_new_tokens": opts.max_new_tokens,
+        "translation_max_new_tokens": opts.translation_max_new_tokens,
+    }
     cache = pipeline.GenerationCache(out_dir / "generations.jsonl", settings)
-    plan = pipeline.Plan(opts.tasks, opts.source, opts.targets, opts.conditions, opts.sample, opts.seed,
-                         opts.max_new_tokens, opts.translation_max_new_tokens, opts.data_dir, opts.bleu)
+    plan = pipeline.Plan(
+        opts.tasks,
+        opts.source,
+        opts.targets,
+        opts.conditions,
+        opts.sample,
+        opts.seed,
+        opts.max_new_tokens,
+        opts.translation_max_new_tokens,
+        opts.data_dir,
+        opts.bleu,
+    )
     rows: list[dict] = []
     items: list[dict] = []
     for task in opts.tasks:
-        rows += pipeline.run_task(task, plan, chat_fn, cache, chunk=4 * opts.batch_size, progress=progress,
-                                  items_out=items)
+        rows += pipeline.run_task(
+            task, plan, chat_fn, cache, chunk=4 * opts.batch_size, progress=progress, items_out=items
+        )
     rows += pipeline.average_rows(rows)
     with open(out_dir / "items.jsonl", "w", encoding="utf-8") as fh:
         for rec in items:
@@ -126,9 +156,18 @@ def run(suite, ctx) -> KindOutput:
     chat_fn = make_chat_fn(ctx.backend(batch_size=opts.batch_size), opts)
     rows = evaluate(opts, chat_fn=chat_fn, model_name=ctx.model_name, out_dir=ctx.out_dir, progress=ctx.progress)
     out = ctx.out_dir
-    return KindOutput(rows_of(rows), (out / "multisense.md").read_text(encoding="utf-8"),
-                      files=[out / "generations.jsonl", out / "items.jsonl", out / "multisense.md"])
+    return KindOutput(
+        rows_of(rows),
+        (out / "multisense.md").read_text(encoding="utf-8"),
+        files=[out / "generations.jsonl", out / "items.jsonl", out / "multisense.md"],
+    )
 
 
-KIND = EvalKind("multisense", MultisenseOptions, validate, run, needs=("chat",),
-                description="multisense self-consistency: the model translates the task itself, then answers")
+KIND = EvalKind(
+    "multisense",
+    MultisenseOptions,
+    validate,
+    run,
+    needs=("chat",),
+    description="multisense self-consistency: the model translates the task itself, then answers",
+)

@@ -52,19 +52,22 @@ class GenerationCache:
         self.replies: dict[str, str] = {}
         for rec in read_jsonl(path):
             if rec.get("settings") != settings:
-                raise ConfigError(f"{path}: made with other settings ({rec.get('settings')}, now {settings}); "
-                                  "use another out_dir or delete the file")
+                raise ConfigError(
+                    f"{path}: made with other settings ({rec.get('settings')}, now {settings}); "
+                    "use another out_dir or delete the file"
+                )
             self.replies[rec["id"]] = rec["reply"]
         self.settings = settings
 
-    def run(self, chat_fn: ChatFn, requests: dict[str, str], max_new_tokens: int, chunk: int, progress: bool,
-            desc: str) -> dict[str, str]:
+    def run(
+        self, chat_fn: ChatFn, requests: dict[str, str], max_new_tokens: int, chunk: int, progress: bool, desc: str
+    ) -> dict[str, str]:
         missing = [i for i in requests if i not in self.replies]
         if missing:
             bar = tqdm(total=len(missing), desc=desc, unit="call", disable=not progress, leave=False)
             with JsonlAppender(self.path) as out:
                 for start in range(0, len(missing), chunk):
-                    ids = missing[start:start + chunk]
+                    ids = missing[start : start + chunk]
                     replies = chat_fn(ids, [requests[i] for i in ids], max_new_tokens)
                     for i, reply in zip(ids, replies):
                         if reply is None:  # a failed call is retried on the next run
@@ -83,15 +86,30 @@ def sample_items(items: list[Item], n: int | None, seed: int, task: str) -> list
     return sorted(random.Random(f"{seed}:{task}").sample(range(len(items)), n))
 
 
-def _answers(cache: GenerationCache, chat_fn: ChatFn, plan: Plan, chunk: int, progress: bool,
-             prompts_by_id: dict[str, str], label_map: dict[str, int], desc: str) -> tuple[list[int], list[str]]:
+def _answers(
+    cache: GenerationCache,
+    chat_fn: ChatFn,
+    plan: Plan,
+    chunk: int,
+    progress: bool,
+    prompts_by_id: dict[str, str],
+    label_map: dict[str, int],
+    desc: str,
+) -> tuple[list[int], list[str]]:
     replies = cache.run(chat_fn, prompts_by_id, plan.answer_tokens, chunk, progress, desc)
     ordered = [replies[i] for i in prompts_by_id]
     return [parse_prediction(r, label_map) for r in ordered], ordered
 
 
-def run_task(task: str, plan: Plan, chat_fn: ChatFn, cache: GenerationCache, chunk: int, progress: bool,
-             items_out: list[dict] | None = None) -> list[dict]:
+def run_task(
+    task: str,
+    plan: Plan,
+    chat_fn: ChatFn,
+    cache: GenerationCache,
+    chunk: int,
+    progress: bool,
+    items_out: list[dict] | None = None,
+) -> list[dict]:
     """All conditions of one task; returns metric rows {variant (T_src, T, I, X, translation), task, language
     (the target language; the source language for T_src), metric, value}
     and appends per-item predictions and replies (and each translated instruction) to `items_out`."""
@@ -107,25 +125,35 @@ def run_task(task: str, plan: Plan, chat_fn: ChatFn, cache: GenerationCache, chu
 
     base_ins = spec.instructions[src]
     base_prompts = {f"{task}/{src}/T_src/{it.idx}": prompts.build_prompt(base_ins, it.sentences) for it in chosen}
-    base, base_replies = _answers(cache, chat_fn, plan, chunk, progress, base_prompts, base_ins.label_map,
-                                  f"{task} T_src")
+    base, base_replies = _answers(
+        cache, chat_fn, plan, chunk, progress, base_prompts, base_ins.label_map, f"{task} T_src"
+    )
     row("T_src", src, "accuracy", metrics.accuracy(base, labels))
     row("T_src", src, "invalid_rate", metrics.invalid_rate(base))
-    per_item = {it.idx: {"task": task, "idx": it.idx, "id": it.id, "label": it.label,
-                         "T_src": {"pred": p, "reply": r}} for it, p, r in zip(chosen, base, base_replies)}
+    per_item = {
+        it.idx: {"task": task, "idx": it.idx, "id": it.id, "label": it.label, "T_src": {"pred": p, "reply": r}}
+        for it, p, r in zip(chosen, base, base_replies)
+    }
 
     for tgt in plan.targets:
         key = f"{task}/{src}_to_{tgt}"
         # self-translation of the inputs ...
-        requests = {f"{key}/translate/{it.idx}/{k}": prompts.translation_request(src, tgt, s)
-                    for it in chosen for k, s in zip(spec.sentence_keys, it.sentences)}
+        requests = {
+            f"{key}/translate/{it.idx}/{k}": prompts.translation_request(src, tgt, s)
+            for it in chosen
+            for k, s in zip(spec.sentence_keys, it.sentences)
+        }
         done = cache.run(chat_fn, requests, plan.translation_tokens, chunk, progress, f"{key} translate data")
-        mt = {it.idx: tuple(prompts.strip_quotes(done[f"{key}/translate/{it.idx}/{k}"]) for k in spec.sentence_keys)
-              for it in chosen}
+        mt = {
+            it.idx: tuple(prompts.strip_quotes(done[f"{key}/translate/{it.idx}/{k}"]) for k in spec.sentence_keys)
+            for it in chosen
+        }
         # ... and of the instruction
         pieces = {"prefix": base_ins.prefix, "suffix": base_ins.suffix.strip(), "word": base_ins.sentence_word}
-        requests = {f"{key}/instruction/{name}": prompts.instruction_piece_request(src, tgt, text)
-                    for name, text in pieces.items()}
+        requests = {
+            f"{key}/instruction/{name}": prompts.instruction_piece_request(src, tgt, text)
+            for name, text in pieces.items()
+        }
         done = cache.run(chat_fn, requests, plan.translation_tokens, chunk, progress, f"{key} translate instruction")
         tgt_ins = prompts.translated_instruction(task, src, tgt, *(done[f"{key}/instruction/{n}"] for n in pieces))
         if plan.bleu:
@@ -135,18 +163,25 @@ def run_task(task: str, plan: Plan, chat_fn: ChatFn, cache: GenerationCache, chu
             row("translation", tgt, "bleu", metrics.bleu(hyps, refs))
         for cond in plan.conditions:
             ins = base_ins if cond == "X" else tgt_ins
-            cond_prompts = {f"{key}/{cond}/{it.idx}": prompts.build_prompt(ins, mt[it.idx] if cond in "TX"
-                                                                           else it.sentences) for it in chosen}
-            preds, replies = _answers(cache, chat_fn, plan, chunk, progress, cond_prompts, ins.label_map,
-                                      f"{key} {cond}")
+            cond_prompts = {
+                f"{key}/{cond}/{it.idx}": prompts.build_prompt(ins, mt[it.idx] if cond in "TX" else it.sentences)
+                for it in chosen
+            }
+            preds, replies = _answers(
+                cache, chat_fn, plan, chunk, progress, cond_prompts, ins.label_map, f"{key} {cond}"
+            )
             for metric, value in metrics.compare(base, preds, labels).items():
                 row(cond, tgt, metric, value)
             for it, p, r in zip(chosen, preds, replies):
                 per_item[it.idx][f"{src}_to_{tgt}/{cond}"] = {"pred": p, "reply": r}
         for it in chosen:
             per_item[it.idx][f"{src}_to_{tgt}/translation"] = list(mt[it.idx])
-        per_item_instr = {"prefix": tgt_ins.prefix, "suffix": tgt_ins.suffix, "word": tgt_ins.sentence_word,
-                          "answers": tgt_ins.answers}
+        per_item_instr = {
+            "prefix": tgt_ins.prefix,
+            "suffix": tgt_ins.suffix,
+            "word": tgt_ins.sentence_word,
+            "answers": tgt_ins.answers,
+        }
         row("translation", tgt, "n_items", float(len(chosen)))
         if items_out is not None:
             items_out.append({"task": task, "direction": f"{src}_to_{tgt}", "translated_instruction": per_item_instr})
@@ -162,8 +197,10 @@ def average_rows(rows: list[dict]) -> list[dict]:
     for r in rows:
         if r["variant"] in CONDITIONS and r["value"] == r["value"]:  # skip NaN
             groups.setdefault((r["variant"], r["task"], r["metric"]), []).append(r["value"])
-    return [{"variant": v, "task": t, "language": "avg", "metric": m, "value": sum(vals) / len(vals)}
-            for (v, t, m), vals in groups.items()]
+    return [
+        {"variant": v, "task": t, "language": "avg", "metric": m, "value": sum(vals) / len(vals)}
+        for (v, t, m), vals in groups.items()
+    ]
 
 
 def write_report(rows: list[dict], path: Path) -> str:
@@ -171,20 +208,38 @@ def write_report(rows: list[dict], path: Path) -> str:
     lines = []
     for task in dict.fromkeys(r["task"] for r in rows):
         sel = [r for r in rows if r["task"] == task]
-        lines += [f"## {task}", "", "| condition | language | accuracy | invalid | consistency | when right | "
-                  "when wrong | consistency (valid pairs) | BLEU |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {task}",
+            "",
+            "| condition | language | accuracy | invalid | consistency | when right | "
+            "when wrong | consistency (valid pairs) | BLEU |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         keys = list(dict.fromkeys((r["variant"], r["language"]) for r in sel if r["variant"] != "translation"))
         for cond, lang in keys:
             val = {r["metric"]: r["value"] for r in sel if (r["variant"], r["language"]) == (cond, lang)}
-            bleu = next((r["value"] for r in sel if r["variant"] == "translation" and r["language"] == lang
-                         and r["metric"] == "bleu"), None) if cond == "T" else None
+            bleu = (
+                next(
+                    (
+                        r["value"]
+                        for r in sel
+                        if r["variant"] == "translation" and r["language"] == lang and r["metric"] == "bleu"
+                    ),
+                    None,
+                )
+                if cond == "T"
+                else None
+            )
 
             def f(x):
                 return "" if x is None or x != x else f"{x:.3f}"
-            lines.append(f"| {cond} | {lang} | {f(val.get('accuracy'))} | {f(val.get('invalid_rate'))} | "
-                         f"{f(val.get('consistency'))} | {f(val.get('consistency_when_right'))} | "
-                         f"{f(val.get('consistency_when_wrong'))} | {f(val.get('consistency_valid'))} | "
-                         f"{'' if bleu is None else f'{bleu:.1f}'} |")
+
+            lines.append(
+                f"| {cond} | {lang} | {f(val.get('accuracy'))} | {f(val.get('invalid_rate'))} | "
+                f"{f(val.get('consistency'))} | {f(val.get('consistency_when_right'))} | "
+                f"{f(val.get('consistency_when_wrong'))} | {f(val.get('consistency_valid'))} | "
+                f"{'' if bleu is None else f'{bleu:.1f}'} |"
+            )
         lines.append("")
     text = "\n".join(lines)
     path.write_text(text, encoding="utf-8")

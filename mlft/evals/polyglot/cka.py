@@ -45,11 +45,18 @@ def first_token_id(tokenizer, word: str) -> int:
 
 def _batches(items: list, size: int) -> Iterable[list]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
-def next_token_probs(model, tokenizer, stems: list[str], token_ids: dict[str, set[int]], batch_size: int = 16,
-                     progress: bool = True, desc: str = "CKA") -> dict[tuple[str, int], float]:
+def next_token_probs(
+    model,
+    tokenizer,
+    stems: list[str],
+    token_ids: dict[str, set[int]],
+    batch_size: int = 16,
+    progress: bool = True,
+    desc: str = "CKA",
+) -> dict[tuple[str, int], float]:
     """P(token | stem) for each stem and each of its `token_ids[stem]`; one forward pass per unique stem."""
     import torch
     from tqdm.auto import tqdm
@@ -66,8 +73,8 @@ def next_token_probs(model, tokenizer, stems: list[str], token_ids: dict[str, se
             input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
             for row, ids in enumerate(encoded):
-                input_ids[row, :len(ids)] = torch.tensor(ids)
-                mask[row, :len(ids)] = 1
+                input_ids[row, : len(ids)] = torch.tensor(ids)
+                mask[row, : len(ids)] = 1
             last = torch.tensor([len(e) - 1 for e in encoded])
             logits = _last_logits(model, input_ids.to(device), mask.to(device), last.to(device))
             dist = torch.softmax(logits.float(), dim=-1)
@@ -93,8 +100,9 @@ def _last_logits(model, input_ids, mask, last):
     return logits[range(len(last)), last]
 
 
-def score_facts(model, tokenizer, facts: list[Fact], batch_size: int = 16, progress: bool = True,
-                desc: str = "CKA") -> list[FactScore]:
+def score_facts(
+    model, tokenizer, facts: list[Fact], batch_size: int = 16, progress: bool = True, desc: str = "CKA"
+) -> list[FactScore]:
     first: dict[str, int] = {}
 
     def tok(word: str) -> int:
@@ -108,5 +116,7 @@ def score_facts(model, tokenizer, facts: list[Fact], batch_size: int = 16, progr
         for stem, word in zip(f.false_stems, f.false):
             wanted.setdefault(stem, set()).add(tok(word))
     probs = next_token_probs(model, tokenizer, list(wanted), wanted, batch_size, progress, desc)
-    return [FactScore(f, probs[f.true_stem, tok(f.true)],
-                      tuple(probs[s, tok(w)] for s, w in zip(f.false_stems, f.false))) for f in facts]
+    return [
+        FactScore(f, probs[f.true_stem, tok(f.true)], tuple(probs[s, tok(w)] for s, w in zip(f.false_stems, f.false)))
+        for f in facts
+    ]

@@ -27,14 +27,17 @@ from mlft.io.metric_rows import MetricRow
 @dataclass
 class PolyglotOptions:
     languages: list[str] | None = field(default=None, metadata={"help": "language codes; null = all 20"})
-    sample: int | None = field(default=None, metadata={
-        "help": "facts per language, a seeded sample (the same facts at every checkpoint); null = all"})
+    sample: int | None = field(
+        default=None,
+        metadata={"help": "facts per language, a seeded sample (the same facts at every checkpoint); null = all"},
+    )
     seed: int = field(default=0, metadata={"help": "seed of the sample and of the bootstrap"})
     batch_size: int = field(default=32, metadata={"help": "stems per forward pass"})
     bootstrap: int = field(default=10_000, metadata={"help": "bootstrap resamples for the 95% CI; 0 = no CI"})
     relations: bool = field(default=True, metadata={"help": "also report accuracy per Wikidata relation"})
-    data_dir: str | None = field(default=None, metadata={
-        "help": "folder with {lang}.parquet (null: $MLFT_POLYGLOT_DATA, the cache, ../shared)"})
+    data_dir: str | None = field(
+        default=None, metadata={"help": "folder with {lang}.parquet (null: $MLFT_POLYGLOT_DATA, the cache, ../shared)"}
+    )
 
     @property
     def langs(self) -> list[str]:
@@ -59,8 +62,10 @@ def validate(opts: PolyglotOptions, where: str) -> None:
         raise ConfigError(f"{where}: batch_size must be >= 1 and bootstrap >= 0")
     missing = [lang for lang in opts.langs if not (data_dir(opts.data_dir) / f"{lang}.parquet").is_file()]
     if missing:
-        raise ConfigError(f"{where}: no Polyglot-or-Not data for {', '.join(missing)} in {data_dir(opts.data_dir)} "
-                          "(fetch it with `mlft polyglot fetch`, or set data_dir)")
+        raise ConfigError(
+            f"{where}: no Polyglot-or-Not data for {', '.join(missing)} in {data_dir(opts.data_dir)} "
+            "(fetch it with `mlft polyglot fetch`, or set data_dir)"
+        )
     return opts
 
 
@@ -88,9 +93,20 @@ def evaluate(opts: PolyglotOptions, *, model, tokenizer, out_dir: Path, progress
                 for rel, (acc, _n) in metrics.by_relation([s.fact.relation for s in scores], known).items():
                     rows.append(_row(lang, "accuracy", acc, task=f"relation:{rel}"))
             for s in scores:
-                fh.write(json.dumps({"language": lang, "dataset_id": s.fact.dataset_id, "relation": s.fact.relation,
-                                     "p_true": s.p_true, "p_false": list(s.p_false), "known": s.known},
-                                    ensure_ascii=False) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "language": lang,
+                            "dataset_id": s.fact.dataset_id,
+                            "relation": s.fact.relation,
+                            "p_true": s.p_true,
+                            "p_false": list(s.p_false),
+                            "known": s.known,
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
     rows.append(_row("avg", "accuracy", metrics.language_mean(per_language)))
     if cis:
         rows.append(_row("avg", "ci95", metrics.language_mean(cis)))
@@ -107,8 +123,14 @@ def run(suite, ctx) -> KindOutput:
     return KindOutput(rows, (out / "polyglot.md").read_text(encoding="utf-8"), files=[out / "facts.jsonl"])
 
 
-KIND = EvalKind("polyglot", PolyglotOptions, validate, run, needs=("weights",),
-                description="Polyglot-or-Not scores the log-probabilities of a local model's completions")
+KIND = EvalKind(
+    "polyglot",
+    PolyglotOptions,
+    validate,
+    run,
+    needs=("weights",),
+    description="Polyglot-or-Not scores the log-probabilities of a local model's completions",
+)
 
 
 def _row(lang: str, metric: str, value: float, task: str = "cka") -> dict:
@@ -122,8 +144,10 @@ def report(rows: list[dict], seconds: float | None = None) -> str:
     for lang in [*langs, "avg"]:
         n = val.get((lang, "n_facts"))
         ci = val.get((lang, "ci95"))
-        lines.append(f"| {lang} | {'' if n is None else int(n)} | {100 * val[lang, 'accuracy']:.2f} | "
-                     f"{'' if ci is None else f'{100 * ci:.2f}'} |")
+        lines.append(
+            f"| {lang} | {'' if n is None else int(n)} | {100 * val[lang, 'accuracy']:.2f} | "
+            f"{'' if ci is None else f'{100 * ci:.2f}'} |"
+        )
     if seconds is not None:
         lines.append(f"\n{seconds:.0f} s")
     return "\n".join(lines) + "\n"

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from mlft.config import add_dataclass_flags, flag_name, flag_values, from_dict
 from mlft.errors import ConfigError, ModelError
@@ -41,27 +42,52 @@ class Capabilities:
     """What a backend can do. Recipes, passes, the training callback, evaluate-run, the runner and the eval kinds
     ask these (`capabilities(name)`), never a backend's name; eval kinds name the flags they need (`CAPABILITIES`)."""
 
-    weights: bool = field(default=False, metadata={
-        "help": "holds a local torch model and its tokenizer as `.model` / `.tokenizer` (weight-level evals, "
-                "lm-eval's HFLM, the fluency reference)"})
+    weights: bool = field(
+        default=False,
+        metadata={
+            "help": "holds a local torch model and its tokenizer as `.model` / `.tokenizer` (weight-level evals, "
+            "lm-eval's HFLM, the fluency reference)"
+        },
+    )
     chat: bool = field(default=False, metadata={"help": "takes chat messages"})
     logprobs: bool = field(default=False, metadata={"help": "can return per-token log-probabilities"})
-    live_model: bool = field(default=False, metadata={
-        "help": "generates with a live in-process model object (`create(model=..., tokenizer=...)`): the training "
-                "callback evaluates the model it trains in place"})
-    data_parallel: bool = field(default=False, metadata={
-        "help": "the ranks of a training job can share its live-model generation (mlft.generation.data_parallel)"})
-    saved_weights: bool = field(default=False, metadata={
-        "help": "loads a model reference or a saved checkpoint itself (a served backend names a served model "
-                "instead): sharded weights are evaluated from the saved checkpoint in a separate process"})
-    placement_options: bool = field(default=False, metadata={
-        "help": "its Options place it (device, dtype): a separate-process evaluation gets the training rank's "
-                "device and dtype"})
-    own_devices: bool = field(default=False, metadata={
-        "help": "places itself on devices through the environment (vLLM: CUDA_VISIBLE_DEVICES and a GPU memory "
-                "share capped to what the training process leaves free)"})
-    hooks: frozenset = field(default=frozenset(), metadata={
-        "help": f"the intervention hooks it can apply (any of {', '.join(HOOKS)})"})
+    live_model: bool = field(
+        default=False,
+        metadata={
+            "help": "generates with a live in-process model object (`create(model=..., tokenizer=...)`): the training "
+            "callback evaluates the model it trains in place"
+        },
+    )
+    data_parallel: bool = field(
+        default=False,
+        metadata={
+            "help": "the ranks of a training job can share its live-model generation (mlft.generation.data_parallel)"
+        },
+    )
+    saved_weights: bool = field(
+        default=False,
+        metadata={
+            "help": "loads a model reference or a saved checkpoint itself (a served backend names a served model "
+            "instead): sharded weights are evaluated from the saved checkpoint in a separate process"
+        },
+    )
+    placement_options: bool = field(
+        default=False,
+        metadata={
+            "help": "its Options place it (device, dtype): a separate-process evaluation gets the training rank's "
+            "device and dtype"
+        },
+    )
+    own_devices: bool = field(
+        default=False,
+        metadata={
+            "help": "places itself on devices through the environment (vLLM: CUDA_VISIBLE_DEVICES and a GPU memory "
+            "share capped to what the training process leaves free)"
+        },
+    )
+    hooks: frozenset = field(
+        default=frozenset(), metadata={"help": f"the intervention hooks it can apply (any of {', '.join(HOOKS)})"}
+    )
 
     def __post_init__(self):
         object.__setattr__(self, "hooks", frozenset(self.hooks))
@@ -83,18 +109,24 @@ def _check_backend_class(name: str, cls) -> None:
         if not hasattr(cls, attr):
             raise TypeError(f"backend {name!r} ({cls!r}) has no {attr!r} (see mlft/generation/backends/__init__.py)")
     if not isinstance(cls.capabilities, Capabilities):
-        raise TypeError(f"backend {name!r}: `capabilities` must be a mlft.generation.backends.Capabilities, got "
-                        f"{cls.capabilities!r}")
+        raise TypeError(
+            f"backend {name!r}: `capabilities` must be a mlft.generation.backends.Capabilities, got "
+            f"{cls.capabilities!r}"
+        )
 
 
 # name -> "module:Class" (imported on first use: the hf backend pulls in torch)
-REGISTRY = Registry("backend", {
-    "hf": "mlft.generation.backends.hf:HFBackend",
-    "openai": "mlft.generation.backends.openai:OpenAIBackend",
-    "vllm": "mlft.generation.backends.vllm:VLLMBackend",
-}, check=_check_backend_class)
+REGISTRY = Registry(
+    "backend",
+    {
+        "hf": "mlft.generation.backends.hf:HFBackend",
+        "openai": "mlft.generation.backends.openai:OpenAIBackend",
+        "vllm": "mlft.generation.backends.vllm:VLLMBackend",
+    },
+    check=_check_backend_class,
+)
 BACKENDS = tuple(REGISTRY)  # the built-in names (REGISTRY holds any added later)
-DEFAULT_BACKEND = "hf"      # what --backend / evaluation.backend default to
+DEFAULT_BACKEND = "hf"  # what --backend / evaluation.backend default to
 
 
 @dataclass
@@ -103,7 +135,7 @@ class Request:
     messages: list[dict] | None = None
     text: str | None = None
     language: str | None = None  # the language the reply should be in (for interventions)
-    prefix: str = ""             # reply text so far: generation continues it (line-by-line strategies)
+    prefix: str = ""  # reply text so far: generation continues it (line-by-line strategies)
     stop_at_newline: bool = False  # stop after the first generated newline (the completion keeps it)
 
     def __post_init__(self):
@@ -250,13 +282,22 @@ def backend_options(name: str, options: dict | Any | None, where: str = "backend
     return from_dict(cls.Options, dict(options or {}), where)
 
 
-def create_backend(name: str, options: dict | Any | None = None, *, model_ref: str | None = None, model=None,
-                   tokenizer=None, batch_size: int = 16, token_stats: bool = False):
+def create_backend(
+    name: str,
+    options: dict | Any | None = None,
+    *,
+    model_ref: str | None = None,
+    model=None,
+    tokenizer=None,
+    batch_size: int = 16,
+    token_stats: bool = False,
+):
     """Build a backend (the cheap checks first; e.g. the openai backend asks the server before returning)."""
     cls = backend_class(name)
     opts = backend_options(name, options, f"{name} backend options")
-    return cls.create(opts, model_ref=model_ref, model=model, tokenizer=tokenizer, batch_size=batch_size,
-                      token_stats=token_stats)
+    return cls.create(
+        opts, model_ref=model_ref, model=model, tokenizer=tokenizer, batch_size=batch_size, token_stats=token_stats
+    )
 
 
 def check_interventions(name: str, interventions: Sequence, where: str) -> None:
@@ -267,14 +308,17 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
         if missing:
             ok = [b for b in REGISTRY if set(iv.applies_via) <= capabilities(b).hooks]
             hint = getattr(cls, "refusal", f"use a backend that can ({', '.join(ok)})")
-            raise ConfigError(f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
-                              f"which the {name} backend cannot apply: {hint}, or drop the intervention")
+            raise ConfigError(
+                f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
+                f"which the {name} backend cannot apply: {hint}, or drop the intervention"
+            )
         problem = cls.unsupported(iv) if hasattr(cls, "unsupported") else None
         if problem:
             raise ConfigError(f"{where}: intervention {iv.name!r} on the {name} backend: {problem}")
 
 
 # --- CLI flags generated from the options dataclasses (config.py's generator) -----------------------------
+
 
 def add_backend_flags(parser) -> None:
     """One flag per field of every backend's Options (shared when two backends have a field of that name)."""
@@ -298,7 +342,8 @@ def options_from_args(name: str, args) -> dict:
     for fname, value in flag_values(args, "backend__").items():
         if fname not in own:
             owners = [b for b in REGISTRY if fname in option_names(b)]
-            raise ConfigError(f"{flag_name(fname)} is an option of the {'/'.join(owners)} backend, not {name} "
-                              f"(--backend {name})")
+            raise ConfigError(
+                f"{flag_name(fname)} is an option of the {'/'.join(owners)} backend, not {name} (--backend {name})"
+            )
         out[fname] = value
     return out

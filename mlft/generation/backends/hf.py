@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Literal, Sequence
+from typing import Literal
 
 from mlft.errors import ConfigError, ModelError
 from mlft.generation.backends import Capabilities, Request, Result, cut_reply, draw_key, encode_request
@@ -52,37 +53,65 @@ from mlft.generation.processors import GreedyPicker, NewlineStop, NucleusSampler
 
 @dataclass
 class HFOptions:
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(default="auto", metadata={
-        "help": "weights dtype when loading the model"})
-    device: str | None = field(default=None, metadata={
-        "help": "torch device (cpu, cuda, cuda:1...); default: this process's GPU (cuda:LOCAL_RANK) when CUDA is "
-                "available, else cpu"})
-    chat_template: str | None = field(default=None, metadata={
-        "help": "a .jinja chat template for a tokenizer without one (a base model; `mlft evaluate-run` passes the "
-                "training run's template); the model's own template wins"})
-    max_batch_tokens: int = field(default=32768, metadata={
-        "help": "cap on padded prompt tokens (rows x longest prompt) of one batch's prefill forward"})
-    memory_budget_gib: float | None = field(default=None, metadata={
-        "help": "GiB of KV cache one batch may hold at max_new_tokens (null: on CUDA 0.8 x the device's free "
-                "memory when a generate call starts, on CPU 4 GiB)"})
-    prefix_cache: bool = field(default=True, metadata={
-        "help": "compute the prompts' shared prefix (e.g. the chat template's system prompt) once and reuse its "
-                "KV cache in every batch"})
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(
+        default="auto", metadata={"help": "weights dtype when loading the model"}
+    )
+    device: str | None = field(
+        default=None,
+        metadata={
+            "help": "torch device (cpu, cuda, cuda:1...); default: this process's GPU (cuda:LOCAL_RANK) when CUDA is "
+            "available, else cpu"
+        },
+    )
+    chat_template: str | None = field(
+        default=None,
+        metadata={
+            "help": "a .jinja chat template for a tokenizer without one (a base model; `mlft evaluate-run` passes the "
+            "training run's template); the model's own template wins"
+        },
+    )
+    max_batch_tokens: int = field(
+        default=32768,
+        metadata={"help": "cap on padded prompt tokens (rows x longest prompt) of one batch's prefill forward"},
+    )
+    memory_budget_gib: float | None = field(
+        default=None,
+        metadata={
+            "help": "GiB of KV cache one batch may hold at max_new_tokens (null: on CUDA 0.8 x the device's free "
+            "memory when a generate call starts, on CPU 4 GiB)"
+        },
+    )
+    prefix_cache: bool = field(
+        default=True,
+        metadata={
+            "help": "compute the prompts' shared prefix (e.g. the chat template's system prompt) once and reuse its "
+            "KV cache in every batch"
+        },
+    )
     trust_remote_code: bool = field(default=False, metadata={"help": "run the model repository's own code"})
-    decode: Literal["auto", "eager", "static", "compiled"] = field(default="auto", metadata={
-        "help": "how the decode loop runs: eager (a growing KV cache, one kernel per op: the CPU's best), static (a "
-                "preallocated KV cache, eager), compiled (static cache + torch.compile of the decode step: "
-                "transformers' static-cache path, few kernels per token; batches padded to shape buckets, one reused cache "
-                "per bucket: a few compiles and CUDA-graph recordings per pass); auto = compiled on a GPU unless an "
-                "intervention hooks the forward pass (steer, learned_gate: they would recompile every step), the "
-                "model uses flash-attention (its unpadding breaks the graph) or the pass is short (compile_min_steps); "
-                "else eager"})
-    compile_min_steps: int = field(default=1024, metadata={
-        "help": "decode: auto compiles only for a pass of at least this many decode steps (at least its replies / "
-                "batch_size batches x max_new_tokens, as the runner tells the backend before the pass): compiling "
-                "and recording CUDA graphs is paid per pass and shape bucket, a compiled step saves launch overhead "
-                "that does not grow with its rows, so a shorter pass decodes eagerly (an estimate: docs/gpu.md); "
-                "0: always compile"})
+    decode: Literal["auto", "eager", "static", "compiled"] = field(
+        default="auto",
+        metadata={
+            "help": "how the decode loop runs: eager (a growing KV cache, one kernel per op: the CPU's best), static "
+            "(a "
+            "preallocated KV cache, eager), compiled (static cache + torch.compile of the decode step: "
+            "transformers' static-cache path, few kernels per token; batches padded to shape buckets, one reused cache "
+            "per bucket: a few compiles and CUDA-graph recordings per pass); auto = compiled on a GPU unless an "
+            "intervention hooks the forward pass (steer, learned_gate: they would recompile every step), the "
+            "model uses flash-attention (its unpadding breaks the graph) or the pass is short (compile_min_steps); "
+            "else eager"
+        },
+    )
+    compile_min_steps: int = field(
+        default=1024,
+        metadata={
+            "help": "decode: auto compiles only for a pass of at least this many decode steps (at least its replies / "
+            "batch_size batches x max_new_tokens, as the runner tells the backend before the pass): compiling "
+            "and recording CUDA graphs is paid per pass and shape bucket, a compiled step saves launch overhead "
+            "that does not grow with its rows, so a shorter pass decodes eagerly (an estimate: docs/gpu.md); "
+            "0: always compile"
+        },
+    )
 
 
 def batch_seed(seed: int, first_id: str) -> int:
@@ -122,14 +151,31 @@ def _cache_of(output):
 class HFBackend:
     name = "hf"
     Options = HFOptions
-    capabilities = Capabilities(weights=True, chat=True, logprobs=True, live_model=True, data_parallel=True,
-                                saved_weights=True, placement_options=True,
-                                hooks={"processors", "hooks", "transform", "strategy", "rows"})
+    capabilities = Capabilities(
+        weights=True,
+        chat=True,
+        logprobs=True,
+        live_model=True,
+        data_parallel=True,
+        saved_weights=True,
+        placement_options=True,
+        hooks={"processors", "hooks", "transform", "strategy", "rows"},
+    )
 
-    def __init__(self, model, tokenizer, batch_size: int = 16, token_stats: bool = False,
-                 max_batch_tokens: int = 32768, model_ref: str | None = None, prefix_cache: bool = True,
-                 decode: str = "auto", memory_budget_gib: float | None = None, compile_min_steps: int = 1024,
-                 pass_replies: int | None = None):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        batch_size: int = 16,
+        token_stats: bool = False,
+        max_batch_tokens: int = 32768,
+        model_ref: str | None = None,
+        prefix_cache: bool = True,
+        decode: str = "auto",
+        memory_budget_gib: float | None = None,
+        compile_min_steps: int = 1024,
+        pass_replies: int | None = None,
+    ):
         if batch_size < 1:
             raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
         if compile_min_steps < 0:
@@ -149,18 +195,34 @@ class HFBackend:
         self.eos_ids = sorted({e for e in [*eos, tokenizer.eos_token_id] if e is not None})
 
     @classmethod
-    def create(cls, options: HFOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16,
-               token_stats=False) -> "HFBackend":
+    def create(
+        cls, options: HFOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16, token_stats=False
+    ) -> HFBackend:
         if model is None:
-            model, tokenizer = load(model_ref, dtype=options.dtype, device=options.device,
-                                    trust_remote_code=options.trust_remote_code, chat_template=options.chat_template)
+            model, tokenizer = load(
+                model_ref,
+                dtype=options.dtype,
+                device=options.device,
+                trust_remote_code=options.trust_remote_code,
+                chat_template=options.chat_template,
+            )
             live = False
         elif tokenizer is None:
             raise ConfigError("hf backend: a live model needs its tokenizer")
         else:
             live = True
-        backend = cls(model, tokenizer, batch_size, token_stats, options.max_batch_tokens, model_ref,
-                      options.prefix_cache, options.decode, options.memory_budget_gib, options.compile_min_steps)
+        backend = cls(
+            model,
+            tokenizer,
+            batch_size,
+            token_stats,
+            options.max_batch_tokens,
+            model_ref,
+            options.prefix_cache,
+            options.decode,
+            options.memory_budget_gib,
+            options.compile_min_steps,
+        )
         backend.live = live
         return backend
 
@@ -174,19 +236,36 @@ class HFBackend:
 
     def spec(self) -> dict:
         """The constructor settings (a data-parallel rank builds the same backend over its copy of the model)."""
-        return {"batch_size": self.batch_size, "token_stats": self.token_stats,
-                "max_batch_tokens": self.max_batch_tokens, "model_ref": self.model_ref,
-                "prefix_cache": self.prefix_cache, "decode": self.decode, "memory_budget_gib": self.memory_budget_gib,
-                "compile_min_steps": self.compile_min_steps, "pass_replies": self.pass_replies}
+        return {
+            "batch_size": self.batch_size,
+            "token_stats": self.token_stats,
+            "max_batch_tokens": self.max_batch_tokens,
+            "model_ref": self.model_ref,
+            "prefix_cache": self.prefix_cache,
+            "decode": self.decode,
+            "memory_budget_gib": self.memory_budget_gib,
+            "compile_min_steps": self.compile_min_steps,
+            "pass_replies": self.pass_replies,
+        }
 
-    def transformed(self, transforms: Sequence) -> "HFBackend":
+    def transformed(self, transforms: Sequence) -> HFBackend:
         """A backend over the model changed by `transforms` (e.g. quantized), same settings."""
         model, tok = self.model, self.tokenizer
         for iv in transforms:
             model, tok = iv.transform(model, tok, self.model_ref)
-        return type(self)(model, tok, self.batch_size, self.token_stats, self.max_batch_tokens, self.model_ref,
-                          self.prefix_cache, self.decode, self.memory_budget_gib, self.compile_min_steps,
-                          self.pass_replies)
+        return type(self)(
+            model,
+            tok,
+            self.batch_size,
+            self.token_stats,
+            self.max_batch_tokens,
+            self.model_ref,
+            self.prefix_cache,
+            self.decode,
+            self.memory_budget_gib,
+            self.compile_min_steps,
+            self.pass_replies,
+        )
 
     def encode(self, req: Request) -> list[int]:
         return encode_request(self.tokenizer, req)
@@ -198,11 +277,15 @@ class HFBackend:
         if self.token_stats and decoding.num_beams > 1:
             raise ConfigError("token statistics (confusion analysis) need num_beams=1")
         if any("transform" in iv.applies_via for iv in interventions):
-            raise ConfigError("hf backend: model transforms are applied by building a transformed backend "
-                              "(HFBackend.transformed), not per generate call")
+            raise ConfigError(
+                "hf backend: model transforms are applied by building a transformed backend "
+                "(HFBackend.transformed), not per generate call"
+            )
         if self.decode == "compiled" and _flash_attention(self.model):
-            raise ConfigError(f"hf backend: decode: compiled with {_flash_attention(self.model)} (its unpadding "
-                              "breaks the compiled graph in every layer): use decode: auto, eager or static")
+            raise ConfigError(
+                f"hf backend: decode: compiled with {_flash_attention(self.model)} (its unpadding "
+                "breaks the compiled graph in every layer): use decode: auto, eager or static"
+            )
 
     def start_pass(self, replies: int | None) -> None:
         """The number of replies the coming pass generates (the runner tells it before its first generate call,
@@ -224,8 +307,9 @@ class HFBackend:
         self.check(decoding, interventions)
         encoded = [self.encode(r) for r in requests]
         for idx in self._batches(encoded, decoding, interventions):
-            yield from self._generate_batch([requests[i] for i in idx], [encoded[i] for i in idx], decoding,
-                                            interventions)
+            yield from self._generate_batch(
+                [requests[i] for i in idx], [encoded[i] for i in idx], decoding, interventions
+            )
 
     def plan(self, requests: list[Request], decoding=None, interventions: Sequence = ()) -> list[list[Request]]:
         """The batches `generate(requests, decoding, interventions)` generates, in order (each one, generated
@@ -244,19 +328,31 @@ class HFBackend:
         param = next(self.model.parameters(), None)
         config = getattr(self.model, "config", None)
         kv = kv_bytes_per_token(config, param.element_size()) if param is not None and config is not None else 0
-        rows = (decoding.num_beams if decoding is not None else 1) * \
-            (2 if any("rows" in iv.applies_via for iv in interventions) else 1)  # contrast rows: one per request
-        compiled = decoding is not None and device is not None and \
-            self.decode_mode(device, decoding, interventions) == "compiled"
+        rows = (decoding.num_beams if decoding is not None else 1) * (
+            2 if any("rows" in iv.applies_via for iv in interventions) else 1
+        )  # contrast rows: one per request
+        compiled = (
+            decoding is not None
+            and device is not None
+            and self.decode_mode(device, decoding, interventions) == "compiled"
+        )
         memory = None
         if kv:  # the reused cache of the compiled path is freed or reused by the next batch: it counts as free
             memory = memory_budget(device, self.memory_budget_gib) + (self._held_bytes() if compiled else 0)
         vocab = _vocab_size(config)
         step = decode_step_bytes(vocab, decoding, self.token_stats) + sum(
-            iv.step_bytes_per_row(vocab) for iv in interventions if "strategy" not in iv.applies_via)
-        return BatchBudget(self.batch_size, self.max_batch_tokens,
-                           decoding.max_new_tokens if decoding is not None else 0, kv, memory, rows, compiled,
-                           step if kv and decoding is not None else 0)
+            iv.step_bytes_per_row(vocab) for iv in interventions if "strategy" not in iv.applies_via
+        )
+        return BatchBudget(
+            self.batch_size,
+            self.max_batch_tokens,
+            decoding.max_new_tokens if decoding is not None else 0,
+            kv,
+            memory,
+            rows,
+            compiled,
+            step if kv and decoding is not None else 0,
+        )
 
     def _batches(self, encoded: list[list[int]], decoding=None, interventions: Sequence = ()) -> list[list[int]]:
         """Indices sorted by prompt length, cut where the next one would not fit `budget`."""
@@ -298,8 +394,13 @@ class HFBackend:
             processors += iv.logits_processors(self.tokenizer, languages, self.model)
         sampler = None
         if decoding.sampling and not beams:  # each row's draws keyed by its request (no seed: a fresh stream)
-            keys = None if decoding.seed is None else torch.tensor(
-                [draw_key(decoding.seed, r.id, r.prefix) for r in requests], dtype=torch.long, device=device)
+            keys = (
+                None
+                if decoding.seed is None
+                else torch.tensor(
+                    [draw_key(decoding.seed, r.id, r.prefix) for r in requests], dtype=torch.long, device=device
+                )
+            )
             sampler = NucleusSampler(decoding.temperature, decoding.top_p, decoding.top_k, log=log, keys=keys)
             processors.append(sampler)
         elif decoding.sampling:  # beam sampling: transformers draws (the global stream, seeded per batch below)
@@ -330,25 +431,41 @@ class HFBackend:
             if decoding.seed is not None:
                 torch.manual_seed(batch_seed(decoding.seed, requests[0].id))
             if any(r.stop_at_newline for r in requests) or n > real:  # padding rows: stopped after one token
-                extra["stopping_criteria"] = StoppingCriteriaList([NewlineStop(
-                    self._newline_ids(), [r.stop_at_newline for r in rows], device=device,
-                    done=[i % n >= real for i in range(len(rows))])])
+                extra["stopping_criteria"] = StoppingCriteriaList(
+                    [
+                        NewlineStop(
+                            self._newline_ids(),
+                            [r.stop_at_newline for r in rows],
+                            device=device,
+                            done=[i % n >= real for i in range(len(rows))],
+                        )
+                    ]
+                )
             out = self.model.generate(
-                input_ids=input_ids, attention_mask=mask, pad_token_id=self.pad_id, eos_token_id=self.eos_ids,
-                logits_processor=LogitsProcessorList(chain), **decoding.hf_kwargs(), **extra)
+                input_ids=input_ids,
+                attention_mask=mask,
+                pad_token_id=self.pad_id,
+                eos_token_id=self.eos_ids,
+                logits_processor=LogitsProcessorList(chain),
+                **decoding.hf_kwargs(),
+                **extra,
+            )
             out = out[:n]
             if log is not None:
                 log.to_host()  # the per-step records, stacked and copied once
             if sampler is not None and sampler.invalid is not None and bool(sampler.invalid.any()):  # once a batch
                 bad = [r.id for r, b in zip(requests[:real], sampler.invalid.tolist()) if b]
-                raise ModelError(f"the model's logits held no finite candidate (NaN or all -inf) while sampling "
-                                 f"request(s) {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}: check the "
-                                 "weights' dtype (fp16 overflow) and the interventions' masks")
+                raise ModelError(
+                    f"the model's logits held no finite candidate (NaN or all -inf) while sampling "
+                    f"request(s) {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}: check the "
+                    "weights' dtype (fp16 overflow) and the interventions' masks"
+                )
         seconds = (time.perf_counter() - started) / real
         generated = out[:real, width:].tolist()
         for row, (req, enc, ids) in enumerate(zip(requests[:real], encoded, generated)):
-            ids, finish = cut_reply(ids, self.eos_ids, self._newline_ids() if req.stop_at_newline else (),
-                                    req.stop_at_newline)
+            ids, finish = cut_reply(
+                ids, self.eos_ids, self._newline_ids() if req.stop_at_newline else (), req.stop_at_newline
+            )
             text = self.tokenizer.decode(ids, skip_special_tokens=True)
             res = Result(req.id, text, finish, len(enc), len(ids), seconds)
             if log is not None:
@@ -377,8 +494,11 @@ class HFBackend:
         """The longest prefix every row shares (at least MIN_PREFIX tokens, each row keeping one token of its
         own), or [] when prefix caching does not apply (off, beam search, forward hooks that change the
         prompt's states)."""
-        if not self.prefix_cache or decoding.num_beams > 1 or any(
-                "hooks" in iv.applies_via and not iv.prefix_safe for iv in interventions):
+        if (
+            not self.prefix_cache
+            or decoding.num_beams > 1
+            or any("hooks" in iv.applies_via and not iv.prefix_safe for iv in interventions)
+        ):
             return []
         n = min(len(e) for e in encoded) - 1
         first = encoded[0]
@@ -429,8 +549,12 @@ class HFBackend:
         """Bytes of the compiled path's reused cache (allocated, but the next batch reuses or frees it)."""
         if self._pool is None:
             return 0
-        return sum(t.numel() * t.element_size() for layer in self._pool[1].layers
-                   for t in (getattr(layer, "keys", None), getattr(layer, "values", None)) if t is not None)
+        return sum(
+            t.numel() * t.element_size()
+            for layer in self._pool[1].layers
+            for t in (getattr(layer, "keys", None), getattr(layer, "values", None))
+            if t is not None
+        )
 
     def _static_kwargs(self, mode: str, own_cache: bool) -> dict:
         """`generate` arguments of the static-cache path: transformers allocates the cache itself when no prefix
@@ -485,9 +609,11 @@ class HFBackend:
     def _stats(self, ids: list[int], recorder, row: int) -> dict:
         pieces, prev = [], ""  # a token ending inside a multi-byte character gets "", the next one the char
         for k in range(len(ids)):
-            text = self.tokenizer.decode(ids[:k + 1], skip_special_tokens=True).rstrip("\ufffd")
-            pieces.append(text[len(prev):] if text.startswith(prev) else text)
+            text = self.tokenizer.decode(ids[: k + 1], skip_special_tokens=True).rstrip("\ufffd")
+            pieces.append(text[len(prev) :] if text.startswith(prev) else text)
             prev = text
-        return {"pieces": pieces,
-                "entropy": [round(float(recorder.entropy[k][row]), 5) for k in range(len(ids))],
-                "nucleus": [int(recorder.nucleus[k][row]) for k in range(len(ids))]}
+        return {
+            "pieces": pieces,
+            "entropy": [round(float(recorder.entropy[k][row]), 5) for k in range(len(ids))],
+            "nucleus": [int(recorder.nucleus[k][row]) for k in range(len(ids))],
+        }

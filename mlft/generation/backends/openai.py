@@ -22,9 +22,9 @@ import os
 import random
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 from mlft.errors import BackendError, ConfigError
 from mlft.generation.backends import Capabilities, Request, Result, request_seed
@@ -36,19 +36,30 @@ RETRY_STATUS = {408, 409, 429}
 
 @dataclass
 class OpenAIOptions:
-    base_url: str | None = field(default=None, metadata={
-        "help": "endpoint, e.g. http://host:8000/v1 (default $OPENAI_BASE_URL, else api.openai.com)"})
+    base_url: str | None = field(
+        default=None,
+        metadata={"help": "endpoint, e.g. http://host:8000/v1 (default $OPENAI_BASE_URL, else api.openai.com)"},
+    )
     api_key: str | None = field(default=None, metadata={"help": "API key (default: the --api-key-env variable)"})
     api_key_env: str = field(default=DEFAULT_KEY_ENV, metadata={"help": "environment variable holding the key"})
     concurrency: int = field(default=8, metadata={"help": "requests in flight at most"})
     timeout: float = field(default=60.0, metadata={"help": "seconds per request attempt"})
     max_retries: int = field(default=5, metadata={"help": "retries per request on transport faults/429/5xx"})
-    backoff: float = field(default=1.0, metadata={
-        "help": "base of the exponential backoff in seconds (full jitter: a wait is uniform in [0, base*2^k])"})
+    backoff: float = field(
+        default=1.0,
+        metadata={
+            "help": "base of the exponential backoff in seconds (full jitter: a wait is uniform in [0, base*2^k])"
+        },
+    )
     max_backoff: float = field(default=60.0, metadata={"help": "longest wait between two attempts (seconds)"})
-    logprobs: bool = field(default=True, metadata={
-        "help": "ask for the generated tokens' log-probabilities (the fluency NLL column; vLLM servers give the raw "
-                "ones, before temperature/top-p); a server that rejects them is asked again without, once"})
+    logprobs: bool = field(
+        default=True,
+        metadata={
+            "help": "ask for the generated tokens' log-probabilities (the fluency NLL column; vLLM servers give the "
+            "raw "
+            "ones, before temperature/top-p); a server that rejects them is asked again without, once"
+        },
+    )
 
 
 class _Retry(Exception):
@@ -70,8 +81,10 @@ class OpenAIBackend:
         self.base_url = (o.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         key = o.api_key or os.environ.get(o.api_key_env)
         if not key:
-            raise ConfigError(f"openai backend: no API key: pass --api-key or set ${o.api_key_env} "
-                              "(a local server without auth accepts any value, e.g. EMPTY)")
+            raise ConfigError(
+                f"openai backend: no API key: pass --api-key or set ${o.api_key_env} "
+                "(a local server without auth accepts any value, e.g. EMPTY)"
+            )
         if o.concurrency < 1 or o.timeout <= 0 or o.max_retries < 0 or o.backoff < 0:
             raise ConfigError("openai backend: concurrency >= 1, timeout > 0, max_retries >= 0 and backoff >= 0")
         self.options = o
@@ -84,8 +97,9 @@ class OpenAIBackend:
         self._no_logprobs = False  # set when the server rejected a request for logprobs
 
     @classmethod
-    def create(cls, options: OpenAIOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16,
-               token_stats=False) -> "OpenAIBackend":
+    def create(
+        cls, options: OpenAIOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16, token_stats=False
+    ) -> OpenAIBackend:
         if model is not None:
             raise ConfigError("openai backend: it generates on a server; a live model cannot be used (use hf)")
         if not model_ref:
@@ -118,16 +132,22 @@ class OpenAIBackend:
         name = "local-chat-completions" if o.api == "chat" else "local-completions"
         api_cls = get_model(name)
         keyed = type(f"Mlft{api_cls.__name__}", (api_cls,), {"api_key": property(lambda self: key)})
-        kwargs = {"model": model_ref,
-                  "base_url": f"{base}/{'chat/completions' if o.api == 'chat' else 'completions'}",
-                  "num_concurrent": options.concurrency, "max_retries": options.max_retries,
-                  "timeout": int(options.timeout), "batch_size": 1 if o.api == "chat" else o.batch_size}
+        kwargs = {
+            "model": model_ref,
+            "base_url": f"{base}/{'chat/completions' if o.api == 'chat' else 'completions'}",
+            "num_concurrent": options.concurrency,
+            "max_retries": options.max_retries,
+            "timeout": int(options.timeout),
+            "batch_size": 1 if o.api == "chat" else o.batch_size,
+        }
         if o.api == "chat":
             kwargs["tokenizer_backend"] = None
         else:
             if not o.tokenizer:
-                raise ConfigError("lm_eval suite on the openai backend with api=completions: set `tokenizer` (the "
-                                  "served model's hub id or folder)")
+                raise ConfigError(
+                    "lm_eval suite on the openai backend with api=completions: set `tokenizer` (the "
+                    "served model's hub id or folder)"
+                )
             kwargs["tokenizer"] = o.tokenizer
         return keyed(**kwargs)
 
@@ -161,8 +181,13 @@ class OpenAIBackend:
 
     # -- one request ------------------------------------------------------------------------------------
     def _payload(self, req: Request, d) -> dict:
-        body = {"model": self.model, "max_tokens": d.max_new_tokens, "temperature": d.temperature,
-                "top_p": d.top_p if d.sampling else 1.0, "n": 1}
+        body = {
+            "model": self.model,
+            "max_tokens": d.max_new_tokens,
+            "temperature": d.temperature,
+            "top_p": d.top_p if d.sampling else 1.0,
+            "n": 1,
+        }
         if d.seed is not None:  # per request: several replies of one prompt differ, batching changes nothing
             body["seed"] = request_seed(d.seed, req.id, req.prefix)
         if self.options.logprobs and not self._no_logprobs:
@@ -224,8 +249,14 @@ class OpenAIBackend:
             # EOS: take it as the newline (an end of reply then shows as an empty continuation)
             if choice.get("stop_reason", "\n") == "\n":
                 completion, finish = completion + "\n", "newline"
-        res = Result(req.id, completion, finish, usage.get("prompt_tokens"), usage.get("completion_tokens"),
-                     time.perf_counter() - started)
+        res = Result(
+            req.id,
+            completion,
+            finish,
+            usage.get("prompt_tokens"),
+            usage.get("completion_tokens"),
+            time.perf_counter() - started,
+        )
         nll = _mean_nll(choice.get("logprobs"))
         if nll is not None and completion.strip():
             res.extra["nll"] = nll
@@ -241,8 +272,12 @@ class OpenAIBackend:
                 return Result(req.id, error="not sent: the run was stopped", seconds=0.0)
             try:
                 res = self._attempt(req, body)
-                if res.error and res.error.startswith("HTTP 400") and "logprob" in res.error.lower() and (
-                        "logprobs" in body):  # the server offers no logprobs: ask without, from now on
+                if (
+                    res.error
+                    and res.error.startswith("HTTP 400")
+                    and "logprob" in res.error.lower()
+                    and ("logprobs" in body)
+                ):  # the server offers no logprobs: ask without, from now on
                     self._no_logprobs = True
                     body = self._payload(req, decoding)
                     res = self._attempt(req, body)
@@ -261,9 +296,12 @@ class OpenAIBackend:
             if attempt == o.max_retries:
                 if refused:  # the last attempt found nothing listening: the server is gone
                     raise _ServerGone(message)
-                return Result(req.id, error=f"gave up after {attempt + 1} attempts: {message}",
-                              seconds=time.perf_counter() - started)
-            wait_s = random.uniform(0, min(o.max_backoff, o.backoff * 2 ** attempt))
+                return Result(
+                    req.id,
+                    error=f"gave up after {attempt + 1} attempts: {message}",
+                    seconds=time.perf_counter() - started,
+                )
+            wait_s = random.uniform(0, min(o.max_backoff, o.backoff * 2**attempt))
             if retry_after is not None:
                 wait_s = max(wait_s, min(retry_after, o.max_backoff))
             self._abort.wait(wait_s)
@@ -282,9 +320,11 @@ class OpenAIBackend:
                     try:
                         yield fut.result()
                     except _ServerGone as exc:
-                        raise BackendError(f"{self.base_url} stopped accepting connections ({exc}); the completions "
-                                           "finished so far are saved: rerun the same command to resume once the "
-                                           "server is back") from None
+                        raise BackendError(
+                            f"{self.base_url} stopped accepting connections ({exc}); the completions "
+                            "finished so far are saved: rerun the same command to resume once the "
+                            "server is back"
+                        ) from None
         finally:
             self._abort.set()  # waiting retries return at once; unsent requests are not sent
             for fut in pending:

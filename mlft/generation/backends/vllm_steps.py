@@ -14,7 +14,7 @@ in the request's spec: the engine runs in the backend's process, which pops ever
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from mlft.generation.interventions import build_interventions
 

@@ -17,9 +17,9 @@ from packaging.version import Version
 
 from mlft.errors import ConfigError
 
-VLLM_RANGE = SpecifierSet(">=0.10,<0.33")         # the vllm backend: the V1 processor interface, tested to 0.32.0
+VLLM_RANGE = SpecifierSet(">=0.10,<0.33")  # the vllm backend: the V1 processor interface, tested to 0.32.0
 TRL_VLLM_RANGE = SpecifierSet(">=0.22.0,<=0.31.0")  # trl 1.16's declared range for its vLLM integration
-LEGACY_RUNNER_FROM = Version("0.32")              # Model Runner V2 by default: the V1 interface needs the legacy one
+LEGACY_RUNNER_FROM = Version("0.32")  # Model Runner V2 by default: the V1 interface needs the legacy one
 
 
 def installed_vllm() -> str | None:
@@ -42,8 +42,10 @@ def backend_engine_env(version: str, cpu: bool) -> dict[str, str]:
     """The environment the vllm backend starts an engine with, for vLLM `version`: the legacy (V1) model runner
     from 0.32 on a GPU (mlft's processors implement the V1 interface). Raises ConfigError outside VLLM_RANGE."""
     if _base(version) not in VLLM_RANGE:
-        raise ConfigError(f"vllm backend: vLLM {version} is not supported (mlft supports vllm{VLLM_RANGE}: its logits "
-                          "processors implement vLLM's V1 interface); install a version in that range")
+        raise ConfigError(
+            f"vllm backend: vLLM {version} is not supported (mlft supports vllm{VLLM_RANGE}: its logits "
+            "processors implement vLLM's V1 interface); install a version in that range"
+        )
     if not cpu and _base(version) >= LEGACY_RUNNER_FROM:
         return {"VLLM_USE_V2_MODEL_RUNNER": "0"}
     return {}

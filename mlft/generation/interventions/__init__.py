@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterator, Sequence
+from typing import Any, ClassVar
 
 from mlft.config import from_dict
 from mlft.errors import ConfigError
@@ -95,16 +96,19 @@ class Intervention:
 
 
 # name -> "module:Class" of the built-ins (imported on first use; each module's `@register` resolves its entry)
-REGISTRY = Registry("intervention", {
-    "ban_tokens": "mlft.generation.interventions.builtin:BanTokens",
-    "script_gate": "mlft.generation.interventions.gate:ScriptGate",
-    "language_prior": "mlft.generation.interventions.prior:LanguagePrior",
-    "quantize": "mlft.generation.interventions.quantize:Quantize",
-    "line_resample": "mlft.generation.interventions.resample:LineResample",
-    "steer": "mlft.generation.interventions.steer:Steer",
-    "contrastive": "mlft.generation.interventions.contrastive:Contrastive",
-    "learned_gate": "mlft.generation.interventions.learned_gate:LearnedGate",
-})
+REGISTRY = Registry(
+    "intervention",
+    {
+        "ban_tokens": "mlft.generation.interventions.builtin:BanTokens",
+        "script_gate": "mlft.generation.interventions.gate:ScriptGate",
+        "language_prior": "mlft.generation.interventions.prior:LanguagePrior",
+        "quantize": "mlft.generation.interventions.quantize:Quantize",
+        "line_resample": "mlft.generation.interventions.resample:LineResample",
+        "steer": "mlft.generation.interventions.steer:Steer",
+        "contrastive": "mlft.generation.interventions.contrastive:Contrastive",
+        "learned_gate": "mlft.generation.interventions.learned_gate:LearnedGate",
+    },
+)
 
 
 def register(cls: type[Intervention]) -> type[Intervention]:
@@ -126,8 +130,9 @@ def build_interventions(specs: Sequence[dict | Any] | None, where: str) -> list[
             out.append(spec)
             continue
         if not isinstance(spec, dict) or "name" not in spec:
-            raise ConfigError(f"{w}: expected a mapping with a `name` (one of {', '.join(sorted(REGISTRY))}), "
-                              f"got {spec!r}")
+            raise ConfigError(
+                f"{w}: expected a mapping with a `name` (one of {', '.join(sorted(REGISTRY))}), got {spec!r}"
+            )
         cls = REGISTRY.load(spec["name"], f"{w}.name")
         opts = from_dict(cls.Options, {k: v for k, v in spec.items() if k != "name"}, w)
         iv = cls(opts)

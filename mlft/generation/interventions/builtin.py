@@ -14,8 +14,12 @@ from mlft.generation.interventions import Intervention, register
 
 @dataclass
 class BanTokensOptions:
-    strings: list[str] = field(default_factory=list, metadata={
-        "help": "strings whose tokens are banned (each string's first token, with and without a leading space)"})
+    strings: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "strings whose tokens are banned (each string's first token, with and without a leading space)"
+        },
+    )
     token_ids: list[int] = field(default_factory=list, metadata={"help": "token ids banned as well"})
 
 

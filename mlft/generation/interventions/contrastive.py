@@ -29,10 +29,30 @@ from mlft.languages import LANGUAGES
 
 # names of languages outside LCB's 15 that a user prompt file may target
 OTHER_NAMES = {
-    "bg": "Bulgarian", "bn": "Bengali", "ca": "Catalan", "cs": "Czech", "da": "Danish", "el": "Greek",
-    "fa": "Persian", "fi": "Finnish", "he": "Hebrew", "hr": "Croatian", "hu": "Hungarian", "nl": "Dutch",
-    "no": "Norwegian", "pl": "Polish", "ro": "Romanian", "sk": "Slovak", "sl": "Slovenian", "sr": "Serbian",
-    "sv": "Swedish", "sw": "Swahili", "ta": "Tamil", "th": "Thai", "uk": "Ukrainian", "ur": "Urdu",
+    "bg": "Bulgarian",
+    "bn": "Bengali",
+    "ca": "Catalan",
+    "cs": "Czech",
+    "da": "Danish",
+    "el": "Greek",
+    "fa": "Persian",
+    "fi": "Finnish",
+    "he": "Hebrew",
+    "hr": "Croatian",
+    "hu": "Hungarian",
+    "nl": "Dutch",
+    "no": "Norwegian",
+    "pl": "Polish",
+    "ro": "Romanian",
+    "sk": "Slovak",
+    "sl": "Slovenian",
+    "sr": "Serbian",
+    "sv": "Swedish",
+    "sw": "Swahili",
+    "ta": "Tamil",
+    "th": "Thai",
+    "uk": "Ukrainian",
+    "ur": "Urdu",
 }
 
 
@@ -42,15 +62,27 @@ def name_of(code: str) -> str:
 
 @dataclass
 class ContrastiveOptions:
-    weight: float = field(default=0.5, metadata={"help": "lambda: how much of the contrastive log-probability "
-                                                         "is subtracted (0 = no change)"})
-    language: str = field(default="en", metadata={
-        "help": "the wrong language the contrastive prompt asks for: a language code, or `source` (the prompt's "
-                "language by language-ID; English when that is the target)"})
-    template: str = field(default="{prompt}\n\nAnswer in {language}.", metadata={
-        "help": "contrastive prompt when the prompt does not name the target language ({prompt}, {language})"})
-    plausibility: float = field(default=0.1, metadata={
-        "help": "keep only tokens with p >= this x the top probability under the real prompt (0 = all)"})
+    weight: float = field(
+        default=0.5,
+        metadata={"help": "lambda: how much of the contrastive log-probability is subtracted (0 = no change)"},
+    )
+    language: str = field(
+        default="en",
+        metadata={
+            "help": "the wrong language the contrastive prompt asks for: a language code, or `source` (the prompt's "
+            "language by language-ID; English when that is the target)"
+        },
+    )
+    template: str = field(
+        default="{prompt}\n\nAnswer in {language}.",
+        metadata={
+            "help": "contrastive prompt when the prompt does not name the target language ({prompt}, {language})"
+        },
+    )
+    plausibility: float = field(
+        default=0.1,
+        metadata={"help": "keep only tokens with p >= this x the top probability under the real prompt (0 = all)"},
+    )
     lid: str = field(default="py3langid", metadata={"help": "language-ID model for language: source"})
 
 
@@ -75,7 +107,7 @@ class ContrastiveProcessor:
         w = self.weights
         other = torch.log_softmax(self.other.float(), dim=-1)
         main = scores.float()
-        combined = main - w[:, None] * other[:, :main.shape[-1]]
+        combined = main - w[:, None] * other[:, : main.shape[-1]]
         if self.log_plausibility is not None:
             logp = torch.log_softmax(main, dim=-1)
             keep = logp >= logp.max(-1, keepdim=True).values + self.log_plausibility
@@ -113,6 +145,7 @@ class Contrastive(Intervention):
         """Per model row (main and contrast rows): log-softmaxes of both halves, the plausibility mask and the
         combined scores (tests/test_step_bytes.py measures 13)."""
         return 16 * vocab
+
     description = "language-contrastive decoding: subtract lambda x the log-probs under a wrong-language prompt"
 
     def validate(self, where: str) -> None:
@@ -161,8 +194,9 @@ class Contrastive(Intervention):
                 msgs[last]["content"] = self.contrast_text(msgs[last]["content"], r.language, lang)
                 out.append(dataclasses.replace(r, id=r.id + "#contrast", messages=msgs))
             else:
-                out.append(dataclasses.replace(r, id=r.id + "#contrast",
-                                               text=self.contrast_text(r.text, r.language, lang)))
+                out.append(
+                    dataclasses.replace(r, id=r.id + "#contrast", text=self.contrast_text(r.text, r.language, lang))
+                )
             weights.append(float(self.options.weight))
         return out, torch.tensor(weights)
 

@@ -27,15 +27,24 @@ from mlft.generation.interventions.vocab import language_scripts, vocab_index
 
 @dataclass
 class ScriptGateOptions:
-    mode: Literal["hard", "soft", "needed"] = field(default="needed", metadata={
-        "help": "hard: never generate disallowed tokens; soft: lower their logits by `penalty`; needed: gate a step "
-                "only when the top-1 token is disallowed and an allowed one is in the top `top_k`"})
+    mode: Literal["hard", "soft", "needed"] = field(
+        default="needed",
+        metadata={
+            "help": "hard: never generate disallowed tokens; soft: lower their logits by `penalty`; needed: gate a "
+            "step "
+            "only when the top-1 token is disallowed and an allowed one is in the top `top_k`"
+        },
+    )
     top_k: int = field(default=5, metadata={"help": "needed: how far down an allowed token may be"})
     penalty: float = field(default=5.0, metadata={"help": "soft: logit penalty of disallowed tokens"})
-    calibrate: float = field(default=0.0, metadata={
-        "help": "needed: embedding-norm calibration strength (0 = off, 1 = logits divided by ||e_i||)"})
-    languages: list[str] | None = field(default=None, metadata={
-        "help": "gate only rows with these target languages (default: every language with known scripts)"})
+    calibrate: float = field(
+        default=0.0,
+        metadata={"help": "needed: embedding-norm calibration strength (0 = off, 1 = logits divided by ||e_i||)"},
+    )
+    languages: list[str] | None = field(
+        default=None,
+        metadata={"help": "gate only rows with these target languages (default: every language with known scripts)"},
+    )
 
 
 class GateProcessor:
@@ -45,12 +54,12 @@ class GateProcessor:
     reads_input_ids = False  # the logits alone (vLLM: no reply tensor built per step)
 
     def __init__(self, masks, options: ScriptGateOptions, norm_scale=None):
-        self.allowed = masks          # [rows, vocab] bool (all True for ungated rows)
+        self.allowed = masks  # [rows, vocab] bool (all True for ungated rows)
         self.o = options
         self.norm_scale = norm_scale  # [vocab] or None
         self.fired = None
         self.steps = 0
-        self._ready = None            # (device, width) the tables are prepared for
+        self._ready = None  # (device, width) the tables are prepared for
 
     def _prepare(self, scores) -> None:
         import torch
@@ -58,15 +67,16 @@ class GateProcessor:
         key = (scores.device, scores.shape[-1])
         if self._ready == key:
             return
-        allowed = self.allowed[:, :scores.shape[-1]].to(scores.device)
+        allowed = self.allowed[:, : scores.shape[-1]].to(scores.device)
         if allowed.shape[-1] < scores.shape[-1]:  # the model's logits may be padded beyond the tokenizer
-            pad = torch.ones(allowed.shape[0], scores.shape[-1] - allowed.shape[-1], dtype=torch.bool,
-                             device=scores.device)
+            pad = torch.ones(
+                allowed.shape[0], scores.shape[-1] - allowed.shape[-1], dtype=torch.bool, device=scores.device
+            )
             allowed = torch.cat([allowed, pad], dim=-1)
         self.allowed, self.disallowed = allowed, ~allowed
         self.gated_rows = self.disallowed.any(-1)  # hard / soft: a row is gated at every step or never
         if self.norm_scale is not None:
-            self.norm_scale = self.norm_scale[:scores.shape[-1]].to(scores.device)
+            self.norm_scale = self.norm_scale[: scores.shape[-1]].to(scores.device)
         self._ready = key
 
     def __call__(self, input_ids, scores):
@@ -117,6 +127,7 @@ class ScriptGate(Intervention):
         """Its [rows, vocab] script mask (bool), the fp32 scores and the masked copy (needed mode: its candidates'
         fp32 probabilities too): tests/test_step_bytes.py measures 4 (hard), 8 (soft), 9 (needed)."""
         return (1 + 4 + 4 + (3 if self.options.mode == "needed" else 0)) * vocab
+
     description = "keep replies in the scripts of the target language (hard / soft / only when needed)"
 
     def validate(self, where: str) -> None:

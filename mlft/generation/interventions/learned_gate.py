@@ -38,22 +38,47 @@ from mlft.generation.sync_count import host_checks
 @dataclass
 class LearnedGateOptions:
     gate: str = field(default="", metadata={"help": "gate file trained by `mlft gate train` (.safetensors)"})
-    threshold: float = field(default=0.5, metadata={
-        "help": "a family is allowed when its gate probability is >= threshold (the most likely family always "
-                "is); 0 = every family allowed (the gate never masks)"})
-    needed: Literal["candidates", "top1"] = field(default="candidates", metadata={
-        "help": "when a step is gated: candidates = a masked family is among the tokens the sampler may draw "
-                "(temperature / top_p / top_k; the paper); top1 = the most likely token is (greedy decoding)"})
-    temperature: float = field(default=0.3, metadata={
-        "help": "candidates: the sampler's temperature (set it to the decoding's; default: LCB's paper sampling)"})
-    top_p: float = field(default=0.75, metadata={
-        "help": "candidates: the sampler's nucleus cut (set it to the decoding's; default: LCB's paper sampling)"})
-    top_k: int | None = field(default=None, metadata={
-        "help": "candidates: the sampler's top-k (null = off, as the default decoding)"})
-    alternative_k: int = field(default=5, metadata={
-        "help": "gate only if an allowed family is within the top alternative_k tokens or the candidates (paper: 5)"})
-    keep_last: bool = field(default=True, metadata={
-        "help": "also allow the family of the reply's last letter token, and gate nothing before the first (paper)"})
+    threshold: float = field(
+        default=0.5,
+        metadata={
+            "help": "a family is allowed when its gate probability is >= threshold (the most likely family always "
+            "is); 0 = every family allowed (the gate never masks)"
+        },
+    )
+    needed: Literal["candidates", "top1"] = field(
+        default="candidates",
+        metadata={
+            "help": "when a step is gated: candidates = a masked family is among the tokens the sampler may draw "
+            "(temperature / top_p / top_k; the paper); top1 = the most likely token is (greedy decoding)"
+        },
+    )
+    temperature: float = field(
+        default=0.3,
+        metadata={
+            "help": "candidates: the sampler's temperature (set it to the decoding's; default: LCB's paper sampling)"
+        },
+    )
+    top_p: float = field(
+        default=0.75,
+        metadata={
+            "help": "candidates: the sampler's nucleus cut (set it to the decoding's; default: LCB's paper sampling)"
+        },
+    )
+    top_k: int | None = field(
+        default=None, metadata={"help": "candidates: the sampler's top-k (null = off, as the default decoding)"}
+    )
+    alternative_k: int = field(
+        default=5,
+        metadata={
+            "help": "gate only if an allowed family is within the top alternative_k tokens or the candidates (paper: 5)"
+        },
+    )
+    keep_last: bool = field(
+        default=True,
+        metadata={
+            "help": "also allow the family of the reply's last letter token, and gate nothing before the first (paper)"
+        },
+    )
 
 
 class _Capture:
@@ -80,14 +105,14 @@ class LearnedGateProcessor:
         self.gate, self.o, self.capture = gate, options, capture
         self.maskable = torch.tensor([f in MASKABLE for f in FAMILIES])
         self.no_letter = torch.tensor([f in ("symbol", "fragment") for f in FAMILIES])
-        self.families = None      # [vocab] sized to the scores, on their device
+        self.families = None  # [vocab] sized to the scores, on their device
         self.prompt_width = None
         self.fired = None
         self.top1 = None
-        self._seen = None         # columns of input_ids scanned for letters so far
-        self._row_start = None    # [rows] first column of each row's reply (its prefix included)
-        self._has_letter = None   # [rows] bool: the reply holds a letter token
-        self._last = None         # [rows] family of the reply's last letter token
+        self._seen = None  # columns of input_ids scanned for letters so far
+        self._row_start = None  # [rows] first column of each row's reply (its prefix included)
+        self._has_letter = None  # [rows] bool: the reply holds a letter token
+        self._last = None  # [rows] family of the reply's last letter token
 
     def _tables(self, width: int, device):
         import torch
@@ -117,7 +142,7 @@ class LearnedGateProcessor:
         if width <= self._seen:
             return
         cols = torch.arange(self._seen, width, device=device)
-        gen = input_ids[:, self._seen:]
+        gen = input_ids[:, self._seen :]
         fam = self.families[gen.clamp_max(len(self.families) - 1)]
         letter = ~self.no_letter[fam] & (cols[None, :] >= self._row_start[:, None])
         any_new = letter.any(-1)
@@ -192,6 +217,7 @@ class _HiddenHook:
     def __enter__(self):
         def hook(module, args):
             self.capture.value = args[0][:, -1, :].detach()
+
         self.handle = self.head.register_forward_pre_hook(hook)
         return self
 
@@ -224,10 +250,10 @@ class LearnedGate(Intervention):
             raise ConfigError(f"{where}.gate: give the gate file trained by `mlft gate train`")
         if not 0 <= o.threshold <= 1:
             raise ConfigError(f"{where}.threshold: must be in [0, 1], got {o.threshold}")
-        if (o.top_k is not None and o.top_k < 1) or o.alternative_k < 1 or not 0 < o.top_p <= 1 \
-                or o.temperature <= 0:
-            raise ConfigError(f"{where}: top_k >= 1 (or null), alternative_k >= 1, top_p in (0, 1] and temperature > 0 "
-                              "required")
+        if (o.top_k is not None and o.top_k < 1) or o.alternative_k < 1 or not 0 < o.top_p <= 1 or o.temperature <= 0:
+            raise ConfigError(
+                f"{where}: top_k >= 1 (or null), alternative_k >= 1, top_p in (0, 1] and temperature > 0 required"
+            )
         load_gate(o.gate, where=f"{where}.gate")
 
     def logits_processors(self, tokenizer, languages, model=None):
@@ -236,11 +262,15 @@ class LearnedGate(Intervention):
         gate = load_gate(self.options.gate)
         hidden = getattr(model.config, "hidden_size", None)
         if hidden is not None and hidden != gate.hidden_size:
-            raise ConfigError(f"learned_gate: {self.options.gate} was trained on a model with hidden size "
-                              f"{gate.hidden_size} ({gate.model}), not this one ({hidden})")
+            raise ConfigError(
+                f"learned_gate: {self.options.gate} was trained on a model with hidden size "
+                f"{gate.hidden_size} ({gate.model}), not this one ({hidden})"
+            )
         if len(gate.families) < len(tokenizer):
-            raise ConfigError(f"learned_gate: {self.options.gate} covers {len(gate.families)} tokens, this "
-                              f"tokenizer has {len(tokenizer)} ({gate.model}): train a gate for this model")
+            raise ConfigError(
+                f"learned_gate: {self.options.gate} covers {len(gate.families)} tokens, this "
+                f"tokenizer has {len(tokenizer)} ({gate.model}): train a gate for this model"
+            )
         self._tokenizer = tokenizer
         device = next(model.parameters()).device
         if next(gate.net.parameters()).device != device:  # the gate runs where the hidden states are
@@ -251,5 +281,6 @@ class LearnedGate(Intervention):
         tok = getattr(self, "_tokenizer", None)
         self._capture.prefix_tokens = [
             len(tok(r.prefix, add_special_tokens=False)["input_ids"]) if r.prefix and tok is not None else 0
-            for r in requests]
+            for r in requests
+        ]
         return _HiddenHook(model, self._capture)

@@ -30,11 +30,13 @@ class LanguagePriorOptions:
     top_k: int = field(default=10, metadata={"help": "how far down a target-language word may be"})
     foreign_below: float = field(default=0.05, metadata={"help": "p(target | word) below this: a foreign word"})
     target_above: float = field(default=0.3, metadata={"help": "p(target | word) from this: a target-language word"})
-    languages: list[str] = field(default_factory=lambda: [x for x in LATIN if x != "en"], metadata={
-        "help": "target languages the prior acts for (Latin-script LCB languages)"})
+    languages: list[str] = field(
+        default_factory=lambda: [x for x in LATIN if x != "en"],
+        metadata={"help": "target languages the prior acts for (Latin-script LCB languages)"},
+    )
 
 
-def _table_path(tokenizer) -> "object":
+def _table_path(tokenizer) -> object:
     texts = vocab_index(tokenizer).texts
     digest = hashlib.sha256("\x00".join(t or "" for t in texts).encode()).hexdigest()[:16]
     return cache_dir() / "vocab" / f"wordfreq-{digest}.json"
@@ -81,8 +83,9 @@ class PriorProcessor:
         import torch
 
         if self.foreign.device != scores.device:  # built elsewhere: moved once
-            self.foreign, self.target, self.active = (t.to(scores.device) for t in (self.foreign, self.target,
-                                                                                     self.active))
+            self.foreign, self.target, self.active = (
+                t.to(scores.device) for t in (self.foreign, self.target, self.active)
+            )
         if self.fired is None:
             self.fired = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
         v = self.foreign.shape[-1]
@@ -107,6 +110,7 @@ class LanguagePrior(Intervention):
     def step_bytes_per_row(self, vocab: int) -> int:
         """fp32 scores, the prior's fp32 log-probabilities and a mask (tests/test_step_bytes.py measures 9)."""
         return 12 * vocab
+
     description = "for Latin-script targets, mask clearly foreign (e.g. English) words when a target word is near"
 
     def validate(self, where: str) -> None:
@@ -115,8 +119,10 @@ class LanguagePrior(Intervention):
             raise ConfigError(f"{where}: top_k >= 1 and 0 < foreign_below < target_above <= 1 required")
         for i, lang in enumerate(o.languages):
             if lang not in LATIN:
-                raise ConfigError(f"{where}.languages[{i}]: {lang!r} is not a Latin-script LCB language "
-                                  f"({', '.join(LATIN)}); the script gate covers the others")
+                raise ConfigError(
+                    f"{where}.languages[{i}]: {lang!r} is not a Latin-script LCB language "
+                    f"({', '.join(LATIN)}); the script gate covers the others"
+                )
 
     def _masks(self, tokenizer, lang: str):
         import torch
@@ -152,8 +158,15 @@ class LanguagePrior(Intervention):
         if not any(active):  # no row the prior acts for: nothing to run per step (known on the host)
             return [NoPrior(len(languages))]
         device = None if model is None else next(model.parameters()).device  # built there once per batch
-        return [PriorProcessor(*(t.to(device) if device is not None else t for t in (
-            torch.stack(rows_f), torch.stack(rows_t), torch.tensor(active))), self.options.top_k)]
+        return [
+            PriorProcessor(
+                *(
+                    t.to(device) if device is not None else t
+                    for t in (torch.stack(rows_f), torch.stack(rows_t), torch.tensor(active))
+                ),
+                self.options.top_k,
+            )
+        ]
 
 
 class NoPrior:

@@ -28,8 +28,10 @@ SCHEMES: tuple[str, ...] = get_args(Scheme)
 
 @dataclass
 class QuantizeOptions:
-    scheme: Scheme = field(default="w8", metadata={
-        "help": "w8 / w4: bitsandbytes int8 / NF4 weights; w8a8: torchao int8 weights and activations"})
+    scheme: Scheme = field(
+        default="w8",
+        metadata={"help": "w8 / w4: bitsandbytes int8 / NF4 weights; w8a8: torchao int8 weights and activations"},
+    )
 
 
 @register
@@ -80,17 +82,26 @@ def load_quantized(ref: str | Path, scheme: str):
     with _full_weights(str(ref)) as path:
         tok = AutoTokenizer.from_pretrained(path)
         if scheme in ("w8", "w4"):
-            qconf = (BitsAndBytesConfig(load_in_8bit=True) if scheme == "w8" else
-                     BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                                        bnb_4bit_compute_dtype=torch.bfloat16 if device.startswith("cuda") else torch.float32))
+            qconf = (
+                BitsAndBytesConfig(load_in_8bit=True)
+                if scheme == "w8"
+                else BitsAndBytesConfig(
+                    load_in_4bit=True,
+                    bnb_4bit_quant_type="nf4",
+                    bnb_4bit_compute_dtype=torch.bfloat16 if device.startswith("cuda") else torch.float32,
+                )
+            )
             model = AutoModelForCausalLM.from_pretrained(path, quantization_config=qconf, device_map=device)
         else:
             from torchao.quantization import Int8DynamicActivationInt8WeightConfig, quantize_
 
             dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)
-            quantize_(model, Int8DynamicActivationInt8WeightConfig(),
-                      filter_fn=lambda mod, fqn: isinstance(mod, torch.nn.Linear) and "lm_head" not in fqn)
+            quantize_(
+                model,
+                Int8DynamicActivationInt8WeightConfig(),
+                filter_fn=lambda mod, fqn: isinstance(mod, torch.nn.Linear) and "lm_head" not in fqn,
+            )
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     model.eval()

@@ -27,12 +27,20 @@ from mlft.langid import check_lid_spec, identifier
 @dataclass
 class LineResampleOptions:
     tries: int = field(default=4, metadata={"help": "draws per line at most (the first with the suite's decoding)"})
-    temperature: float | None = field(default=None, metadata={
-        "help": "temperature of the extra draws (null: the suite's own); higher = more varied redraws, but less "
-                "fluent ones (on the dev split 0.7 raised the NLL proxy by 18 %, the suite's 0.3 by 6 %)"})
-    verifier: str = field(default="py3langid", metadata={
-        "help": "language-ID model judging lines: py3langid, langdetect, or a fastText spec (ftz, bin, a path) - "
-                "never the scorer's own model if you want an honest score"})
+    temperature: float | None = field(
+        default=None,
+        metadata={
+            "help": "temperature of the extra draws (null: the suite's own); higher = more varied redraws, but less "
+            "fluent ones (on the dev split 0.7 raised the NLL proxy by 18 %, the suite's 0.3 by 6 %)"
+        },
+    )
+    verifier: str = field(
+        default="py3langid",
+        metadata={
+            "help": "language-ID model judging lines: py3langid, langdetect, or a fastText spec (ftz, bin, a path) - "
+            "never the scorer's own model if you want an honest score"
+        },
+    )
     min_words: int = field(default=5, metadata={"help": "judge lines with at least this many tokens (LCB: 5)"})
     max_lines: int = field(default=8, metadata={"help": "lines per reply at most"})
 
@@ -101,10 +109,14 @@ class LineResample(Intervention):
                         break
                     dec = dataclasses.replace(decoding, max_new_tokens=max(1, max(budget[r.id] for r in pending)))
                     if attempt:  # a redraw: another seed, and (by default) a higher temperature
-                        seed = None if decoding.seed is None else int(hashlib.sha256(
-                            f"{decoding.seed}/{attempt}".encode()).hexdigest()[:7], 16)
-                        dec = dataclasses.replace(dec, seed=seed, temperature=decoding.temperature
-                                                  if o.temperature is None else o.temperature)
+                        seed = (
+                            None
+                            if decoding.seed is None
+                            else int(hashlib.sha256(f"{decoding.seed}/{attempt}".encode()).hexdigest()[:7], 16)
+                        )
+                        dec = dataclasses.replace(
+                            dec, seed=seed, temperature=decoding.temperature if o.temperature is None else o.temperature
+                        )
                     by_id = {r.id: r for r in pending}
                     calls = [dataclasses.replace(r, prefix=text[r.id], stop_at_newline=True) for r in pending]
                     pending = []
@@ -114,7 +126,7 @@ class LineResample(Intervention):
                         if res.error:
                             continue
                         cut = res.completion.find("\n")
-                        line = res.completion if cut < 0 else res.completion[:cut + 1]
+                        line = res.completion if cut < 0 else res.completion[: cut + 1]
                         tokens = min(res.completion_tokens or 0, budget[res.id])
                         continues = line.endswith("\n") and budget[res.id] - tokens >= o.min_words
                         score, ok = self._judge(line, by_id[res.id].language, continues, attempt == 0)
@@ -149,9 +161,16 @@ class LineResample(Intervention):
                     extra = {k: v for k, v in res.extra.items() if k not in ("token_stats", "nll")}
                     if nll[r.id][1]:
                         extra["nll"] = round(nll[r.id][0] / nll[r.id][1], 5)
-                    res = Result(r.id, text[r.id].rstrip("\n"), "length" if budget[r.id] <= 0 else "stop",
-                                 res.prompt_tokens, decoding.max_new_tokens - budget[r.id], res.seconds, None,
-                                 {**extra, "line_resample": stats[r.id]})
+                    res = Result(
+                        r.id,
+                        text[r.id].rstrip("\n"),
+                        "length" if budget[r.id] <= 0 else "stop",
+                        res.prompt_tokens,
+                        decoding.max_new_tokens - budget[r.id],
+                        res.seconds,
+                        None,
+                        {**extra, "line_resample": stats[r.id]},
+                    )
                 yield res
 
         return run

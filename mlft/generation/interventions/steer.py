@@ -33,19 +33,34 @@ from mlft.provenance import read_sidecar
 @dataclass
 class SteerOptions:
     vectors: str = field(default="", metadata={"help": "language vectors built by `mlft steer build` (.safetensors)"})
-    alpha: float = field(default=0.1, metadata={
-        "help": "size of the shift as a fraction of the layer's mean residual norm (0 = no change)"})
-    layers: list[int] | None = field(default=None, metadata={
-        "help": "decoder layers to steer (0-based; default: every layer the vector file holds)"})
-    position: Literal["generated", "all"] = field(default="generated", metadata={
-        "help": "generated: shift the generated tokens' states only; all: the prompt's too"})
-    source: str = field(default="py3langid", metadata={
-        "help": "how a row's source language is found: a language-ID model run on the prompt (py3langid, "
-                "langdetect, or a fastText spec) or a fixed language code (e.g. en)"})
-    same_language: Literal["skip", "add"] = field(default="skip", metadata={
-        "help": "rows whose source language is the target: skip (no shift) or add (+ v_target, ITLC monolingual)"})
-    languages: list[str] | None = field(default=None, metadata={
-        "help": "steer only rows with these target languages (default: every language with a vector)"})
+    alpha: float = field(
+        default=0.1,
+        metadata={"help": "size of the shift as a fraction of the layer's mean residual norm (0 = no change)"},
+    )
+    layers: list[int] | None = field(
+        default=None, metadata={"help": "decoder layers to steer (0-based; default: every layer the vector file holds)"}
+    )
+    position: Literal["generated", "all"] = field(
+        default="generated",
+        metadata={"help": "generated: shift the generated tokens' states only; all: the prompt's too"},
+    )
+    source: str = field(
+        default="py3langid",
+        metadata={
+            "help": "how a row's source language is found: a language-ID model run on the prompt (py3langid, "
+            "langdetect, or a fastText spec) or a fixed language code (e.g. en)"
+        },
+    )
+    same_language: Literal["skip", "add"] = field(
+        default="skip",
+        metadata={
+            "help": "rows whose source language is the target: skip (no shift) or add (+ v_target, ITLC monolingual)"
+        },
+    )
+    languages: list[str] | None = field(
+        default=None,
+        metadata={"help": "steer only rows with these target languages (default: every language with a vector)"},
+    )
 
 
 def prompt_text(request) -> str:
@@ -63,7 +78,7 @@ class SteerHooks:
 
     def __init__(self, layers, shifts: dict, prompt_mask=None):
         self.layers, self.shifts, self.prompt_mask = layers, shifts, prompt_mask
-        self.calls = {i: 0 for i in shifts}
+        self.calls = dict.fromkeys(shifts, 0)
         self.handles = []
 
     def _hook(self, index):
@@ -79,13 +94,14 @@ class SteerHooks:
             if first:
                 if self.prompt_mask is None:
                     return output
-                mask = self.prompt_mask[:, -hidden.shape[1]:].to(hidden.dtype).to(hidden.device)
+                mask = self.prompt_mask[:, -hidden.shape[1] :].to(hidden.dtype).to(hidden.device)
                 if mask.shape[0] != hidden.shape[0]:
                     mask = mask.repeat_interleave(hidden.shape[0] // mask.shape[0], dim=0)
                 hidden = hidden + shift[:, None, :] * mask[:, :, None]
             else:
                 hidden = hidden + shift[:, None, :]
             return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
         return hook
 
     def __enter__(self):
@@ -184,9 +200,11 @@ class Steer(Intervention):
         layers = decoder_layers(model)
         vec = self.vectors()
         if vec.hidden_size != model.config.hidden_size or max(vec.layers) >= len(layers):
-            raise ConfigError(f"steer: {self.options.vectors} was built for a model with hidden size "
-                              f"{vec.hidden_size} and >= {max(vec.layers) + 1} layers ({vec.model}), not this one "
-                              f"({model.config.hidden_size}, {len(layers)} layers)")
+            raise ConfigError(
+                f"steer: {self.options.vectors} was built for a model with hidden size "
+                f"{vec.hidden_size} and >= {max(vec.layers) + 1} layers ({vec.model}), not this one "
+                f"({model.config.hidden_size}, {len(layers)} layers)"
+            )
         shifts, _ = self.row_shifts(requests, vec.hidden_size)
         param = next(model.parameters())  # on the model's device and dtype once per batch
         shifts = {k: v.to(device=param.device, dtype=param.dtype) for k, v in shifts.items()}

@@ -19,22 +19,68 @@ from functools import lru_cache
 
 # LCB languages -> the scripts their text is written in
 LANGUAGE_SCRIPTS: dict[str, frozenset[str]] = {
-    "ar": frozenset({"arabic"}), "hi": frozenset({"devanagari"}), "ja": frozenset({"kana", "han"}),
-    "ko": frozenset({"hangul"}), "ru": frozenset({"cyrillic"}), "zh": frozenset({"han"}),
+    "ar": frozenset({"arabic"}),
+    "hi": frozenset({"devanagari"}),
+    "ja": frozenset({"kana", "han"}),
+    "ko": frozenset({"hangul"}),
+    "ru": frozenset({"cyrillic"}),
+    "zh": frozenset({"han"}),
     **{lang: frozenset({"latin"}) for lang in ("de", "en", "es", "fr", "id", "it", "pt", "tr", "vi")},
     # a few more languages a prompt file may hold
-    "bg": frozenset({"cyrillic"}), "uk": frozenset({"cyrillic"}), "sr": frozenset({"cyrillic"}),
-    "fa": frozenset({"arabic"}), "ur": frozenset({"arabic"}), "mr": frozenset({"devanagari"}),
-    "ne": frozenset({"devanagari"}), "el": frozenset({"greek"}), "he": frozenset({"hebrew"}),
-    "th": frozenset({"thai"}), "bn": frozenset({"bengali"}), "as": frozenset({"bengali"}), **{lang: frozenset({"latin"}) for lang in (
-        "nl", "pl", "cs", "sk", "sv", "da", "no", "fi", "hu", "ro", "ca", "hr", "sl", "et", "lv", "lt", "ms", "sw")},
+    "bg": frozenset({"cyrillic"}),
+    "uk": frozenset({"cyrillic"}),
+    "sr": frozenset({"cyrillic"}),
+    "fa": frozenset({"arabic"}),
+    "ur": frozenset({"arabic"}),
+    "mr": frozenset({"devanagari"}),
+    "ne": frozenset({"devanagari"}),
+    "el": frozenset({"greek"}),
+    "he": frozenset({"hebrew"}),
+    "th": frozenset({"thai"}),
+    "bn": frozenset({"bengali"}),
+    "as": frozenset({"bengali"}),
+    **{
+        lang: frozenset({"latin"})
+        for lang in (
+            "nl",
+            "pl",
+            "cs",
+            "sk",
+            "sv",
+            "da",
+            "no",
+            "fi",
+            "hu",
+            "ro",
+            "ca",
+            "hr",
+            "sl",
+            "et",
+            "lv",
+            "lt",
+            "ms",
+            "sw",
+        )
+    },
 }
 NO_SCRIPT = frozenset({"fragment", "special"})
 
-_NAME_SCRIPTS = {"LATIN": "latin", "FULLWIDTH LATIN": "latin", "CYRILLIC": "cyrillic", "ARABIC": "arabic",
-                 "DEVANAGARI": "devanagari", "HANGUL": "hangul", "HIRAGANA": "kana", "KATAKANA": "kana",
-                 "HALFWIDTH KATAKANA": "kana", "CJK": "han", "GREEK": "greek", "HEBREW": "hebrew", "THAI": "thai",
-                 "BENGALI": "bengali"}
+_NAME_SCRIPTS = {
+    "LATIN": "latin",
+    "FULLWIDTH LATIN": "latin",
+    "CYRILLIC": "cyrillic",
+    "ARABIC": "arabic",
+    "DEVANAGARI": "devanagari",
+    "HANGUL": "hangul",
+    "HIRAGANA": "kana",
+    "KATAKANA": "kana",
+    "HALFWIDTH KATAKANA": "kana",
+    "CJK": "han",
+    "GREEK": "greek",
+    "HEBREW": "hebrew",
+    "THAI": "thai",
+    "BENGALI": "bengali",
+}
 
 
 def char_script(ch: str) -> str | None:
@@ -51,9 +97,9 @@ def char_script(ch: str) -> str | None:
 def _lead_script(lead: int, nxt: int | None) -> str:
     """Script of the character an incomplete UTF-8 sequence starting with `lead` (then `nxt`) will become."""
     if 0xC2 <= lead <= 0xC9:
-        return "latin"           # U+0080-U+027F: Latin-1 supplement, Latin extended-A/B
+        return "latin"  # U+0080-U+027F: Latin-1 supplement, Latin extended-A/B
     if lead in (0xCA, 0xCB, 0xCC, 0xCD):
-        return "fragment"        # IPA, modifier letters, combining marks
+        return "fragment"  # IPA, modifier letters, combining marks
     if lead in (0xCE, 0xCF):
         return "greek"
     if 0xD0 <= lead <= 0xD4:
@@ -63,16 +109,23 @@ def _lead_script(lead: int, nxt: int | None) -> str:
     if 0xD8 <= lead <= 0xDB:
         return "arabic"
     if nxt is None:
-        return "fragment"        # a 3/4-byte lead alone: not yet placeable
+        return "fragment"  # a 3/4-byte lead alone: not yet placeable
     if lead == 0xE0:
-        return {0xA4: "devanagari", 0xA5: "devanagari", 0xA6: "bengali", 0xA7: "bengali", 0xA2: "arabic",
-                0xB8: "thai", 0xB9: "thai"}.get(nxt, "other")
+        return {
+            0xA4: "devanagari",
+            0xA5: "devanagari",
+            0xA6: "bengali",
+            0xA7: "bengali",
+            0xA2: "arabic",
+            0xB8: "thai",
+            0xB9: "thai",
+        }.get(nxt, "other")
     if lead == 0xE1:
         if 0xB8 <= nxt <= 0xBB:
-            return "latin"       # U+1E00-U+1EFF: Latin extended additional (Vietnamese)
+            return "latin"  # U+1E00-U+1EFF: Latin extended additional (Vietnamese)
         return "hangul" if 0x84 <= nxt <= 0x87 else "other"
     if lead == 0xE2:
-        return "fragment"        # punctuation, symbols, arrows, CJK radicals
+        return "fragment"  # punctuation, symbols, arrows, CJK radicals
     if lead == 0xE3:
         if 0x81 <= nxt <= 0x83:
             return "kana"
@@ -108,7 +161,7 @@ def byte_scripts(raw: bytes) -> frozenset[str]:
         n = _utf8_len(b)
         if i + n <= len(raw):
             try:
-                ch = raw[i:i + n].decode("utf-8")
+                ch = raw[i : i + n].decode("utf-8")
             except UnicodeDecodeError:
                 out.add("fragment")
                 i += 1
