@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mlft.harness import lm_eval_command
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -24,32 +26,7 @@ def run_lm_eval(tasks: str, limit: int, model: str, out: Path) -> None:
     from mlft.generation.models import resolve
 
     path = resolve(model).path
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lm_eval",
-            "--model",
-            "hf",
-            "--model_args",
-            f"pretrained={path},dtype=float32",
-            "--device",
-            "cpu",
-            "--include_path",
-            str(REPO / "mlft" / "harness" / "tasks"),
-            "--tasks",
-            tasks,
-            "--limit",
-            str(limit),
-            "--apply_chat_template",
-            "--log_samples",
-            "--output_path",
-            str(out),
-            "--batch_size",
-            "16",
-        ],
-        check=True,
-    )
+    subprocess.run(lm_eval_command(path, tasks, out, limit=limit, batch_size=16), check=True)
 
 
 def compare(out: Path) -> int:

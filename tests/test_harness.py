@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("lm_eval")
 
 from mlft.errors import ConfigError  # noqa: E402
+from mlft.harness import lm_eval_command  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -222,31 +223,8 @@ def test_lm_eval_lcb_task_matches_mlft_score(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     path = resolve("smollm2-135m-instruct").path
     out = tmp_path / "lm"
-    cmd = [
-        sys.executable,
-        "-m",
-        "lm_eval",
-        "--model",
-        "hf",
-        "--model_args",
-        f"pretrained={path},dtype=float32",
-        "--device",
-        "cpu",
-        "--include_path",
-        str(REPO / "mlft" / "harness" / "tasks"),
-        "--tasks",
-        "lcb_crosslingual_de,lcb_crosslingual_ja",
-        "--limit",
-        "3",
-        "--apply_chat_template",
-        "--gen_kwargs",
-        "max_gen_toks=40",
-        "--log_samples",
-        "--output_path",
-        str(out),
-        "--batch_size",
-        "8",
-    ]
+    tasks = "lcb_crosslingual_de,lcb_crosslingual_ja"
+    cmd = lm_eval_command(path, tasks, out, limit=3, batch_size=8, extra=("--gen_kwargs", "max_gen_toks=40"))
     subprocess.run(cmd, check=True, env=env, capture_output=True, text=True, timeout=900)
     results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
     samples = sorted(str(p) for p in out.rglob("samples_lcb_*.jsonl"))

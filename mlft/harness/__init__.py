@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from pathlib import Path
 
 from mlft.config import did_you_mean
@@ -26,6 +27,24 @@ INSTALL_HINT = 'lm-evaluation-harness is not installed: pip install "mlft[harnes
 def tasks_dir() -> Path:
     """The folder to give lm-eval as `--include_path` (mlft's LCB and capability tasks)."""
     return TASKS_DIR
+
+
+def lm_eval_command(
+    model_path: str | Path,
+    tasks: str,
+    out: str | Path,
+    limit: int | None = None,
+    batch_size: int = 16,
+    device: str = "cpu",
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    """The `lm_eval` command line that runs `tasks` (mlft's tasks on the include path) on a local hf model with its
+    chat template, logging every sample to `out`: `subprocess.run(lm_eval_command(...), check=True)`."""
+    cmd = [sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args", f"pretrained={model_path},dtype=float32"]
+    cmd += ["--device", device, "--include_path", str(TASKS_DIR), "--tasks", tasks]
+    cmd += ["--limit", str(limit)] if limit is not None else []
+    cmd += ["--apply_chat_template", *extra, "--log_samples", "--output_path", str(out)]
+    return cmd + ["--batch_size", str(batch_size)]
 
 
 def require_lm_eval():
