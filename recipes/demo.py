@@ -107,7 +107,7 @@ RUNS = [
         False,
     ),  # ~20 s a step on 2 cores: in --full only, to keep the default <= 15 min
     # online RL with the LCB judge as the reward: with --rl
-    DemoRun("grpo", "recipes/cpu/grpo_crosslingual.yaml", "+GRPO (LCB judge reward)", None, False),
+    DemoRun("grpo", "recipes/cpu/grpo_gated.yaml", "+GRPO (gated LCB reward)", None, False),  # the dev sweep's pick
     DemoRun("grpo_on_sft", "recipes/cpu/grpo_on_sft.yaml", "+Cross-lingual SFT +GRPO", "crosslingual_sft", False),
 ]
 RL_RUNS = ("grpo", "grpo_on_sft")
