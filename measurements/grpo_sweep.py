@@ -51,6 +51,16 @@ CONFIGS = {  # name -> recipe overrides
         for seed in (0, 1, 2)
         for term, reward in (("gated", "gated_language"), ("language", "language"))
     },
+    # a lower learning rate: does the gated term keep the monolingual NLL inside the guard?
+    **{
+        f"gated lr=2e-4 seed={seed}": [
+            "rewards=[{name: gated_language, weight: 1.0}]",
+            "training_args.learning_rate=2e-4",
+            "training_args.disable_dropout=true",
+            f"training_args.seed={seed}",
+        ]
+        for seed in (0, 1, 2)
+    },
     **{
         f"gated lr=5e-4 mu=2 eps_high=0.28 seed={seed}": [
             "rewards=[{name: gated_language, weight: 1.0}]",
