@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from data_helpers import NON_ENGLISH, lcb_override, read_jsonl, write_jsonl, write_mix
+from data_helpers import AYA_CODES, NON_ENGLISH, lcb_override, read_jsonl, write_jsonl, write_mix
 
 from mlft.benchmarks.lcb.data import Prompt, load_prompts
 from mlft.data.crosslingual import LCB_LOCATIONS
@@ -376,22 +376,7 @@ def _fake_hub(monkeypatch, folder: Path, calls: list):
                     for i in range(100)
                 ]
             )
-        codes = {
-            "ar": "arb",
-            "de": "deu",
-            "es": "spa",
-            "fr": "fra",
-            "hi": "hin",
-            "id": "ind",
-            "it": "ita",
-            "ja": "jpn",
-            "ko": "kor",
-            "pt": "por",
-            "ru": "rus",
-            "tr": "tur",
-            "vi": "vie",
-            "zh": "zho",
-        }
+        codes = AYA_CODES
         return datasets.Dataset.from_list(
             [
                 {

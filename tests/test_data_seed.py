@@ -4,7 +4,7 @@ own model and line rules), preference pairs prefer the requested language, hub c
 from collections import Counter
 
 import pytest
-from data_helpers import NON_ENGLISH, lcb_override, read_jsonl
+from data_helpers import AYA_CODES, NON_ENGLISH, lcb_override, read_jsonl
 
 from mlft.data.mix import build_mix, load_mix
 from mlft.data.seed import SEED_SETS, english_items, heldout_items, parallel_items, training_items
@@ -128,22 +128,7 @@ def test_hub_sources_go_through_load_dataset(tmp_path, monkeypatch, shared):
     import datasets
 
     calls = []
-    aya_codes = {
-        "ar": "arb",
-        "de": "deu",
-        "es": "spa",
-        "fr": "fra",
-        "hi": "hin",
-        "id": "ind",
-        "it": "ita",
-        "ja": "jpn",
-        "ko": "kor",
-        "pt": "por",
-        "ru": "rus",
-        "tr": "tur",
-        "vi": "vie",
-        "zh": "zho",
-    }
+    aya_codes = AYA_CODES
 
     def fake_load_dataset(path, name=None, split=None, revision=None, **kw):
         calls.append((path, name, split))
