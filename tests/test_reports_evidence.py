@@ -4,6 +4,7 @@ difference, and curves draw continued runs after their parent with bands."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -126,45 +127,9 @@ def test_curves_continue_the_parent_run_with_bands(runs, capsys):
 def test_fluency_guard_flags_a_row_whose_replies_got_less_fluent():
     from mlft.reports.mitigation import _fluency_flags
 
-    base = _outcomes(0.5, seed=1)
-    same = [
-        Outcome(
-            o.id,
-            o.task,
-            o.source,
-            o.language,
-            o.counted,
-            o.line_error,
-            o.word_error,
-            o.degenerate,
-            nll=1.0 + (hash(o.id) % 7) / 10,
-        )
-        for o in base
-    ]
-    base = [
-        Outcome(o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate, nll=o.nll)
-        for o in same
-    ]
-    up9 = [
-        Outcome(
-            o.id, o.task, o.source, o.language, o.counted, o.line_error, o.word_error, o.degenerate, nll=o.nll * 1.09
-        )
-        for o in same
-    ]
-    up30 = [
-        Outcome(
-            o.id,
-            o.task,
-            o.source,
-            o.language,
-            o.counted,
-            o.line_error,
-            o.word_error,
-            o.degenerate,
-            nll=o.nll * 1.3 if o.task == "crosslingual" else o.nll,
-        )
-        for o in same
-    ]
+    base = [dataclasses.replace(o, nll=1.0 + (hash(o.id) % 7) / 10) for o in _outcomes(0.5, seed=1)]
+    up9 = [dataclasses.replace(o, nll=o.nll * 1.09) for o in base]
+    up30 = [dataclasses.replace(o, nll=o.nll * 1.3 if o.task == "crosslingual" else o.nll) for o in base]
     assert _fluency_flags(up9, base, 500) == []  # within the +10 % limit
     flags = _fluency_flags(up30, base, 500)
     assert len(flags) == 1 and flags[0].startswith("crosslingual: fluency NLL") and "+30.0%" in flags[0]

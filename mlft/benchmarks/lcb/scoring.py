@@ -239,11 +239,11 @@ def score_completions(
     for (task, model), groups in by_group.items():
         counts = {}
         for key in sorted(groups):
-            gc = GroupCounts()
+            group = GroupCounts()
             for i in groups[key]:
-                gc.add(results[i])
-            counts[key] = gc
-        metrics = aggregate({k: group_metrics(gc, k[1]) for k, gc in counts.items()})
+                group.add(results[i])
+            counts[key] = group
+        metrics = aggregate({k: group_metrics(group, k[1]) for k, group in counts.items()})
         for (source, lang), m in metrics.items():
             row = {"task": task, "model": model, "source": source, "language": lang, **m}
             row["lcpr"] = harmonic(m["lpr"], m["wpr"]) if lang != "all" else None
