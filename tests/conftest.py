@@ -24,3 +24,17 @@ def embedded_model():
     from mlft.generation.models import load
 
     return load(None)
+
+
+@pytest.fixture
+def polyglot_placeholders(tmp_path, monkeypatch):
+    """A Polyglot-or-Not data folder whose files exist but are never read: for tests of what is refused before the
+    data is loaded (a clone without ../shared has no Polyglot data)."""
+    from mlft.benchmarks.polyglot.data import ENV_VAR, LANGUAGES
+
+    data = tmp_path / "polyglot_placeholders"
+    data.mkdir()
+    for lang in LANGUAGES:
+        (data / f"{lang}.parquet").touch()
+    monkeypatch.setenv(ENV_VAR, str(data))
+    return data

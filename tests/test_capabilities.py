@@ -118,7 +118,7 @@ def test_a_recipe_evaluates_with_the_third_backend_in_process(canned, tmp_path, 
     assert lpr[("model", "de")] == 1.0 and lpr[("model", "zh")] == 1.0  # always the right language
 
 
-def test_a_recipe_backend_is_checked_against_the_registry_and_the_passes(canned):
+def test_a_recipe_backend_is_checked_against_the_registry_and_the_passes(canned, polyglot_placeholders):
     from mlft.training.recipe import load_recipe
 
     with pytest.raises(ConfigError, match="evaluation.backend: unknown backend 'caned'.*did you mean 'canned'"):

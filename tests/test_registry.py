@@ -120,15 +120,8 @@ def test_toy_backend_runs_mlft_eval_and_score_agrees(toy, tmp_path, capsys):
     assert checked >= 20  # per task: LPR / WPR / LCPR of each language and the task average
 
 
-def test_a_kind_that_needs_weights_refuses_the_toy(toy, tmp_path, capsys):
-    from mlft.benchmarks.polyglot.data import LANGUAGES
-
-    data = tmp_path / "polyglot"  # the data check passes (files present, never read): the backend is what is refused
-    data.mkdir()
-    for lang in LANGUAGES:
-        (data / f"{lang}.parquet").touch()
-    argv = ["eval", "polyglot", f"data_dir={data}", "--backend", "toy", "--no-progress", "--out", str(tmp_path / "p")]
-    code = main(argv)
+def test_a_kind_that_needs_weights_refuses_the_toy(toy, tmp_path, capsys, polyglot_placeholders):
+    code = main(["eval", "polyglot", "--backend", "toy", "--no-progress", "--out", str(tmp_path / "p")])
     assert code == 2
     assert "needs weights, which the toy backend does not provide" in capsys.readouterr().err
 
