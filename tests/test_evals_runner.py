@@ -13,7 +13,7 @@ from mlft.evals.runner import run_suite
 from mlft.evals.suite import load_suite
 
 
-def test_polyglot_on_openai_is_refused_before_anything_runs(tmp_path, capsys):
+def test_polyglot_on_openai_is_refused_before_anything_runs(tmp_path, capsys, polyglot_placeholders):
     code = main(
         [
             "eval",
