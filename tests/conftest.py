@@ -38,3 +38,15 @@ def polyglot_placeholders(tmp_path, monkeypatch):
         (data / f"{lang}.parquet").touch()
     monkeypatch.setenv(ENV_VAR, str(data))
     return data
+
+
+@pytest.fixture
+def polyglot_data():
+    """The Polyglot-or-Not data folder (../shared's or a fetched copy); the test is skipped, saying why, without it
+    (mlft's lm-eval task `mlft_polyglot_mc` reads it when lm-eval indexes mlft's tasks)."""
+    from mlft.benchmarks.polyglot.data import data_dir
+
+    folder = data_dir()
+    if not (folder / "de.parquet").is_file():
+        pytest.skip(f"Polyglot-or-Not data not found in {folder} (`mlft polyglot fetch`)")
+    return folder

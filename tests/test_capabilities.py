@@ -140,7 +140,7 @@ def test_a_recipe_backend_is_checked_against_the_registry_and_the_passes(canned,
     assert load_recipe("recipes/crosslingual_sft.yaml", ["evaluation.backend=canned", "evaluation.quantized=[w8]"])
 
 
-def test_an_lm_eval_suite_runs_on_the_third_backend(canned, tmp_path):
+def test_an_lm_eval_suite_runs_on_the_third_backend(canned, tmp_path, polyglot_data):
     """Generation tasks of an lm_eval suite go through the new backend's `generate` (chat messages with
     apply_chat_template); log-likelihood tasks are refused before any request."""
     pytest.importorskip("lm_eval")

@@ -333,7 +333,7 @@ def test_capability_rows_reach_the_trackers():
     }
 
 
-def test_openai_backend_maps_to_lm_evals_api_models(tmp_path, monkeypatch):
+def test_openai_backend_maps_to_lm_evals_api_models(tmp_path, monkeypatch, polyglot_data):
     """On the openai backend the suite talks to the same server through lm-eval's API models, with mlft's key
     (never exported to the environment); a chat endpoint refuses log-likelihood tasks before any request."""
     from mlft.evals.lm_eval_kind import _check_outputs, _task_manager, make_lm
