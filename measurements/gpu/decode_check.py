@@ -1,31 +1,51 @@
-"""The hf backend's decode paths on a GPU, in one command of at most 8 minutes: run this first.
+"""The hf backend's decode paths on a GPU, checked in one command: run this first on a new GPU machine.
 
-Nothing to carry but the repository: a random-weight model of SmolLM2-1.7B's geometry (24 layers, hidden 2,048,
-32 heads, vocabulary 49,152; bf16) and a synthetic word-level tokenizer (as measurements/gpu_hf_speed.py), torch and
-transformers only. One JSON (`--out`, default $OUT/decode_check.json or ./decode_check.json) is rewritten after
-every stage, so a cut-off run still reports what it finished:
+    PYTHONUNBUFFERED=1 python3 measurements/gpu/decode_check.py            # a GPU: about 6-8 min (estimate below)
+    python3 measurements/gpu/decode_check.py --reduced                     # any CPU: tiny geometry, ~1 min
+    (tests/test_decode_check.py runs the reduced mode in CI)
 
-1. correctness: greedy replies of eager = static = compiled decoding, prefix cache on and off (identical rows per
-   pair; random bf16 weights can flip a near-tie argmax between kernels: the share is reported, exact expected in
-   fp32 / --reduced).
-2. syncs: host syncs per decode step, eager and compiled (on CUDA `torch.cuda.set_sync_debug_mode("warn")`
-   warnings; everywhere mlft's counter `mlft.generation.sync_count` on the eager path).
-3. cross-pass cache: a short batch after a long one allocates the planned (short) static cache, static and
-   compiled (transformers' own cache keeps the longest length seen: `_previous_max_cache_length`).
-4. speed: 512 prompts (30-300 words, a shared system prompt), batch 256, the paper's sampling (T 0.3, top-p 0.75,
-   100 new tokens), eager then compiled: per generate call rows, width, cache length, seconds, graphs compiled,
-   distinct caches (CUDA-graph recordings: a new cache or shape re-records), peak memory over the call's start
-   against the plan's KV bytes; new tokens/s with and without the first (compiling) call.
+No install step, no network, nothing carried but the repository: torch and transformers as the machine has them
+(peft for the LoRA stage), a random-weight model of SmolLM2-1.7B's geometry (24 layers, hidden 2,048, 32 heads,
+vocabulary 49,152) and a synthetic word-level tokenizer. Without CUDA the full mode refuses (exit 2) instead of
+building a 1.7B model in fp32 on the CPU.
 
-    python measurements/gpu/decode_check.py                  # a GPU: ~5-8 min
-    python measurements/gpu/decode_check.py --reduced        # CPU, tiny geometry, few prompts
-    (tests/test_decode_check.py)
+Every stage prints one verdict line (PASS / FAIL / SKIP) and the command exits 1 when any stage fails, errors or
+is skipped for time (a check that did not run did not pass). `--out` (default $OUT/decode_check.json, else
+./decode_check.json) is rewritten after every stage, so a cut-off run still says what it finished.
+
+Stages and their checks (each a failure when it does not hold):
+- correctness: fp32, greedy replies of eager = static = compiled decoding, prefix cache on and off, every row
+  identical; more than one distinct reply (a model that says one thing checks nothing).
+- batch_invariance: fp32, eager: the same requests in one batch and in batches of other sizes and compositions give
+  identical replies, greedy and seeded sampling (mlft's promise: a reply depends on its request, never its batch).
+  bf16 is measured and reported, not promised: its matmuls are not batch-invariant.
+- lora: an in-process LoRA evaluation (`mlft.generation.models.eval_mode`) generates without a second copy of the
+  base weights (shared storage; on CUDA, the memory held inside the pass) and leaves the live weights bit-identical.
+- syncs: host syncs per decode step that mlft adds over plain `model.generate`: none, eager (mlft's counter, any
+  device; CUDA's sync warnings) and compiled (CUDA's sync warnings); each window runs once before it is counted, so
+  no compile or CUDA-graph recording lands in the count.
+- cross_pass: a short batch after a long one allocates its own planned static cache (static and compiled), not the
+  longest one seen.
+- speed: 512 prompts (30-300 words, a shared system prompt), batch 256, the paper's sampling, eager then compiled:
+  compiled makes as many generate calls as eager (buckets do not shrink batches); a call in a shape bucket seen
+  before compiles no graph; at most one graph per bucket plus one; dynamo never hits its recompile limit (it would
+  fall back to eager); on CUDA no CUDA graph skipped (inductor's `cudagraph_skips`) and each call's peak memory
+  within its plan (KV cache + step temporaries + the prefill's activations, 10 % slack).
+
+Estimate of the full mode on one H100 / H200 (the reasoning, to check against `elapsed_s` in the JSON): building the
+model ~10 s; correctness: 6 passes of 16 rows x 24 tokens, ~1 s each eager, plus one fp32 compile of the decode step
+(~60 s: dynamo traces 24 layers, inductor compiles) ~90 s; batch_invariance: 8 eager passes of 16 rows x 24 tokens
+~15 s; lora: a 4-layer model, one pass ~10 s; syncs: 8 eager passes and a bf16 recompile for 8 rows ~80 s;
+cross_pass: new length buckets (one dynamic-shape compile) ~60 s; speed: eager 2-3 calls x 100 steps at ~0.1 s
+~40 s, compiled one more compile + CUDA-graph recordings + 2-3 calls at ~0.02-0.04 s/step ~90 s. About 6-7 min;
+`budget_s` (460 s) skips what would not fit, as a SKIP.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import random
 import sys
@@ -65,18 +85,26 @@ SETTINGS = {  # vocabulary, prompts (speed), batch, words per prompt, correctnes
         "check_prompts": 16,
         "check_tokens": 24,
         "budget_s": 460,
+        "max_batch_tokens": 32768,  # the hf backend's default: binds at batch 256 for prompts over 128 tokens
     },
     "reduced": {
         "vocab": 512,
         "prompts": 24,
         "batch": 8,
         "words": (4, 40),
-        "check_prompts": 6,
+        "check_prompts": 8,
         "check_tokens": 6,
         "budget_s": 300,
+        "max_batch_tokens": 200,  # binds as the full mode's does: the prefill cap, not batch, cuts the long batches
     },
 }
 SYSTEM_WORDS = 24  # the shared system prompt: the prefix cache's prefix
+SYNC_ROWS = 8  # the syncs and cross-pass stages share one row bucket (the reduced correctness stage's too)
+MEMORY_SLACK = 1.10  # a call's peak may pass its plan (KV + step temporaries + prefill activations) by this factor
+
+
+class Failed(Exception):
+    """A stage's check did not hold (its message is the verdict line's detail)."""
 
 
 def synthetic_tokenizer(vocab: int):
@@ -93,12 +121,16 @@ def synthetic_tokenizer(vocab: int):
     return tok
 
 
-def build(mode: str, device: str):
+def build(mode: str, device: str, dtype=None, layers: int | None = None):
+    """The random-weight model of `mode`'s geometry (fp32 unless `dtype`), `layers` decoder layers if given."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     s = SETTINGS[mode]
     torch.manual_seed(0)
+    geometry = dict(GEOMETRY[mode])
+    if layers is not None:
+        geometry["num_hidden_layers"] = layers
     config = LlamaConfig(
         vocab_size=s["vocab"],
         max_position_embeddings=4096,
@@ -106,12 +138,11 @@ def build(mode: str, device: str):
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=2,
-        **GEOMETRY[mode],
+        **geometry,
     )
     with torch.device(device):
         model = LlamaForCausalLM(config)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    return model.to(dtype).eval(), synthetic_tokenizer(s["vocab"])
+    return model.to(dtype or torch.float32).eval(), synthetic_tokenizer(s["vocab"])
 
 
 def prompts(mode: str, n: int, seed: int = 0, words: tuple[int, int] | None = None):
@@ -136,9 +167,41 @@ def prompts(mode: str, n: int, seed: int = 0, words: tuple[int, int] | None = No
     ]
 
 
+class RecompileLimit(logging.Handler):
+    """Counts dynamo's "hit config.recompile_limit" warnings (after it, dynamo runs the frame eagerly)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.hits: list[str] = []
+
+    def emit(self, record):
+        message = record.getMessage()
+        if "hit config." in message:
+            self.hits.append(message.splitlines()[0][:200])
+
+    def __enter__(self):
+        self.logger = logging.getLogger("torch._dynamo.convert_frame")
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self)
+        return False
+
+
+def compile_counts() -> dict:
+    """dynamo's graphs compiled and inductor's CUDA graphs skipped so far (process totals)."""
+    from torch._dynamo.utils import counters
+
+    return {
+        "graphs": counters["stats"]["unique_graphs"],
+        "cudagraph_skips": counters["inductor"]["cudagraph_skips"],
+    }
+
+
 class Calls:
-    """Per `model.generate` call: rows, width, static cache length and tensors, seconds, graphs compiled, peak
-    memory over the call's start (CUDA)."""
+    """Per `model.generate` call: rows, width, static cache length and bytes, seconds, graphs compiled, CUDA
+    graphs skipped, whether its cache is new (a CUDA-graph recording), peak memory over the call's start (CUDA)."""
 
     def __init__(self, model, cuda: bool):
         self.model, self.cuda, self.rows = model, cuda, []
@@ -146,7 +209,6 @@ class Calls:
 
     def __enter__(self):
         import torch
-        from torch._dynamo.utils import counters
 
         original = self.model.generate
 
@@ -155,11 +217,12 @@ class Calls:
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
             start_mem = torch.cuda.memory_allocated() if self.cuda else 0
-            graphs = counters["stats"]["unique_graphs"]
+            before = compile_counts()
             started = time.perf_counter()
             out = original(*args, **kwargs)
             if self.cuda:
                 torch.cuda.synchronize()
+            after = compile_counts()
             cache = kwargs.get("cache") or kwargs.get("past_key_values")
             layer = cache.layers[0] if cache is not None and getattr(cache, "layers", None) else None
             key = None
@@ -168,7 +231,8 @@ class Calls:
                 "width": int(kwargs["input_ids"].shape[1]),
                 "seconds": round(time.perf_counter() - started, 3),
                 "new_tokens": int(out.shape[1] - kwargs["input_ids"].shape[1]),
-                "graphs_compiled": counters["stats"]["unique_graphs"] - graphs,
+                "graphs_compiled": after["graphs"] - before["graphs"],
+                "cudagraph_skips": after["cudagraph_skips"] - before["cudagraph_skips"],
             }
             if layer is not None and getattr(layer, "keys", None) is not None and hasattr(layer, "max_cache_len"):
                 key = (layer.keys.data_ptr(), tuple(layer.keys.shape))
@@ -191,135 +255,310 @@ class Calls:
         return False
 
 
-def stage_correctness(mode, model, tok, device):
+def _replies(backend, reqs, decoding) -> dict[str, str]:
+    return {r.id: r.completion for r in backend.generate(reqs, decoding)}
+
+
+# --- stages: each returns (its JSON, its verdict detail) or raises Failed ----------------------------------------
+
+
+def stage_correctness(ctx):
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
 
-    s = SETTINGS[mode]
-    reqs = prompts(mode, s["check_prompts"], seed=1, words=(4, 24))
+    s, model, tok = SETTINGS[ctx.mode], ctx.fp32, ctx.tok
+    reqs = prompts(ctx.mode, s["check_prompts"], seed=1, words=(4, 24))
     decoding = Decoding(temperature=0.0, max_new_tokens=s["check_tokens"])
-    replies = {}
+    replies, seconds = {}, {}
     for decode in ("eager", "static", "compiled"):
         for prefix in (True, False):
+            name = f"{decode}/prefix={prefix}"
             backend = HFBackend(model, tok, batch_size=len(reqs), decode=decode, prefix_cache=prefix)
             started = time.perf_counter()
-            replies[f"{decode}/prefix={prefix}"] = {r.id: r.completion for r in backend.generate(reqs, decoding)}
-            replies[f"{decode}/prefix={prefix}/seconds"] = round(time.perf_counter() - started, 2)
+            replies[name] = _replies(backend, reqs, decoding)
+            seconds[name] = round(time.perf_counter() - started, 2)
+            backend.close()
     base = replies["eager/prefix=True"]
-    pairs = {}
-    for name, got in replies.items():
-        if isinstance(got, dict) and name != "eager/prefix=True":
-            pairs[f"{name} vs eager/prefix=True"] = sum(got[k] == base[k] for k in base) / len(base)
-    return {
-        "identical_rows": pairs,
-        "seconds": {k: v for k, v in replies.items() if k.endswith("seconds")},
-        "all_identical": all(v == 1.0 for v in pairs.values()),
-        "rows": len(reqs),
-        "distinct_replies": len(set(base.values())),
+    pairs = {
+        f"{name} vs eager/prefix=True": sum(got[k] == base[k] for k in base)
+        for name, got in replies.items()
+        if name != "eager/prefix=True"
     }
+    distinct = len(set(base.values()))
+    out = {"identical_rows": pairs, "rows": len(reqs), "distinct_replies": distinct, "seconds": seconds}
+    bad = [f"{name}: {n}/{len(reqs)} identical" for name, n in pairs.items() if n != len(reqs)]
+    if bad or distinct < 2:
+        out["failures"] = bad + ([f"only {distinct} distinct reply: nothing is compared"] if distinct < 2 else [])
+        return out, "; ".join(out["failures"])
+    return out, f"fp32 greedy: eager = static = compiled, prefix on/off, {len(reqs)} rows x 5 pairs identical"
 
 
-def stage_syncs(mode, model, tok, device):
+def stage_batch_invariance(ctx):
+    """One batch of N against batches of 1..N in another order: the rows meet other rows and other padding."""
     import torch
 
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.decoding import Decoding
+
+    s = SETTINGS[ctx.mode]
+    reqs = prompts(ctx.mode, s["check_prompts"], seed=6, words=(4, 40))
+    out, bad = {}, []
+    # bf16 last: Module.to casts in place, so the weights stay bf16-rounded (the next stages cast to bf16 anyway)
+    for label, model in (("fp32", ctx.fp32), ("bf16", ctx.fp32.to(torch.bfloat16))):
+        for kind, decoding in (
+            ("greedy", Decoding(temperature=0.0, max_new_tokens=s["check_tokens"])),
+            ("sampled", Decoding(max_new_tokens=s["check_tokens"], seed=7)),
+        ):
+            whole = _replies(HFBackend(model, ctx.tok, batch_size=len(reqs), decode="eager"), reqs, decoding)
+            parts = {}
+            for size in (1, 3, 5):  # other batch sizes, other neighbours (reversed), other left padding
+                parts.update(_replies(HFBackend(model, ctx.tok, batch_size=size, decode="eager"), reqs[::-1], decoding))
+            same = sum(whole[k] == parts[k] for k in whole)
+            out[f"{label}/{kind}"] = {"identical": same, "rows": len(reqs)}
+            if label == "fp32" and same != len(reqs):
+                bad.append(f"fp32 {kind}: {same}/{len(reqs)} rows identical across batchings")
+        ctx.fp32 = model.to(torch.float32) if label == "bf16" else model
+    bf16 = ", ".join(f"{k}: {v['identical']}/{v['rows']}" for k, v in out.items() if k.startswith("bf16"))
+    if bad:
+        out["failures"] = bad
+        return out, "; ".join(bad) + f" (bf16, not promised: {bf16})"
+    n = len(reqs)
+    return out, f"fp32 greedy and sampled: {n}/{n} rows identical across batchings (bf16, not promised: {bf16})"
+
+
+def stage_lora(ctx):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.decoding import Decoding
+    from mlft.generation.models import eval_mode
+
+    model, tok = build(ctx.mode, ctx.device, dtype=ctx.dtype, layers=min(4, GEOMETRY[ctx.mode]["num_hidden_layers"]))
+    lora = get_peft_model(
+        model, LoraConfig(r=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False, lora_dropout=0.0)
+    )
+    lora.train()
+    base = {n: p for n, p in lora.named_parameters() if "lora_" not in n}
+    weight_bytes = sum(p.numel() * p.element_size() for p in base.values())
+    saved = {n: p.detach().clone() for n, p in base.items()}
+    ptrs = {p.data_ptr() for p in base.values()}
+    if ctx.cuda:
+        torch.cuda.synchronize()
+    start = torch.cuda.memory_allocated() if ctx.cuda else 0
+    reqs = prompts(ctx.mode, 4, seed=8, words=(4, 12))
+    with eval_mode(lora) as live:
+        held = (torch.cuda.memory_allocated() - start) if ctx.cuda else None
+        foreign = [
+            n for n, p in live.named_parameters() if "lora_" not in n and p.data_ptr() not in ptrs and p.dim() > 1
+        ]
+        replies = _replies(
+            HFBackend(live, tok, batch_size=4, decode="eager"), reqs, Decoding(temperature=0.0, max_new_tokens=4)
+        )
+    changed = [n for n, p in base.items() if not torch.equal(p.detach(), saved[n])]
+    out = {
+        "base_weight_bytes": weight_bytes,
+        "held_in_pass_bytes": held,
+        "weights_not_shared": len(foreign),
+        "live_weights_changed": len(changed),
+        "training_mode_restored": lora.training,
+        "replies": len(replies),
+    }
+    bad = []
+    if foreign:
+        bad.append(f"{len(foreign)} weight matrices copied for the pass (e.g. {foreign[0]})")
+    if held is not None and held > 0.1 * weight_bytes:
+        bad.append(f"{held / 2**20:.0f} MiB held inside the pass against {weight_bytes / 2**20:.0f} MiB of weights")
+    if changed:
+        bad.append(f"{len(changed)} live weights changed by the pass (e.g. {changed[0]})")
+    if not lora.training:
+        bad.append("the live model was left in eval mode")
+    del lora, model, saved
+    if bad:
+        out["failures"] = bad
+        return out, "; ".join(bad)
+    mem = f", {held / 2**20:.1f} MiB held against {weight_bytes / 2**20:.0f} MiB of weights" if held is not None else ""
+    return out, f"LoRA pass on the live weights (no second copy{mem}); live weights bit-identical after"
+
+
+def _plain_runner(model, tok, reqs):
+    """Plain transformers `generate` of `reqs` (greedy): the syncs transformers' own loop makes."""
+    import torch
+
+    from mlft.generation.backends import encode_request
+
+    enc = [encode_request(tok, r) for r in reqs]
+    width = max(map(len, enc))
+    device = next(model.parameters()).device
+    ids = torch.tensor([[tok.pad_token_id] * (width - len(e)) + e for e in enc], device=device)
+    mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc], device=device)
+
+    def run(n):
+        with torch.inference_mode():
+            model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=n,
+                min_new_tokens=n,
+                pad_token_id=tok.pad_token_id,
+                do_sample=False,
+            )
+
+    return run
+
+
+def _cuda_syncs(run, windows=(4, 12)) -> tuple[float, list[str]]:
+    """CUDA sync warnings per extra decode step between the two windows; each window runs once first."""
+    import torch
+
+    for n in windows:
+        run(n)  # compiles / records CUDA graphs for this window's shapes: not counted
+    counts = {}
+    for n in windows:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                run(n)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        counts[n] = [str(w.message).splitlines()[0][:120] for w in caught if "synchroniz" in str(w.message).lower()]
+    short, long = windows
+    return (len(counts[long]) - len(counts[short])) / (long - short), sorted(set(counts[long]))[:10]
+
+
+def stage_syncs(ctx):
     from mlft.generation import sync_count
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
 
-    reqs = prompts(mode, 8, seed=2, words=(4, 24))
-    out = {}
-    for decode in ("eager", "compiled"):
-        backend = HFBackend(model, tok, batch_size=8, decode=decode)
+    model, tok = ctx.model, ctx.tok
+    reqs = prompts(ctx.mode, SYNC_ROWS, seed=2, words=(4, 24))
+    out, bad = {}, []
 
-        def run(n, backend=backend):
+    def mlft_runner(decode):
+        backend = HFBackend(model, tok, batch_size=SYNC_ROWS, decode=decode)
+
+        def run(n):
             model.generation_config.min_new_tokens = n
             try:
-                list(backend.generate(reqs, Decoding(max_new_tokens=n)))
+                list(backend.generate(reqs, Decoding(max_new_tokens=n)))  # the paper's sampling
             finally:
                 model.generation_config.min_new_tokens = None
 
-        entry = {}
-        if decode == "eager":  # the Python-level counter (TorchFunctionMode: not inside a compiled graph)
-            old = sync_count.SYNC_FREE
-            sync_count.SYNC_FREE = True
-            try:
-                got = sync_count.per_step(run, model, 4, 12, count_ops=False)
-            finally:
-                sync_count.SYNC_FREE = old
-            entry["counter_per_step"] = got["syncs"]
-            entry["counter_total_per_step"] = got["total"]
-        if device == "cuda":
-            run(4)  # compiles / records first
-            counts = {}
-            for n in (4, 12):
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    torch.cuda.set_sync_debug_mode("warn")
-                    try:
-                        run(n)
-                    finally:
-                        torch.cuda.set_sync_debug_mode("default")
-                counts[n] = [
-                    str(w.message).splitlines()[0][:120] for w in caught if "synchroniz" in str(w.message).lower()
-                ]
-            entry["cuda_syncs_per_step"] = (len(counts[12]) - len(counts[4])) / 8
-            entry["cuda_sync_kinds_12_tokens"] = sorted(set(counts[12]))[:10]
-        out[decode] = entry
-    return out
+        return run
+
+    old = sync_count.SYNC_FREE
+    sync_count.SYNC_FREE = True  # the accelerator's path, on a CPU too
+    try:  # mlft's counter (a TorchFunctionMode: the eager path only; compiled graphs hide their ops from it)
+        plain = sync_count.per_step(_plain_runner(model, tok, reqs), model, 4, 12, count_ops=False)
+        mine = sync_count.per_step(mlft_runner("eager"), model, 4, 12, count_ops=False)
+    finally:
+        sync_count.SYNC_FREE = old
+    out["counter"] = {"plain_generate": plain["syncs"], "mlft_eager": mine["syncs"]}
+    added = mine["total"] - plain["total"]
+    out["counter"]["added_per_step"] = added
+    if added > 0:
+        bad.append(f"mlft's eager path adds {added:g} host syncs per step (counter: {mine['syncs']})")
+    detail = f"counter: +{max(added, 0):g}/step over plain generate"
+    if ctx.cuda:
+        base, kinds = _cuda_syncs(_plain_runner(model, tok, reqs))
+        out["cuda"] = {"plain_generate_per_step": base, "plain_kinds": kinds}
+        for decode in ("eager", "compiled"):
+            got, kinds = _cuda_syncs(mlft_runner(decode))
+            out["cuda"][decode] = {"per_step": got, "added_per_step": got - base, "kinds": kinds}
+            if got > base:
+                bad.append(f"{decode}: {got - base:g} CUDA syncs per step over plain generate ({kinds[:3]})")
+        detail += f"; CUDA warnings over plain generate: eager +{out['cuda']['eager']['added_per_step']:g}, "
+        detail += f"compiled +{out['cuda']['compiled']['added_per_step']:g}"
+    if bad:
+        out["failures"] = bad
+        return out, "; ".join(bad)
+    return out, detail
 
 
-def stage_cross_pass(mode, model, tok, device):
+def stage_cross_pass(ctx):
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
 
-    long, short = prompts(mode, 1, seed=3, words=(120, 120))[0], prompts(mode, 1, seed=4, words=(4, 4))[0]
-    out = {}
+    model, tok = ctx.model, ctx.tok
+    long = prompts(ctx.mode, SYNC_ROWS, seed=3, words=(120, 120))
+    short = prompts(ctx.mode, SYNC_ROWS, seed=4, words=(4, 4))
+    out, bad = {}, []
     for decode in ("static", "compiled"):
         for prefix in (False, True):
-            backend = HFBackend(model, tok, batch_size=1, decode=decode, prefix_cache=prefix)
+            backend = HFBackend(model, tok, batch_size=SYNC_ROWS, decode=decode, prefix_cache=prefix)
             decoding = Decoding(temperature=0.0, max_new_tokens=8)
-            with Calls(model, device == "cuda") as calls:
-                list(backend.generate([long], decoding))
-                list(backend.generate([short], decoding))
-            planned = backend.budget(decoding).kv_bytes(1, backend.prompt_length(short))
+            with Calls(model, ctx.cuda) as calls:
+                list(backend.generate(long, decoding))
+                list(backend.generate(short, decoding))
+            planned = backend.budget(decoding).kv_bytes(SYNC_ROWS, max(map(backend.prompt_length, short)))
             got = calls.rows[-1].get("cache_bytes")
-            out[f"{decode}/prefix={prefix}"] = {
+            name = f"{decode}/prefix={prefix}"
+            out[name] = {
                 "cache_len": [c.get("cache_len") for c in calls.rows],
                 "short_cache_bytes": got,
                 "short_planned_bytes": planned,
-                "ok": got == planned,
             }
+            if got != planned:
+                bad.append(f"{name}: short batch cache {got} bytes, planned {planned}")
             backend.close()
     out["transformers_previous_max_cache_length"] = getattr(model, "_previous_max_cache_length", None)
-    return out
+    if bad:
+        out["failures"] = bad
+        return out, "; ".join(bad)
+    return out, "a short batch after a long one holds its planned cache (static and compiled, prefix on/off)"
 
 
-def stage_speed(mode, model, tok, device, deadline):
+def prefill_bytes(model, rows: int, width: int) -> int:
+    """A bound on what a prefill forward holds beside the KV cache: the residual stream and attention projections
+    (6 x hidden), the MLP's three intermediate tensors, the last position's logits (fp32, twice)."""
+    config = model.config
+    elem = next(model.parameters()).element_size()
+    per_token = 6 * config.hidden_size + 3 * config.intermediate_size
+    return rows * width * per_token * elem + rows * config.vocab_size * 4 * 2
+
+
+def stage_speed(ctx):
     import torch
 
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
 
-    s = SETTINGS[mode]
-    reqs = prompts(mode, s["prompts"], seed=5)
-    decoding = Decoding() if mode == "full" else Decoding(max_new_tokens=8)  # the paper's sampling
-    out = {}
+    s, model, tok = SETTINGS[ctx.mode], ctx.model, ctx.tok
+    reqs = prompts(ctx.mode, s["prompts"], seed=5)
+    decoding = Decoding() if ctx.mode == "full" else Decoding(max_new_tokens=8)  # the paper's sampling
+    out, bad = {}, []
     for decode in ("eager", "compiled"):
-        if time.monotonic() > deadline:
-            out[decode] = {"skipped": "out of time"}
-            continue
-        backend = HFBackend(model, tok, batch_size=s["batch"], decode=decode)
+        if time.monotonic() > ctx.deadline:
+            raise TimeoutError(f"out of time before the {decode} pass (budget {s['budget_s']} s)")
+        backend = HFBackend(model, tok, batch_size=s["batch"], decode=decode, max_batch_tokens=s["max_batch_tokens"])
         budget = backend.budget(decoding)
         plan = backend.plan(reqs, decoding)
         started = time.perf_counter()
-        with Calls(model, device == "cuda") as calls:
+        with Calls(model, ctx.cuda) as calls, RecompileLimit() as limit:
             results = list(backend.generate(reqs, decoding))
         seconds = time.perf_counter() - started
+        seen = set()
         for row, batch in zip(calls.rows, plan):
+            width = max(map(backend.prompt_length, batch))
             row["requests"] = len(batch)
-            row["planned_kv_bytes"] = budget.kv_bytes(len(batch), max(map(backend.prompt_length, batch)))
+            row["planned_kv_bytes"] = budget.kv_bytes(len(batch), width)
+            row["planned_bytes"] = budget.memory(len(batch), width) + prefill_bytes(model, row["rows"], row["width"])
+            bucket = (row["rows"], row.get("cache_len"))
+            if decode == "compiled" and bucket in seen and row["graphs_compiled"]:
+                bad.append(f"compiled: a call in a seen bucket {bucket} compiled {row['graphs_compiled']} graph(s)")
+            seen.add(bucket)
+            if "peak_over_start_bytes" in row and row["peak_over_start_bytes"] > MEMORY_SLACK * row["planned_bytes"]:
+                bad.append(
+                    f"{decode}: a call of {row['rows']} x {row['width']} peaked at "
+                    f"{row['peak_over_start_bytes'] / 2**30:.2f} GiB against a plan of "
+                    f"{row['planned_bytes'] / 2**30:.2f} GiB"
+                )
         tokens = sum(r.completion_tokens for r in results)
         later = calls.rows[1:]
+        graphs = sum(r["graphs_compiled"] for r in calls.rows)
+        buckets = len({(r["rows"], r.get("cache_len")) for r in calls.rows})
         out[decode] = {
             "seconds": round(seconds, 2),
             "new_tokens": tokens,
@@ -330,68 +569,164 @@ def stage_speed(mode, model, tok, device, deadline):
             if later
             else None,
             "calls": calls.rows,
-            "graphs_compiled": sum(r["graphs_compiled"] for r in calls.rows),
+            "generate_calls": len(calls.rows),
+            "decode_steps": sum(r["new_tokens"] for r in calls.rows),
+            "graphs_compiled": graphs,
+            "shape_buckets": buckets,
             "distinct_caches": sum(r["new_cache"] for r in calls.rows),
+            # inductor also counts the CPU's skips (no CUDA graphs on a CPU): only CUDA's mean a lost graph
+            "cudagraph_skips": sum(r["cudagraph_skips"] for r in calls.rows) if ctx.cuda else 0,
+            "recompile_limit_hits": limit.hits,
             "memory_budget_bytes": budget.memory_bytes,
+            "peak_over_plan": max(
+                (r["peak_over_start_bytes"] / r["planned_bytes"] for r in calls.rows if "peak_over_start_bytes" in r),
+                default=None,
+            ),
         }
+        if limit.hits:
+            bad.append(f"{decode}: dynamo hit its recompile limit ({limit.hits[0]})")
+        if out[decode]["cudagraph_skips"]:
+            bad.append(f"{decode}: {out[decode]['cudagraph_skips']} CUDA graph(s) skipped (inductor cudagraph_skips)")
+        if decode == "compiled" and graphs > buckets + 1:
+            bad.append(f"compiled: {graphs} graphs compiled for {buckets} shape buckets")
         backend.close()
-        if device == "cuda":
+        if ctx.cuda:
             torch.cuda.empty_cache()
-    return out
+    eager, compiled = out["eager"], out["compiled"]
+    if compiled["generate_calls"] > eager["generate_calls"]:
+        bad.append(
+            f"compiled made {compiled['generate_calls']} generate calls ({compiled['decode_steps']} steps) against "
+            f"eager's {eager['generate_calls']} ({eager['decode_steps']}): buckets shrank the batches"
+        )
+    ratio = f"{compiled['tokens_per_s'] / eager['tokens_per_s']:.2f}x" if eager["tokens_per_s"] else "-"
+    peak = compiled["peak_over_plan"] or eager["peak_over_plan"]
+    detail = (
+        f"eager {eager['tokens_per_s']:g} tok/s in {eager['generate_calls']} calls, compiled "
+        f"{compiled['tokens_per_s']:g} tok/s ({ratio}) in {compiled['generate_calls']} calls, "
+        f"{compiled['graphs_compiled']} graphs for {compiled['shape_buckets']} buckets, "
+        f"{compiled['cudagraph_skips']} CUDA-graph skips"
+        + (
+            f", peak/plan <= {max(x for x in (eager['peak_over_plan'], compiled['peak_over_plan']) if x):.2f}"
+            if peak
+            else ""
+        )
+    )
+    if bad:
+        out["failures"] = bad
+        return out, "; ".join(bad)
+    return out, detail
 
 
-def main(argv=None) -> dict:
+STAGES = {
+    "correctness": stage_correctness,
+    "batch_invariance": stage_batch_invariance,
+    "lora": stage_lora,
+    "syncs": stage_syncs,
+    "cross_pass": stage_cross_pass,
+    "speed": stage_speed,
+}
+FP32_STAGES = ("correctness", "batch_invariance")  # run on the fp32 model, before it is cast for the rest
+
+
+class Context:
+    def __init__(self, mode, device, fp32, tok, deadline):
+        import torch
+
+        self.mode, self.device, self.fp32, self.tok, self.deadline = mode, device, fp32, tok, deadline
+        self.cuda = device == "cuda"
+        self.dtype = torch.bfloat16 if self.cuda else torch.float32  # the speed stages' dtype
+        self.model = None  # the model cast to `dtype`, made after the fp32 stages
+
+
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reduced", action="store_true", help="CPU, tiny geometry, few prompts (the test's mode)")
     parser.add_argument("--out", default=None, help="the JSON file (default: $OUT/decode_check.json, else ./)")
-    parser.add_argument("--stages", default="correctness,syncs,cross_pass,speed")
+    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
     args = parser.parse_args(argv)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        parser.error(f"--stages: unknown stage(s) {', '.join(unknown)} (known: {', '.join(STAGES)})")
     import torch
-    import torch._dynamo
 
     t0 = time.monotonic()
     mode = "reduced" if args.reduced else "full"
-    device = "cuda" if torch.cuda.is_available() and not args.reduced else "cpu"
+    if mode == "full" and not torch.cuda.is_available():
+        print(
+            f"[decode_check] refused: no CUDA device (torch {torch.__version__}, built for CUDA "
+            f"{torch.version.cuda}). The full mode builds a 1.7B model on the GPU; on a CPU run --reduced.",
+            file=sys.stderr,
+        )
+        return 2
+    import torch._dynamo
+    import transformers
+
+    device = "cuda" if mode == "full" else "cpu"
     if device == "cpu":
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
     out_path = Path(args.out or Path(os.environ.get("OUT", ".")) / "decode_check.json")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    import transformers
-
     report: dict = {
         "mode": mode,
         "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "stages": {},
+        "verdicts": {},
     }
 
     def save():
         report["elapsed_s"] = round(time.monotonic() - t0, 1)
         out_path.write_text(json.dumps(report, indent=1))
 
-    model, tok = build(mode, device)
-    report["parameters_b"] = round(sum(p.numel() for p in model.parameters()) / 1e9, 3)
+    fp32, tok = build(mode, device)
+    report["parameters_b"] = round(sum(p.numel() for p in fp32.parameters()) / 1e9, 3)
     save()
-    deadline = t0 + SETTINGS[mode]["budget_s"]
-    stages = {
-        "correctness": stage_correctness,
-        "syncs": stage_syncs,
-        "cross_pass": stage_cross_pass,
-        "speed": lambda *a: stage_speed(*a, deadline),
-    }
-    for name in args.stages.split(","):
+    ctx = Context(mode, device, fp32, tok, t0 + SETTINGS[mode]["budget_s"])
+    print(
+        f"[decode_check] {report['device']}, torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"{report['parameters_b']} B parameters ({mode})",
+        flush=True,
+    )
+    failed = []
+    for name in sorted(stages, key=lambda n: n not in FP32_STAGES):  # fp32 stages first, then one cast
+        if name not in FP32_STAGES and ctx.model is None:
+            if ctx.dtype != torch.float32:
+                torch._dynamo.reset()  # the fp32 graphs: the cast model compiles its own
+            ctx.model = ctx.fp32.to(ctx.dtype)
+            ctx.fp32 = None
         started = time.monotonic()
         try:
-            report["stages"][name] = stages[name](mode, model, tok, device)
-        except Exception as exc:  # noqa: BLE001 — one stage's failure is a result; the others still run
-            report["stages"][name] = {"error": f"{type(exc).__name__}: {exc}"}
-        report["stages"][name + "_s"] = round(time.monotonic() - started, 1)
+            if name not in FP32_STAGES and time.monotonic() > ctx.deadline:
+                raise TimeoutError(f"out of time (budget {SETTINGS[mode]['budget_s']} s)")
+            data, detail = STAGES[name](ctx)
+            verdict = "FAIL" if data.get("failures") else "PASS"
+        except TimeoutError as exc:
+            data, detail, verdict = {"skipped": str(exc)}, str(exc), "SKIP"
+        except Exception as exc:  # noqa: BLE001 — a stage's error is its verdict; the others still run
+            data, detail, verdict = (
+                {"error": f"{type(exc).__name__}: {exc}"},
+                f"error: {type(exc).__name__}: {exc}",
+                "FAIL",
+            )
+        seconds = round(time.monotonic() - started, 1)
+        report["stages"][name] = data
+        report["stages"][name + "_s"] = seconds
+        report["verdicts"][name] = verdict
+        if verdict != "PASS":
+            failed.append(name)
         save()
-        print(f"[decode_check] {name}: {report['stages'][name + '_s']} s -> {out_path}", flush=True)
+        print(f"[decode_check] {name:<16} {verdict}  {detail}  ({seconds} s)", flush=True)
     torch._dynamo.reset()
-    return report
+    report["ok"] = not failed
+    save()
+    if failed:
+        print(f"[decode_check] FAILED: {', '.join(failed)} ({report['elapsed_s']} s) -> {out_path}", flush=True)
+        return 1
+    print(f"[decode_check] all {len(stages)} stages PASS ({report['elapsed_s']} s) -> {out_path}", flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
