@@ -8,7 +8,7 @@ reply's draws are keyed by its own request, so a batch generated alone is genera
 chunk when a loop strategy works on it, so N ranks write exactly the completions one rank would have written.
 
     rank 0:                                   ranks 1..N-1:
-    with coordinate():                         serve(model, tokenizer, merge_lora)   # until rank 0 is done
+    with coordinate():                         serve(model, tokenizer)   # until rank 0 is done
         evaluate_step(..., model=model)
 
 Protocol (object collectives on the default group): rank 0 broadcasts a job (backend settings, interventions as
@@ -226,7 +226,7 @@ def coordinate(enabled: bool = True):
         coordinator.end(error)
 
 
-def serve(model, tokenizer, merge_lora: bool = True, backend_cls=HFBackend) -> int:
+def serve(model, tokenizer, backend_cls=HFBackend) -> int:
     """Ranks 1..N-1: generate the chunks rank 0 sends, until STOP; return the number of requests served. Raise
     BackendError when a job fails on any rank (this one included) or rank 0's coordinated block raises."""
 
@@ -234,7 +234,7 @@ def serve(model, tokenizer, merge_lora: bool = True, backend_cls=HFBackend) -> i
     if dist is None:
         return 0
     rank, served = dist.get_rank(), 0
-    with eval_mode(model, merge_lora) as live:
+    with eval_mode(model) as live:
         while True:
             box = [None]
             dist.broadcast_object_list(box, src=0)
