@@ -3,9 +3,9 @@ LoRA model (the callback evaluates the model being trained, adapters unmerged).
 
 before: the old pass — the 29-prompt lcb_demo (1 prompt per (task, source, language), okapi + aya), one padded
         batch of 32, transformers' multinomial sampling over the whole vocabulary, no prefix reuse;
-after:  today's pass — the powered lcb_demo (10 prompts per (task, language): 290 prompts), a merged copy of the
-        LoRA model, batches cut by length (max_batch_tokens), the shared chat prefix computed once, sampling among
-        the nucleus only.
+after:  today's pass — the powered lcb_demo (10 prompts per (task, language): 290 prompts), the live LoRA
+        model (adapters unmerged), batches cut by length (max_batch_tokens), the shared chat prefix computed once,
+        sampling among the nucleus only.
 
     OMP_NUM_THREADS=2 python measurements/eval_pass_speed.py
 """
@@ -68,11 +68,11 @@ def old_pass(model, tok, requests, decoding, batch_size: int) -> float:
 
 
 def new_pass(model, tok, requests, decoding, batch_size: int) -> float:
-    """The callback's pass today: a merged copy of the LoRA model (mlft.generation.models.eval_mode), then the hf
-    backend (the merge is timed too)."""
+    """The callback's pass today: the live LoRA model in eval mode, adapters unmerged
+    (mlft.generation.models.eval_mode), then the hf backend."""
     started = time.perf_counter()
-    with eval_mode(model) as merged:
-        for _ in HFBackend(merged, tok, batch_size=batch_size).generate(requests, decoding):
+    with eval_mode(model) as live:
+        for _ in HFBackend(live, tok, batch_size=batch_size).generate(requests, decoding):
             pass
     return time.perf_counter() - started
 

@@ -266,12 +266,93 @@ def test_a_waiting_rank_dies_when_the_evaluation_outlasts_the_group_timeout(tmp_
     assert (tmp_path / "rank1").read_text() in ("RuntimeError", "DistBackendError")
 
 
-def test_lora_eval_copy_of_a_checkpointed_model_keeps_its_kv_cache(embedded_model):
-    """Found on the H100: LoRA + activation checkpointing, the merged evaluation copy kept checkpointing on, so
-    transformers forced use_cache off, the prefix KV cache was None and every in-process pass failed."""
+def _lora(model, checkpointing: bool = True):
+    """A trainable LoRA model on a copy of `model` (q and v projections), in train mode, checkpointing on."""
     import copy
 
     from peft import LoraConfig, get_peft_model
+
+    train_copy = copy.deepcopy(model)
+    if checkpointing:
+        train_copy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    torch.manual_seed(0)
+    peft = get_peft_model(train_copy, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft.train()
+    return peft
+
+
+def _checkpointing(model) -> bool:
+    return any(getattr(m, "gradient_checkpointing", False) is True for m in model.modules())
+
+
+def test_lora_eval_of_a_checkpointed_model_keeps_its_kv_cache(embedded_model):
+    """Found on the H100: LoRA + activation checkpointing, the merged evaluation copy kept checkpointing on, so
+    transformers forced use_cache off, the prefix KV cache was None and every in-process pass failed. Now the live
+    model is evaluated (no copy): checkpointing off and the cache on for the pass, both as training had them after."""
+    from mlft.generation.backends import Request
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.decoding import Decoding
+    from mlft.generation.models import eval_mode
+
+    model, tok = embedded_model
+    peft = _lora(model)
+    peft.config.use_cache = False  # as a training run with checkpointing sets it
+    assert _checkpointing(peft)
+    reqs = [Request(str(i), messages=[{"role": "user", "content": t}]) for i, t in enumerate(["Hallo!", "Salut!"])]
+    with eval_mode(peft) as live:
+        assert live is peft and not live.training and not _checkpointing(live) and live.config.use_cache
+        backend = HFBackend(live, tok)
+        results = list(backend.generate(reqs, Decoding(max_new_tokens=4)))
+        assert backend._prefix is not None and backend._prefix[1] is not None
+    assert all(r.error is None and r.completion_tokens > 0 for r in results)
+    assert peft.training and _checkpointing(peft) and peft.config.use_cache is False  # training's settings back
+
+
+def test_lora_eval_holds_no_second_copy_of_the_weights():
+    """A 7B geometry (Qwen2.5-7B: 28 layers, hidden 3,584, vocabulary 152k; bf16) on the meta device, LoRA on q and
+    v: the tensors alive during an evaluation pass hold the live model's bytes, not twice them. Before: a merged
+    deep copy per pass, 14.2 GiB more (an OOM on a GPU that trains the model)."""
+    import gc
+
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from mlft.generation.models import eval_mode
+
+    config = LlamaConfig(
+        vocab_size=152064,
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+    )
+    with torch.device("meta"):
+        base = LlamaForCausalLM(config).to(torch.bfloat16)
+    peft = get_peft_model(base, LoraConfig(r=16, target_modules=["q_proj", "v_proj"]))
+    peft.train()
+
+    def meta_bytes() -> int:  # every meta tensor alive (no storage: nbytes is what a device would hold)
+        gc.collect()
+        tensors = {id(o): o for o in gc.get_objects() if type(o) in (torch.Tensor, torch.nn.Parameter) and o.is_meta}
+        return sum(t.nbytes for t in tensors.values())
+
+    before = meta_bytes()
+    assert before > 14 * 2**30
+    with eval_mode(peft) as live:
+        during, same = meta_bytes(), live is peft
+    print(
+        f"\nLoRA evaluation of a 7B geometry: {before / 2**30:.2f} GiB of tensors before, {during / 2**30:.2f} during"
+    )
+    assert during <= before + 2**20
+    assert same  # the live model itself, adapters unmerged
+
+
+def test_training_after_a_lora_eval_is_bit_identical_to_training_without(embedded_model):
+    """Two copies of one LoRA model (checkpointing on) take a training step; one is evaluated (greedy and sampled
+    generation through the hf backend), then both take another step: the losses and every weight (base and adapter)
+    are bit-identical. No weight is written during the pass (a merge in place and unmerge after is not exact)."""
+    import copy
 
     from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
@@ -279,15 +360,75 @@ def test_lora_eval_copy_of_a_checkpointed_model_keeps_its_kv_cache(embedded_mode
     from mlft.generation.models import eval_mode
 
     model, tok = embedded_model
-    train_copy = copy.deepcopy(model)
-    train_copy.gradient_checkpointing_enable()
-    peft = get_peft_model(train_copy, LoraConfig(r=4, target_modules=["q_proj"]))
-    peft.train()
+    runs = [_lora(model)]
+    runs.append(copy.deepcopy(runs[0]))
+    batch = tok(["Der Hund schläft im Garten.", "Le chat dort sur le lit."], return_tensors="pt", padding=True)
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
     reqs = [Request(str(i), messages=[{"role": "user", "content": t}]) for i, t in enumerate(["Hallo!", "Salut!"])]
-    with eval_mode(peft, merge_lora=True) as live:
-        assert not live.is_gradient_checkpointing
-        backend = HFBackend(live, tok)
-        results = list(backend.generate(reqs, Decoding(max_new_tokens=4)))
-        assert backend._prefix is not None and backend._prefix[1] is not None
-    assert all(r.error is None and r.completion_tokens > 0 for r in results)
-    assert peft.training  # the live model is untouched
+    losses = []
+    for k, peft in enumerate(runs):
+        opt = torch.optim.AdamW([p for p in peft.parameters() if p.requires_grad], lr=1e-2)
+
+        def step(peft=peft, opt=opt) -> float:
+            loss = peft(**batch, labels=labels).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss.item()
+
+        run = [step()]
+        if k == 0:
+            with eval_mode(peft) as live:
+                backend = HFBackend(live, tok, batch_size=2)
+                for decoding in (Decoding(max_new_tokens=4, temperature=0.0), Decoding(max_new_tokens=4, seed=1)):
+                    assert all(r.error is None for r in backend.generate(reqs, decoding))
+            assert peft.training and _checkpointing(peft)
+        run.append(step())
+        losses.append(run)
+    assert losses[0] == losses[1]
+    weights = [dict(peft.named_parameters()) for peft in runs]
+    assert weights[0].keys() == weights[1].keys() and any("lora_A" in n for n in weights[0])
+    assert all(torch.equal(weights[0][n], weights[1][n]) for n in weights[0])
+
+
+def test_compiled_decoding_of_an_unmerged_lora_decodes_as_eager_across_training_steps():
+    """The live LoRA model (adapters unmerged) through compiled decoding, as the callback evaluates it: greedy
+    replies equal eager's in a pass, a training step, and the next pass (a new backend, as each pass builds one):
+    equal again to eager's, which changed with the weights, and no graph compiled anew."""
+    import torch._dynamo
+    from peft import LoraConfig, get_peft_model
+    from torch._dynamo.utils import counters
+
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.decoding import Decoding
+    from mlft.generation.models import eval_mode
+    from tests.device_helpers import requests, tiny_model
+
+    model, tok = tiny_model()
+    torch.manual_seed(0)
+    peft = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    peft.train()
+    opt = torch.optim.AdamW([p for p in peft.parameters() if p.requires_grad], lr=0.1)
+    batch = tok(["Der Hund schläft im Garten."], return_tensors="pt")
+    reqs, decoding = requests(8), Decoding(temperature=0.0, max_new_tokens=6)
+    torch._dynamo.reset()
+    counters.clear()
+    passes = []
+    try:
+        for _ in range(2):
+            with eval_mode(peft) as live:
+                eager = {
+                    r.id: r.completion
+                    for r in HFBackend(live, tok, batch_size=8, decode="eager").generate(reqs, decoding)
+                }
+                compiled = HFBackend(live, tok, batch_size=8, decode="compiled")
+                passes.append((eager, {r.id: r.completion for r in compiled.generate(reqs, decoding)}))
+                graphs = counters["stats"]["unique_graphs"]
+            peft(**batch, labels=batch["input_ids"]).loss.backward()
+            opt.step()
+            opt.zero_grad()
+    finally:
+        torch._dynamo.reset()
+    assert all(eager == got for eager, got in passes)
+    assert passes[0][0] != passes[1][0]  # the training step changed the replies
+    assert graphs == 1  # the second pass reused the first pass's graph

@@ -11,7 +11,8 @@ A request that does not fit alone still gets a batch of its own (nothing smaller
 Compiled decoding (`BatchBudget.buckets`) pads a batch to a shape bucket: its rows rounded up to a power of two
 (at most `max_rows`, itself a bucket) and its cache length (width + new tokens) rounded up by at most a quarter
 (`length_bucket`), so that a pass of many prompt lengths compiles and records CUDA graphs for a few shapes only;
-the plan counts the bucket's rows and length, as the backend allocates them.
+the plan counts the bucket's rows and length in memory, as the backend allocates them, and the requests' rows in
+the prefill cap (`BatchBudget.fits`: buckets do not shrink batches).
 
 Each decode step also holds vocabulary-sized temporaries per row (`step_bytes_per_row`): generate's fp32 copy of
 the last logits, the step log's log-softmax, the sampler's top-k over the vocabulary (an int64 index and fp32
@@ -61,8 +62,24 @@ class BatchBudget:
         """What a batch holds at its last step: its KV cache and one step's temporaries."""
         return self.kv_bytes(rows, width) + self.step_bytes(rows)
 
+    def prefill_tokens(self, rows: int, width: int) -> int:
+        """The padded prompt tokens `max_prefill_tokens` caps: the requests' model rows x width, padding rows
+        apart (see `fits`)."""
+        return rows * self.row_factor * width
+
     def fits(self, rows: int, width: int) -> bool:
-        if rows > self.max_rows or self.shape(rows, width)[0] * self.row_factor * width > self.max_prefill_tokens:
+        """`rows` requests padded to `width` fit one batch: at most `max_rows`, their prefill within
+        `max_prefill_tokens`, and what the batch allocates (with `buckets`: the bucket's rows and length) within
+        `memory_bytes`.
+
+        The prefill cap counts the requests, not a bucket's padding rows: it is a soft bound on one prefill
+        forward's transient activations, which the memory budget does not count, while the padding rows' lasting
+        cost (their KV cache and step temporaries, for every step) is counted in memory at the bucket's size. A
+        bucket holds fewer than twice its requests, so a compiled prefill runs under twice the cap. Counting the
+        bucket there cut a batch just past a power of two back to the power below: decode_check's speed pass
+        (measurements/bucket_plan.py) took 6 generate calls compiled against 4 eager, each call max_new_tokens
+        decode steps."""
+        if rows > self.max_rows or self.prefill_tokens(rows, width) > self.max_prefill_tokens:
             return False
         return self.memory_bytes is None or self.memory(rows, width) <= self.memory_bytes
 

@@ -8,7 +8,7 @@ reply's draws are keyed by its own request, so a batch generated alone is genera
 chunk when a loop strategy works on it, so N ranks write exactly the completions one rank would have written.
 
     rank 0:                                   ranks 1..N-1:
-    with coordinate():                         serve(model, tokenizer, merge_lora)   # until rank 0 is done
+    with coordinate():                         serve(model, tokenizer)   # until rank 0 is done
         evaluate_step(..., model=model)
 
 Protocol (object collectives on the default group): rank 0 broadcasts a job (backend settings, interventions as
@@ -22,6 +22,13 @@ share or its reader included) writes the failure under the job's key; every rank
 and while it waits for the others to finish, and raises `BackendError` naming the failed rank; only when every
 rank has reported done does rank 0 open the gather. After a failed job rank 0 sends no STOP (the other ranks
 have left `serve` with the error). A rank that dies without raising is left to the process group's timeout.
+
+Rank 0 can also fail outside its generation, anywhere in the coordinated block: its reader (the runner writing a
+record) may raise while the job's results are being read, the generator paused at a yield (nobody closes it until
+it is garbage); or scoring fails between jobs. The block's end tells the other ranks wherever they wait: a job in
+flight (broadcast, not yet gathered: they generate or wait for the gather) is failed in the store; otherwise they
+wait in the broadcast and get a failure instead of STOP. Either way they leave `serve` raising `BackendError` with
+rank 0's error, promptly, and every rank reports the same failure.
 """
 
 from __future__ import annotations
@@ -41,6 +48,13 @@ from mlft.generation.models import eval_mode
 
 log = get_logger(__name__)
 STOP = "mlft-parallel-stop"
+
+
+@dataclass
+class _Failed:
+    """Sent instead of STOP when rank 0's coordinated block raised between jobs: the other ranks raise it."""
+
+    message: str
 
 
 @dataclass
@@ -116,6 +130,7 @@ class Coordinator:
         self.dist = dist
         self.world = dist.get_world_size()
         self.broken = False  # a job failed: the other ranks left `serve` (no STOP)
+        self.in_flight: _Signals | None = None  # the job broadcast and not yet gathered (the others are in it)
 
     def covers(self, backend) -> bool:
         """Only generation with the live (replicated) model is shared; transformed or reloaded models are not."""
@@ -144,6 +159,7 @@ class Coordinator:
         job = _Job(backend.spec(), decoding, describe_all([*per_call, *strategies]), shares)
         signals = _Signals(self.dist, job.key)
         self.dist.broadcast_object_list([job], src=0)
+        self.in_flight = signals
         try:
             for unit in shares[0]:
                 signals.check()
@@ -157,8 +173,27 @@ class Coordinator:
             raise BackendError(f"data-parallel evaluation failed: rank 0: {type(exc).__name__}: {exc}") from exc
         gathered: list = [None] * self.world
         self.dist.gather_object([], gathered, dst=0)
+        self.in_flight = None  # the other ranks wait for the next broadcast
         for rank_results in gathered[1:]:
             yield from rank_results
+
+    def end(self, error: BaseException | None) -> None:
+        """The coordinated block is over (`error`: what it raised): tell the other ranks wherever they wait. After
+        a failed job they have left `serve` already; with a job in flight (its reader raised or stopped reading)
+        fail it in the store, where they look between units and while they wait for the gather; else broadcast
+        STOP, or the failure when the block raised. A job left unread without an error raises here too (the other
+        ranks fail: rank 0 must not report a pass they did not finish)."""
+        if self.broken:
+            return
+        message = None if error is None else f"rank 0: {type(error).__name__}: {error}"
+        if self.in_flight is not None:
+            self.broken = True
+            signals, self.in_flight = self.in_flight, None
+            signals.fail(message or "rank 0: the coordinated block ended with a job's results unread")
+            if error is None:
+                raise BackendError(f"data-parallel evaluation failed: {signals.failure()}")
+            return
+        self.dist.broadcast_object_list([STOP if message is None else _Failed(message)], src=0)
 
 
 _CURRENT: Coordinator | None = None
@@ -172,36 +207,42 @@ def current() -> Coordinator | None:
 @contextmanager
 def coordinate(enabled: bool = True):
     """On rank 0 of a multi-process group: share live-model generation with the other ranks (which run
-    `serve`) until the block ends; STOP is sent even when the block raises. Elsewhere: a no-op."""
+    `serve`) until the block ends; then STOP, or when the block raised its error, reaches every rank
+    (`Coordinator.end`). Elsewhere: a no-op."""
     global _CURRENT
     dist = _dist() if enabled else None
     if dist is None or dist.get_rank() != 0:
         yield None
         return
     _CURRENT = coordinator = Coordinator(dist)
+    error = None
     try:
         yield coordinator
+    except BaseException as exc:
+        error = exc
+        raise
     finally:
         _CURRENT = None
-        if not coordinator.broken:
-            dist.broadcast_object_list([STOP], src=0)
+        coordinator.end(error)
 
 
-def serve(model, tokenizer, merge_lora: bool = True, backend_cls=HFBackend) -> int:
+def serve(model, tokenizer, backend_cls=HFBackend) -> int:
     """Ranks 1..N-1: generate the chunks rank 0 sends, until STOP; return the number of requests served. Raise
-    BackendError when a job fails on any rank (this one included)."""
+    BackendError when a job fails on any rank (this one included) or rank 0's coordinated block raises."""
 
     dist = _dist()
     if dist is None:
         return 0
     rank, served = dist.get_rank(), 0
-    with eval_mode(model, merge_lora) as live:
+    with eval_mode(model) as live:
         while True:
             box = [None]
             dist.broadcast_object_list(box, src=0)
             job = box[0]
             if job == STOP:
                 return served
+            if isinstance(job, _Failed):  # rank 0's block raised between jobs
+                raise BackendError(f"data-parallel evaluation failed: {job.message}")
             signals = _Signals(dist, job.key)
             results = _run_job(job, rank, live, tokenizer, backend_cls, signals)
             signals.done()

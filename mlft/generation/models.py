@@ -275,31 +275,26 @@ def load(
 
 
 @contextmanager
-def eval_mode(model, merge_lora: bool = True):
-    """Generate in eval mode with the KV cache on; restore train mode and the cache setting afterwards
-    (gradient checkpointing turns the cache off, and generating in train mode with it yields garbage).
+def eval_mode(model):
+    """Generate with the live model in eval mode, KV cache on and activation checkpointing off; restore train mode,
+    the cache setting and checkpointing afterwards (checkpointing can turn the cache off, and generating in train
+    mode with it yields garbage).
 
-    With `merge_lora`, a LoRA model is evaluated as a merged copy (plain weights: ~10 % faster generation here,
-    the same model up to float rounding); the live model and its base weights are not touched, so training
-    continues (and resumes) exactly as without evaluation."""
-    if merge_lora and hasattr(model, "merge_and_unload") and getattr(model, "peft_config", None):
-        import copy
-
-        merged = copy.deepcopy(model).merge_and_unload()
-        merged.eval()
-        _checkpointing_off(merged)  # a copy: checkpointing would force use_cache off (no KV cache, no prefix reuse)
-        merged.config.use_cache = True
-        if getattr(merged, "generation_config", None) is not None:
-            merged.generation_config.use_cache = True
-        try:
-            yield merged
-        finally:
-            del merged
-        return
+    A LoRA (peft) model is evaluated as it is, its adapters unmerged (peft's forward: base layer plus the low-rank
+    update): no second copy of the weights on the device (a merged copy was one more model: an OOM at 7B+, and its
+    weights at new addresses each pass, which CUDA graphs record as static inputs), and no weight is written, so
+    training continues bit-identically (merging in place and unmerging after is not exact in floating point:
+    W + BA - BA != W). The price: the adapters' two small matmuls per adapted layer and step (the merged copy
+    was noted ~10 % faster at generation)."""
     was_training = model.training
     configs = [c for c in (getattr(model, "config", None), getattr(model, "generation_config", None)) if c]
     saved = [getattr(c, "use_cache", None) for c in configs]
+    # Checkpointing is a flag per layer (transformers' GradientCheckpointingLayer); switched off and on again here,
+    # the checkpointing function and its kwargs (use_reentrant...) stay as training set them.
+    checkpointed = [m for m in model.modules() if getattr(m, "gradient_checkpointing", False) is True]
     model.eval()
+    for m in checkpointed:
+        m.gradient_checkpointing = False
     for c in configs:
         c.use_cache = True
     try:
@@ -307,13 +302,7 @@ def eval_mode(model, merge_lora: bool = True):
     finally:
         for c, v in zip(configs, saved):
             c.use_cache = v
+        for m in checkpointed:
+            m.gradient_checkpointing = True
         if was_training:
             model.train()
-
-
-def _checkpointing_off(model) -> None:
-    """Turn activation (gradient) checkpointing off on an evaluation copy (the name differs across transformers)."""
-    for name in ("activation_checkpointing_disable", "gradient_checkpointing_disable"):
-        if getattr(model, "is_gradient_checkpointing", False) and hasattr(model, name):
-            getattr(model, name)()
-            return

@@ -182,7 +182,7 @@ class EvalCallback(TrainerCallback):
                 curve_file.append_pass(self.run_dir, step, "model", [], time.time() - t0, "failed", error=str(exc))
         elif shared:
             try:
-                data_parallel.serve(model, self.tokenizer, self.ev.merge_lora)
+                data_parallel.serve(model, self.tokenizer)
             except Exception as exc:  # noqa: BLE001 — a broken collective is reported; the barrier decides
                 log.error(
                     "[mlft eval] step %s: rank %s: data-parallel evaluation failed (%s: %s)",

@@ -121,13 +121,6 @@ class EvaluationOptions:
             "in-process pass and rank 0 gathers, scores and writes once (the same completions as one rank)."
         },
     )
-    merge_lora: bool = field(
-        default=True,
-        metadata={
-            "help": "Evaluate a LoRA model as a merged copy (faster generation; one extra copy of the weights in "
-            "memory; the live model is untouched)."
-        },
-    )
     log_to_trainer: bool = field(
         default=True,
         metadata={"help": "Log headline LPR/WPR/LCPR through the trainer's report_to (TensorBoard, W&B...)."},
@@ -287,7 +280,6 @@ def run_pass(
     tokenizer=None,
     model_ref: str | None = None,
     progress: bool = True,
-    merge_lora: bool = True,
     backend: str | None = None,
     backend_options: dict | None = None,
 ) -> list[CurveRow]:
@@ -302,7 +294,7 @@ def run_pass(
         backend = default_backend()
     backend, backend_options = p.backend(backend, backend_options)
     if model is not None and not p.needs_saved_weights and capabilities(backend).live_model:
-        with eval_mode(model, merge_lora) as live:
+        with eval_mode(model) as live:
             result = runner.run_suite(
                 suite,
                 model=live,
@@ -389,7 +381,6 @@ def evaluate_step(
                     tokenizer=tokenizer,
                     model_ref=model_ref,
                     progress=progress,
-                    merge_lora=ev.merge_lora,
                     backend=backend,
                     backend_options=backend_options,
                 )

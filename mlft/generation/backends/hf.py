@@ -121,10 +121,12 @@ def batch_seed(seed: int, first_id: str) -> int:
 
 def _cache_kwarg(model) -> str:
     """The KV-cache argument of `model.generate`: `cache` since transformers 5.2x (`past_key_values` before,
-    deprecated since: passing it warns once per process and per generate call)."""
+    deprecated since: passing it warns once per process and per generate call). A peft model (a LoRA evaluated
+    unmerged) takes **kwargs and hands them to its base model: the base model's name."""
     import inspect
 
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 def _flash_attention(model) -> str | None:
