@@ -170,9 +170,10 @@ class VLLMBackend:
         self.eos_ids = self._eos_ids(llm)
         self.max_model_len = llm.llm_engine.model_config.max_model_len
 
-    def _engine_for(self, processors: bool) -> None:
-        """An engine for a call that does (or does not) need mlft's logits processors: started on first use with
-        them only when needed; one started without them is restarted once with them when a call needs them."""
+    def start(self, processors: bool = False) -> None:
+        """An engine for a call that does (or does not) need mlft's logits processors: started on first use (each
+        generate call asks; a benchmark may start it beforehand) with them only when needed; one started without
+        them is restarted once with them when a call needs them."""
         if self.llm is not None and (self.processors or not processors):
             return
         if self._path is None:
@@ -294,7 +295,7 @@ class VLLMBackend:
     def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
         self.check(decoding, interventions)
         self._procs = [iv.describe() for iv in interventions if "processors" in iv.applies_via]
-        self._engine_for(processors=bool(self._procs))
+        self.start(processors=bool(self._procs))
         encoded, ready, todo = {}, [], []
         for r in requests:
             ids = self.encode(r)
