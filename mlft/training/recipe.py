@@ -21,6 +21,7 @@ from typing import Any, Literal
 import yaml
 
 from mlft.config import _coerce, apply_overrides, deep_merge, did_you_mean, from_dict, load_yaml
+from mlft.console import get_logger, rank
 from mlft.data.mix import load_mix
 from mlft.errors import ConfigError
 from mlft.evals.runner import check_kind_backend
@@ -173,12 +174,17 @@ class Recipe:
         return data
 
 
+log = get_logger(__name__)
+
 TRL_VLLM = "vllm"  # `generation:` value for trl's own vLLM rollouts (GRPOConfig.use_vllm), not an mlft backend
 
 
 def uses_vllm(recipe: Recipe, cuda: bool | None = None, vllm: bool | None = None) -> bool:
     """Whether a GRPO run generates its rollouts with trl's vLLM integration (`generation:`); `cuda`/`vllm`
-    default to what this machine has (a GPU, the vllm package). Raises ConfigError for vllm without either."""
+    default to what this machine has (a GPU, the vllm package). Raises ConfigError for vllm without either.
+    `auto` on a GPU with a vLLM outside trl's range uses hf and warns, naming both (at `--check` and at train
+    start): a fallback is what auto means, but a silent one hides why rollouts are slow; `mlft[vllm]` installs a
+    vLLM the backend supports and trl does not (0.32)."""
     import importlib.util
 
     if not recipe.entry.rewards:
@@ -203,6 +209,15 @@ def uses_vllm(recipe: Recipe, cuda: bool | None = None, vllm: bool | None = None
                 "that range, or generation: hf)"
             )
         return True
+    if recipe.generation == "auto" and vllm and not cpu and not supported and rank() == 0:
+        log.warning(
+            "%s: generation: auto generates the GRPO rollouts with hf, not vLLM: trl's GRPO rollouts support vLLM "
+            "%s, this machine has vLLM %s (install a vLLM in that range for vLLM rollouts; generation: hf says "
+            "hf outright)",
+            recipe.source,
+            vllm_support.TRL_VLLM_RANGE,
+            version,
+        )
     return recipe.generation == "auto" and vllm and not cpu and supported
 
 

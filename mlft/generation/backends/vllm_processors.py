@@ -1,9 +1,10 @@
 """mlft's logits-processor interventions inside vLLM (imported by the engine by name; needs vLLM).
 
 vLLM (v1) takes logits processors as classes fixed when the engine starts; `AdapterLogitsProcessor` turns a
-per-request function into one. The vllm backend starts every engine with `MlftLogitsProcessors` and sends, per
-request, `SamplingParams.extra_args["mlft_processors"] = {"interventions": [specs], "language": ..., "id": ...,
-"stats": ...}`: the interventions are rebuilt here from their specs (validated by the same registry) and their
+per-request function into one. The vllm backend starts an engine with `MlftLogitsProcessors` for a pass with
+logits-processor interventions (only then: a registered processor costs every request) and sends, per request,
+`SamplingParams.extra_args["mlft_processors"] = {"interventions": [specs], "language": ..., "id": ..., "stats":
+...}`: the interventions are rebuilt here from their specs (validated by the same registry) and their
 processors run on the request's logits, on vLLM's device, as a one-row batch, in the order listed, after vLLM
 recorded the raw log-probabilities (the fluency proxy stays the model's own); see vllm_steps.py. Processors that
 report stats (`stats(row)`, e.g. the gate's intervention count) leave a reader in `STATS[id]`, which the backend
