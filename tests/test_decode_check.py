@@ -111,3 +111,30 @@ def test_decode_check_imports_nothing_a_bare_gpu_image_lacks(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
+def test_batch_invariance_sees_a_sampler_keyed_by_batch_position(monkeypatch):
+    """The stage's own check can fail: noise keyed by a row's place in its batch (not its request) draws other
+    tokens when the row sits in another batch; the replies' identical shares are reported beside it."""
+    import torch
+
+    import mlft.generation.processors as processors
+
+    spec = importlib.util.spec_from_file_location("decode_check", SCRIPT)
+    dc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dc)
+    fp32, tok = dc.build("reduced", "cpu")
+    ctx = dc.Context("reduced", "cpu", fp32, tok, deadline=float("inf"))
+    data, detail = dc.stage_batch_invariance(ctx)
+    assert "failures" not in data and data["processors"]["identical"] == data["processors"]["rows"], detail
+    assert data["fp32/greedy"]["identical"] == data["fp32/greedy"]["rows"]
+    keyed = processors.keyed_gumbel
+
+    def by_position(keys, step, tokens):
+        rows = torch.arange(keys.shape[0], dtype=torch.long).view(-1, 1).expand(-1, 2)
+        return keyed(rows, step, tokens)
+
+    monkeypatch.setattr(processors, "keyed_gumbel", by_position)
+    ctx = dc.Context("reduced", "cpu", dc.build("reduced", "cpu")[0], tok, deadline=float("inf"))
+    data, detail = dc.stage_batch_invariance(ctx)
+    assert any("mlft's sampler" in f for f in data["failures"]), detail
