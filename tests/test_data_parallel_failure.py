@@ -208,10 +208,11 @@ def test_a_failure_on_any_rank_reaches_every_rank_within_seconds(fail_rank):
             for r, (rc, text, _) in enumerate(runs)
         )
     )
-    for rank, (rc, text, seconds) in enumerate(runs):
+    for rank, (rc, text, _) in enumerate(runs):
         assert rc == 3, (rank, text[-2000:])
         assert f"ERROR BackendError: data-parallel evaluation failed: rank {fail_rank}: RuntimeError: boom" in text
-        assert seconds < 20, (rank, seconds)  # the process group's timeout is 60 s (+ start-up ~5 s)
+        seconds = float(text.rsplit("AFTER ", 1)[1].split()[0])  # from the group's start: a loaded machine's slow
+        assert seconds < 20, (rank, seconds)  # imports apart; the process group's timeout is 60 s
 
 
 @pytest.mark.parametrize("fail_at", ["own", "gathered", "after"])
