@@ -4,6 +4,10 @@ runs fastText.
 Scores all released outputs (10 models, 65,816 replies, 152,418 counted lines). Prints wall times and their
 ratios to the bare loop in one run (goals: `mlft score --no-guard` / bare <= 1.0, `mlft score` (guard
 on) / bare <= 1.5). mlft forks one worker per core for large inputs (`--workers 1`: every number is one process).
+Two figures for each: in-process (the scoring functions, inside this process, after its imports) and the command
+as a user runs it (`python -m mlft score FILES...` in a fresh interpreter: its imports, the parser, loading
+fastText / jieba / MeCab and the word lists, printing the tables), beside the start-up alone (`mlft --help`
+against `python -c pass`).
 
 The bare loop is the official script's per-reply work and nothing else, one process, as in every earlier round:
 read the files, normalise each reply with the script's own code (`str.translate` of ASCII punctuation; mlft's
@@ -22,6 +26,8 @@ from __future__ import annotations
 import argparse
 import os
 import string
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -33,6 +39,7 @@ from mlft.langid import LanguageIdentifier
 from mlft.paths import shared_dir
 
 _SCRIPT_PUNCT = str.maketrans("", "", string.punctuation)
+ROOT = Path(__file__).resolve().parents[1]  # `python -m mlft` from here runs this checkout's mlft
 
 
 def script_normalize(text: str) -> str:
@@ -50,6 +57,16 @@ def bare_loop(completions, lid, normalize=script_normalize) -> int:
                 lid.predict(line)
                 n += 1
     return n
+
+
+def command(argv: list[str]) -> float:
+    """Wall seconds of `python ARGV` in a fresh interpreter, as a user runs it (output thrown away)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, *argv], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"python {' '.join(argv)} failed:\n{proc.stderr.decode()[-2000:]}")
+    return seconds
 
 
 def main() -> None:
@@ -78,6 +95,20 @@ def main() -> None:
     guarded, _, _ = timed(
         lambda cs: score_guard(cs, score_completions(cs, lid=lid, words=words, workers=workers, guard=True).replies)
     )
+    score = [
+        "-m",
+        "mlft",
+        "score",
+        *map(str, files),
+        *(["--words", str(words)] if words else []),
+        "--workers",
+        str(workers),
+    ]
+    cmd_plain, cmd_guarded = command([*score, "--no-guard"]), command(score)
+    python, helps = (
+        min(command(["-c", "pass"]) for _ in range(3)),
+        min(command(["-m", "mlft", "--help"]) for _ in range(3)),
+    )
     print(f"files: {len(files)}  replies: {len(completions)}  lines identified: {n_lines}  scorer processes: {workers}")
     print(f"bare loop (read + tokenise + fastText, 1 process): {bare:7.2f} s")
     if strict is not None:
@@ -85,8 +116,14 @@ def main() -> None:
             f"bare loop with mlft's normalize:                   {strict:7.2f} s   (ratios to it: --no-guard "
             f"{plain / strict:.2f}, guard on {guarded / strict:.2f})"
         )
-    print(f"mlft score --no-guard:                             {plain:7.2f} s   ratio to bare: {plain / bare:.2f}")
-    print(f"mlft score (guard on):                             {guarded:7.2f} s   ratio to bare: {guarded / bare:.2f}")
+    for name, seconds in (
+        ("mlft score --no-guard, in-process", plain),
+        ("mlft score (guard on), in-process", guarded),
+        ("python -m mlft score --no-guard FILES (command)", cmd_plain),
+        ("python -m mlft score FILES (command, guard on)", cmd_guarded),
+    ):
+        print(f"{name + ':':<51}{seconds:7.2f} s   ratio to bare: {seconds / bare:.2f}")
+    print(f"start-up: python -m mlft --help {helps:.2f} s, python -c pass {python:.2f} s (best of 3 each)")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,11 @@
 
 Each subcommand lives in `mlft/commands/<name>.py` and exposes `add_parser(subparsers)` (which sets
 `func=run` on its parser) — so `make_parser()` is the single parser used by the CLI and by the tests.
+
+Building the parser costs nothing (`mlft --help` starts in a blink): a command module imports at module level only
+what its argument definitions need, from light modules, and imports the library inside `run`. What only a library
+module (or the demo's script) can say about the arguments goes in a `later` hook of its parser (CommandParser),
+run the first time that command is parsed or its help printed (tests/test_cli_startup.py).
 """
 
 from __future__ import annotations
@@ -13,6 +18,30 @@ import sys
 from mlft import __version__
 from mlft.console import setup as setup_console
 from mlft.errors import MlftError
+
+
+class CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser with an optional `later(parser)` hook, run once, the first time the command is parsed
+    or its help printed: for arguments (or a description) that only a library module can give, such as the recipe
+    keys of `mlft train --help` or the demo script's flags, so that `make_parser()` imports neither."""
+
+    def __init__(self, *args, later=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._later = later
+
+    def _complete(self) -> None:
+        if self._later is not None:
+            later, self._later = self._later, None
+            later(self)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._complete()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._complete()
+        return super().format_help()
+
 
 # Order = order in `mlft --help`.
 COMMANDS = [
@@ -46,7 +75,7 @@ def make_parser() -> argparse.ArgumentParser:
         description="Measure and mitigate language confusion in multilingual LLMs (LCB: LPR / WPR / LCPR).",
     )
     parser.add_argument("--version", action="version", version=f"mlft {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for name in COMMANDS:
         importlib.import_module(f"mlft.commands.{name}").add_parser(sub)
     return parser

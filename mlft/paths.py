@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+LCB_DATA_ENV = "MLFT_LCB_DATA"  # a folder holding LCB's files, read by `lcb_data_path` alone
+
 
 def cache_dir() -> Path:
     """`$MLFT_CACHE`, else `$XDG_CACHE_HOME/mlft`, else `~/.cache/mlft`."""
@@ -71,6 +73,16 @@ def shared_dir() -> Path | None:
         if c.is_dir():
             return c
     return None
+
+
+def lcb_data_path() -> Path | None:
+    """`$MLFT_LCB_DATA` as a path, or None when unset or empty: the folder holding LCB's files as the authors
+    publish them (test_sets.zip or its extracted test_sets/, words, few_shot_examples.json, outputs/*.csv,
+    lid.176.bin), or one such file. The one reader of the variable: every lookup of LCB's files (the test sets,
+    the word list, the few-shot examples, the released outputs, lid.176.bin) asks here, so what the variable
+    means is decided once (tests/test_lcb_data_env.py holds it)."""
+    value = os.environ.get(LCB_DATA_ENV)
+    return Path(value) if value else None
 
 
 def data_dir(name: str, env_var: str, explicit: str | Path | None = None, has_data=None) -> Path:

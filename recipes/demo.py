@@ -53,7 +53,7 @@ from mlft.generation.interventions.quantize import SCHEMES
 from mlft.generation.prompting import locate_examples
 from mlft.io import curve_file
 from mlft.io.download import file_digest
-from mlft.paths import shared_dir
+from mlft.paths import lcb_data_path, shared_dir
 from mlft.provenance import write_results
 from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
 from mlft.reports.mitigation import (
@@ -170,12 +170,7 @@ def _ensure_lcb_data(full: bool = False) -> dict[str, Path]:
     needs = (TEST_SETS, WORDS)
     cached = all((lcb_cache() / r.name).is_file() for r in needs) or (lcb_cache() / TEST_SETS_FOLDER).is_dir()
     shared = shared_dir()
-    if (
-        not os.environ.get(ENV_VAR)
-        and not cached
-        and shared is not None
-        and (shared / "lcb" / TEST_SETS.name).is_file()
-    ):
+    if lcb_data_path() is None and not cached and shared is not None and (shared / "lcb" / TEST_SETS.name).is_file():
         os.environ[ENV_VAR] = str(shared / "lcb")
     extra = {FEW_SHOT_FILE: locate_examples} if full else {}
     return require("the demo (it evaluates on the LCB test sets)", needs, extra)

@@ -5,7 +5,7 @@ from typing import Literal
 
 import pytest
 
-from mlft.config import apply_overrides, from_dict, load_yaml
+from mlft.config import apply_overrides, coerce, from_dict, load_yaml
 from mlft.errors import ConfigError
 
 
@@ -95,3 +95,15 @@ def test_user_recipe_includes_a_shipped_base_by_its_path(tmp_path, monkeypatch):
         shipped.training_args,
     )
     assert mine.trainer == "sft" and mine.lora.enabled
+
+
+def test_coerce_is_public_for_values_typed_by_other_annotations():
+    """`coerce` (what from_dict does per field) on annotations that are not mlft's: trl's config fields in
+    training/recipe.py."""
+    assert coerce("1e-4", float, "lr") == 1e-4 and coerce(3, float, "lr") == 3.0
+    assert coerce({"rate": 2}, Inner | None, "x") == Inner(rate=2.0) and coerce(None, Inner | None, "x") is None
+    assert coerce([1, 2], list[int], "ids") == [1, 2]
+    with pytest.raises(ConfigError, match=r"training_args\.max_steps: expected int, got True"):
+        coerce(True, int, "training_args.max_steps")
+    with pytest.raises(ConfigError, match=r"mode: 'sfft' is not one of \['sft', 'dpo'\].*did you mean 'sft'"):
+        coerce("sfft", Literal["sft", "dpo"], "mode")

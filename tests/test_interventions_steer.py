@@ -289,7 +289,7 @@ def test_steer_build_refuses_unknown_language_and_too_few_texts(tmp_path, capsys
     from mlft.generation import steering
     from mlft.generation.steering import MIN_TEXTS_PER_LANGUAGE, check_vector_texts, parallel_texts
 
-    monkeypatch.setattr("mlft.commands.steer.load", lambda *a, **k: pytest.fail("model loaded"))
+    monkeypatch.setattr("mlft.generation.models.load", lambda *a, **k: pytest.fail("model loaded"))
     bad = tmp_path / "xx.csv"
     bad.write_text("id,text,language\n1,Hello there,en\n2,Bonjour,xx\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"row 3: `language`: language 'xx' is unknown .*valid: .*\bfr\b"):

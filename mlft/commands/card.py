@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlft.errors import ConfigError
-from mlft.training.card import model_card, push, write_card
 
 
 def add_parser(sub) -> None:
@@ -25,6 +24,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from mlft.training.card import model_card, push, write_card
+
     run_dir = Path(args.run_dir)
     if not (run_dir / "complete").is_file() or not (run_dir / "final").is_dir():
         raise ConfigError(f"{run_dir}: not a finished run directory (no `complete` marker or final/)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from mlft.format import FORMATS
-from mlft.reports.compare import compare, intersect, load_side, render_compare
 
 
 def add_parser(sub) -> None:
@@ -39,6 +38,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from mlft.reports.compare import compare, intersect, load_side, render_compare
+
     (la, a), (lb, b) = load_side(args.a), load_side(args.b)
     if args.intersect:
         a, b, dropped = intersect(a, b)

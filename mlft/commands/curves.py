@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlft.format import FORMATS
-from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap
 
 
 def add_parser(sub) -> None:
@@ -27,6 +26,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap
+
     runs = load_runs(args.run_dirs)
     print(curve_table(runs, args.variant, args.format))
     out = plot_curves(runs, args.out or Path(args.run_dirs[0]) / "curves.png", args.variant)

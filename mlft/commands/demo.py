@@ -2,10 +2,13 @@
 
 The experiment lives beside the recipes it runs (recipes/cpu/*.yaml), as a plain script one can read, copy and
 edit (`python recipes/demo.py --out runs/mine`); `mlft demo [flags]` runs the shipped copy with the same flags.
+The script imports the whole library (torch, trl): building `mlft`'s parser never runs it, only reads its one-line
+HELP from the source; its flags and description are added when `mlft demo` itself is parsed or asked for help.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 from pathlib import Path
@@ -42,10 +45,27 @@ def experiment() -> ModuleType:
     return module
 
 
-def add_parser(sub) -> None:
+def script_help() -> str:
+    """The script's one-line `HELP`, read from its source without running it."""
+    try:
+        tree = ast.parse(script_path().read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return "the paper's experiment (its script is missing or unreadable: reinstall mlft)"
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "HELP" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return "the paper's experiment"
+
+
+def _arguments(p) -> None:
+    """The script's flags and description: the script runs here, when `mlft demo` is used."""
     demo = experiment()
-    p = sub.add_parser("demo", help=demo.HELP, description=demo.__doc__)
+    p.description = demo.__doc__
     demo.add_arguments(p)
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("demo", help=script_help(), later=_arguments)
     p.set_defaults(func=run)
 
 

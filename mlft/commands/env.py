@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from mlft.provenance import environment
-
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -16,6 +14,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from mlft.provenance import environment
+
     env = environment()
     if args.json:
         print(json.dumps(env, indent=2))

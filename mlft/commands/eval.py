@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.evals.runner import run_suite
-from mlft.evals.suite import available_suites, load_suite
-from mlft.generation.backends import check_backend, loads_model, options_from_args
-from mlft.generation.cli_flags import add_generation_flags, add_model_args, generation_settings
-from mlft.generation.models import DEFAULT_MODEL
-from mlft.reports.page import PAGE, write_report_page
+from mlft.evals.suite import available_suites
+from mlft.generation.cli_flags import add_generation_flags, add_model_args
 
 
 def add_parser(sub) -> None:
@@ -18,6 +14,7 @@ def add_parser(sub) -> None:
         help="run an eval suite: generate, score, report (tables, plot)",
         description="Run an eval suite (" + ", ".join(available_suites()) + ", or a .yaml path). "
         "Resumable: re-running reuses finished completions.",
+        later=add_model_args,  # backend option flags come from each backend's class (hf's imports torch)
     )
     p.add_argument("suite", help="suite name in eval/ or path to a suite YAML")
     p.add_argument(
@@ -34,11 +31,17 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--format", default="markdown", choices=["markdown", "csv"], help="printed table format")
     add_generation_flags(p)
-    add_model_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from mlft.evals.runner import run_suite
+    from mlft.evals.suite import load_suite
+    from mlft.generation.backends import check_backend, loads_model, options_from_args
+    from mlft.generation.cli_flags import generation_settings
+    from mlft.generation.models import DEFAULT_MODEL
+    from mlft.reports.page import PAGE, write_report_page
+
     check_backend(args.backend, "--backend")
     settings = {**generation_settings(args), **({"prompts": args.prompts} if args.prompts else {})}
     suite = load_suite(args.suite, args.overrides, settings)  # the flags win over the suite and its KEY=VALUE

@@ -5,13 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mlft.config import deep_merge, parse_overrides
 from mlft.errors import ConfigError
-from mlft.generation.backends import backend_options, check_backend, options_from_args
 from mlft.generation.cli_flags import add_model_args
-from mlft.training import chain
-from mlft.training.passes import checkpoint_step, evaluate_step, evaluation_backend
-from mlft.training.recipe import load_recipe
 
 
 def add_parser(sub) -> None:
@@ -21,17 +16,24 @@ def add_parser(sub) -> None:
         description="Evaluate every checkpoint of RUN_DIR (and the step-0 base model) with the "
         "run's evaluation block; passes already in curves.jsonl are skipped. "
         "Overrides change the evaluation, e.g. evaluation.quantized=[w8,w4].",
+        later=_model_args,
     )
     p.add_argument("run_dir", help="a run directory written by `mlft train`")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="recipe overrides (evaluation.*)")
     p.add_argument("--step", type=int, help="evaluate only this step (with --model: that model as this step)")
     p.add_argument("--not-end", action="store_true", help=argparse.SUPPRESS)
-    add_model_args(p)  # --model (a checkpoint to evaluate as --step: the training callback's), --backend, --device...
-    p.set_defaults(backend=None)  # the recipe's evaluation.backend unless --backend says otherwise
     p.set_defaults(func=run)
 
 
+def _model_args(p) -> None:
+    """The backend flags come from each backend's class (hf's imports torch): added when the command is used."""
+    add_model_args(p)  # --model (a checkpoint to evaluate as --step: the training callback's), --backend, --device...
+    p.set_defaults(backend=None)  # the recipe's evaluation.backend unless --backend says otherwise
+
+
 def _targets(run_dir: Path, recipe) -> list[tuple[int, str]]:
+    from mlft.training.passes import checkpoint_step
+
     out = [(0, recipe.model)] if recipe.evaluation.at_start else []
     ckpts = [(checkpoint_step(p), str(p)) for p in (run_dir / "checkpoints").glob("checkpoint-*")]
     return out + sorted((s, p) for s, p in ckpts if s is not None)
@@ -41,6 +43,10 @@ def run_recipe(run_dir: Path, overrides: list[str]):
     """The run's recipe, its `model` (step 0) set to the starting model kept in the run's chain (so a moved run,
     or one whose parent run is gone or retrained, evaluates the model it actually started from); the command
     line's overrides are parsed here, once, and laid over it (a `model=` of the user's wins)."""
+    from mlft.config import deep_merge, parse_overrides
+    from mlft.training import chain
+    from mlft.training.recipe import load_recipe
+
     if not (run_dir / "recipe.yaml").is_file():
         raise ConfigError(f"{run_dir}: not a run directory (no recipe.yaml)")
     start = {}
@@ -50,6 +56,9 @@ def run_recipe(run_dir: Path, overrides: list[str]):
 
 
 def run(args) -> int:
+    from mlft.generation.backends import backend_options, check_backend, options_from_args
+    from mlft.training.passes import evaluate_step, evaluation_backend
+
     run_dir = Path(args.run_dir)
     recipe = run_recipe(run_dir, args.overrides)
     ev = recipe.evaluation

@@ -5,22 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.data.seed import ALL
 from mlft.errors import ConfigError
-from mlft.generation.gating import (
-    FAMILIES,
-    distill,
-    evaluate_gate,
-    family_shares,
-    save_gate,
-    seed_rows,
-    text_rows,
-    token_families,
-    train_gate,
-)
-from mlft.generation.models import load, resolve
-from mlft.generation.steering import seed_records
-from mlft.provenance import model_provenance
 
 
 def add_parser(sub) -> None:
@@ -107,6 +92,22 @@ def _check(args) -> list[str]:
 
 def run(args) -> int:
     import time
+
+    from mlft.data.seed import ALL
+    from mlft.generation.gating import (
+        FAMILIES,
+        distill,
+        evaluate_gate,
+        family_shares,
+        save_gate,
+        seed_rows,
+        text_rows,
+        token_families,
+        train_gate,
+    )
+    from mlft.generation.models import load, resolve
+    from mlft.generation.steering import seed_records
+    from mlft.provenance import model_provenance
 
     sources = _check(args)
     languages = [x.strip() for x in args.languages.split(",")] if args.languages else None

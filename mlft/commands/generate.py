@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.completions import write_official_csv
-from mlft.config import from_dict
 from mlft.constants import TASKS
-from mlft.evals import lcb
-from mlft.evals.runner import EvalContext
-from mlft.generation.backends import check_backend, check_interventions, holds_weights, loads_model, options_from_args
-from mlft.generation.cli_flags import add_generation_flags, add_model_args, generation_settings, parse_interventions
-from mlft.generation.models import DEFAULT_MODEL, resolve
-from mlft.generation.runner import failed_count
-from mlft.io.locks import OutputLock
+from mlft.generation.cli_flags import add_generation_flags, add_model_args
 
 
 def add_parser(sub) -> None:
@@ -22,6 +14,7 @@ def add_parser(sub) -> None:
         help="generate LCB completions (JSONL, resumable)",
         description="Generate completions for LCB prompts. Re-running the same command resumes: "
         "only missing (or failed) prompts are generated.",
+        later=add_model_args,  # backend option flags come from each backend's class (hf's imports torch)
     )
     p.add_argument("--out", required=True, metavar="FILE.jsonl", help="completions file (appended, resumable)")
     p.add_argument("--csv", metavar="FILE.csv", help="also export the official CSV (id, model, completion, ...)")
@@ -46,11 +39,17 @@ def add_parser(sub) -> None:
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--token-stats", action="store_true", help="hf: record per-token entropy and nucleus size")
     add_generation_flags(p)
-    add_model_args(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from mlft.config import from_dict
+    from mlft.evals import lcb
+    from mlft.generation.backends import check_backend, check_interventions, loads_model, options_from_args
+    from mlft.generation.cli_flags import generation_settings, parse_interventions
+    from mlft.generation.models import DEFAULT_MODEL
+    from mlft.io.locks import OutputLock
+
     check_backend(args.backend, "--backend")
     opts = from_dict(
         lcb.LcbOptions,
@@ -80,6 +79,13 @@ def run(args) -> int:
 
 def _generate(args, opts, run_, model_ref, backend_opts) -> int:
     """The eval runner's pipeline (EvalContext: backend, model transforms, saved-weight loading) for one run."""
+    from mlft.completions import write_official_csv
+    from mlft.evals import lcb
+    from mlft.evals.runner import EvalContext
+    from mlft.generation.backends import holds_weights
+    from mlft.generation.models import resolve
+    from mlft.generation.runner import failed_count
+
     ctx = EvalContext(Path(args.out).parent, args.backend, backend_opts, model_ref, progress=not args.no_progress)
     try:
         if holds_weights(args.backend):  # cheapest first: the model reference, then the data, then the weights

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.harness import task_manager, tasks_dir
-from mlft.harness.lcb_task import samples_to_completions
-from mlft.io.jsonl import write_jsonl
-
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -30,6 +26,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from mlft.harness import task_manager, tasks_dir
+    from mlft.harness.lcb_task import samples_to_completions
+    from mlft.io.jsonl import write_jsonl
+
     if args.action == "path":
         print(tasks_dir())
     elif args.action == "tasks":

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mlft.benchmarks.lcb.data import load_prompts, summarize
-from mlft.benchmarks.lcb.fetch import ENV_VAR, import_files
 from mlft.constants import TASKS
-from mlft.generation.prompting import examples_json
+from mlft.paths import LCB_DATA_ENV
 
 
 def add_parser(sub) -> None:
@@ -15,7 +13,7 @@ def add_parser(sub) -> None:
         "lcb",
         help="fetch/import the LCB test sets and summarise them",
         description="Load the official LCB test sets (downloaded into the cache with a checksum "
-        f"check, or imported offline with --from PATH or ${ENV_VAR}). --from copies the "
+        f"check, or imported offline with --from PATH or ${LCB_DATA_ENV}). --from copies the "
         "LCB files PATH holds into the cache (~/.cache/mlft/lcb; $MLFT_CACHE moves it), "
         "each checked against its official checksum, so every later command (mlft demo, "
         "eval, score, paper-tables) finds them offline.",
@@ -41,6 +39,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from mlft.benchmarks.lcb.data import load_prompts, summarize
+    from mlft.benchmarks.lcb.fetch import import_files
+    from mlft.generation.prompting import examples_json
+
     if args.source_path and not args.no_verify:
         imported = import_files(args.source_path, convert_few_shot=examples_json)
         print(

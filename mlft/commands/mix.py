@@ -7,21 +7,23 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mlft.config import help_of
-from mlft.data.mix import build_mix, load_mix
-from mlft.data.mix_config import MixConfig, SourceConfig
 from mlft.errors import ConfigError
-from mlft.training.spread import filter_mix
+
+
+def _describe(p) -> None:
+    """The description lists the mix keys with their help (read from the config dataclasses when asked)."""
+    from mlft.config import help_of
+    from mlft.data.mix_config import MixConfig, SourceConfig
+
+    keys = "; ".join(f"{k}: {v}" for k, v in {**help_of(MixConfig), **help_of(SourceConfig)}.items() if v)
+    p.description = (
+        "Build the exact training mix of a data-mix file into OUT/mix/ "
+        "(train.jsonl, stats.json, decontamination.json, mix.yaml). Keys: " + keys
+    )
 
 
 def add_parser(sub) -> None:
-    keys = "; ".join(f"{k}: {v}" for k, v in {**help_of(MixConfig), **help_of(SourceConfig)}.items() if v)
-    p = sub.add_parser(
-        "mix",
-        help="validate or build a data mix (data_mixes/*.yaml)",
-        description="Build the exact training mix of a data-mix file into OUT/mix/ "
-        "(train.jsonl, stats.json, decontamination.json, mix.yaml). Keys: " + keys,
-    )
+    p = sub.add_parser("mix", help="validate or build a data mix (data_mixes/*.yaml)", later=_describe)
     p.add_argument("mix", help="data-mix YAML, e.g. data_mixes/cpu/multilingual_sft.yaml")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. total=500 seed=1")
     p.add_argument("--out", type=Path, help="output folder (omit to only validate and show the plan)")
@@ -44,6 +46,7 @@ def add_parser(sub) -> None:
 
 
 def run_filter(args) -> int:
+    from mlft.training.spread import filter_mix
 
     if len(args.overrides) != 1 or args.pass_dir is None or args.out is None:
         raise ConfigError("usage: mlft mix filter MIX_DIR --pass PASS_DIR --out OUT")
@@ -73,6 +76,8 @@ def run_filter(args) -> int:
 def run(args) -> int:
     if args.mix == "filter":
         return run_filter(args)
+    from mlft.data.mix import build_mix, load_mix
+
     mix = load_mix(args.mix, args.overrides)
     print(f"{args.mix}: {mix.kind} mix of {mix.total} rows, seed {mix.seed}")
     for i, lang, n in mix.counts():

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlft.benchmarks.multisense.fetch import fetch
 from mlft.benchmarks.multisense.prompts import LANGUAGES, TASKS
-from mlft.benchmarks.multisense.replay import table1
 
 
 def add_parser(sub) -> None:
@@ -26,6 +24,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from mlft.benchmarks.multisense.fetch import fetch
+    from mlft.benchmarks.multisense.replay import table1
+
     if args.action == "fetch":
         fetch(args.task or list(TASKS), args.language or list(LANGUAGES), Path(args.dest) if args.dest else None)
     elif args.action == "replay":

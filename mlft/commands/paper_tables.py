@@ -5,13 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mlft.benchmarks.lcb.fetch import OUTPUTS, lcb_cache
-from mlft.benchmarks.lcb.scoring import score_completions
-from mlft.completions import read_completions
 from mlft.errors import DataError
 from mlft.format import render
-from mlft.paths import shared_dir
-from mlft.reports.paper_tables import paper_tables
+from mlft.paths import lcb_data_path, shared_dir
 
 EXT = {"markdown": "md", "csv": "csv", "latex": "tex"}
 
@@ -37,9 +33,9 @@ def add_parser(sub) -> None:
 
 
 def _default_files() -> list[Path]:
-    import os
+    from mlft.benchmarks.lcb.fetch import OUTPUTS, lcb_cache
 
-    roots = [Path(os.environ["MLFT_LCB_DATA"]) / "outputs"] if os.environ.get("MLFT_LCB_DATA") else []
+    roots = [lcb_data_path() / OUTPUTS] if lcb_data_path() is not None else []
     roots.append(lcb_cache() / OUTPUTS)  # imported by `mlft lcb --from PATH`
     if shared_dir():
         roots.append(shared_dir() / "lcb" / "outputs")
@@ -54,6 +50,10 @@ def _default_files() -> list[Path]:
 
 
 def run(args) -> int:
+    from mlft.benchmarks.lcb.scoring import score_completions
+    from mlft.completions import read_completions
+    from mlft.reports.paper_tables import paper_tables
+
     files = [Path(f) for f in args.files] or _default_files()
     completions = []
     for f in files:

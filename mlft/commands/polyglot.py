@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlft.benchmarks.polyglot.data import LANGUAGES
-from mlft.benchmarks.polyglot.fetch import fetch
 
 
 def add_parser(sub) -> None:
@@ -22,6 +21,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from mlft.benchmarks.polyglot.fetch import fetch
+
     if args.action == "fetch":
         fetch(args.language or list(LANGUAGES), Path(args.dest) if args.dest else None)
     return 0

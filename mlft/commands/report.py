@@ -6,8 +6,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from mlft.reports.page import PAGE, write_page
-
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -18,7 +16,15 @@ def add_parser(sub) -> None:
         "and guard curves with 95 % bands, the per-language heatmap, every reply with its "
         "lines as the LCB scorer judged them (filters: verdict, guard flag, language, "
         "source), and the same prompt under two checkpoints or variants side by side.",
+        later=_arguments,
     )
+    p.set_defaults(func=run)
+
+
+def _arguments(p) -> None:
+    """The flags (--out names the page's file), defined when `mlft report` is used."""
+    from mlft.reports.page import PAGE
+
     p.add_argument(
         "folders",
         nargs="+",
@@ -33,10 +39,11 @@ def add_parser(sub) -> None:
         help="fastText model of the per-line verdicts (default: the bundled lid.176.ftz, as mlft eval)",
     )
     p.add_argument("--workers", type=int, default=None, help="scoring processes for large views (default: all cores)")
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from mlft.reports.page import PAGE, write_page
+
     out = Path(args.out) if args.out else Path(args.folders[0]) / PAGE
     path, page = write_page(args.folders, out, workers=args.workers, lid=args.lid)
     for m in page.messages:

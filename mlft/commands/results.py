@@ -8,7 +8,6 @@ import shutil
 from pathlib import Path
 
 from mlft.errors import DataError
-from mlft.reports.results import MAIN_TABLE, SCHEMA, block_problems, headline_table, update_blocks
 
 
 def add_parser(sub) -> None:
@@ -20,9 +19,10 @@ def add_parser(sub) -> None:
         "committed source of the docs' numbers); --update rewrites the "
         "`<!-- results:NAME ... -->` blocks of the given pages from it; --check only "
         "lists the blocks that differ (exit 1).",
+        later=_defaults,
     )
     p.add_argument("file", help="results file (JSON)")
-    p.add_argument("--table", default=MAIN_TABLE, help="which table of the file to print")
+    p.add_argument("--table", help="which table of the file to print (default: %(default)s)")
     p.add_argument(
         "--commit",
         metavar="DIR",
@@ -35,7 +35,16 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _defaults(p) -> None:
+    """--table's default, the results files' main table (read from mlft.reports.results when asked)."""
+    from mlft.reports.results import MAIN_TABLE
+
+    p.set_defaults(table=MAIN_TABLE)
+
+
 def load(path: str | Path) -> dict:
+    from mlft.reports.results import SCHEMA
+
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -47,6 +56,8 @@ def load(path: str | Path) -> dict:
 
 
 def run(args) -> int:
+    from mlft.reports.results import block_problems, headline_table, update_blocks
+
     record = load(args.file)
     if args.commit:
         dest = Path(args.commit) / f"{record['name']}.json"

@@ -7,14 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from mlft.benchmarks.lcb.judge import JUDGES, beside_rows, judge_report, metric_name
-from mlft.benchmarks.lcb.metrics import WORD_CHECKS, ScoreOptions
-from mlft.benchmarks.lcb.scoring import score_completions, score_guard
-from mlft.completions import read_completions
+from mlft.benchmarks.lcb.metrics import WORD_CHECKS
 from mlft.errors import ConfigError
-from mlft.format import render
-from mlft.languages import check_language
-from mlft.reports.score_tables import beside_table, guard_tables, guarded_rows, long_table, matrix_tables
+from mlft.langid import OTHER_LIDS as JUDGES  # the second judges (mlft.benchmarks.lcb.judge.JUDGES)
 
 OUTPUT_FORMATS = ("table", "markdown", "tsv", "csv", "json")
 
@@ -95,6 +90,8 @@ def add_parser(sub) -> None:
 
 
 def _aliases(items: list[str]) -> dict[str, set[str]]:
+    from mlft.languages import check_language
+
     out: dict[str, set[str]] = {}
     for item in items:
         if "=" not in item:
@@ -106,6 +103,13 @@ def _aliases(items: list[str]) -> dict[str, set[str]]:
 
 
 def run(args) -> int:
+    from mlft.benchmarks.lcb.judge import beside_rows, judge_report, metric_name
+    from mlft.benchmarks.lcb.metrics import ScoreOptions
+    from mlft.benchmarks.lcb.scoring import score_completions, score_guard
+    from mlft.completions import read_completions
+    from mlft.format import render
+    from mlft.reports.score_tables import beside_table, guard_tables, guarded_rows, long_table, matrix_tables
+
     options = ScoreOptions(word_check=args.word_check, label_aliases=_aliases(args.label_alias))
     completions = []
     for f in args.files:

@@ -3,15 +3,6 @@
 from __future__ import annotations
 
 from mlft.errors import ConfigError
-from mlft.generation.models import load, resolve
-from mlft.generation.steering import (
-    MIN_TEXTS_PER_LANGUAGE,
-    build_vectors,
-    check_vector_texts,
-    parallel_texts,
-    save_vectors,
-)
-from mlft.provenance import model_provenance
 
 
 def add_parser(sub) -> None:
@@ -19,7 +10,15 @@ def add_parser(sub) -> None:
         "steer",
         help="build language vectors for the steer intervention",
         description="Language steering vectors (ReCoVeR `mean` per layer, ITLC `lda` at one layer).",
+        later=_arguments,
     )
+    p.set_defaults(func=run)
+
+
+def _arguments(p) -> None:
+    """The actions and their flags (--per-language names steering's minimum), defined when `mlft steer` is used."""
+    from mlft.generation.steering import MIN_TEXTS_PER_LANGUAGE
+
     s = p.add_subparsers(dest="steer_command", metavar="ACTION", required=True)
     b = s.add_parser(
         "build",
@@ -46,11 +45,20 @@ def add_parser(sub) -> None:
     )
     b.add_argument("--polyglot-dir", default=None, help="folder of the polyglot parquet files")
     b.add_argument("--batch-size", type=int, default=16)
-    p.set_defaults(func=run)
 
 
 def run(args) -> int:
     import time
+
+    from mlft.generation.models import load, resolve
+    from mlft.generation.steering import (
+        MIN_TEXTS_PER_LANGUAGE,
+        build_vectors,
+        check_vector_texts,
+        parallel_texts,
+        save_vectors,
+    )
+    from mlft.provenance import model_provenance
 
     try:
         layers = [int(x) for x in args.layers.split(",")] if args.layers else None

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from mlft.format import FORMATS
-from mlft.reports.mitigation import load_spec, plot_table, tables
 
 
 def add_parser(sub) -> None:
@@ -27,6 +26,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from mlft.reports.mitigation import load_spec, plot_table, tables
+
     spec = load_spec(args.spec)
     built = tables(spec)
     text = "\n".join(t.render(args.format) for t in built)

@@ -7,21 +7,24 @@ import shlex
 import subprocess
 import sys
 
-from mlft.config import help_of
 from mlft.errors import ConfigError
-from mlft.training.launch import launch_command, slurm_allocation
-from mlft.training.recipe import Recipe, load_recipe
-from mlft.training.train import train
+
+
+def _describe(p) -> None:
+    """The description lists the recipe keys (read from the Recipe dataclass when asked)."""
+    from mlft.config import help_of
+    from mlft.training.recipe import Recipe
+
+    p.description = (
+        "Train with trl's SFTTrainer/DPOTrainer/GRPOTrainer from one recipe YAML. The recipe is "
+        "validated (against the installed trl) before anything is loaded; training "
+        f"resumes from the run's last checkpoint. Recipe keys: {', '.join(help_of(Recipe))}."
+    )
 
 
 def add_parser(sub) -> None:
-    keys = ", ".join(help_of(Recipe))
     p = sub.add_parser(
-        "train",
-        help="train a recipe (SFT/DPO, full or LoRA) with per-checkpoint evaluation",
-        description="Train with trl's SFTTrainer/DPOTrainer/GRPOTrainer from one recipe YAML. The recipe is "
-        "validated (against the installed trl) before anything is loaded; training "
-        f"resumes from the run's last checkpoint. Recipe keys: {keys}.",
+        "train", help="train a recipe (SFT/DPO, full or LoRA) with per-checkpoint evaluation", later=_describe
     )
     p.add_argument("recipe", help="recipe YAML, e.g. recipes/cpu/multilingual_sft.yaml")
     p.add_argument(
@@ -76,6 +79,8 @@ def launched() -> bool:
 
 def _launch_command(args, recipe) -> list[str] | None:
     """The `accelerate launch` argv for this invocation, or None to train in this process."""
+    from mlft.training.launch import launch_command, slurm_allocation
+
     slurm = args.launcher == "slurm"
     if slurm and (args.no_launch or launched()):
         raise ConfigError(
@@ -121,6 +126,9 @@ def check_trainer_config(recipe, accelerate_config: str | None = None) -> None:
 
 
 def run(args) -> int:
+    from mlft.training.recipe import load_recipe
+    from mlft.training.train import train
+
     recipe = load_recipe(args.recipe, args.overrides)
     if args.check:
         check_trainer_config(recipe, args.accelerate_config)

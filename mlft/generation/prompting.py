@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Literal
 from mlft.benchmarks.lcb.fetch import ENV_VAR, FEW_SHOT
 from mlft.errors import ConfigError, DataError
 from mlft.io.download import download
-from mlft.paths import cache_dir, shared_dir
+from mlft.paths import cache_dir, lcb_data_path, shared_dir
 
 FEW_SHOT_FILE = "few_shot_examples.json"
 QA_STOP = "\nQ:"
@@ -114,8 +113,8 @@ def locate_examples(explicit: str | None = None) -> Path:
             raise DataError(f"{explicit}: few-shot examples file not found")
         return path
     candidates = []
-    if os.environ.get(ENV_VAR):
-        candidates.append(Path(os.environ[ENV_VAR]) / FEW_SHOT_FILE)
+    if lcb_data_path() is not None:
+        candidates.append(lcb_data_path() / FEW_SHOT_FILE)
     if shared_dir() is not None:
         candidates.append(shared_dir() / "lcb" / FEW_SHOT_FILE)
     candidates.append(cache_dir() / "lcb" / FEW_SHOT_FILE)

@@ -85,22 +85,21 @@ def locate(
     explicit: str | Path | None = None,
     verify: bool = True,
     *,
-    env_var: str,
+    data_path: Path | None,
     cache: Path,
     offline_hint: str = "",
 ) -> Path:
-    """Path of a local, verified copy of `remote`: `explicit` (a file, or a folder holding it), else the folder
-    (or file) named by `$env_var`, else `cache/remote.name`, else a download into `cache`."""
+    """Path of a local, verified copy of `remote`: `explicit` (a file, or a folder holding it), else `data_path`
+    (the folder or file the environment points at, e.g. `mlft.paths.lcb_data_path()`; used when it holds
+    `remote`), else `cache/remote.name`, else a download into `cache`."""
     if explicit is not None:
         given = Path(explicit)
         cand = given / remote.name if given.is_dir() else given
         if not cand.is_file():
             raise DataError(f"{explicit}: no {remote.name} there")
         return verified(cand, remote, verify)
-    env = os.environ.get(env_var)
-    if env:
-        given = Path(env)
-        cand = given / remote.name if given.is_dir() else given
+    if data_path is not None:
+        cand = data_path / remote.name if data_path.is_dir() else data_path
         if cand.is_file() and cand.name == remote.name:
             return verified(cand, remote, verify)
     cached = cache / remote.name

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from mlft.generation.interventions.quantize import Scheme
 from mlft.generation.models import eval_mode
 from mlft.io import curve_file
 from mlft.io.metric_rows import CurveRow, HarnessStats, MetricRow, rows_of
+from mlft.paths import lcb_data_path
 
 log = get_logger(__name__)
 
@@ -248,7 +248,7 @@ def load_pass_suite(p: EvalPass) -> EvalSuite:
     copy, so a run never changes it); the suite file's change time is part of the key."""
     path = suite_path(p.suite)
     key = json.dumps(
-        [str(path.resolve()), path.stat().st_mtime_ns, p.settings, p.interventions, os.environ.get("MLFT_LCB_DATA")],
+        [str(path.resolve()), path.stat().st_mtime_ns, p.settings, p.interventions, lcb_data_path()],
         sort_keys=True,
         default=str,
     )

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from mlft.config import _coerce, apply_overrides, deep_merge, did_you_mean, from_dict, load_yaml
+from mlft.config import apply_overrides, coerce, deep_merge, did_you_mean, from_dict, load_yaml
 from mlft.console import get_logger, rank
 from mlft.data.mix import load_mix
 from mlft.errors import ConfigError
@@ -235,7 +235,7 @@ def _check_arg_type(value: Any, tp: Any, where: str) -> Any:
     enums = [a for a in typing.get_args(tp) if isinstance(a, type) and issubclass(a, Enum)]
     if enums and isinstance(value, str):  # `SchedulerType | str`: the str must name a member
         return _check_arg_type(value, enums[0], where)
-    return _coerce(value, tp, where)
+    return coerce(value, tp, where)
 
 
 # transformers 5.2x renamed `gradient_checkpointing(_kwargs)` to `activation_checkpointing(_kwargs)` (the old names

@@ -23,7 +23,7 @@ from mlft.errors import DataError, MissingDataError
 from mlft.io.download import RemoteFile, download, file_digest, verified
 from mlft.io.download import locate as _locate
 from mlft.langid import LID_BIN
-from mlft.paths import cache_dir
+from mlft.paths import LCB_DATA_ENV, cache_dir, lcb_data_path
 
 __all__ = [
     "RemoteFile",
@@ -65,7 +65,7 @@ FEW_SHOT = RemoteFile(
 )
 FEW_SHOT_FILE = "few_shot_examples.json"  # the stored form (mlft.generation.prompting reads it)
 OUTPUTS = "outputs"  # the paper's released completions, outputs/*.csv (`mlft paper-tables`)
-ENV_VAR = "MLFT_LCB_DATA"
+ENV_VAR = LCB_DATA_ENV  # read by mlft.paths.lcb_data_path alone; named here in the messages
 OFFLINE_HINT = f"offline, import a local copy with --from PATH or set {ENV_VAR}=PATH"
 HOW_OFFLINE = (
     f"import them once with `mlft lcb --from PATH` (PATH: test_sets.zip, or a folder holding it or its "
@@ -82,7 +82,7 @@ def lcb_cache() -> Path:
 def locate(remote: RemoteFile, explicit: str | Path | None = None, verify: bool = True) -> Path:
     """Path of a local, verified copy of `remote`: `explicit` (a file, or a folder holding it), else
     `$MLFT_LCB_DATA`, else the cache, else a download into the cache."""
-    return _locate(remote, explicit, verify, env_var=ENV_VAR, cache=lcb_cache(), offline_hint=OFFLINE_HINT)
+    return _locate(remote, explicit, verify, data_path=lcb_data_path(), cache=lcb_cache(), offline_hint=OFFLINE_HINT)
 
 
 # ---------------------------------------------------------------- the test sets: the zip or an extracted copy
@@ -122,9 +122,9 @@ def locate_test_sets(explicit: str | Path | None = None, verify: bool = True) ->
         if given.is_dir() and not (given / TEST_SETS.name).is_file():
             return given  # an extracted copy, read as the user gave it
         return locate(TEST_SETS, given, verify)
-    env = os.environ.get(ENV_VAR)
-    if env and Path(env).is_dir() and not (Path(env) / TEST_SETS.name).is_file() and _csv_files(Path(env)):
-        return Path(env)
+    env = lcb_data_path()
+    if env and env.is_dir() and not (env / TEST_SETS.name).is_file() and _csv_files(env):
+        return env
     cached_zip = lcb_cache() / TEST_SETS.name
     cached_tree = lcb_cache() / TEST_SETS_FOLDER
     if not (cached_zip.is_file() and file_digest(cached_zip) == TEST_SETS.digest) and cached_tree.is_dir():
@@ -237,7 +237,7 @@ def require(
         except DataError as exc:
             failed.append((name, str(exc)))
     if failed:
-        env = os.environ.get(ENV_VAR)
+        env = lcb_data_path()
         where = f"${ENV_VAR} ({env})" if env else f"${ENV_VAR} (unset)"
         why = failed[0][1].split("; offline")[0]
         raise MissingDataError(
