@@ -12,19 +12,25 @@ second implementation of a rule lives here:
               word by the official word check (the verdict behind WPR), else 0.0; None (not applicable, no
               signal) for Latin-script targets
   validity    lexical validity in [0, 1]: the share of the reply's words that are words of the target language
-              (`mlft.benchmarks.lcb.guard.lexical_validity`, the guard's column); 0 for a reply without a word; None
-              for a
-              language without a lexicon
-  degeneracy  -1.0 for a reply the guard flags degenerate (`mlft.benchmarks.lcb.guard.is_degenerate`: empty, no words,
-              loops), else 0.0: a penalty
+              (`mlft.benchmarks.lcb.guard.strict_lexical_validity`: the guard's measure of the visible text, and
+              for a non-Latin target a word with a Latin letter is not a word of it); 0 for a reply without a word;
+              None for a language without a lexicon
+  degeneracy  -1.0 for a reply the reward's view of the guard flags degenerate
+              (`mlft.benchmarks.lcb.guard.strict_degeneracy_reason`: the guard's rules on the text with invisible
+              characters and look-alike letters folded, plus templates and loop tails), else 0.0: a penalty
   gated_language
               a stricter language reward that LCB's blind spots cannot buy: r = L * (floor + (1 - floor) * G).
-              L = 1 when the official line verdict holds, the counted lines (>= 5 tokens) hold >= `min_share` of the
-              reply's tokens (one counted line among short English ones does not pass), and nothing is judged away
-              after "\nQ:" (`after_q: judge`: the whole reply is judged; `cut`: the tail is not judged but its
-              tokens count among the reply's, so a long tail fails the share). G = 1 when the guard passes the
-              whole reply: not degenerate and lexically valid (validity > VALID_SHARE, or no lexicon). A gate,
-              not a sum: no term can make up for another.
+              L (`strict_language`): the reply's own line verdict -- lines judged when they hold >= 5 words
+              (`word_tokens`: punctuation of any script, symbols, digits and whitespace tokens are not words),
+              code (`without_code`) neither judged nor counted, every judged line in the requested language and
+              the judged text by a margin over the best other language, at most a fifth of the words English
+              (non-Latin targets, case-insensitive), no invented "\nQ:" turn (`after_q: judge`; `cut`: the
+              tail is not judged but its words count among the reply's) -- and the judged lines hold >=
+              `min_share` of the reply's words (one judged line among short English ones does not pass). G = 1
+              when the guard's reward view passes the whole reply: not degenerate (`strict_degeneracy_reason`)
+              and lexically valid (`strict_lexical_validity` > `valid_share`, 0.8, or no lexicon). A gate, not a
+              sum: no term can make up for another. None of these terms reads the prompt: a refusal, an echo or
+              a wrong answer in fluent language is paid (issue 42; docs/rl.md, "Reply classes x recipes").
 The official verdict stays the *metric* (`mlft score`, LPR); only this reward is stricter.
 
 REWARDS is a `mlft.registry.Registry`; a term is a callable `(replies, languages, scorer, **options) -> list of
@@ -56,6 +62,7 @@ from mlft.benchmarks.lcb.guard import (
     bare_line,
     strict_degeneracy_reason,
     strict_lexical_validity,
+    visible_text,
     word_tokens,
 )
 from mlft.benchmarks.lcb.metrics import (
@@ -64,6 +71,7 @@ from mlft.benchmarks.lcb.metrics import (
     ScoreOptions,
     analyze_reply,
     line_verdict,
+    normalize,
     word_verdict,
 )
 from mlft.benchmarks.lcb.scoring import load_resources
@@ -167,8 +175,9 @@ def degeneracy(replies: Sequence[str], languages: Sequence[str], scorer: ReplySc
 AFTER_Q = ("judge", "cut")
 TURN = "\nQ:"  # the official scorer cuts the reply here: the model has started the user's next turn
 MARGIN = 0.3  # a judged line's LID score must beat the best other language's by this much (close languages)
-STRICT_VALID_SHARE = 0.8  # the gate's lexical validity bar (the guard's column uses VALID_SHARE = 0.5)
-ENGLISH_SHARE = 0.05  # non-Latin targets: English words (case-insensitive) beyond this share of the words fail
+STRICT_VALID_SHARE = 0.8  # the gate's lexical validity bar (the guard's column uses VALID_SHARE = 0.5): ~45 %
+# English in a Latin-script reply scores 0.47-0.75 (fr, de, es, tr probes), the honest probes >= 0.89
+ENGLISH_SHARE = 0.2  # non-Latin targets: English words (case-insensitive) beyond this share of the words fail
 CODE_SHARE = 0.5  # code (fenced blocks, inline spans) is left out of the judged text up to this share of the reply
 _FENCE = re.compile(r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
 _INLINE = re.compile(r"`([^`\n]+)`")
@@ -234,10 +243,14 @@ def strict_language(text: str, lang: str, scorer: ReplyScorer, margin: float = M
     - a line is judged when it holds >= min_tokens words (`word_tokens`: punctuation, symbols, digits and
       whitespace tokens are not words); at least one line is judged, and the judged lines hold >= the share
       `gated_language` asks (checked there);
-    - every judged line (`bare_line`) is labelled the requested language (or an alias) above the threshold AND
-      by `margin` over the best other language (a close language: pt/gl, ru/uk mixed lines score 0.0-0.3 apart,
-      honest lines of the probes >= 0.37: tests/data/reward_probes.yaml);
-    - non-Latin targets: at most ENGLISH_SHARE of the words are English (`english_share`)."""
+    - every judged line, as LCB's LID reads it (the official normalisation of the visible line), is labelled the
+      requested language (or an alias) above the threshold, and the judged text as a whole is labelled it by
+      `margin` over the best other language: lines mixing a close language (pt/gl-es, ru/uk, id/ms) score
+      0.05-0.25 apart, the honest replies of the probes >= 0.51 (tests/data/reward_probes.yaml; per line, short
+      honest lines of GPT-4 Turbo fell under 0.3, so the margin is taken over the whole judged text);
+    - non-Latin targets: at most ENGLISH_SHARE of the words are English (`english_share`, case-insensitive): the
+      probes' capitalised English is 0.25-0.33 of the words, `Password를` replies 0.33-0.88; 2.3 % of GPT-4
+      Turbo's LCB-clean non-Latin replies (product names, JSON keys) are above 0.2, 8.9 % above 0.05."""
     if after_q == "judge" and TURN in text:
         return False
     seen = without_code(text.split(TURN)[0] if after_q == "cut" else text)
@@ -245,10 +258,14 @@ def strict_language(text: str, lang: str, scorer: ReplyScorer, margin: float = M
     if not lines:
         return False
     accepted = {lang} | set(scorer.options.label_aliases.get(lang, ()))
-    for line in lines:
-        label, score, second = scorer.top2(bare_line(line))
-        if label not in accepted or score <= scorer.options.threshold or score - second < margin:
+    judged = [normalize(visible_text(x)) for x in lines]  # what LCB's LID reads, without invisible characters
+    for line in judged:
+        label, score, _ = scorer.top2(line)
+        if label not in accepted or score <= scorer.options.threshold:
             return False
+    label, score, second = scorer.top2(" ".join(judged))  # the margin: over the judged text as a whole
+    if label not in accepted or score - second < margin:
+        return False
     return lang not in NON_LATIN or english_share(seen, scorer.resources[1]) <= ENGLISH_SHARE
 
 
