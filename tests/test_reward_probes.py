@@ -1,4 +1,4 @@
-"""The GRPO rewards against hand-written adversarial replies (tests/data/reward_probes.yaml, issue 42).
+"""The GRPO rewards against hand-written adversarial replies (tests/data/reward_probes.yaml).
 
 Two parts. The blind spots 2-7 of `gated_language`, each a probe that bought the full reward before its fix. Then
 the goal per reply class, under every shipped GRPO recipe but the negative controls (`*_control.yaml`), the

@@ -30,7 +30,7 @@ second implementation of a rule lives here:
               when the guard's reward view passes the whole reply: not degenerate (`strict_degeneracy_reason`)
               and lexically valid (`strict_lexical_validity` > `valid_share`, 0.8, or no lexicon). A gate, not a
               sum: no term can make up for another. None of these terms reads the prompt: a refusal, an echo or
-              a wrong answer in fluent language is paid (issue 42; docs/rl.md, "Reply classes x recipes").
+              a wrong answer in fluent language is paid (docs/rl.md, "Reply classes x recipes").
 The official verdict stays the *metric* (`mlft score`, LPR); only this reward is stricter.
 
 REWARDS is a `mlft.registry.Registry`; a term is a callable `(replies, languages, scorer, **options) -> list of

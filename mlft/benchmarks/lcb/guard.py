@@ -75,6 +75,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlft.benchmarks.lcb.metrics import Tokenized, normalize, tokenized
+from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.constants import VALID_SHARE
 from mlft.langid import LanguageIdentifier
 from mlft.languages import SCRIPT_RANGES
@@ -460,7 +461,7 @@ def is_lexically_valid(text: str, lang: str) -> bool | None:
     return None if v is None else v > VALID_SHARE
 
 
-# ---------------------------------------------------------------- the reward's stricter view (issue 42)
+# ---------------------------------------------------------------- the reward's stricter view
 # The guard's columns above are calibrated on the paper's released replies and stay as they are. A reward is
 # optimised against, so the GRPO reward terms (`mlft.training.rewards`) read replies through the stricter checks
 # below: copies made "different" by an invisible character or a look-alike letter are the same copy, a template
@@ -569,8 +570,6 @@ def word_tokens(line: str, lang: str) -> list[str]:
     keeping the tokens with a letter. So `…`, `«`, `»`, `–`, `·` (the official normalisation strips ASCII
     punctuation only), digits and jieba's whitespace tokens are not words, and cannot fill the 5 tokens a line
     needs to be judged."""
-    from mlft.benchmarks.lcb.tokenize import tokenize
-
     clean = " ".join(visible_text(line).translate(_punct_to_space()).split())
     return [t for t in tokenize(clean, lang) if _has_letter(t)] if clean else []
 
