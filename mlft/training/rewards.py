@@ -163,12 +163,13 @@ def words(replies: Sequence[str], languages: Sequence[str], scorer: ReplyScorer)
 
 
 def validity(replies: Sequence[str], languages: Sequence[str], scorer: ReplyScorer) -> list[float | None]:
-    """Lexical validity of each reply in its requested language (the guard's measure), None without a lexicon."""
+    """Lexical validity of each reply in its requested language (the guard's measure, read strictly:
+    `strict_lexical_validity`), None without a lexicon."""
     return [strict_lexical_validity(text, lang) for text, lang in zip(replies, languages, strict=True)]
 
 
 def degeneracy(replies: Sequence[str], languages: Sequence[str], scorer: ReplyScorer) -> list[float]:
-    """-1.0 for a degenerate reply (the guard's rule), else 0.0."""
+    """-1.0 for a degenerate reply (the guard's rules, read strictly: `strict_degeneracy_reason`), else 0.0."""
     return [-1.0 if strict_degeneracy_reason(text) is not None else 0.0 for text in replies]
 
 
