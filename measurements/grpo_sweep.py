@@ -1,6 +1,6 @@
 """GRPO dev sweep: which reward weights, KL (beta) and group size keep the guard intact?
 
-Each configuration is a short GRPO LoRA run of recipes/cpu/grpo_crosslingual.yaml on the embedded model, evaluated
+Each configuration is a short GRPO LoRA run of recipes/cpu/grpo_summed_control.yaml on the embedded model, evaluated
 at its last step on the dev split eval/grpo_dev.yaml (held-out seed items, never LCB; fastText and langdetect),
 against one shared step-0 pass of the base model. Prints one line per configuration: cross-lingual / monolingual
 LPR (fastText), cross-lingual LPR (langdetect), coverage, degeneracy, validity (cross-lingual), NLL, the last
@@ -26,7 +26,7 @@ from mlft.training.recipe import load_recipe
 from mlft.training.rewards import read_reward_curves
 from mlft.training.train import train
 
-RECIPE = "recipes/cpu/grpo_crosslingual.yaml"
+RECIPE = "recipes/cpu/grpo_summed_control.yaml"
 SUITE = "grpo_dev"
 DEFAULT = (
     "[{name: language, weight: 1.0}, {name: words, weight: 0.5}, {name: validity, weight: 0.5}, "

@@ -98,7 +98,7 @@ def test_keeps_prompts_answered_right_sometimes_and_writes_a_reloadable_mix(buil
     row = lambda r: (r["prompt"][0]["content"], r["language"], r["task"])  # noqa: E731
     assert sorted(map(row, rebuilt)) == sorted(map(row, kept))
     recipe = load_recipe(
-        REPO / "recipes/cpu/grpo_crosslingual.yaml",
+        REPO / "recipes/cpu/grpo_summed_control.yaml",
         [f"mix={root / 'spread' / FILTERED_MIX}", f"run_dir={root / 'run'}"],
     )
     assert recipe.mix == str(root / "spread" / FILTERED_MIX)

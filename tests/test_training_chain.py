@@ -194,7 +194,7 @@ def _dpo_on(parent: dict, prompt_ids, tmp_path: Path, resume: bool = False) -> P
     return moved
 
 
-GRPO = REPO / "recipes/cpu/grpo_crosslingual.yaml"
+GRPO = REPO / "recipes/cpu/grpo_summed_control.yaml"
 GRPO_FAST = [
     "training_args.max_steps=2",
     "training_args.save_steps=1",

@@ -25,7 +25,7 @@ from mlft.training.rewards import (
 )
 from tests.training_helpers import REPO, kill_after_first_checkpoint, mlft, noisy_lines, run
 
-GRPO = REPO / "recipes/cpu/grpo_crosslingual.yaml"
+GRPO = REPO / "recipes/cpu/grpo_summed_control.yaml"
 # 2 optimizer steps of 2 prompts x 2 replies x 12 tokens, a checkpoint after each, the tiny suite
 TINY_GRPO = [
     "training_args.max_steps=2",

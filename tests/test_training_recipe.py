@@ -68,7 +68,7 @@ def test_suite_overrides_are_parsed_once_when_the_recipe_loads():
     from mlft.evals.suite import load_suite
     from mlft.training.passes import passes_for
 
-    grpo = load_recipe(REPO / "recipes/cpu/grpo_crosslingual.yaml")  # suite_overrides: ["judge=langdetect"]
+    grpo = load_recipe(REPO / "recipes/cpu/grpo_summed_control.yaml")  # suite_overrides: ["judge=langdetect"]
     assert grpo.evaluation.suite_overrides == {"judge": "langdetect"}
     text = ["evaluation.suite_overrides=[per_language=2, decoding.max_new_tokens=32]"]
     typed = {"evaluation": {"suite_overrides": {"per_language": 2, "decoding": {"max_new_tokens": 32}}}}
