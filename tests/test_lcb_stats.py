@@ -153,8 +153,11 @@ def test_intervals_are_fast_and_seeded():
 
 def test_paired_bootstrap_finds_planted_difference():
     a, b = paired_runs(1, shift=0.2)  # B makes ~20 pp more line errors on 150 prompts
-    r = paired_test(a, b, "lpr", task="crosslingual", n=10000, seed=0)
+    r = paired_test(a, b, "lpr", task="crosslingual", method="bootstrap", n=10000, seed=0)
     assert r.n_pairs == 150 and r.n_dropped == 0 and r.method == "bootstrap"
+    perm = paired_test(a, b, "lpr", task="crosslingual", n=10000, seed=0)  # the default: same interval, exact p
+    assert perm.method == "permutation" and (perm.ci_low, perm.ci_high) == (r.ci_low, r.ci_high)
+    assert perm.p_value < 0.01
     assert r.diff == pytest.approx(r.b - r.a) and r.diff < -0.1
     assert r.ci_high < 0 and r.p_value < 0.01 and r.significant()
     m = paired_test(a, b, "lpr", method="mcnemar")
@@ -172,7 +175,7 @@ def test_paired_null_false_positive_rate():
     p_boot, p_mc = [], []
     for k in range(200):
         a, b = paired_runs(100 + k)
-        p_boot.append(paired_test(a, b, "lpr", n=1000, seed=k).p_value)
+        p_boot.append(paired_test(a, b, "lpr", method="bootstrap", n=1000, seed=k).p_value)
         p_mc.append(paired_test(a, b, "lpr", method="mcnemar").p_value)
     fpr_boot, fpr_mc = np.mean(np.array(p_boot) < 0.05), np.mean(np.array(p_mc) < 0.05)
     assert 0.01 <= fpr_boot <= 0.09, fpr_boot
