@@ -25,8 +25,10 @@ Intervals (`intervals`, `interval_rows`):
   Wilson score interval on the group's own denominator. Groups are small (~100 replies) and often at 100 %
   LPR, where a percentile bootstrap collapses to [1, 1]; Wilson keeps a sensible width and near-nominal coverage
   (an empty denominator gives [0, 1]). WPR's denominator (counted, line-clean replies) is taken as fixed.
-  Each stratum is resampled from its own units mixed with `PSEUDO` (one) unit's worth of its task's pool, and
-  the bootstrap distribution is centred back on the official value: a stratum at 0 % or 100 %, or holding a
+  Each stratum is resampled from its own units mixed with `PSEUDO` (one) unit's worth of a pool (its task's
+  strata of the same script, Latin or not: a Latin-script reply's word-error flag feeds no metric and must not
+  widen a non-Latin WPR), and the bootstrap distribution is centred back on the official value: a stratum at 0 %
+  or 100 %, or holding a
   single prompt, would otherwise add no variance (on 24 real reruns of the embedded model on lcb_demo, 61 % of
   single-pass monolingual language-row intervals held the value of the same prompts' other replies; with the
   pool 98 %; averages 97.5-99 %: measurements/calibration.py, tests/test_calibration.py). On simulated data (15
@@ -289,21 +291,33 @@ PSEUDO = 1.0  # intervals: pseudo-units each stratum borrows from its task's poo
 
 
 def _resample_counts(
-    codes: list[np.ndarray], n: int, rng: np.random.Generator, features: list[np.ndarray], pseudo: float = 0.0
+    codes: list[np.ndarray],
+    n: int,
+    rng: np.random.Generator,
+    features: list[np.ndarray],
+    pseudo: float = 0.0,
+    pools: Sequence | None = None,
 ) -> list[np.ndarray]:
     """Bootstrap the feature sums of each stratum: returns one (n, S, _NFEAT) array per feature table.
 
     `codes[s]` are category codes (joint codes for pairs) and `features[j]` maps a code to its counts; one
     multinomial draw of category counts per stratum is shared by all tables (pairs stay pairs). With `pseudo`
-    > 0 a stratum is resampled from its own units mixed with `pseudo` units' worth of the pool of all strata
-    (a stratum at 0 % or 100 %, or with one prompt, still varies)."""
+    > 0 a stratum is resampled from its own units mixed with `pseudo` units' worth of a pool (a stratum at 0 % or
+    100 %, or with one prompt, still varies): the pool of the strata with the same label in `pools` (default: all
+    strata one pool)."""
     out = [np.empty((n, len(codes), _NFEAT)) for _ in features]
+    labels = [0] * len(codes) if pools is None else list(pools)
+    shared = {}
     if pseudo > 0:
-        pool_cats, pool_counts = np.unique(np.concatenate(codes), return_counts=True)
-        pool = pool_counts / pool_counts.sum()
+        for label in set(labels):
+            cats, counts = np.unique(
+                np.concatenate([c for c, x in zip(codes, labels) if x == label]), return_counts=True
+            )
+            shared[label] = (cats, counts / counts.sum())
     for s, c in enumerate(codes):
         size = max(1, len(c) - 1)  # n_s - 1 draws: unbiased variance for small strata (McCarthy-Snowden)
         if pseudo > 0:
+            pool_cats, pool = shared[labels[s]]
             cats = pool_cats
             counts = np.zeros(len(cats))
             own, k = np.unique(c, return_counts=True)
@@ -415,7 +429,10 @@ def intervals(
         keys, codes, table = _strata(outs)
         obs = _observed(codes, table)
         point = _aggregate(keys, obs)
-        boot = _aggregate(keys, _resample_counts(codes, n, rng, [table], PSEUDO)[0])
+        # a stratum borrows from the strata of its script: Latin-script replies' word-error flags feed no metric
+        # and must not widen the non-Latin strata's WPR (a WPR at 0 word errors stayed [0.864, 1]: issue 43)
+        script = [lang in NON_LATIN for _, lang in keys]
+        boot = _aggregate(keys, _resample_counts(codes, n, rng, [table], PSEUDO, script)[0])
         names = [(row, m) for row, ms in point.items() for m in ms]
         stack = np.stack([boot[row][m] for row, m in names], axis=1)
         # the pool pulls each stratum's resamples towards the task's mean: centred back on the official value
