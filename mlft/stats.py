@@ -11,31 +11,35 @@ language,
 aggregated
 the same unweighted way. Point values are the official numbers, bit for bit (same formulas, same summation order).
 
-Intervals (`intervals`, `interval_rows`):
-- aggregates (source, all), (all, lang), (all, all) and any LCPR: stratified percentile bootstrap. Replies are
-  resampled with replacement within each (source, language) stratum (the design: a fixed number of prompts per
-  group), and the metric is recomputed with the official aggregation. Each statistic depends on a reply only
-  through its category (counted x line error x word error x degenerate), so a resample of a stratum is drawn
-  as multinomial category counts: the same distribution as index resampling, O(categories) per resample.
-  Each stratum of n_s replies is resampled with n_s - 1 draws (McCarthy & Snowden 1985): the bootstrap
-  variance of a stratum mean is then s^2 / n_s instead of (n_s - 1) / n_s * s^2 / n_s, which matters for
-  strata of ~10 prompts (400 paired nulls, 150 prompts in 15 strata: 6.8 % false positives at the 5 % level
-  with n_s draws, 5.3 % with n_s - 1).
-- a single (source, language) group's LPR / WPR / coverage / degeneracy (`group_method="wilson"`, default):
-  Wilson score interval on the group's own denominator. Groups are small (~100 replies) and often at 100 %
-  LPR, where a percentile bootstrap collapses to [1, 1]; Wilson keeps a sensible width and near-nominal coverage
-  (an empty denominator gives [0, 1]). WPR's denominator (counted, line-clean replies) is taken as fixed.
+Intervals (`intervals`, `interval_rows`) name their target (issue 43):
+- "the prompt population" (`low`, `high`, the `*_ci_low/high` columns every table prints; the default): the
+  value another draw of prompts from the same (source, language) strata would give, with new replies: prompt
+  sampling and decoding noise. Per stratum the variance of its mean is (sigma2_b + sigma2_w / K) / n (n prompts,
+  K replies each; sigma2_b between prompts, sigma2_w within a prompt).
+- "this prompt set" (`set_low`, `set_high`, the `*_set_ci_low/high` columns): the value these prompts' other
+  replies would give: decoding noise only, sigma2_w / (K n). Only estimable with several replies per prompt
+  (None with one: a single reply cannot split its variance).
+- per-reply proportions (LPR, WPR, coverage, degeneracy, validity), every row (`group_method="wilson"`,
+  default): score intervals (`_score_intervals`): a (source, language) group by Wilson, an aggregate by
+  stratified Wilson (Yan & Su 2010: the variance evaluated at the candidate p, sum_s w_s^2 p (1 - p) deff_s /
+  N_s, w_s the official weights, N_s the stratum's denominator), with deff_s = 1 + (K_s - 1) rho (population)
+  or 1 - rho (this set), rho the task's intra-prompt correlation (`within_share`, one-way ANOVA pooled over
+  strata). A stratum at 0 % or 100 % still has width (the variance is taken at the candidate p, not at the
+  stratum's own), no stratum borrows from others, nothing is re-centred: a language at 10/10 gets Wilson's
+  [0.72, 1] whatever the task's other languages do (the pseudo-unit it replaces gave [0.90, 1] next to
+  languages at 90 % and [0.81, 1] next to 60 %; finding 3). WPR's denominator (counted, line-clean replies)
+  is taken as fixed.
+- LCPR (a harmonic mean, no score interval) and every row with `group_method="bootstrap"`: stratified
+  percentile bootstrap over prompts (the population target). Units are resampled with replacement within each
+  (source, language) stratum and the metric is recomputed with the official aggregation; a resample of a
+  stratum is drawn as multinomial category counts (the same distribution as index resampling, O(categories)
+  per resample), with n_s - 1 draws (McCarthy & Snowden 1985: the variance of a stratum mean is then s^2 / n_s;
+  400 paired nulls, 150 prompts in 15 strata: 6.8 % false positives at 5 % with n_s draws, 5.3 % with n_s - 1).
   Each stratum is resampled from its own units mixed with `PSEUDO` (one) unit's worth of a pool (its task's
   strata of the same script, Latin or not: a Latin-script reply's word-error flag feeds no metric and must not
-  widen a non-Latin WPR), and the bootstrap distribution is centred back on the official value: a stratum at 0 %
-  or 100 %, or holding a
-  single prompt, would otherwise add no variance (on 24 real reruns of the embedded model on lcb_demo, 61 % of
-  single-pass monolingual language-row intervals held the value of the same prompts' other replies; with the
-  pool 98 %; averages 97.5-99 %: measurements/calibration.py, tests/test_calibration.py). On simulated data (15
-  strata x 50 replies, 300 datasets): 94.0 % coverage for (all, all) LPR, 94.7 % for (all, lang).
+  widen a non-Latin WPR: finding 4), and the bootstrap distribution is centred back on the official value.
 - several replies per prompt (`Outcome.sample` > 0, `clustered`): a prompt's replies are one unit (a cluster):
-  the strata resample prompts with their replies, a group's Wilson interval uses the effective sample size
-  (trials / Kish's design effect, `_design_effect`), McNemar takes one pair (the first replies) per prompt, and
+  the bootstrap resamples prompts with their replies, McNemar takes one pair (the first replies) per prompt, and
   the NLL rows and the fluency guard average a prompt's replies first (`prompt_means`). With one reply per
   prompt nothing changes.
 
@@ -350,12 +354,17 @@ def _tasks(outcomes: Sequence[Outcome]) -> dict[str, list[Outcome]]:
 class Estimate:
     value: float
     low: float
-    high: float
-    method: str  # "bootstrap" | "wilson"
+    high: float  # low, high: the interval for the prompt population (prompt sampling and decoding noise)
+    method: str  # "bootstrap" | "wilson" (one stratum) | "stratified-wilson" (an aggregate)
     n: int  # replies in the row (bootstrap) or the proportion's denominator (wilson)
+    set_low: float | None = None  # the interval for this prompt set (decoding noise only); None: not estimable
+    set_high: float | None = None  # (one reply per prompt, or a bootstrap row)
 
     def columns(self, name: str) -> dict:
-        return {name: self.value, f"{name}_ci_low": self.low, f"{name}_ci_high": self.high}
+        out = {name: self.value, f"{name}_ci_low": self.low, f"{name}_ci_high": self.high}
+        if self.set_low is not None:
+            out.update({f"{name}_set_ci_low": self.set_low, f"{name}_set_ci_high": self.set_high})
+        return out
 
 
 def wilson(successes, trials, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
@@ -389,24 +398,99 @@ def _success_trials(units: np.ndarray, metric: str) -> tuple[np.ndarray, np.ndar
     }[metric]
 
 
-def _design_effect(units: np.ndarray, metric: str) -> float:
-    """Kish's design effect of a proportion over clustered replies (a prompt's replies are one cluster): the
-    variance of the ratio estimator over clusters divided by the variance of as many independent replies,
-    clamped to [1, mean cluster size]. A group's Wilson interval over clustered replies uses trials / deff
-    (its effective sample size); 1 where the proportion has no spread."""
-    y, m = _success_trials(units, metric)
-    keep = m > 0
-    y, m = y[keep], m[keep]
-    total = m.sum()
-    if len(m) < 2 or total == 0:
-        return 1.0
-    p = y.sum() / total
-    srs = p * (1 - p) / total
-    if srs <= 0:
-        return 1.0
-    k = len(m)
-    cluster = k / (k - 1) * np.sum((y - p * m) ** 2) / total**2
-    return float(np.clip(cluster / srs, 1.0, max(1.0, total / k)))
+def within_share(units_by_stratum: list[np.ndarray], metric: str) -> float | None:
+    """The intra-prompt correlation rho of a proportion's pass/fail over a task's strata (one-way ANOVA estimator
+    for clusters of unequal size, pooled over strata with each stratum's own mean): the share of a reply's
+    variance that lies between prompts, sigma2_b / (sigma2_b + sigma2_w), clipped to [0, 1]. None where it is not
+    estimable (no prompt with two replies, or no spread at all)."""
+    ssw = ssb = big_n = small_n = sum_sq = 0.0
+    for units in units_by_stratum:
+        y, m = _success_trials(units, metric)
+        keep = m > 0
+        y, m = y[keep], m[keep]
+        if not len(m):
+            continue
+        mean = y.sum() / m.sum()
+        ssw += float(np.sum(y - y * y / m))  # binary replies: sum of squares within each prompt
+        ssb += float(np.sum(m * (y / m - mean) ** 2))
+        big_n += float(m.sum())
+        small_n += len(m) - 1
+        sum_sq += float(np.sum(m * m) / m.sum())
+    within_df = big_n - small_n - (len([u for u in units_by_stratum if len(u)]))
+    if small_n <= 0 or within_df <= 0 or ssw + ssb == 0:
+        return None
+    msb, msw = ssb / small_n, ssw / within_df
+    k0 = (big_n - sum_sq) / small_n
+    if msb + (k0 - 1) * msw <= 0:
+        return None
+    return float(np.clip((msb - msw) / (msb + (k0 - 1) * msw), 0.0, 1.0))
+
+
+def _weights(keys: list[tuple[str, str]], has: list[bool]) -> dict[tuple[str, str], np.ndarray]:
+    """Per official row, the weight of each stratum in its value (the official unweighted averages): a
+    (source, language) row is its stratum; (source, all) the mean over the source's languages, (all, lang) over
+    the language's sources, (all, all) over the language rows. Strata where the metric is undefined (`has`) are
+    left out as the official aggregation leaves them out."""
+    out = {}
+    idx = {k: s for s, k in enumerate(keys) if has[s]}
+
+    def mean_of(parts: list[np.ndarray]) -> np.ndarray:
+        return sum(parts) / len(parts)
+
+    def one(s: int) -> np.ndarray:
+        w = np.zeros(len(keys))
+        w[s] = 1.0
+        return w
+
+    for k, s in idx.items():
+        out[k] = one(s)
+    for source in {k[0] for k in idx}:
+        out[(source, "all")] = mean_of([one(s) for k, s in idx.items() if k[0] == source])
+    langs = {lang: mean_of([one(s) for k, s in idx.items() if k[1] == lang]) for lang in {k[1] for k in idx}}
+    out.update({("all", lang): w for lang, w in langs.items()})
+    if langs:
+        out[("all", "all")] = mean_of(list(langs.values()))
+    return out
+
+
+def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: float) -> None:
+    """Replace the bootstrap's interval of every per-reply proportion (LPR, WPR, coverage, degeneracy, validity)
+    by a score interval for each target (module docstring, "Targets"): Wilson on the effective sample size of the
+    row, stratified Wilson (Yan & Su 2010: the variance at the candidate p, sum_s w_s^2 p (1 - p) deff_s / N_s)
+    for an aggregate. deff_s = 1 + (K_s - 1) rho for the prompt population, 1 - rho for this prompt set (rho: the
+    task's pooled intra-prompt correlation, `within_share`; K_s = replies per prompt of stratum s). One reply per
+    prompt: deff = 1, and this prompt set is not estimable (None). No pseudo-units, no re-centring."""
+    several = table is not _FEATURES  # several replies per prompt
+    for metric in PER_REPLY:
+        units = [table[c] for c in codes]
+        trials = np.array([float(_success_trials(u, metric)[1].sum()) for u in units])
+        prompts = np.array([float(np.sum(_success_trials(u, metric)[1] > 0)) for u in units])
+        has = [(task, *k) in out and metric in out[(task, *k)] for k in keys]
+        if not any(has):
+            continue
+        rho = within_share([u for u, h in zip(units, has) if h], metric) if several else None
+        per_prompt = np.where(prompts > 0, trials / np.maximum(prompts, 1), 1.0)
+        if rho is None:  # no spread to split: population as if replies of a prompt agreed, this set as if not
+            rho_pop, rho_set = 1.0, 0.0
+        else:
+            rho_pop = rho_set = rho
+        inv = 1.0 / np.maximum(trials, 1.0)  # an empty stratum counts as one trial (its official value is a guess)
+        factors = {"population": (1 + (per_prompt - 1) * rho_pop) * inv, "set": (1 - rho_set) * inv}
+        for row, w in _weights(keys, has).items():
+            est = out[(task, *row)][metric]
+            bounds = {}
+            for target, f in factors.items():
+                var_unit = float(np.sum(w * w * f))  # Var(p_hat) / (p (1 - p))
+                if target == "set" and not several:
+                    bounds[target] = (None, None)
+                elif var_unit <= 0:
+                    bounds[target] = (est.value, est.value)
+                else:
+                    n_eff = 1.0 / var_unit
+                    lo, hi = wilson(est.value * n_eff, n_eff, confidence)
+                    bounds[target] = (float(lo), float(hi))
+            method = "wilson" if np.count_nonzero(w) == 1 else "stratified-wilson"
+            out[(task, *row)][metric] = Estimate(est.value, *bounds["population"], method, est.n, *bounds["set"])
 
 
 def intervals(
@@ -445,19 +529,14 @@ def intervals(
                 float(point[row][m][0]), float(qs[0, j]), float(qs[1, j]), "bootstrap", size
             )
         if group_method == "wilson":
-            for s, key in enumerate(keys):
+            for s, key in enumerate(keys):  # a group's n: its proportion's denominator
                 nr, scored, line, word, degen, invalid, measured = obs[0, s]
-                props = {"lpr": (scored - line, scored), "coverage": (scored, nr), "degeneracy": (degen, nr)}
-                if measured > 0:
-                    props["validity"] = (measured - invalid, measured)
-                if key[1] in NON_LATIN:
-                    props["wpr"] = (scored - line - word, max(0.0, scored - line))
-                row = out[(task, *key)]
-                units = table[codes[s]]  # per unit (reply, or a prompt's replies) its feature sums
-                for m, (k, t) in props.items():
-                    deff = _design_effect(units, m) if table is not _FEATURES else 1.0
-                    lo, hi = wilson(k / deff, t / deff, confidence)
-                    row[m] = Estimate(row[m].value, float(lo), float(hi), "wilson", int(t))
+                denominators = {"lpr": scored, "coverage": nr, "degeneracy": nr, "validity": measured}
+                denominators["wpr"] = max(0.0, scored - line)
+                for m, est in out[(task, *key)].items():
+                    if m in denominators:
+                        out[(task, *key)][m] = replace(est, n=int(denominators[m]))
+            _score_intervals(out, task, keys, codes, table, obs, confidence)
     return out
 
 

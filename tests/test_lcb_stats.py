@@ -141,12 +141,17 @@ def test_intervals_are_fast_and_seeded():
     first = intervals(outs, n=10000, seed=7)
     assert time.perf_counter() - t0 < 1.0
     assert intervals(outs, n=10000, seed=7) == first
+    assert (  # LCPR is the bootstrap's (seeded); the proportions' score intervals need no seed
+        intervals(outs, n=10000, seed=8)[("monolingual", "all", "all")]["lcpr"]
+        != first[("monolingual", "all", "all")]["lcpr"]
+    )
     assert (
-        intervals(outs, n=10000, seed=8)[("monolingual", "all", "all")]["lpr"]
-        != first[("monolingual", "all", "all")]["lpr"]
+        intervals(outs, n=10, seed=8)[("monolingual", "all", "all")]["lpr"]
+        == first[("monolingual", "all", "all")]["lpr"]
     )
     group = first[("monolingual", "aya", "ar")]
     assert group["lpr"].method == "wilson" and group["lcpr"].method == "bootstrap"
+    assert first[("monolingual", "all", "all")]["lpr"].method == "stratified-wilson"
     assert first[("monolingual", "all", "fr")].keys() == {"lpr", "coverage", "degeneracy"}
     assert intervals(outs, n=100, group_method="bootstrap")[("monolingual", "aya", "ar")]["lpr"].method == "bootstrap"
 

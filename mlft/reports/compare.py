@@ -138,8 +138,8 @@ def _row(task, lang, res, p_holm) -> dict:
 
 HOW = {
     "permutation": "p: paired permutation test (a prompt's A and B replies swapped; exact where every pattern is "
-    "enumerated), 95 % CI: paired bootstrap",
-    "bootstrap": "p and 95 % CI: paired bootstrap",
+    "enumerated), 95 % CI: paired bootstrap over prompts (the prompt population)",
+    "bootstrap": "p and 95 % CI: paired bootstrap over prompts (the prompt population)",
     "mcnemar": "p: exact McNemar, 95 % CI: Clopper-Pearson on the discordant pairs",
 }
 

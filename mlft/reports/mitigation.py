@@ -566,7 +566,8 @@ def mitigation_table(
             + [extra[c].get(row.label, "–") for c in extra]
         )
     notes = [
-        f"± = half-width of the row's interval (stratified bootstrap over replies, official aggregation); "
+        f"± = half-width of the row's interval for the prompt population (prompt sampling and decoding noise; "
+        "stratified Wilson on the official aggregation, LCPR: bootstrap over prompts); "
         f"* = differs from the '{base.label}' row at p < {sig:.2g}, paired permutation test over the same prompts "
         f"(a prompt's replies swapped between the rows; {resamples} draws or every pattern, Holm-adjusted down "
         "each column; unpaired bootstrap when prompts differ).",

@@ -42,6 +42,7 @@ def table_record(table: Table, base: str, confidence: float = 0.95, resamples: i
         "confidence": confidence,
         "resamples": resamples,
         "test": "permutation",  # the p behind `*` (files without the key: the paired bootstrap's p)
+        "target": "population",  # what the intervals cover (mlft.stats: prompt sampling and decoding noise)
         "rows": table.data,
     }
 
@@ -91,6 +92,7 @@ def cell(number: dict | None, metric: str = "lpr", interval: bool = True) -> str
     return text
 
 
+TARGETS = {"population": " for the prompt population (prompt sampling and decoding noise)"}
 TESTS = {"bootstrap": "paired bootstrap", "permutation": "paired permutation test over prompts"}
 
 
@@ -119,7 +121,8 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
     source = (
         f"Source: `docs/results/{record.get('name')}.json` ({config.get('command', '?')}; git "
         f"{(env.get('git_commit') or 'unknown')[:12]}; {record.get('started', '?')}). LPR ± = half the "
-        f"{spec.get('confidence', 0.95):.0%} interval; * = differs from the base row, p < {sig:.2g} "
+        f"{spec.get('confidence', 0.95):.0%} interval{TARGETS.get(spec.get('target'), '')}; "
+        f"* = differs from the base row, p < {sig:.2g} "
         f"({TESTS[spec.get('test', 'bootstrap')]}, Holm); guard columns as in the mitigation table."
     )
     return render(header, body, "markdown").rstrip("\n") + "\n\n" + source
