@@ -645,6 +645,42 @@ def mean_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[fl
     return m, m - half, m + half
 
 
+@dataclass(frozen=True)
+class SeedEstimate:
+    """A claim across training seeds as an estimate: the mean of per-seed values (e.g. a row's gain over the base
+    row in the same seed) with its Student-t interval over seeds."""
+
+    mean: float
+    low: float  # NaN below two seeds
+    high: float
+    sd: float
+    seeds: int
+    confidence: float = 0.95
+
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+def seed_interval(values: Sequence[float], confidence: float = 0.95) -> SeedEstimate:
+    """Mean over seeds with the t-interval mean +- t(1 - alpha/2, k - 1) * sd / sqrt(k): the seeds are the sample
+    (each seed retrains and redraws), so the interval is for the mean over training seeds; "holds in each of three
+    seeds" is a vote, this is the estimate (issue 43, finding 7). Gains of +22.4, +12.4, +13.7 give +16.2
+    [2.7, 29.7]: three seeds leave a wide interval."""
+    from scipy.stats import t as student_t
+
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must be in (0, 1), got {confidence}")
+    xs = [float(v) for v in values]
+    if not xs:
+        raise DataError("seed_interval of no values")
+    m = statistics.mean(xs)
+    if len(xs) < 2:
+        return SeedEstimate(m, float("nan"), float("nan"), 0.0, 1, confidence)
+    sd = statistics.stdev(xs)
+    half = float(student_t.ppf(0.5 + confidence / 2, len(xs) - 1)) * sd / math.sqrt(len(xs))
+    return SeedEstimate(m, m - half, m + half, sd, len(xs), confidence)
+
+
 def ratio_interval(
     a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, n: int = 10000, seed: int = 0
 ) -> tuple[float, float, float]:
