@@ -11,7 +11,7 @@ language,
 aggregated
 the same unweighted way. Point values are the official numbers, bit for bit (same formulas, same summation order).
 
-Intervals (`intervals`, `interval_rows`) name their target (issue 43):
+Intervals (`intervals`, `interval_rows`) name their target:
 - "the prompt population" (`low`, `high`, the `*_ci_low/high` columns every table prints; the default): the
   value another draw of prompts from the same (source, language) strata would give, with new replies: prompt
   sampling and decoding noise. Per stratum the variance of its mean is (sigma2_b + sigma2_w / K) / n (n prompts,
@@ -27,7 +27,7 @@ Intervals (`intervals`, `interval_rows`) name their target (issue 43):
   strata). A stratum at 0 % or 100 % still has width (the variance is taken at the candidate p, not at the
   stratum's own), no stratum borrows from others, nothing is re-centred: a language at 10/10 gets Wilson's
   [0.72, 1] whatever the task's other languages do (the pseudo-unit it replaces gave [0.90, 1] next to
-  languages at 90 % and [0.81, 1] next to 60 %; finding 3). WPR's denominator (counted, line-clean replies)
+  languages at 90 % and [0.81, 1] next to 60 %). WPR's denominator (counted, line-clean replies)
   is taken as fixed.
 - LCPR (a harmonic mean, no score interval) and every row with `group_method="bootstrap"`: stratified
   percentile bootstrap over prompts (the population target). Units are resampled with replacement within each
@@ -37,7 +37,7 @@ Intervals (`intervals`, `interval_rows`) name their target (issue 43):
   400 paired nulls, 150 prompts in 15 strata: 6.8 % false positives at 5 % with n_s draws, 5.3 % with n_s - 1).
   Each stratum is resampled from its own units mixed with `PSEUDO` (one) unit's worth of a pool (its task's
   strata of the same script, Latin or not: a Latin-script reply's word-error flag feeds no metric and must not
-  widen a non-Latin WPR: finding 4), and the bootstrap distribution is centred back on the official value.
+  widen a non-Latin WPR), and the bootstrap distribution is centred back on the official value.
 - several replies per prompt (`Outcome.sample` > 0, `clustered`): a prompt's replies are one unit (a cluster):
   the bootstrap resamples prompts with their replies, McNemar takes one pair (the first replies) per prompt, and
   the NLL rows and the fluency guard average a prompt's replies first (`prompt_means`). With one reply per
@@ -58,7 +58,7 @@ Paired comparisons of two runs B and A over the same prompts (matched on source,
   interval beside it is the paired bootstrap's (below), not inverted from the test: near the edge the two can
   disagree (0 just inside the interval with p < 0.05 or the reverse); the p-value is the one with the exact
   level. Why: near the ceiling a few prompts carry all the variance and the bootstrap's tail is too thin (on
-  held-back reruns: 10 of 56 language-averaged same-model comparisons at p < 0.05, smallest p 0.0004, issue 43).
+  held-back reruns: 10 of 56 language-averaged same-model comparisons at p < 0.05, smallest p 0.0004).
 - `method="bootstrap"`: resample prompt ids within strata, recompute both aggregates on the same resample;
   diff = B - A, percentile CI, two-sided p = 2 * min(P*(d <= 0), P*(d >= 0)) with the (1 + k) / (1 + n)
   correction (the p-value that agrees with the CI, up to resampling granularity: p < 1 - confidence
@@ -514,7 +514,7 @@ def intervals(
         obs = _observed(codes, table)
         point = _aggregate(keys, obs)
         # a stratum borrows from the strata of its script: Latin-script replies' word-error flags feed no metric
-        # and must not widen the non-Latin strata's WPR (a WPR at 0 word errors stayed [0.864, 1]: issue 43)
+        # and must not widen the non-Latin strata's WPR (a WPR at 0 word errors stayed [0.864, 1])
         script = [lang in NON_LATIN for _, lang in keys]
         boot = _aggregate(keys, _resample_counts(codes, n, rng, [table], PSEUDO, script)[0])
         names = [(row, m) for row, ms in point.items() for m in ms]
@@ -664,7 +664,7 @@ class SeedEstimate:
 def seed_interval(values: Sequence[float], confidence: float = 0.95) -> SeedEstimate:
     """Mean over seeds with the t-interval mean +- t(1 - alpha/2, k - 1) * sd / sqrt(k): the seeds are the sample
     (each seed retrains and redraws), so the interval is for the mean over training seeds; "holds in each of three
-    seeds" is a vote, this is the estimate (issue 43, finding 7). Gains of +22.4, +12.4, +13.7 give +16.2
+    seeds" is a vote, this is the estimate. Gains of +22.4, +12.4, +13.7 give +16.2
     [2.7, 29.7]: three seeds leave a wide interval."""
     from scipy.stats import t as student_t
 

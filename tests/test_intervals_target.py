@@ -1,4 +1,4 @@
-"""What an interval covers: the WPR pool (issue 43, finding 4), and the committed results' bounds (finding 5)."""
+"""What an interval covers: the WPR pool, the committed results' bounds, the two targets."""
 
 import json
 from dataclasses import replace
@@ -80,7 +80,7 @@ def wilson_by_hand(p, n, z=1.959963984540054):
 def test_a_language_at_10_of_10_does_not_borrow_from_the_other_languages():
     """A language row of one stratum at 10/10: Wilson on its 10 replies, [0.722, 1], whether the task's other
     languages run at 90 % or at 60 % (before: a pseudo-unit of the task's pool, re-centred: [0.897, 1] and
-    [0.812, 1], issue 43 finding 3)."""
+    [0.812, 1])."""
     for fails in (1, 4):
         outs = group("aya", "fr", 10, 0) + group("aya", "de", 10, fails) + group("aya", "es", 10, fails)
         est = intervals(outs, n=500)[("monolingual", "all", "fr")]["lpr"]

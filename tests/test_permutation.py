@@ -1,6 +1,6 @@
 """The default paired test of `mlft compare` and the tables: a permutation test over prompts (`mlft.stats.swap_test`)
 whose level is exact under "A and B are draws of the same model". Exact p-values on hand-computed cases, the
-Monte-Carlo branch, and its level on simulated same-model comparisons near the ceiling (issue 43: the paired
+Monte-Carlo branch, and its level on simulated same-model comparisons near the ceiling (before it, the paired
 bootstrap's p gave 10 of 56 held-back same-model comparisons p < 0.05, the smallest 0.0004)."""
 
 from math import comb

@@ -1,4 +1,4 @@
-"""Claims across training seeds as estimates (issue 43, finding 7): the mean gain over seeds with its t-interval,
+"""Claims across training seeds as estimates: the mean gain over seeds with its t-interval,
 `mlft.stats.seed_interval`, and its use in measurements/demo_seeds.py (docs/results/demo_seeds.md's table)."""
 
 import importlib.util
