@@ -860,20 +860,21 @@ def swap_test(
     live = [d[np.any(d != 0, axis=1)] for d in diffs]
     m = sum(len(d) for d in live)
     exact = 2**m <= n
-    if exact:
-        flips = ((np.arange(2**m)[:, None] >> np.arange(m)) & 1).astype(np.float64)  # every pattern
-    else:
-        flips = np.random.default_rng(seed).integers(0, 2, (n, m)).astype(np.float64)
-    shift = np.empty((len(flips), len(codes), _NFEAT))
+    patterns = 2**m if exact else n
+    every = ((np.arange(2**m)[:, None] >> np.arange(m)) & 1).astype(np.float64) if exact else None
+    rng = np.random.default_rng(seed)
+    shift = np.empty((patterns, len(codes), _NFEAT))
     start = 0
-    for s, d in enumerate(live):
-        shift[:, s, :] = flips[:, start : start + len(d)] @ d  # a swapped unit moves its difference from B to A
+    for s, d in enumerate(live):  # a swapped unit moves its difference from B to A
+        # random patterns drawn stratum by stratum: memory n x (a stratum's units), not n x (all units)
+        flips = every[:, start : start + len(d)] if exact else rng.integers(0, 2, (n, len(d))).astype(np.float64)
+        shift[:, s, :] = flips @ d
         start += len(d)
     rows_a, rows_b = _aggregate(keys, obs_a + shift), _aggregate(keys, obs_b - shift)
     t = rows_b[("all", "all")][metric] - rows_a[("all", "all")][metric]
     hits = int(np.sum(np.abs(t) >= abs(t_obs) - 1e-12 * max(1.0, abs(t_obs))))  # ties count (float round-off)
-    p = hits / len(flips) if exact else (1 + hits) / (1 + n)
-    return float(min(1.0, p)), len(flips), exact
+    p = hits / patterns if exact else (1 + hits) / (1 + n)
+    return float(min(1.0, p)), patterns, exact
 
 
 def paired_test(

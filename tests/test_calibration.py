@@ -99,8 +99,8 @@ def test_same_model_reruns_are_rarely_called_different(cal, reruns):
     """`mlft compare` between two passes of the same model that share no reply: the default permutation test
     rejects between 2 % and 8 % at the 5 % level (a test that never rejects fails the lower bound, checked here),
     the paired bootstrap at most 10 % and McNemar at most 8 %. Measured at this seed: 3.0 %, 2.5 %, 2.5 % of 200;
-    the smallest permutation p is 1 / 2001 (no random swap reached it; at 20,000 draws it is 0.0011: a -9.4 pp
-    monolingual difference, as extreme as 1 in ~900 same-model comparisons), so the floor asserted is 0.0002."""
+    the smallest permutation p is 0.0010 at 2,000 draws (a -9.4 pp monolingual difference, about 0.0011 at 20,000
+    draws: as extreme as 1 in ~900 same-model comparisons), so the floor asserted is 0.0002."""
     rng = np.random.default_rng(2)
     p = {"permutation": [], "bootstrap": [], "mcnemar": []}
     for _ in range(100):
