@@ -10,9 +10,10 @@ For each K it reports, per task:
   per-language Holm family) rejects "same model" at 5 % between two passes that share no reply: on the
   disjoint pairs (pass j vs pass j + P/2: independent tests, Wilson interval of the rate) and on all pairs
   (dependent tests: the same expected rate, a tighter point estimate);
-- coverage: how often a single pass's 95 % interval (`mlft.stats.intervals`, as every table prints it) holds the
-  value of all the other replies pooled (the best estimate of the truth there is, itself with a little noise:
-  the rate is slightly conservative), for the task average and for each language row.
+- coverage: how often a single pass's 95 % interval (`mlft.stats.intervals`, as every table prints it: the prompt
+  population) holds the value of all the other replies pooled, for the task average and for each language row.
+  That value is this prompt set's, which the population intervals over-cover by design; `measurements/targets.py`
+  checks each target against its own truth (redrawn prompt sets for the population).
 
     python measurements/calibration.py                                  # generates 24 replies per prompt, then reports
     python measurements/calibration.py --replies 24 --k 4 --out runs/calibration
