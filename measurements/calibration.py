@@ -6,13 +6,14 @@ with K = 1 (pass j = reply j of every prompt), and M / K passes with K replies p
 For each K it reports, per task:
 
 - spread: each aggregate (LPR, WPR, LCPR, coverage, degeneracy, validity) across the passes: mean, sd, min, max;
-- false positives: how often `mlft compare` (paired bootstrap, McNemar; LPR of the task average, and the
+- false positives: how often `mlft compare` (permutation, paired bootstrap, McNemar; LPR of the task average, and the
   per-language Holm family) rejects "same model" at 5 % between two passes that share no reply: on the
   disjoint pairs (pass j vs pass j + P/2: independent tests, Wilson interval of the rate) and on all pairs
   (dependent tests: the same expected rate, a tighter point estimate);
-- coverage: how often a single pass's 95 % interval (`mlft.stats.intervals`, as every table prints it) holds the
-  value of all the other replies pooled (the best estimate of the truth there is, itself with a little noise:
-  the rate is slightly conservative), for the task average and for each language row.
+- coverage: how often a single pass's 95 % interval (`mlft.stats.intervals`, as every table prints it: the prompt
+  population) holds the value of all the other replies pooled, for the task average and for each language row.
+  That value is this prompt set's, which the population intervals over-cover by design; `measurements/targets.py`
+  checks each target against its own truth (redrawn prompt sets for the population).
 
     python measurements/calibration.py                                  # generates 24 replies per prompt, then reports
     python measurements/calibration.py --replies 24 --k 4 --out runs/calibration
@@ -138,7 +139,7 @@ def calibrate(outcomes: list[Outcome], k: int, resamples: int = 2000, pairs: int
     for name, scheme in schemes.items():
         for a, b, rest in scheme:
             for task in tasks:
-                for method in ("bootstrap", "mcnemar"):
+                for method in ("permutation", "bootstrap", "mcnemar"):
                     res = paired_test(a, b, "lpr", task=task, method=method, n=resamples)
                     counts[task][name][method][0] += res.p_value < 0.05
                     counts[task][name][method][1] += 1

@@ -2,8 +2,9 @@
 
 Runs `mlft demo --seed S` for each seed (every pass's decoding seed and every run's training seed; resumable), then
 reads each run's results.json and prints, per row and task, LPR in each seed, its mean and spread, the gain over
-the base row in each seed with its paired p (Holm-adjusted, as the table prints it), and whether the claim holds:
-the same sign and p < 0.05 in every seed ("holds"), the same sign only ("sign"), or not.
+the base row in each seed with its paired p (Holm-adjusted, as the table prints it), and the claim as an estimate:
+the mean gain over seeds with its t-interval (`mlft.stats.seed_interval`; "up" / "down" when the interval
+excludes 0, else "unclear"). The seed label sets decoding and training together: the interval covers both.
 
     python measurements/demo_seeds.py --seeds 0 1 2                       # three demos, then the table
     python measurements/demo_seeds.py --seeds 0 1 2 --samples 2 --out runs/demo_seeds
@@ -20,6 +21,8 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from mlft.stats import seed_interval
 
 METRICS = ("lpr", "coverage", "degeneracy", "validity")
 
@@ -62,14 +65,15 @@ def summarise(per_seed: dict[int, dict]) -> list[dict]:
                 if label != base:
                     gains = [v - 100 * b["value"] for v, b in zip(values, bases)]
                     ps = [c.get("p_vs_base") for c in cells]
-                    same_sign = all(g > 0 for g in gains) or all(g < 0 for g in gains)
-                    significant = all(p is not None and p < 0.05 for p in ps)
+                    est = seed_interval(gains)
                     row.update(
                         gains=gains,
                         p=ps,
-                        gain_mean=statistics.mean(gains),
-                        gain_sd=statistics.stdev(gains) if len(gains) > 1 else 0.0,
-                        verdict="holds" if same_sign and significant else "sign" if same_sign else "no",
+                        gain_mean=est.mean,
+                        gain_sd=est.sd,
+                        gain_low=est.low,
+                        gain_high=est.high,
+                        verdict=("up" if est.mean > 0 else "down") if est.excludes_zero() else "unclear",
                     )
                 out.append(row)
     return out
@@ -78,15 +82,16 @@ def summarise(per_seed: dict[int, dict]) -> list[dict]:
 def markdown(rows: list[dict], seeds: list[int]) -> str:
     head = [
         "| row | task | metric | " + " | ".join(f"seed {s}" for s in seeds) + " | mean ± sd | gain per seed (p) "
-        "| gain mean ± sd | claim |",
+        "| mean gain [95 % t-interval] | claim |",
         "|---|---|---|" + "---:|" * len(seeds) + "---:|---|---:|---|",
     ]
     lines = [
         f"# The demo's story over seeds {', '.join(map(str, seeds))}",
         "",
         "LPR and the guard in %, ±h = the pass's 95 % interval half-width; gain = row − base in the same seed, "
-        "p = paired bootstrap (Holm-adjusted, as the table); claim: holds = same sign and p < 0.05 in every "
-        "seed, sign = same sign only.",
+        "p = the table's paired test (Holm-adjusted); mean gain over the seeds with its 95 % t-interval "
+        f"({len(seeds)} seeds: t with {len(seeds) - 1} degrees of freedom; a seed sets training and decoding "
+        "together); claim: up / down = the interval excludes 0, unclear = it holds 0.",
         "",
         *head,
     ]
@@ -95,7 +100,7 @@ def markdown(rows: list[dict], seeds: list[int]) -> str:
         gains = ", ".join(
             f"{g:+.1f} ({p:.3f})" if p is not None else f"{g:+.1f}" for g, p in zip(r.get("gains", []), r.get("p", []))
         )
-        gm = f"{r['gain_mean']:+.1f} ± {r['gain_sd']:.1f}" if "gains" in r else ""
+        gm = f"{r['gain_mean']:+.1f} [{r['gain_low']:+.1f}, {r['gain_high']:+.1f}]" if "gains" in r else ""
         lines.append(
             f"| {r['row']} | {r['task']} | {r['metric']} | {vals} | {r['mean']:.1f} ± {r['sd']:.1f} | "
             f"{gains} | {gm} | {r.get('verdict', 'base')} |"

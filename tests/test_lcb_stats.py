@@ -141,20 +141,28 @@ def test_intervals_are_fast_and_seeded():
     first = intervals(outs, n=10000, seed=7)
     assert time.perf_counter() - t0 < 1.0
     assert intervals(outs, n=10000, seed=7) == first
+    assert (  # LCPR is the bootstrap's (seeded); the proportions' score intervals need no seed
+        intervals(outs, n=10000, seed=8)[("monolingual", "all", "all")]["lcpr"]
+        != first[("monolingual", "all", "all")]["lcpr"]
+    )
     assert (
-        intervals(outs, n=10000, seed=8)[("monolingual", "all", "all")]["lpr"]
-        != first[("monolingual", "all", "all")]["lpr"]
+        intervals(outs, n=10, seed=8)[("monolingual", "all", "all")]["lpr"]
+        == first[("monolingual", "all", "all")]["lpr"]
     )
     group = first[("monolingual", "aya", "ar")]
     assert group["lpr"].method == "wilson" and group["lcpr"].method == "bootstrap"
+    assert first[("monolingual", "all", "all")]["lpr"].method == "stratified-wilson"
     assert first[("monolingual", "all", "fr")].keys() == {"lpr", "coverage", "degeneracy"}
     assert intervals(outs, n=100, group_method="bootstrap")[("monolingual", "aya", "ar")]["lpr"].method == "bootstrap"
 
 
 def test_paired_bootstrap_finds_planted_difference():
     a, b = paired_runs(1, shift=0.2)  # B makes ~20 pp more line errors on 150 prompts
-    r = paired_test(a, b, "lpr", task="crosslingual", n=10000, seed=0)
+    r = paired_test(a, b, "lpr", task="crosslingual", method="bootstrap", n=10000, seed=0)
     assert r.n_pairs == 150 and r.n_dropped == 0 and r.method == "bootstrap"
+    perm = paired_test(a, b, "lpr", task="crosslingual", n=10000, seed=0)  # the default: same interval, exact p
+    assert perm.method == "permutation" and (perm.ci_low, perm.ci_high) == (r.ci_low, r.ci_high)
+    assert perm.p_value < 0.01
     assert r.diff == pytest.approx(r.b - r.a) and r.diff < -0.1
     assert r.ci_high < 0 and r.p_value < 0.01 and r.significant()
     m = paired_test(a, b, "lpr", method="mcnemar")
@@ -172,7 +180,7 @@ def test_paired_null_false_positive_rate():
     p_boot, p_mc = [], []
     for k in range(200):
         a, b = paired_runs(100 + k)
-        p_boot.append(paired_test(a, b, "lpr", n=1000, seed=k).p_value)
+        p_boot.append(paired_test(a, b, "lpr", method="bootstrap", n=1000, seed=k).p_value)
         p_mc.append(paired_test(a, b, "lpr", method="mcnemar").p_value)
     fpr_boot, fpr_mc = np.mean(np.array(p_boot) < 0.05), np.mean(np.array(p_mc) < 0.05)
     assert 0.01 <= fpr_boot <= 0.09, fpr_boot

@@ -12,8 +12,9 @@ def add_parser(sub) -> None:
         "compare",
         help="paired differences between two runs / eval folders / files",
         description="Compare two evaluations over the same prompts: per task and language, B − A "
-        "with a 95% interval and p-value (paired bootstrap over prompts within "
-        "(source, language), or exact McNemar on per-reply pass/fail), Holm-adjusted "
+        "with a 95% interval and p-value (default: a paired permutation test over prompts - "
+        "a prompt's A and B replies swapped - with the paired bootstrap's interval; or the bootstrap's "
+        "own p, or exact McNemar on per-reply pass/fail), Holm-adjusted "
         "over languages. A/B: RUN_DIR[@STEP][:VARIANT], EVAL_DIR[:VARIANT], "
         "outcomes.jsonl, or a completions file (scored here).",
     )
@@ -25,7 +26,13 @@ def add_parser(sub) -> None:
         help="comma-separated: lpr, wpr, lcpr, coverage, degeneracy, validity (lexical validity: "
         "skipped where either side lacks it)",
     )
-    p.add_argument("--method", choices=("bootstrap", "mcnemar"), default="bootstrap")
+    p.add_argument(
+        "--method",
+        choices=("permutation", "bootstrap", "mcnemar"),
+        default="permutation",
+        help="p-value: permutation (exact level under 'same model'; the interval is the bootstrap's), "
+        "bootstrap, or mcnemar",
+    )
     p.add_argument("--resamples", type=int, default=10000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(

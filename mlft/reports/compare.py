@@ -4,8 +4,10 @@ A and B can be:
   RUN_DIR[@STEP][:VARIANT]    a `mlft train` run directory (default: last step, variant `model`)
   EVAL_DIR[:VARIANT]          a `mlft eval` folder (scores.jsonl; default: its only / `default` variant)
   FILE.jsonl / FILE.csv       per-reply outcomes (outcomes.jsonl), or completions (scored here)
-Per task: the official aggregate and every language, B − A with its 95 % interval and p-value (paired bootstrap
-over the same prompts, or exact McNemar), Holm-adjusted over the task's languages.
+Per task: the official aggregate and every language, B − A with its 95 % interval and p-value, Holm-adjusted over
+the task's languages. Default p: the paired permutation test (`mlft.stats.swap_test`: A's and B's replies to a
+prompt trade places; exact level under "A and B are draws of the same model"), beside the paired bootstrap's
+interval; or the bootstrap's own p, or exact McNemar.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def intersect(a, b):
     return ka, kb, len(a) + len(b) - len(ka) - len(kb)
 
 
-def compare(a, b, metrics=("lpr",), method: str = "bootstrap", n: int = 10000, seed: int = 0) -> list[dict]:
+def compare(a, b, metrics=("lpr",), method: str = "permutation", n: int = 10000, seed: int = 0) -> list[dict]:
     """Rows {task, language, metric, a, b, diff, ci_low, ci_high, p, p_holm, n_pairs, n_dropped}."""
 
     rows = []
@@ -130,7 +132,16 @@ def _row(task, lang, res, p_holm) -> dict:
         "n_pairs": res.n_pairs,
         "n_dropped": res.n_dropped,
         "method": res.method,
+        "exact": res.exact,
     }
+
+
+HOW = {
+    "permutation": "p: paired permutation test (a prompt's A and B replies swapped; exact where every pattern is "
+    "enumerated), 95 % CI: paired bootstrap over prompts (the prompt population)",
+    "bootstrap": "p and 95 % CI: paired bootstrap over prompts (the prompt population)",
+    "mcnemar": "p: exact McNemar, 95 % CI: Clopper-Pearson on the discordant pairs",
+}
 
 
 def render_compare(rows: list[dict], label_a: str, label_b: str, fmt: str = "table") -> str:
@@ -152,6 +163,7 @@ def render_compare(rows: list[dict], label_a: str, label_b: str, fmt: str = "tab
                 f"{r['n_pairs']}" + (f" (-{r['n_dropped']})" if r["n_dropped"] else ""),
             ]
         )
-    method = rows[0]["method"] if rows else "bootstrap"
-    title = f"A = {label_a}\nB = {label_b}\n{method}: B − A over the same prompts; * = p < 0.05 (languages: Holm)"
+    method = rows[0]["method"] if rows else "permutation"
+    how = HOW.get(method, method)
+    title = f"A = {label_a}\nB = {label_b}\n{how}: B − A over the same prompts; * = p < 0.05 (languages: Holm)"
     return render(header, body, fmt, title)

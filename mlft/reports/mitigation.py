@@ -19,10 +19,10 @@ A row's numbers come from `run` (a `mlft train` run directory: curves.jsonl) at 
 `variant` (default `model`), or from `rows_file` (long-format metric rows, e.g. the scores.jsonl of `mlft eval`).
 Cells read `value ±h`: h is half the width of the row's 95 % interval (stored with the rows). When the rows'
 per-reply outcomes are at hand, each row is tested against the base row over the same prompts (paired
-bootstrap, Holm-adjusted down each column; `*` marks p < 0.05), and the guard flags (⚠) a row whose coverage,
-degeneracy or lexical validity is worse than the base row's beyond its interval (mlft.benchmarks.lcb.guard), or whose
-mean
-reply NLL (fluency) is more than 10 % above the base row's on the same prompts. Paths are relative to the spec.
+permutation test, `mlft.stats.swap_test`; Holm-adjusted down each column; `*` marks p < 0.05), and the guard
+flags (⚠) a row whose coverage, degeneracy or lexical validity is worse than the base row's beyond its interval
+(mlft.benchmarks.lcb.guard), or whose mean reply NLL (fluency) is more than 10 % above the base row's on the same
+prompts. Paths are relative to the spec.
 
 Capability columns (`capability:`) show any metric row — typically an `lm_eval` suite's (a harness task's acc
 with its stderr interval) — read from the curve variant `variant` of a `run` row (e.g. a training-callback pass
@@ -361,8 +361,8 @@ def _tests(rows: list[Row], base: Row, columns: list[tuple[str, str]], resamples
 def compare(
     base_out, outs, metric: str, task: str, language: str | None = None, *, resamples: int, confidence: float = 0.95
 ) -> PairedResult | None:
-    """A row's outcomes against the base row's (B - A) on one task (and language): the paired bootstrap over the
-    prompts both answered (a prompt's replies resampled together, `mlft.stats.paired_test`), unpaired when the
+    """A row's outcomes against the base row's (B - A) on one task (and language): the paired permutation test over
+    the prompts both answered (a prompt's replies swapped together, `mlft.stats.paired_test`), unpaired when the
     prompts differ; None when neither applies."""
     try:
         return paired_test(base_out, outs, metric, task=task, language=language, n=resamples, confidence=confidence)
@@ -566,9 +566,11 @@ def mitigation_table(
             + [extra[c].get(row.label, "–") for c in extra]
         )
     notes = [
-        f"± = half-width of the row's interval (stratified bootstrap over replies, official aggregation); "
-        f"* = differs from the '{base.label}' row at p < {sig:.2g}, paired bootstrap over the same prompts "
-        f"({resamples} resamples, Holm-adjusted down each column; unpaired when prompts differ).",
+        f"± = half-width of the row's interval for the prompt population (prompt sampling and decoding noise; "
+        "stratified Wilson on the official aggregation, LCPR: bootstrap over prompts); "
+        f"* = differs from the '{base.label}' row at p < {sig:.2g}, paired permutation test over the same prompts "
+        f"(a prompt's replies swapped between the rows; {resamples} draws or every pattern, Holm-adjusted down "
+        "each column; unpaired bootstrap when prompts differ).",
         "Guard: Cov = share of replies with a line LCB counts (>= 5 tokens); Degen = share of empty or "
         "repetitive replies; Valid = share of replies whose words are mostly words of the language (lexical "
         "validity: word salad scores low); NLL = mean token NLL of the reply under the reference model (lower "
@@ -580,7 +582,7 @@ def mitigation_table(
             f"LPR ({judge}) = NON-OFFICIAL second judge: the same replies and counted lines, each line "
             f"labelled by {judge} instead of fastText (mlft.benchmarks.lcb.judge); ± = half-width of the "
             f"row's interval; (±d) = difference from the '{base.label}' row, * = p < {sig:.2g}, tested as "
-            "LPR is (paired bootstrap over the same prompts, a prompt's replies together; Holm-adjusted "
+            "LPR is (paired permutation test over the same prompts, a prompt's replies together; Holm-adjusted "
             "down the column; unpaired when prompts differ)."
         )
     if others:
@@ -659,8 +661,8 @@ def judge_column(
     """{row label: cell} of a second LID judge's LPR column (`lpr@<judge>`, a `judge_columns` entry): the one
     computation behind the variants table and table specs alike. A cell is the row's judged LPR ±half-width of its
     interval; for every other row whose judged outcomes (`outcomes.<judge>.jsonl`) are at hand, its difference
-    from the base row, tested as the official LPR column is (`compare`: paired bootstrap over the prompts both rows
-    answered, a prompt's replies resampled together; unpaired when the prompts differ), Holm-adjusted down the
+    from the base row, tested as the official LPR column is (`compare`: paired permutation test over the prompts both
+    rows answered, a prompt's replies swapped together; unpaired when the prompts differ), Holm-adjusted down the
     column; `*` = adjusted p < 1 - confidence."""
 
     key = (column.task, column.language, column.metric)
@@ -768,7 +770,7 @@ def per_language(spec: TableSpec, detail: PerLanguage, rows: list[Row] | None = 
         f"{detail.task} {detail.metric.upper()} per language (A18/A19 layout, %)",
         header,
         body,
-        [f"* = differs from '{base.label}' in that language (paired bootstrap, Holm over the languages)."],
+        [f"* = differs from '{base.label}' in that language (paired permutation test, Holm over the languages)."],
     )
 
 

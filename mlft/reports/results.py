@@ -36,7 +36,15 @@ VIEWS = ("table", "cell", "value", "diff")
 
 def table_record(table: Table, base: str, confidence: float = 0.95, resamples: int = 4000) -> dict:
     """A built mitigation table's numbers (`Table.data`) as the `tables` entry of a results file."""
-    return {"title": table.title, "base": base, "confidence": confidence, "resamples": resamples, "rows": table.data}
+    return {
+        "title": table.title,
+        "base": base,
+        "confidence": confidence,
+        "resamples": resamples,
+        "test": "permutation",  # the p behind `*` (files without the key: the paired bootstrap's p)
+        "target": "population",  # what the intervals cover (mlft.stats: prompt sampling and decoding noise)
+        "rows": table.data,
+    }
 
 
 def results_extra(name: str, tables: dict[str, dict], **more) -> dict:
@@ -84,6 +92,10 @@ def cell(number: dict | None, metric: str = "lpr", interval: bool = True) -> str
     return text
 
 
+TARGETS = {"population": " for the prompt population (prompt sampling and decoding noise)"}
+TESTS = {"bootstrap": "paired bootstrap", "permutation": "paired permutation test over prompts"}
+
+
 def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
     """The headline table (markdown): per row mono / cross LPR with intervals (* = differs from the base row),
     the guard's columns and its verdict, and the source line (results file name, git commit, settings)."""
@@ -109,8 +121,9 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
     source = (
         f"Source: `docs/results/{record.get('name')}.json` ({config.get('command', '?')}; git "
         f"{(env.get('git_commit') or 'unknown')[:12]}; {record.get('started', '?')}). LPR ± = half the "
-        f"{spec.get('confidence', 0.95):.0%} interval; * = differs from the base row, p < {sig:.2g} "
-        "(paired bootstrap, Holm); guard columns as in the mitigation table."
+        f"{spec.get('confidence', 0.95):.0%} interval{TARGETS.get(spec.get('target'), '')}; "
+        f"* = differs from the base row, p < {sig:.2g} "
+        f"({TESTS[spec.get('test', 'bootstrap')]}, Holm); guard columns as in the mitigation table."
     )
     return render(header, body, "markdown").rstrip("\n") + "\n\n" + source
 

@@ -5,7 +5,7 @@ The per-reply checks these aggregate (is_degenerate, lexical_validity) are in `m
 docstring for the rules and their calibration.
 
 `guard_flags` flags a (task, language) row whose coverage is lower, or degeneracy higher, than a base run's
-beyond chance (paired bootstrap when both runs hold the same ids for the task, else independent resamples;
+beyond chance (paired permutation test when both runs hold the same ids for the task, else independent resamples;
 Holm over the task's rows x 2 measures), and a row whose whole interval lies beyond an absolute limit
 (defaults: coverage below 80 %, degeneracy above 5 %; None turns a limit off). On the paper's outputs the
 limits fire only for the base models and llama-3-instruct's cross-lingual ko/ja/zh (no strong model's
