@@ -285,3 +285,117 @@ def test_a_file_without_markers_scores_as_before(capsys, tmp_path):
     ]
     assert outs[0] == outs[1] and outs[2] == outs[3]
     assert "part" not in outs[2].splitlines()[0]
+
+
+# -- a suite and `mlft compare` on a backend that thinks -------------------------------------------------------
+
+THOUGHTS = {
+    # de: the trace drifts to English; ru: it stays Russian; ja: a Chinese trace that never closes
+    "de": "<think>The user wants a short answer in German about the question, so I will write one.</think>\n",
+    "ru": "<think>Пользователь хочет короткий ответ на русском языке, поэтому я напишу его.</think>\n",
+    "ja": "<think>用户想要一个简短的日语回答，所以我会写一个回答，然后",
+}
+ANSWERS = {
+    "de": "Das ist eine ganz normale Antwort auf Deutsch, mit mehreren Wörtern darin.",
+    "ru": "Это совершенно обычный ответ на русском языке, в нём много разных слов.",
+    "ja": "",
+}
+CLEAN = "<think>Der Nutzer möchte eine kurze Antwort auf Deutsch, also schreibe ich eine.</think>\n"
+
+
+@pytest.fixture
+def thinking():
+    from dataclasses import dataclass, field
+
+    from generation_helpers import TextBackend
+
+    from mlft.generation.backends import REGISTRY, Capabilities
+
+    @dataclass
+    class ThinkingOptions:
+        clean: bool = field(default=False, metadata={"help": "think in German when asked in German"})
+
+    class ThinkingBackend(TextBackend):
+        name = "thinking"
+        Options = ThinkingOptions
+        capabilities = Capabilities(chat=True)
+
+        def reply(self, request) -> str:
+            lang = request.language
+            trace = CLEAN if self.options.clean and lang == "de" else THOUGHTS[lang]
+            return trace + ANSWERS[lang]
+
+    REGISTRY.add("thinking", ThinkingBackend)
+    try:
+        yield ThinkingBackend
+    finally:
+        REGISTRY.remove("thinking")
+
+
+def test_a_suite_reports_the_trace_and_compare_tests_it(thinking, tmp_path, shared, capsys):
+    from mlft.evals.runner import run_suite
+    from mlft.evals.suite import build_suite
+
+    data = {"kind": "lcb", "tasks": ["monolingual"], "languages": ["de", "ja", "ru"], "per_language": 4}
+    suite = build_suite(data, "s.yaml")
+    a = run_suite(suite, backend="thinking", model_ref="m", out_dir=tmp_path / "a", progress=False)
+    value = lambda metric, lang="avg": a.value(metric, "monolingual", lang)  # noqa: E731
+    # the answers (the official rows): de and ru clean; ja lost its answer to the unclosed trace (not counted)
+    assert (value("lpr", "de"), value("lpr", "ru"), value("coverage", "ja")) == (1.0, 1.0, 0.0)
+    # the traces: English in de, Russian in ru, Chinese in ja
+    assert [value("trace_lpr", x) for x in ("de", "ja", "ru", "avg")] == [0.0, 0.0, 1.0, pytest.approx(1 / 3)]
+    assert (value("trace_closed", "de"), value("trace_unclosed", "ja"), value("trace_any")) == (1.0, 1.0, 1.0)
+    assert value("trace_none") == 0.0 and value("trace_coverage", "ja") == 1.0
+    assert (tmp_path / "a" / "default" / "outcomes.trace.jsonl").is_file()
+    # without the split, the whole replies: de fails on its English trace
+    whole = run_suite(
+        build_suite({**data, "trace_markers": None}, "s.yaml"),
+        backend="thinking",
+        model_ref="m",
+        out_dir=tmp_path / "whole",
+        progress=False,
+    )
+    assert whole.value("lpr", "monolingual", "de") == 0.0 and whole.value("trace_lpr", "monolingual") is None
+    # a second model that thinks in German: the trace improves, the answers do not move
+    run_suite(
+        suite,
+        backend="thinking",
+        backend_options={"clean": True},
+        model_ref="m",
+        out_dir=tmp_path / "b",
+        progress=False,
+    )
+    code = main(
+        [
+            "compare",
+            str(tmp_path / "a"),
+            str(tmp_path / "b"),
+            "--part",
+            "trace",
+            "--metric",
+            "lpr",
+            "--format",
+            "tsv",
+            "--resamples",
+            "500",
+        ]
+    )
+    out = capsys.readouterr().out
+    de = next(line.split("\t") for line in out.splitlines() if line.startswith("monolingual\tde\tlpr"))
+    assert code == 0 and de[3:6] == ["0.0", "100.0", "+100.0*"]
+    main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--metric", "lpr", "--format", "tsv"])
+    out = capsys.readouterr().out
+    de = next(line.split("\t") for line in out.splitlines() if line.startswith("monolingual\tde\tlpr"))
+    assert de[3:6] == ["100.0", "100.0", "+0.0"]
+    # completions files are split the same way
+    files = [str(tmp_path / x / "default" / "completions.jsonl") for x in ("a", "b")]
+    main(["compare", *files, "--part", "trace", "--metric", "lpr", "--format", "tsv", "--resamples", "500"])
+    de = next(x.split("\t") for x in capsys.readouterr().out.splitlines() if x.startswith("monolingual\tde\tlpr"))
+    assert de[3:6] == ["0.0", "100.0", "+100.0*"]
+
+
+def test_a_malformed_trace_markers_key_names_the_field():
+    from mlft.evals.suite import build_suite
+
+    with pytest.raises(ConfigError, match=r"s\.yaml: trace_markers: expected 'OPEN,CLOSE'"):
+        build_suite({"kind": "lcb", "trace_markers": "<think>"}, "s.yaml")

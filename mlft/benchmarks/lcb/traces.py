@@ -34,6 +34,17 @@ from mlft.errors import ConfigError
 NONE, CLOSED, PREFILLED, UNCLOSED, MALFORMED = "none", "closed", "prefilled", "unclosed", "malformed"
 OUTCOMES = (NONE, CLOSED, PREFILLED, UNCLOSED, MALFORMED)
 HAS_TRACE = (CLOSED, PREFILLED, UNCLOSED)  # the replies the trace part scores
+TRACE_PREFIX = "trace_"  # long-format metric rows of the trace part: trace_lpr, trace_coverage, trace_unclosed...
+TRACE_OUTCOMES_FILE = "outcomes.trace.jsonl"  # an lcb suite variant's per-reply outcomes of its traces
+
+
+def trace_metric(metric: str) -> str:
+    """The long-format name of a metric of the trace part (`lpr` -> `trace_lpr`) or of an outcome's share."""
+    return TRACE_PREFIX + metric
+
+
+def is_trace_metric(metric: str) -> bool:
+    return metric.startswith(TRACE_PREFIX)
 
 
 @dataclass(frozen=True)
