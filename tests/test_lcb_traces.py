@@ -347,6 +347,19 @@ def test_a_suite_reports_the_trace_and_compare_tests_it(thinking, tmp_path, shar
     assert (value("trace_closed", "de"), value("trace_unclosed", "ja"), value("trace_any")) == (1.0, 1.0, 1.0)
     assert value("trace_none") == 0.0 and value("trace_coverage", "ja") == 1.0
     assert (tmp_path / "a" / "default" / "outcomes.trace.jsonl").is_file()
+    # the report page: each reply judged on its answer, its trace judged apart (outcome, lines, verdict)
+    from mlft.reports.page import OK, WRONG, collect
+
+    view = collect([tmp_path / "a"], workers=1).views[0]
+    assert {m["metric"] for m in view.metrics} >= {"trace_lpr", "trace_coverage", "trace_unclosed"}
+    by_lang = {r[2]: r for r in view.replies}
+    de, ja, ru = by_lang["de"], by_lang["ja"], by_lang["ru"]
+    assert (de[4], de[12], de[14]) == ("pass", "closed", "line")
+    assert [(line[1], line[2]) for line in de[13]] == [(WRONG, "en")] and de[8][-1][1] == OK
+    assert (ja[4], ja[12], ja[14], ja[13][0][2]) == ("not counted", "unclosed", "line", "zh")
+    assert (ru[4], ru[12], ru[14]) == ("pass", "closed", "pass")
+    whole = {r[2]: r for r in collect([tmp_path / "a"], workers=1, markers=None).views[0].replies}
+    assert (whole["de"][4], whole["de"][12], whole["de"][13]) == ("line", "none", None)
     # without the split, the whole replies: de fails on its English trace
     whole = run_suite(
         build_suite({**data, "trace_markers": None}, "s.yaml"),

@@ -33,12 +33,22 @@ def add_parser(sub) -> None:
         help="fastText model of the per-line verdicts (default: the bundled lid.176.ftz, as mlft eval)",
     )
     p.add_argument("--workers", type=int, default=None, help="scoring processes for large views (default: all cores)")
+    p.add_argument(
+        "--trace-markers",
+        metavar="OPEN,CLOSE",
+        default="<think>,</think>",
+        help="reasoning traces: a reply holding these markers is judged on its answer, its trace shown apart "
+        "(as the lcb suite's trace_markers; 'none' = whole replies)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     out = Path(args.out) if args.out else Path(args.folders[0]) / PAGE
-    path, page = write_page(args.folders, out, workers=args.workers, lid=args.lid)
+    from mlft.benchmarks.lcb.traces import parse_markers
+
+    markers = parse_markers(args.trace_markers, "--trace-markers")
+    path, page = write_page(args.folders, out, workers=args.workers, lid=args.lid, markers=markers)
     for m in page.messages:
         print(f"mlft report: note: {m}", file=sys.stderr)
     replies = sum(len(v.replies) for v in page.views)

@@ -71,7 +71,7 @@ def load_side(spec: str, part: str = "answer", markers: TraceMarkers | None = DE
         rows = [
             r
             for r in read_curves(path)
-            if r["variant"] == (variant or "model") and r.get("outcomes", "").split("/")[-1] == _outcomes_name(part)
+            if r["variant"] == (variant or "model") and (r.get("outcomes") or "").split("/")[-1] == _outcomes_name(part)
         ]
         if not rows:
             raise DataError(
