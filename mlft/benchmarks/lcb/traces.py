@@ -25,11 +25,13 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from mlft.benchmarks.lcb.scoring import ScoreReport, score_completions
 from mlft.completions import Completion
 from mlft.errors import ConfigError
+
+if TYPE_CHECKING:  # the scorer is imported when a score is asked for: the markers alone serve generation too
+    from mlft.benchmarks.lcb.scoring import ScoreReport
 
 NONE, CLOSED, PREFILLED, UNCLOSED, MALFORMED = "none", "closed", "prefilled", "unclosed", "malformed"
 OUTCOMES = (NONE, CLOSED, PREFILLED, UNCLOSED, MALFORMED)
@@ -182,6 +184,8 @@ def score_traced(
     """`scoring.score_completions` of the answers and, when some reply has a trace, of the traces (same options,
     seed, guard and intervals). Without a marker in any reply the answers are the completions themselves, scored
     once, exactly as `score_completions(completions)`."""
+    from mlft.benchmarks.lcb.scoring import score_completions
+
     split = split_completions(completions, markers)
     if not split.any_marker:
         return TracedScore(score_completions(list(completions), **kwargs), None, split, markers)
