@@ -1,12 +1,13 @@
 """The scorer reproduces the official compute_metrics.py (run with lid.176.ftz) on all released outputs, through the
-path `mlft score` takes by default (the reasoning-trace split, `traces.score_traced`, which leaves replies without a
+path `mlft score` takes by default (the reasoning-trace split, `scoring.score_traced`, which leaves replies without a
 marker untouched)."""
 
 import csv
 
 import pytest
 
-from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, NONE, score_traced
+from mlft.benchmarks.lcb.scoring import score_traced
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, NONE
 from mlft.completions import read_completions
 
 COUNT_KEYS = ("n_responses", "n_scored", "n_line_err", "n_word_err", "n_lines_scored", "n_lines_wrong")

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from mlft.benchmarks.lcb.scoring import score_traced
 from mlft.benchmarks.lcb.traces import (
     CLOSED,
     MALFORMED,
@@ -14,7 +15,6 @@ from mlft.benchmarks.lcb.traces import (
     UNCLOSED,
     TraceMarkers,
     parse_markers,
-    score_traced,
     split_completions,
     split_reply,
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers
 from mlft.reports.page import PAGE, write_page
 
 
@@ -36,7 +37,7 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--trace-markers",
         metavar="OPEN,CLOSE",
-        default="<think>,</think>",
+        default=DEFAULT_MARKERS.spec(),
         help="reasoning traces: a reply holding these markers is judged on its answer, its trace shown apart "
         "(as the lcb suite's trace_markers; 'none' = whole replies)",
     )
@@ -45,8 +46,6 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     out = Path(args.out) if args.out else Path(args.folders[0]) / PAGE
-    from mlft.benchmarks.lcb.traces import parse_markers
-
     markers = parse_markers(args.trace_markers, "--trace-markers")
     path, page = write_page(args.folders, out, workers=args.workers, lid=args.lid, markers=markers)
     for m in page.messages:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from mlft.benchmarks.lcb.judge import JUDGES, beside_rows, judge_report, metric_name
 from mlft.benchmarks.lcb.metrics import WORD_CHECKS, ScoreOptions
-from mlft.benchmarks.lcb.scoring import score_guard
-from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers, score_traced
+from mlft.benchmarks.lcb.scoring import score_guard, score_traced
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers
 from mlft.completions import read_completions
 from mlft.errors import ConfigError
 from mlft.format import render

@@ -3,7 +3,8 @@
 Reasoning models write their thinking between markers (`<think>…</think>` by default) before the answer, and the
 thinking drifts to English or Chinese while the answer stays in the user's language (or the other way round). One
 LPR over the whole reply mixes the two; here each part is scored as LCB scores a reply, with the same scorer,
-guard and intervals (`scoring.score_completions` on completions whose text is the part).
+guard and intervals (`scoring.score_traced`: `score_completions` on completions whose text is the part). This module
+holds the markers and the split alone (no scorer import): the script gate's `scope` follows the same markers.
 
 Outcomes of a split (`split_reply`):
 - `none`: no marker; the answer is the reply, unchanged (so the official numbers of a file without a trace are
@@ -25,13 +26,10 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from mlft.completions import Completion
 from mlft.errors import ConfigError
-
-if TYPE_CHECKING:  # the scorer is imported when a score is asked for: the markers alone serve generation too
-    from mlft.benchmarks.lcb.scoring import ScoreReport
 
 NONE, CLOSED, PREFILLED, UNCLOSED, MALFORMED = "none", "closed", "prefilled", "unclosed", "malformed"
 OUTCOMES = (NONE, CLOSED, PREFILLED, UNCLOSED, MALFORMED)
@@ -162,33 +160,3 @@ def outcome_rows(completions: Sequence[Completion], outcomes: Sequence[str]) -> 
                 }
             )
     return rows
-
-
-@dataclass
-class TracedScore:
-    """`answer`: the official report of the answers (the replies themselves when none has a marker); `trace`: the
-    report of the traces (None when no reply has a trace); `split`: the parts and outcomes."""
-
-    answer: ScoreReport
-    trace: ScoreReport | None
-    split: SplitCompletions
-    markers: TraceMarkers | None
-
-    def outcome_rows(self, completions: Sequence[Completion]) -> list[dict]:
-        return outcome_rows(completions, self.split.outcomes)
-
-
-def score_traced(
-    completions: Sequence[Completion], markers: TraceMarkers | None = DEFAULT_MARKERS, **kwargs
-) -> TracedScore:
-    """`scoring.score_completions` of the answers and, when some reply has a trace, of the traces (same options,
-    seed, guard and intervals). Without a marker in any reply the answers are the completions themselves, scored
-    once, exactly as `score_completions(completions)`."""
-    from mlft.benchmarks.lcb.scoring import score_completions
-
-    split = split_completions(completions, markers)
-    if not split.any_marker:
-        return TracedScore(score_completions(list(completions), **kwargs), None, split, markers)
-    answer = score_completions(split.answers, **kwargs)
-    trace = score_completions(split.traces, **kwargs) if split.traces else None
-    return TracedScore(answer, trace, split, markers)
