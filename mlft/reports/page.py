@@ -32,7 +32,14 @@ from mlft import __version__
 from mlft.benchmarks.lcb.guard import degeneracy_reason, lexical_validity
 from mlft.benchmarks.lcb.metrics import normalize
 from mlft.benchmarks.lcb.scoring import load_resources, score_completions
-from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, HAS_TRACE, TraceMarkers, split_completions
+from mlft.benchmarks.lcb.traces import (
+    DEFAULT_MARKERS,
+    HAS_TRACE,
+    OUTCOMES,
+    TraceMarkers,
+    split_completions,
+    trace_metric,
+)
 from mlft.completions import read_completions
 from mlft.console import get_logger
 from mlft.constants import GUARD_METRICS, METRICS, VALID_SHARE
@@ -49,6 +56,9 @@ PAGE = "report.html"
 # expected language, counted in another language (or "unknown")
 SHORT, OK, WRONG, CUT = 0, 1, 2, 3
 SHOWN_METRICS = (*METRICS, *GUARD_METRICS, "unknown", "skipped", "nll")
+# a suite's reasoning-trace rows (`mlft.benchmarks.lcb.traces`), after the official ones: the trace's metrics, then
+# the share of each split outcome
+SHOWN_METRICS += tuple(trace_metric(m) for m in (*SHOWN_METRICS[:-1], *OUTCOMES, "any"))
 ROLLOUT_STEPS = 40  # GRPO rollouts on the page: at most this many steps per run (spread evenly, first and last)
 ROLLOUT_PAGE_CHARS = 1000  # prompt / completion text shown per rollout
 

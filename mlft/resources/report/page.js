@@ -12,7 +12,7 @@
     NAMES['trace_' + x] = 'trace outcome: ' + x; });
   var LOWER_IS_BETTER = {degeneracy: 1, unknown: 1, skipped: 1, nll: 1, trace_degeneracy: 1, trace_unknown: 1,
     trace_skipped: 1, trace_unclosed: 1, trace_malformed: 1};
-  var MAIN_METRICS = ['lpr', 'wpr', 'lcpr', 'coverage', 'degeneracy', 'validity'];
+  var MAIN_METRICS = ['lpr', 'wpr', 'lcpr', 'coverage', 'degeneracy', 'validity', 'trace_lpr', 'trace_any'];
   var COLORS = ['#2f5fd0', '#d0542f', '#1a8a5a', '#8e44ad', '#c7962c', '#16a0b5', '#d03f8a', '#5d6d7e'];
   var VERDICT = {'pass': 'LCB pass', 'line': 'LPR fail: a line in another language',
     'word': 'WPR fail: English word', 'not counted': 'not counted (no line of 5+ tokens)'};
