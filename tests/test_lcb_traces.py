@@ -412,3 +412,34 @@ def test_a_malformed_trace_markers_key_names_the_field():
 
     with pytest.raises(ConfigError, match=r"s\.yaml: trace_markers: expected 'OPEN,CLOSE'"):
         build_suite({"kind": "lcb", "trace_markers": "<think>"}, "s.yaml")
+
+
+def test_the_openai_backend_keeps_a_reasoning_parsers_trace(tmp_path, capsys):
+    """A server with a reasoning parser returns the trace apart (`reasoning_content`): the openai backend puts it
+    back between the default markers (unclosed when the reply ran out while thinking), where scoring splits it."""
+    from generation_helpers import API_KEY, FaultServer
+
+    from mlft.generation.backends import Request
+    from mlft.generation.backends.openai import OpenAIBackend
+    from mlft.generation.decoding import Decoding
+
+    de, ru = REPLIES[1][1], REPLIES[3][1]  # an English trace with a German answer, then with a Russian one
+
+    def reply(body):
+        text = body["messages"][-1]["content"]
+        if text == "out of tokens":
+            return None, "length", "The user wants a long answer, so I keep thinking about it for a while"
+        if text == "no parser":
+            return de, "stop"
+        source = de if text == "de" else ru
+        trace, answer = source[len("<think>") :].split("</think>")
+        return answer, "stop", trace
+
+    with FaultServer(reply=reply) as server:
+        backend = OpenAIBackend("m", base_url=server.url, api_key=API_KEY, concurrency=1, logprobs=False)
+        asks = ["de", "ru", "out of tokens", "no parser"]
+        requests = [Request(t, messages=[{"role": "user", "content": t}], language="de") for t in asks]
+        got = {r.id: r.completion for r in backend.generate(requests, Decoding(max_new_tokens=32))}
+    assert got["de"] == de and got["ru"] == ru and got["no parser"] == de
+    assert got["out of tokens"] == "<think>The user wants a long answer, so I keep thinking about it for a while"
+    assert split_reply(got["out of tokens"]).outcome == UNCLOSED
