@@ -347,6 +347,8 @@ def test_a_suite_reports_the_trace_and_compare_tests_it(thinking, tmp_path, shar
     assert (value("trace_closed", "de"), value("trace_unclosed", "ja"), value("trace_any")) == (1.0, 1.0, 1.0)
     assert value("trace_none") == 0.0 and value("trace_coverage", "ja") == 1.0
     assert (tmp_path / "a" / "default" / "outcomes.trace.jsonl").is_file()
+    report = (tmp_path / "a" / "report.md").read_text(encoding="utf-8")
+    assert "monolingual LPR (%)" in report and "monolingual trace LPR (%)" in report and "trace ANY" in report
     # the report page: each reply judged on its answer, its trace judged apart (outcome, lines, verdict)
     from mlft.reports.page import OK, WRONG, collect
 
