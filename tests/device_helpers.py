@@ -151,4 +151,13 @@ def mlft_runner(model, tok, reqs, decoding, interventions, token_stats=False, **
 
 
 # the variants of an intervention worth running separately (its modes)
-VARIANTS = {"script_gate": [{"mode": "hard"}, {"mode": "soft"}, {"mode": "needed", "calibrate": 0.5}]}
+VARIANTS = {
+    "script_gate": [
+        {"mode": "hard"},
+        {"mode": "soft"},
+        {"mode": "needed", "calibrate": 0.5},
+        # scoped to a part of a reasoning reply: the trace markers followed on the device (mlft's TraceScope)
+        {"mode": "hard", "scope": "answer"},
+        {"mode": "needed", "scope": "trace"},
+    ]
+}

@@ -97,10 +97,12 @@ class FaultServer:
                     return self._send(400, b'{"error": "logprobs are not supported by this server"}')
                 elif "nochoices" in text and n == 1:
                     return self._send(200, b'{"choices": [], "object": "chat.completion"}')
-                content, finish = server.reply(body) if server.reply else (f"echo: {text}", "stop")
-                choice = (
-                    {"message": {"role": "assistant", "content": content}} if "messages" in body else {"text": content}
-                )
+                got = server.reply(body) if server.reply else (f"echo: {text}", "stop")
+                content, finish, reasoning = (*got, None)[:3]  # reasoning: a reasoning parser's separate trace
+                message = {"role": "assistant", "content": content}
+                if reasoning is not None:
+                    message["reasoning_content"] = reasoning
+                choice = {"message": message} if "messages" in body else {"text": content}
                 if body.get("logprobs") is not None and body.get("logprobs") is not False:  # two tokens
                     choice["logprobs"] = (
                         {"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1.5}]}

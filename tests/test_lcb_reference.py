@@ -1,10 +1,13 @@
-"""The scorer reproduces the official compute_metrics.py (run with lid.176.ftz) on all released outputs."""
+"""The scorer reproduces the official compute_metrics.py (run with lid.176.ftz) on all released outputs, through the
+path `mlft score` takes by default (the reasoning-trace split, `scoring.score_traced`, which leaves replies without a
+marker untouched)."""
 
 import csv
 
 import pytest
 
-from mlft.benchmarks.lcb.scoring import score_completions
+from mlft.benchmarks.lcb.scoring import score_traced
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, NONE
 from mlft.completions import read_completions
 
 COUNT_KEYS = ("n_responses", "n_scored", "n_line_err", "n_word_err", "n_lines_scored", "n_lines_wrong")
@@ -16,7 +19,11 @@ def report(shared):
     for f in sorted((shared / "lcb" / "outputs").glob("*.csv")):
         completions += read_completions(f)
     assert len(completions) > 60000
-    return score_completions(completions, words=shared / "lcb" / "words")
+    traced = score_traced(completions, DEFAULT_MARKERS, words=shared / "lcb" / "words")
+    # no released reply holds a trace marker: every answer is its reply, the very object, and no trace is scored
+    assert set(traced.split.outcomes) == {NONE} and traced.trace is None
+    assert all(a is c for a, c in zip(traced.split.answers, completions))
+    return traced.answer
 
 
 def _rows(path):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers
+from mlft.errors import ConfigError
 from mlft.format import FORMATS
 
 
@@ -40,6 +42,19 @@ def add_parser(sub) -> None:
         action="store_true",
         help="compare on the prompts both sides hold (otherwise differing prompt sets are an error)",
     )
+    p.add_argument(
+        "--part",
+        choices=("answer", "trace"),  # mlft.reports.compare.PARTS (not imported: the parser stays light)
+        default="answer",
+        help="reasoning traces: compare the answers (default; a reply without a trace is its own answer) or the "
+        "traces (eval folders: outcomes.trace.jsonl; completions files: split with --trace-markers)",
+    )
+    p.add_argument(
+        "--trace-markers",
+        metavar="OPEN,CLOSE",
+        default=DEFAULT_MARKERS.spec(),
+        help="the trace markers of completions files (default: %(default)s; 'none' = whole replies)",
+    )
     p.add_argument("--format", choices=[*FORMATS, "json"], default="table")
     p.set_defaults(func=run)
 
@@ -47,7 +62,10 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from mlft.reports.compare import compare, intersect, load_side, render_compare
 
-    (la, a), (lb, b) = load_side(args.a), load_side(args.b)
+    markers = parse_markers(args.trace_markers, "--trace-markers")
+    if args.part == "trace" and markers is None:
+        raise ConfigError("--part trace needs trace markers (--trace-markers OPEN,CLOSE)")
+    (la, a), (lb, b) = (load_side(x, args.part, markers) for x in (args.a, args.b))
     if args.intersect:
         a, b, dropped = intersect(a, b)
         if dropped:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
@@ -39,13 +41,21 @@ def _arguments(p) -> None:
         help="fastText model of the per-line verdicts (default: the bundled lid.176.ftz, as mlft eval)",
     )
     p.add_argument("--workers", type=int, default=None, help="scoring processes for large views (default: all cores)")
+    p.add_argument(
+        "--trace-markers",
+        metavar="OPEN,CLOSE",
+        default=DEFAULT_MARKERS.spec(),
+        help="reasoning traces: a reply holding these markers is judged on its answer, its trace shown apart "
+        "(as the lcb suite's trace_markers; 'none' = whole replies)",
+    )
 
 
 def run(args) -> int:
     from mlft.reports.page import PAGE, write_page
 
     out = Path(args.out) if args.out else Path(args.folders[0]) / PAGE
-    path, page = write_page(args.folders, out, workers=args.workers, lid=args.lid)
+    markers = parse_markers(args.trace_markers, "--trace-markers")
+    path, page = write_page(args.folders, out, workers=args.workers, lid=args.lid, markers=markers)
     for m in page.messages:
         print(f"mlft report: note: {m}", file=sys.stderr)
     replies = sum(len(v.replies) for v in page.views)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from mlft.benchmarks.lcb.metrics import WORD_CHECKS
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers
 from mlft.errors import ConfigError
 from mlft.langid import OTHER_LIDS as JUDGES  # the second judges (mlft.benchmarks.lcb.judge.JUDGES)
 
@@ -86,6 +87,16 @@ def add_parser(sub) -> None:
         help="print the official metrics alone, without the guard (coverage, degeneracy, lexical validity, "
         "unknown-line and skipped-reply shares, with 95%% intervals and ⚠ flags)",
     )
+    p.add_argument(
+        "--trace-markers",
+        metavar="OPEN,CLOSE",
+        default=DEFAULT_MARKERS.spec(),
+        help="reasoning traces: a reply holding these markers is split into its trace and its answer; the "
+        "official tables score the answer, a second set scores the trace, and the split's outcomes (closed, "
+        "prefilled, unclosed, malformed) are counted. Replies without a marker are scored unchanged "
+        "(default: %(default)s; 'none' = no split)",
+    )
+    p.add_argument("--no-traces", action="store_true", help="score whole replies, markers included (no split)")
     p.set_defaults(func=run)
 
 
@@ -105,18 +116,27 @@ def _aliases(items: list[str]) -> dict[str, set[str]]:
 def run(args) -> int:
     from mlft.benchmarks.lcb.judge import beside_rows, judge_report, metric_name
     from mlft.benchmarks.lcb.metrics import ScoreOptions
-    from mlft.benchmarks.lcb.scoring import score_completions, score_guard
+    from mlft.benchmarks.lcb.scoring import score_guard, score_traced
     from mlft.completions import read_completions
     from mlft.format import render
-    from mlft.reports.score_tables import beside_table, guard_tables, guarded_rows, long_table, matrix_tables
+    from mlft.reports.score_tables import (
+        beside_table,
+        guard_tables,
+        guarded_rows,
+        long_table,
+        matrix_tables,
+        trace_outcome_table,
+    )
 
     options = ScoreOptions(word_check=args.word_check, label_aliases=_aliases(args.label_alias))
     completions = []
     for f in args.files:
         completions += read_completions(f)
-    report = score_completions(
+    markers = None if args.no_traces else parse_markers(args.trace_markers, "--trace-markers")
+    traced = score_traced(
         completions,
-        options,
+        markers,
+        options=options,
         lid=args.lid,
         words=args.words,
         detail=bool(args.details),
@@ -127,9 +147,14 @@ def run(args) -> int:
         progress=sys.stderr.isatty(),
         guard=not args.no_guard,
     )
-    guard = None
+    report, trace = traced.answer, traced.trace
+    answers = traced.split.answers  # the completions themselves when no reply has a marker
+    guard = trace_guard = None
     if not args.no_guard:
-        guard = score_guard(completions, report.replies, confidence=args.confidence, seed=args.seed)
+        guard = score_guard(answers, report.replies, confidence=args.confidence, seed=args.seed)
+        if trace is not None:
+            trace_guard = score_guard(traced.split.traces, trace.replies, confidence=args.confidence, seed=args.seed)
+    outcomes = traced.outcome_rows(completions) if traced.split.any_marker else None
     judged = None
     if args.judge:
         if args.lid in JUDGES:
@@ -138,9 +163,9 @@ def run(args) -> int:
                 f"got --lid {args.lid}"
             )
         judged = beside_rows(
-            completions,
+            answers,
             report,
-            judge_report(completions, args.judge, options, words=args.words, workers=args.workers),
+            judge_report(answers, args.judge, options, words=args.words, workers=args.workers),
             args.judge,
         )
     if args.format == "json":
@@ -149,6 +174,12 @@ def run(args) -> int:
             data["guard_flags"] = guard[1]
         if judged is not None:
             data["judge"] = {"lid_model": args.judge, "rows": judged}
+        if outcomes is not None:
+            data["traces"] = {"markers": [markers.open, markers.close], "outcomes": outcomes, "rows": []}
+            if trace is not None:
+                data["traces"]["rows"] = guarded_rows(trace, trace_guard)
+                if trace_guard is not None:
+                    data["traces"]["guard_flags"] = trace_guard[1]
         text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
     elif args.format in ("tsv", "csv"):
         header, body = long_table(report, guard)
@@ -158,14 +189,31 @@ def run(args) -> int:
                 line + ["NA" if j[metric_name(args.judge)] is None else j[metric_name(args.judge)]]
                 for line, j in zip(body, judged)
             ]
+        if outcomes is not None:  # one long table: the answer's rows, then the trace's, told apart by `part`
+            header, body = ["part", *header], [["answer", *line] for line in body]
+            if trace is not None:
+                t_header, t_body = long_table(trace, trace_guard)
+                body += [["trace", *[dict(zip(t_header, line)).get(c, "NA") for c in header[1:]]] for line in t_body]
         text = render(header, body, args.format)
     else:
         fmt = "markdown" if args.format == "markdown" else "table"
-        text = f"LID model: {report.lid_name} · {report.options}\n\n" + matrix_tables(report, fmt)
+        text = f"LID model: {report.lid_name} · {report.options}\n\n"
+        if outcomes is not None:
+            text += (
+                f"Reasoning traces ({markers.open} … {markers.close}): the tables score each reply's answer (the "
+                "reply without its trace; a reply without a marker is scored whole), then its trace.\n\n"
+            )
+        text += matrix_tables(report, fmt, part="answer" if outcomes is not None else "")
         if guard is not None:
-            text += "\n" + guard_tables(report, guard, fmt)
+            text += "\n" + guard_tables(report, guard, fmt, part="answer" if outcomes is not None else "")
         if judged is not None:
             text += "\n" + beside_table(judged, args.judge, report.lid_name, fmt)
+        if outcomes is not None:
+            text += "\n" + trace_outcome_table(outcomes, fmt)
+            if trace is not None:
+                text += "\n" + matrix_tables(trace, fmt, part="trace")
+                if trace_guard is not None:
+                    text += "\n" + guard_tables(trace, trace_guard, fmt, part="trace")
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)
@@ -173,7 +221,9 @@ def run(args) -> int:
         sys.stdout.write(text)
     if args.details:
         with open(args.details, "w", encoding="utf-8") as fh:
-            for d in report.details:
+            for d, x in zip(report.details, traced.split.outcomes):
+                if outcomes is not None:
+                    d["trace_outcome"] = x
                 fh.write(json.dumps(d, ensure_ascii=False) + "\n")
         print(f"wrote {args.details} ({len(report.details)} replies)", file=sys.stderr)
     if report.lid_name.startswith("lid.176.ftz"):

@@ -23,6 +23,15 @@ from mlft.benchmarks.lcb.confusion import analyze, confusion_table
 from mlft.benchmarks.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
 from mlft.benchmarks.lcb.judge import check_judge, judge_report, metric_name
 from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
+from mlft.benchmarks.lcb.traces import (
+    DEFAULT_MARKERS,
+    HAS_TRACE,
+    OUTCOMES,
+    TRACE_OUTCOMES_FILE,
+    parse_markers,
+    split_completions,
+    trace_metric,
+)
 from mlft.completions import Completion, write_official_csv
 from mlft.config import check_choice, from_dict
 from mlft.constants import GUARD_METRICS, TASKS
@@ -47,6 +56,7 @@ from mlft.stats import (
     prompt_means,
     save_outcomes,
     unknown_share_intervals,
+    wilson,
 )
 
 
@@ -131,6 +141,15 @@ class LcbOptions:
             "(metric lpr@<judge>, a column of the variants table with paired tests); null = off"
         },
     )
+    trace_markers: str | None = field(
+        default=DEFAULT_MARKERS.spec(),
+        metadata={
+            "help": "reasoning traces, 'OPEN,CLOSE' (mlft.benchmarks.lcb.traces): a reply holding these markers is "
+            "split; the official rows score its answer, `trace_<metric>` rows (with `<variant>/"
+            "outcomes.trace.jsonl`) its trace, `trace_<outcome>` rows the share of each split outcome. Replies "
+            "without a marker are scored whole, bit for bit; null or 'none' = no split"
+        },
+    )
     confidence: float = field(default=0.95, metadata={"help": "level of the intervals on every metric row"})
     resamples: int = field(default=2000, metadata={"help": "bootstrap resamples for the intervals (seeded)"})
 
@@ -201,6 +220,7 @@ def validate(o: LcbOptions, where: str) -> None:
         raise ConfigError(f"{where}: token_stats needs num_beams=1 in every variant")
     if o.judge is not None:
         check_judge(o.judge, f"{where}: judge")
+    parse_markers(o.trace_markers, f"{where}: trace_markers")
     if not 0 < o.confidence < 1 or o.resamples < 100:
         raise ConfigError(f"{where}: confidence must be in (0, 1) and resamples >= 100")
 
@@ -384,6 +404,8 @@ def run(suite, ctx) -> KindOutput:
             )
             for x in records
         ]
+        split = split_completions(completions, parse_markers(o.trace_markers))
+        completions = split.answers  # the replies themselves when none holds a trace marker
         report = score_completions(completions)
         outcomes = outcomes_from(completions, report.replies, nll=reply_nlls(ctx, o, records))
         save_outcomes(vdir / "outcomes.jsonl", outcomes)
@@ -395,6 +417,10 @@ def run(suite, ctx) -> KindOutput:
         if o.judge:
             rows += judge_rows(r.name, completions, outcomes, o, vdir)
             files.append(vdir / judge_file(o.judge))
+        if split.any_marker:
+            rows += trace_rows(r.name, split, o, vdir)
+            if split.traces:
+                files.append(vdir / TRACE_OUTCOMES_FILE)
         all_records += records
     tables = sweep_tables(rows)
     text = "\n".join(t for _, t in tables)
@@ -412,6 +438,32 @@ def run(suite, ctx) -> KindOutput:
     if len(resolved) > 1:
         files.append(plot_sweep(rows, ctx.out_dir / "sweep.png", suite.name))
     return KindOutput(rows, text, [t for t in tables if t[0] == "mitigation"] + sweep_tables(rows, "csv"), files)
+
+
+def trace_rows(variant: str, split, o: LcbOptions, vdir) -> list[MetricRow]:
+    """The trace part of a variant's replies: `trace_<metric>` rows (LPR, WPR, LCPR and the guard, with the
+    intervals of the official rows; per-reply outcomes in `<variant>/outcomes.trace.jsonl` for the paired tests) and
+    `trace_<outcome>` rows: the share of replies per split outcome, per task and language (Wilson intervals)."""
+    rows = []
+    if split.traces:
+        scored = score_completions(split.traces)
+        outcomes = outcomes_from(split.traces, scored.replies)
+        save_outcomes(vdir / TRACE_OUTCOMES_FILE, outcomes)
+        rows += [
+            dataclasses.replace(row, metric=trace_metric(row.metric), outcomes=f"{slug(variant)}/{TRACE_OUTCOMES_FILE}")
+            for row in metric_rows(variant, outcomes, o.confidence, o.resamples)
+            if row.metric != "nll"
+        ]
+    counts: dict[tuple[str, str], list[str]] = {}
+    for c, x in zip(split.answers, split.outcomes):
+        for lang in (c.language, "avg"):
+            counts.setdefault((c.task, lang), []).append(x)
+    for (task, lang), xs in counts.items():
+        for x in (*OUTCOMES, "any"):
+            k = sum(y in HAS_TRACE for y in xs) if x == "any" else xs.count(x)
+            low, high = wilson(k, len(xs), o.confidence)
+            rows.append(MetricRow(variant, task, lang, trace_metric(x), k / len(xs), float(low), float(high), len(xs)))
+    return rows
 
 
 def judge_file(judge: str) -> str:

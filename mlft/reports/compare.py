@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, TRACE_OUTCOMES_FILE, TraceMarkers, split_completions
 from mlft.completions import read_completions
 from mlft.errors import ConfigError, DataError
 from mlft.format import render
@@ -39,9 +40,20 @@ def _split(spec: str) -> tuple[Path, int | None, str | None]:
     return Path(path), step, variant
 
 
-def load_side(spec: str):
-    """(label, outcomes) of one side of a comparison."""
+PARTS = ("answer", "trace")
 
+
+def _outcomes_name(part: str) -> str:
+    return TRACE_OUTCOMES_FILE if part == "trace" else "outcomes.jsonl"
+
+
+def load_side(spec: str, part: str = "answer", markers: TraceMarkers | None = DEFAULT_MARKERS):
+    """(label, outcomes) of one side of a comparison. `part`: the answers (the replies themselves when they hold no
+    trace) or the reasoning traces (`mlft.benchmarks.lcb.traces`: a completions file is split with `markers`; an
+    eval folder or run directory gives its `outcomes.trace.jsonl`)."""
+
+    if part not in PARTS:
+        raise ConfigError(f"part: expected one of {', '.join(PARTS)}, got {part!r}")
     path, step, variant = _split(spec)
     if path.is_file():
         head = path.read_text(encoding="utf-8").lstrip()[:2000]
@@ -52,9 +64,17 @@ def load_side(spec: str):
         models = sorted({c.model for c in comps})
         if len(models) > 1:
             comps = [c for c in comps if c.model == (variant or models[0])]
+        split = split_completions(comps, markers)
+        comps = split.traces if part == "trace" else split.answers
+        if not comps:
+            raise DataError(f"{spec}: no reply holds a reasoning trace (markers {markers and markers.spec()})")
         return spec, outcomes_from(comps, score_completions(comps, guard=True).replies)
     if (path / "curves.jsonl").is_file():
-        rows = [r for r in read_curves(path) if r["variant"] == (variant or "model") and r.get("outcomes")]
+        rows = [
+            r
+            for r in read_curves(path)
+            if r["variant"] == (variant or "model") and (r.get("outcomes") or "").split("/")[-1] == _outcomes_name(part)
+        ]
         if not rows:
             raise DataError(
                 f"{path}: no curve rows with per-reply outcomes for variant {variant or 'model'!r} "
@@ -66,9 +86,13 @@ def load_side(spec: str):
             raise DataError(f"{path}: no evaluation at step {step}")
         return f"{path.name}@{step}:{variant or 'model'}", load_outcomes(path / rel)
     if (path / "scores.jsonl").is_file():
-        rels = sorted(
-            {json.loads(x).get("outcomes") for x in (path / "scores.jsonl").read_text().splitlines() if x.strip()}
+        rels = sorted(  # the part's own outcomes (not a second judge's, `outcomes.<judge>.jsonl`)
+            r
+            for r in {
+                json.loads(x).get("outcomes") for x in (path / "scores.jsonl").read_text().splitlines() if x.strip()
+            }
             - {None}
+            if r.split("/")[-1] == _outcomes_name(part)
         )
         if variant:
             rels = [r for r in rels if r.split("/")[0] == variant]
@@ -79,7 +103,10 @@ def load_side(spec: str):
                     f"{spec}: several variants ({', '.join(r.split('/')[0] for r in rels)}); name one: {path}:VARIANT"
                 )
         if not rels:
-            raise DataError(f"{spec}: no per-reply outcomes found")
+            raise DataError(
+                f"{spec}: no per-reply outcomes found"
+                + (" of reasoning traces (no reply held a trace marker?)" if part == "trace" else "")
+            )
         return spec, load_outcomes(path / rels[0])
     raise ConfigError(f"{spec}: not a run directory (curves.jsonl), an eval folder (scores.jsonl) or a file")
 

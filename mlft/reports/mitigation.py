@@ -50,6 +50,7 @@ from typing import Literal
 
 from mlft.benchmarks.lcb.guard_report import guard_flags
 from mlft.benchmarks.lcb.judge import judge_of
+from mlft.benchmarks.lcb.traces import is_trace_metric
 from mlft.config import from_dict, load_yaml
 from mlft.constants import GUARD_METRICS, TASKS
 from mlft.errors import ConfigError, DataError, MlftError
@@ -331,8 +332,11 @@ def _select(r: RowSpec, variant: str | None = None) -> Row:
 
 def official_outcomes(rows: list[MetricRow]) -> str | None:
     """The (relative) official per-reply outcomes file of a row's metric rows; a second judge's rows name their
-    own file (`outcomes.<judge>.jsonl`), which is not it."""
-    return next((x.outcomes for x in rows if x.outcomes and judge_of(x.metric) is None), None)
+    own file (`outcomes.<judge>.jsonl`), and so do the trace part's rows (`trace_<metric>`: `outcomes.trace.jsonl`)."""
+    return next(
+        (x.outcomes for x in rows if x.outcomes and judge_of(x.metric) is None and not is_trace_metric(x.metric)),
+        None,
+    )
 
 
 # ---------------------------------------------------------------- tests against the base row

@@ -32,6 +32,14 @@ from mlft import __version__
 from mlft.benchmarks.lcb.guard import degeneracy_reason, lexical_validity
 from mlft.benchmarks.lcb.metrics import normalize
 from mlft.benchmarks.lcb.scoring import load_resources, score_completions
+from mlft.benchmarks.lcb.traces import (
+    DEFAULT_MARKERS,
+    HAS_TRACE,
+    OUTCOMES,
+    TraceMarkers,
+    split_completions,
+    trace_metric,
+)
 from mlft.completions import read_completions
 from mlft.console import get_logger
 from mlft.constants import GUARD_METRICS, METRICS, VALID_SHARE
@@ -48,6 +56,9 @@ PAGE = "report.html"
 # expected language, counted in another language (or "unknown")
 SHORT, OK, WRONG, CUT = 0, 1, 2, 3
 SHOWN_METRICS = (*METRICS, *GUARD_METRICS, "unknown", "skipped", "nll")
+# a suite's reasoning-trace rows (`mlft.benchmarks.lcb.traces`), after the official ones: the trace's metrics, then
+# the share of each split outcome
+SHOWN_METRICS += tuple(trace_metric(m) for m in (*SHOWN_METRICS[:-1], *OUTCOMES, "any"))
 ROLLOUT_STEPS = 40  # GRPO rollouts on the page: at most this many steps per run (spread evenly, first and last)
 ROLLOUT_PAGE_CHARS = 1000  # prompt / completion text shown per rollout
 
@@ -260,8 +271,17 @@ def verdict(detail: dict) -> str:
     return "word" if detail["word_error"] and detail["language"] in NON_LATIN else "pass"
 
 
-def view_replies(view: View, resources, prompts: dict[str, str], messages: list[str], workers: int | None) -> None:
-    """Fill `view.replies` from its completions (the scorer's details) and outcomes (recorded guard values)."""
+def view_replies(
+    view: View,
+    resources,
+    prompts: dict[str, str],
+    messages: list[str],
+    workers: int | None,
+    markers: TraceMarkers | None = DEFAULT_MARKERS,
+) -> None:
+    """Fill `view.replies` from its completions (the scorer's details) and outcomes (recorded guard values). A reply
+    with a reasoning trace (`mlft.benchmarks.lcb.traces`, `markers`) is judged on its answer, as the suite scores
+    it; its trace's outcome, lines and verdict follow (indices 12-14; the outcome alone, 'none', without a trace)."""
     if view.folder is None or not (view.folder / "completions.jsonl").is_file():
         where = view.folder / "completions.jsonl" if view.folder else "its pass"
         view.note = f"no completions ({where} not found): metrics only"
@@ -274,14 +294,21 @@ def view_replies(view: View, resources, prompts: dict[str, str], messages: list[
         view.note = f"completions unreadable: {exc}"
         messages.append(f"{view.label}: {view.note}")
         return
+    split = split_completions(completions, markers)
+    completions = split.answers  # the replies themselves when none holds a marker
     report = score_completions(completions, lid=resources[0], words=None, detail=True, workers=workers)
+    traces = iter(())
+    if split.traces:
+        scored = score_completions(split.traces, lid=resources[0], words=None, detail=True, workers=workers)
+        traces = iter(zip(split.traces, scored.details))
     recorded = {(str(o["id"]), o.get("sample") or 0): o for o in read_jsonl(view.folder / "outcomes.jsonl")}
     if not recorded:
         messages.append(
             f"{view.label}: no outcomes.jsonl beside the completions (an older mlft?): lexical "
             "validity and degeneracy computed now"
         )
-    for c, d in zip(completions, report.details):
+    for c, d, outcome in zip(completions, report.details, split.outcomes):
+        trace = next(traces) if outcome in HAS_TRACE else None
         if c.extra.get("prompt") is not None:
             prompts.setdefault(c.id, str(c.extra["prompt"]))
         sample = int(c.extra.get("sample") or 0)  # several replies per prompt: reply k shows as <id>#k
@@ -304,6 +331,9 @@ def view_replies(view: View, resources, prompts: dict[str, str], messages: list[
                 d["english_words"] if c.language in NON_LATIN else [],
                 c.extra.get("finish_reason"),
                 _num(o.get("nll")),
+                outcome,
+                judged_lines(trace[0].completion, trace[1]) if trace else None,
+                verdict(trace[1]) if trace else None,
             ]
         )
 
@@ -311,8 +341,14 @@ def view_replies(view: View, resources, prompts: dict[str, str], messages: list[
 # ---------------------------------------------------------------- the page
 
 
-def collect(paths: list[str | Path], workers: int | None = None, lid: str | None = None) -> Page:
-    """Read every folder (a DataError names one that is neither a run nor an eval) and judge every reply."""
+def collect(
+    paths: list[str | Path],
+    workers: int | None = None,
+    lid: str | None = None,
+    markers: TraceMarkers | None = DEFAULT_MARKERS,
+) -> Page:
+    """Read every folder (a DataError names one that is neither a run nor an eval) and judge every reply (its
+    answer and its reasoning trace apart, for a reply holding `markers`)."""
     started = time.perf_counter()
     folders = [Path(p) for p in paths]
     if not folders:
@@ -330,7 +366,7 @@ def collect(paths: list[str | Path], workers: int | None = None, lid: str | None
     resources = load_resources(lid)
     prompts: dict[str, str] = {}
     for v in views:
-        view_replies(v, resources, prompts, messages, workers)
+        view_replies(v, resources, prompts, messages, workers, markers)
     axis = "step" if all(k == "run" for k in kinds) else "variant"
     title = " + ".join(names)
     return Page(
@@ -403,10 +439,14 @@ def render(page: Page) -> str:
 
 
 def write_page(
-    paths: list[str | Path], out: str | Path, workers: int | None = None, lid: str | None = None
+    paths: list[str | Path],
+    out: str | Path,
+    workers: int | None = None,
+    lid: str | None = None,
+    markers: TraceMarkers | None = DEFAULT_MARKERS,
 ) -> tuple[Path, Page]:
     """Collect and write the page; returns its path and what it holds (views, messages, seconds)."""
-    page = collect(paths, workers=workers, lid=lid)
+    page = collect(paths, workers=workers, lid=lid, markers=markers)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mlft.benchmarks.lcb.judge import metric_name
 from mlft.benchmarks.lcb.scoring import ScoreReport
+from mlft.benchmarks.lcb.traces import OUTCOMES
 from mlft.format import cell, render
 from mlft.languages import NON_LATIN
 
@@ -59,6 +60,12 @@ GUARD_NOTE = (
     "beyond a limit (coverage < 80 %, degeneracy > 5 %, validity < 80 %)."
 )
 
+TRACE_NOTE = (
+    "Trace outcomes: none = no marker (scored whole); closed = open then close marker; prefilled = a close marker "
+    "only (the trace opened in the prompt); unclosed = an open marker never closed (the answer is the text before "
+    "it, usually empty); malformed = markers in the wrong order, nested or several (left out of both parts)."
+)
+
 
 def _flag_text(flags: list[dict], task: str, model: str, lang: str) -> str:
     return "; ".join(f["reason"] for f in flags if (f["task"], f["model"], f["language"]) == (task, model, lang))
@@ -88,10 +95,11 @@ def long_table(report: ScoreReport, guard: tuple[dict, list[dict]] | None = None
     return cols, rows
 
 
-def guard_tables(report: ScoreReport, guard: tuple[dict, list[dict]], fmt: str = "table") -> str:
+def guard_tables(report: ScoreReport, guard: tuple[dict, list[dict]], fmt: str = "table", part: str = "") -> str:
     """Per (task, model): the guard's measures (rows) x avg + languages (columns, percent), ⚠ on flagged cells,
-    then the flags and what the measures mean."""
+    then the flags and what the measures mean. `part` ("answer", "trace") names the part of replies scored."""
     rows, flags = guard
+    tag = f" · {part}" if part else ""
     out = []
     for task, model in report.groups():
         langs = sorted({k[3] for k in rows if k[:2] == (task, model)} - {"all"})
@@ -108,8 +116,8 @@ def guard_tables(report: ScoreReport, guard: tuple[dict, list[dict]], fmt: str =
                     text += " ⚠"
                 line.append(text)
             body.append(line)
-        out.append(render(["Guard %", "avg", *langs], body, fmt, title=f"{model} · {task} · guard"))
-    notes = [f"⚠ {f['model']} · {f['task']} · {f['language']}: {f['reason']}" for f in flags]
+        out.append(render(["Guard %", "avg", *langs], body, fmt, title=f"{model} · {task}{tag} · guard"))
+    notes = [f"⚠ {f['model']} · {f['task']}{tag} · {f['language']}: {f['reason']}" for f in flags]
     prefix = "- " if fmt == "markdown" else ""
     return "\n".join(out) + "\n" + "\n".join(prefix + n for n in [*notes, GUARD_NOTE]) + "\n"
 
@@ -119,8 +127,10 @@ def _ci(r: dict, key: str) -> str:
     return "" if lo is None else f" [{100 * lo:.1f},{100 * hi:.1f}]"
 
 
-def matrix_tables(report: ScoreReport, fmt: str = "table") -> str:
-    """Paper-style blocks: rows = sources + all, columns = avg + languages (percent)."""
+def matrix_tables(report: ScoreReport, fmt: str = "table", part: str = "") -> str:
+    """Paper-style blocks: rows = sources + all, columns = avg + languages (percent). `part` ("answer", "trace")
+    names the part of replies scored (`mlft.benchmarks.lcb.traces`) in the titles."""
+    tag = f" · {part}" if part else ""
     out = []
     for task, model in report.groups():
         rows = [r for r in report.rows if r["task"] == task and r["model"] == model]
@@ -137,14 +147,24 @@ def matrix_tables(report: ScoreReport, fmt: str = "table") -> str:
                 line = [s, cell(get.get((s, "all"), {}).get(metric)) + _ci(get.get((s, "all"), {}), metric)]
                 line += [cell(get.get((s, lang), {}).get(metric)) if (s, lang) in get else "" for lang in metric_langs]
                 body.append(line)
-            out.append(render(header, body, fmt, title=f"{model} · {task} · {metric.upper()}"))
+            out.append(render(header, body, fmt, title=f"{model} · {task}{tag} · {metric.upper()}"))
         by_lang = report.by_language(task, model)
         lc_langs = [x for x in langs if x in NON_LATIN]
         if lc_langs:
             top = get[("all", "all")]
             line = ["all", cell(head["lcpr"]) + _ci(top, "lcpr"), *(cell(by_lang[x]["lcpr"]) for x in lc_langs)]
-            out.append(render(["LCPR %", "avg", *lc_langs], [line], fmt, title=f"{model} · {task} · LCPR"))
+            out.append(render(["LCPR %", "avg", *lc_langs], [line], fmt, title=f"{model} · {task}{tag} · LCPR"))
     return "\n".join(out)
+
+
+def trace_outcome_table(rows: list[dict], fmt: str = "table") -> str:
+    """Per (task, model): languages (and all) x the outcomes of the trace split (`traces.outcome_rows`)."""
+    out = []
+    for task, model in dict.fromkeys((r["task"], r["model"]) for r in rows):
+        mine = [r for r in rows if (r["task"], r["model"]) == (task, model)]
+        body = [[r["language"], r["replies"], *(r[x] for x in OUTCOMES)] for r in mine]
+        out.append(render(["language", "replies", *OUTCOMES], body, fmt, f"{model} · {task} · trace outcomes"))
+    return "\n".join(out) + "\n" + (("- " if fmt == "markdown" else "") + TRACE_NOTE) + "\n"
 
 
 def beside_table(rows: list[dict], judge: str, lid_name: str, fmt: str = "table") -> str:

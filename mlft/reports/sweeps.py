@@ -4,27 +4,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlft.benchmarks.lcb.traces import trace_metric
 from mlft.constants import METRICS
 from mlft.format import cell, render
 from mlft.io.metric_rows import MetricRow, rows_of
 
 
 def sweep_tables(rows: list[MetricRow], fmt: str = "markdown") -> list[tuple[str, str]]:
-    """Per task and metric: rows = setting (variant), columns = avg + languages. [(name, rendered table)]."""
+    """Per task and metric: rows = setting (variant), columns = avg + languages. [(name, rendered table)]. `trace any`
+    is the share of replies with a reasoning trace."""
     rows = rows_of(rows)
     out = []
     variants = list(dict.fromkeys(r.variant for r in rows))
+    # then the reasoning traces' (an lcb suite's trace_<metric> rows, present when a reply held a trace marker)
+    shown = [(m, m.upper()) for m in METRICS] + [(trace_metric(m), f"trace {m.upper()}") for m in (*METRICS, "any")]
     for task in dict.fromkeys(r.task for r in rows):
-        for metric in METRICS:
+        for metric, name in shown:
             sel = [r for r in rows if r.task == task and r.metric == metric]
             if not sel:
                 continue
             langs = sorted({r.language for r in sel if r.language != "avg"})
             val = {(r.variant, r.language): r.value for r in sel}
             body = [[v] + [cell(val.get((v, lang))) for lang in ["avg", *langs]] for v in variants]
-            out.append(
-                (f"{task}_{metric}", render(["setting", "avg", *langs], body, fmt, f"{task} {metric.upper()} (%)"))
-            )
+            out.append((f"{task}_{metric}", render(["setting", "avg", *langs], body, fmt, f"{task} {name} (%)")))
     return out
 
 

@@ -1,6 +1,7 @@
 """Score completions: LPR / WPR / acc per (task, model, source, language), the official aggregation
 ((source, all), (all, lang), (all, all); unweighted means), LCPR as the paper defines it, optional per-reply
-details and seeded confidence intervals (computed by mlft.stats, the one statistics module)."""
+details and seeded confidence intervals (computed by mlft.stats, the one statistics module); replies with a reasoning
+trace scored as their answer and their trace apart (`score_traced`, the split in `traces.py`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from mlft.benchmarks.lcb.metrics import (
     load_english_words,
     tokenized,
 )
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, SplitCompletions, TraceMarkers, outcome_rows, split_completions
 from mlft.completions import Completion
 from mlft.errors import DataError
 from mlft.langid import OTHER_LIDS, LanguageIdentifier, OtherIdentifier
@@ -396,3 +398,32 @@ def _intervals(
             cols[f"{m}_ci_low"], cols[f"{m}_ci_high"] = (est.low, est.high) if est else (None, None)
         out[key] = cols
     return out
+
+
+@dataclass
+class TracedScore:
+    """`answer`: the official report of the answers (the replies themselves when none has a marker); `trace`: the
+    report of the traces (None when no reply has a trace); `split`: the parts and outcomes."""
+
+    answer: ScoreReport
+    trace: ScoreReport | None
+    split: SplitCompletions
+    markers: TraceMarkers | None
+
+    def outcome_rows(self, completions: Sequence[Completion]) -> list[dict]:
+        """The split's outcomes counted per (task, model, language) (`traces.outcome_rows`)."""
+        return outcome_rows(completions, self.split.outcomes)
+
+
+def score_traced(
+    completions: Sequence[Completion], markers: TraceMarkers | None = DEFAULT_MARKERS, **kwargs
+) -> TracedScore:
+    """Reasoning traces (`traces`): `score_completions` of the answers and, when some reply has a trace, of the
+    traces (same options, seed, guard and intervals). Without a marker in any reply the answers are the completions
+    themselves, scored once, exactly as `score_completions(completions)`."""
+    split = split_completions(completions, markers)
+    if not split.any_marker:
+        return TracedScore(score_completions(list(completions), **kwargs), None, split, markers)
+    answer = score_completions(split.answers, **kwargs)
+    trace = score_completions(split.traces, **kwargs) if split.traces else None
+    return TracedScore(answer, trace, split, markers)

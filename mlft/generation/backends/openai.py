@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS
 from mlft.errors import BackendError, ConfigError
 from mlft.generation.backends import Capabilities, Request, Result, request_seed
 
@@ -235,7 +236,7 @@ class OpenAIBackend:
         try:
             reply = json.loads(text)
             choice = reply["choices"][0]
-            completion = choice["message"]["content"] if req.messages is not None else choice["text"]
+            completion = _with_trace(choice["message"]) if req.messages is not None else choice["text"]
             if not isinstance(completion, str):
                 raise TypeError("completion is not text")
         except json.JSONDecodeError:
@@ -330,6 +331,19 @@ class OpenAIBackend:
             for fut in pending:
                 fut.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _with_trace(message: dict):
+    """A chat reply's text with its reasoning trace put back: a server with a reasoning parser (vLLM's
+    `--reasoning-parser`, others) returns the trace apart (`reasoning_content`, or `reasoning`), and mlft keeps it in
+    the reply between the default trace markers (`mlft.benchmarks.lcb.traces`), where scoring splits it again. A
+    reply that ran out while thinking has no content: its trace stays unclosed."""
+    content = message.get("content")
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if not isinstance(reasoning, str) or not reasoning:
+        return content
+    m = DEFAULT_MARKERS
+    return f"{m.open}{reasoning}" if content is None else f"{m.open}{reasoning}{m.close}{content}"
 
 
 def _mean_nll(logprobs) -> float | None:

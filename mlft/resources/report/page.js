@@ -5,8 +5,14 @@
   var VIEWS = IDX.views;
   var NAMES = {lpr: 'LPR', wpr: 'WPR', lcpr: 'LCPR', coverage: 'coverage', degeneracy: 'degeneracy',
     validity: 'lexical validity', unknown: 'unknown lines', skipped: 'skipped replies', nll: 'fluency NLL'};
-  var LOWER_IS_BETTER = {degeneracy: 1, unknown: 1, skipped: 1, nll: 1};
-  var MAIN_METRICS = ['lpr', 'wpr', 'lcpr', 'coverage', 'degeneracy', 'validity'];
+  // the reasoning trace's rows (mlft.benchmarks.lcb.traces): trace_<metric>, trace_<outcome> (share of replies)
+  ['lpr', 'wpr', 'lcpr', 'coverage', 'degeneracy', 'validity', 'unknown', 'skipped'].forEach(function (m) {
+    NAMES['trace_' + m] = 'trace ' + NAMES[m]; });
+  ['none', 'closed', 'prefilled', 'unclosed', 'malformed', 'any'].forEach(function (x) {
+    NAMES['trace_' + x] = 'trace outcome: ' + x; });
+  var LOWER_IS_BETTER = {degeneracy: 1, unknown: 1, skipped: 1, nll: 1, trace_degeneracy: 1, trace_unknown: 1,
+    trace_skipped: 1, trace_unclosed: 1, trace_malformed: 1};
+  var MAIN_METRICS = ['lpr', 'wpr', 'lcpr', 'coverage', 'degeneracy', 'validity', 'trace_lpr', 'trace_any'];
   var COLORS = ['#2f5fd0', '#d0542f', '#1a8a5a', '#8e44ad', '#c7962c', '#16a0b5', '#d03f8a', '#5d6d7e'];
   var VERDICT = {'pass': 'LCB pass', 'line': 'LPR fail: a line in another language',
     'word': 'WPR fail: English word', 'not counted': 'not counted (no line of 5+ tokens)'};
@@ -288,14 +294,22 @@
     var words = r[9] || [];
     var wre = words.length ? new RegExp('(^|[^\\p{L}\\p{N}])(' + words.map(function (w) {
       return w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'); }).join('|') + ')(?=$|[^\\p{L}\\p{N}])', 'gu') : null;
-    var lines = r[8].map(function (l) {
-      var state = ['short', 'ok', 'wrong', 'cut'][l[1]];
-      if (l[1] === 0 && !l[0].trim()) return '<div class="ln blank"></div>';
-      var tag = l[1] === 0 ? 'not counted' : l[1] === 3 ? 'cut (after \\nQ:)' : esc(l[2]) + ' ' + (+l[3]).toFixed(2);
-      var txt = esc(l[0]);
-      if (wre && l[1] === 1) txt = txt.replace(wre, function (m, a, w) { return a + '<mark>' + w + '</mark>'; });
-      return '<div class="ln ' + state + '"><span class="tag">' + tag + '</span><span class="txt">' + (txt || '&nbsp;') + '</span></div>';
-    }).join('');
+    function judged(ls, marks) {
+      return ls.map(function (l) {
+        var state = ['short', 'ok', 'wrong', 'cut'][l[1]];
+        if (l[1] === 0 && !l[0].trim()) return '<div class="ln blank"></div>';
+        var tag = l[1] === 0 ? 'not counted' : l[1] === 3 ? 'cut (after \\nQ:)' : esc(l[2]) + ' ' + (+l[3]).toFixed(2);
+        var txt = esc(l[0]);
+        if (marks && l[1] === 1) txt = txt.replace(marks, function (m, a, w) { return a + '<mark>' + w + '</mark>'; });
+        return '<div class="ln ' + state + '"><span class="tag">' + tag + '</span><span class="txt">' + (txt || '&nbsp;') + '</span></div>';
+      }).join('');
+    }
+    var lines = judged(r[8], wre);
+    // a reply with a reasoning trace: its lines (r[8]) are its answer's; the trace, judged apart, folds out above
+    var trace = r[12] && r[12] !== 'none' ? '<details class="trace"><summary>reasoning trace: ' + esc(r[12]) +
+      (r[14] ? ' · ' + esc(VERDICT[r[14]] || r[14]) : '') + '</summary><div class="lines">' +
+      (r[13] ? judged(r[13], null) || '<div class="empty">(empty trace)</div>' : '<div class="empty">(markers in the wrong order, nested or several: not scored)</div>') +
+      '</div></details>' : '';
     var flag = r[5] === 'degenerate' ? '<span class="badge b-flag">guard: degenerate (' + esc(r[6]) + ')</span>' :
       r[5] === 'invalid' ? '<span class="badge b-flag">guard: lexically invalid</span>' : '';
     var pid = r[0].replace(/#\d+$/, '');  // reply k of a prompt (several replies per prompt) is <id>#k
@@ -308,7 +322,8 @@
       (r[11] != null ? '<span class="badge b-info">NLL ' + (+r[11]).toFixed(2) + '</span>' : '') +
       (words.length ? '<span class="badge b-word">English: ' + esc(words.join(', ')) + '</span>' : '') +
       '<button class="to-compare" data-id="' + esc(r[0]) + '">compare across ' + (IDX.axis === 'step' ? 'checkpoints' : 'variants') + '</button>' +
-      '</div>' + prompt + '<div class="lines">' + (lines || '<div class="empty">(empty reply)</div>') + '</div></div>';
+      (r[12] && r[12] !== 'none' ? '<span class="badge b-info">trace: ' + esc(r[12]) + '</span>' : '') +
+      '</div>' + prompt + trace + '<div class="lines">' + (lines || '<div class="empty">(empty ' + (trace ? 'answer' : 'reply') + ')</div>') + '</div></div>';
   }
   async function list() {
     if (S.view < 0) return;
