@@ -200,3 +200,43 @@ def test_the_verifiable_mix_carries_answers(tmp_path, shared, monkeypatch):
     assert report["dropped"]["total"] == 0 and report["phrasing_overlap"]["rows"] == 0
     listed = [json.loads(x) for x in (tmp_path / "mix" / "prompts.jsonl").read_text().splitlines()]
     assert listed and all("answer" in x for x in listed)
+
+
+def test_the_variants_table_shows_the_task_columns_and_flags_a_drop(tmp_path):
+    """A suite with `answers: true` and variants gets Mono / Cross task columns (value ±h) in its Table 11
+    layout; a variant whose task interval lies wholly below the base row's value is flagged (⚠) as a
+    capability drop is, while its LPR is unchanged."""
+    import dataclasses
+
+    from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
+    from mlft.completions import Completion
+    from mlft.evals.lcb import LcbOptions, metric_rows
+    from mlft.reports.mitigation import variant_table
+    from mlft.stats import save_outcomes
+
+    right = "Lukas hat jetzt genau 32 Äpfel in seinem Korb."
+    wrong = "Lukas hat jetzt genau 31 Äpfel in seinem Korb."
+    rows, key = [], {}
+    for name, correct in {"base": 18, "worse": 4}.items():
+        records = []
+        for task in ("monolingual", "crosslingual"):
+            for i in range(20):
+                pid = f"{task[0]}{i}"
+                key[pid] = 32.0
+                records.append({"id": pid, "task": task, "language": "de", "completion": right if i < correct else wrong})
+        comps = [Completion(x["id"], name, x["task"], "mine", "de", x["completion"], {"sample": 0}) for x in records]
+        outs = outcomes_from(comps, score_completions(comps).replies)
+        (tmp_path / name).mkdir()
+        save_outcomes(tmp_path / name / "outcomes.jsonl", outs)
+        rows += [dataclasses.replace(r, outcomes=f"{name}/outcomes.jsonl") for r in metric_rows(name, outs, 0.95, 200)]
+        rows += task_rows(name, records, key, LcbOptions(), tmp_path / name)
+    table = variant_table(rows, tmp_path, ["base", "worse"], {}, "t", None, task=True)
+    mono, cross = table.header.index("Mono task"), table.header.index("Cross task")
+    cells = {row[0]: row for row in table.body}
+    assert cells["base"][mono].startswith("90.0") and cells["base"][cross].startswith("90.0")
+    worse = next(label for label in cells if label.startswith("worse"))
+    assert worse.endswith("⚠") and cells[worse][cross].startswith("20.0")
+    assert cells[worse][table.header.index("Cross LPR")] == cells["base"][table.header.index("Cross LPR")]
+    assert any("Cross task" in note for note in table.notes)
+    plain = variant_table(rows, tmp_path, ["base", "worse"], {}, "t", None)
+    assert "Cross task" not in plain.header

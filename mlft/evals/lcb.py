@@ -415,7 +415,9 @@ def run(suite, ctx) -> KindOutput:
     tables = sweep_tables(rows)
     text = "\n".join(t for _, t in tables)
     if len(resolved) > 1:  # the variants as mitigations: intervals, paired tests against the first, the guard
-        table = variant_table(rows, ctx.out_dir, [r.name for r in resolved], seconds, suite.name, o.judge)
+        table = variant_table(
+            rows, ctx.out_dir, [r.name for r in resolved], seconds, suite.name, o.judge, task=o.answers
+        )
         text = table.render("markdown") + "\n" + text
         tables = [("mitigation", table.render("csv")), *tables]
     if o.token_stats:
