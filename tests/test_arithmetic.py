@@ -223,7 +223,8 @@ def test_the_variants_table_shows_the_task_columns_and_flags_a_drop(tmp_path):
             for i in range(20):
                 pid = f"{task[0]}{i}"
                 key[pid] = 32.0
-                records.append({"id": pid, "task": task, "language": "de", "completion": right if i < correct else wrong})
+                text = right if i < correct else wrong
+                records.append({"id": pid, "task": task, "language": "de", "completion": text})
         comps = [Completion(x["id"], name, x["task"], "mine", "de", x["completion"], {"sample": 0}) for x in records]
         outs = outcomes_from(comps, score_completions(comps).replies)
         (tmp_path / name).mkdir()
