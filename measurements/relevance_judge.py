@@ -73,7 +73,13 @@ def table(rows: list[dict], threshold: float, key: str, score: str) -> list[tupl
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, help="write the per-reply scores and the tables as JSON")
+    ap.add_argument("--from", dest="saved", type=Path, help="re-read the scores a run wrote with --out (no model)")
     args = ap.parse_args()
+    if args.saved:
+        rows = json.loads(args.saved.read_text(encoding="utf-8"))["rows"]
+        print(f"scores read from {args.saved}")
+        report(rows, args.out)
+        return
     rows = [json.loads(x) for x in DATA.read_text(encoding="utf-8").splitlines() if x.strip()]
     started = time.perf_counter()
     model, tok = load(None, device="cpu")
@@ -88,12 +94,33 @@ def main() -> None:
         r.update(nll_given=g, nll_neutral=a, nll_distractor=c, tokens=n, echo=echo_share(r["prompt"], r["reply"]))
         r["neutral_mean"], r["neutral_sum"] = a - g, (a - g) * n
         r["contrast_mean"], r["contrast_sum"] = c - g, (c - g) * n
+    print(f"model load {loaded - started:.1f} s, scoring {scored - loaded:.1f} s ({3 * len(rows)} sequences)")
+    report(rows, args.out)
+
+
+def ranking(rows: list[dict], score: str, key: str = "class") -> list[tuple[str, int, float]]:
+    """(class or `key`'s value of the non-answer, pairs, % of pairs the answer ranks above) over every (answer,
+    non-answer other than an echo) pair of the same prompt (the echo check, not PMI, handles echoes), plus the
+    echoes' own line when `key` is the class."""
+    by_prompt: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_prompt[(r["language"], r["prompt"])].append(r)
+    wins: dict[str, list[float]] = defaultdict(list)
+    for group in by_prompt.values():
+        for x in (r for r in group if r["label"] == "answer"):
+            for y in (r for r in group if r["label"] != "answer"):
+                if key != "class" and y["class"].startswith("echo"):
+                    continue
+                wins[y[key]].append(1.0 if x[score] > y[score] else 0.5 if x[score] == y[score] else 0.0)
+    return [(c, len(w), 100 * sum(w) / len(w)) for c, w in sorted(wins.items())]
+
+
+def report(rows: list[dict], out: Path | None) -> None:
     dev = dev_half(rows)
     a, b = [r for r in rows if r["id"] in dev], [r for r in rows if r["id"] not in dev]
     print(
         f"{len(rows)} replies, {len({r['language'] for r in rows})} languages, "
-        f"{sum(r['label'] == 'answer' for r in rows)} answers; model load {loaded - started:.1f} s, "
-        f"scoring {scored - loaded:.1f} s ({3 * len(rows)} sequences)"
+        f"{sum(r['label'] == 'answer' for r in rows)} answers"
     )
     print("\n| PMI variant | threshold (first half) | first half % | held-out half % | overall % |")
     print("|---|---:|---:|---:|---:|")
@@ -129,8 +156,16 @@ def main() -> None:
             h = held.get(g)
             print(f"| {g} | {n} | {acc:.0f} | {f'{h[1]:.0f} (n={h[0]})' if h else '-'} | {med:+.2f} |")
             tables[key].append({"group": g, "n": n, "agreement": acc, "median": med})
-    if args.out:
-        args.out.write_text(
+    print(f"\n| failure class | same-prompt (answer, reply) pairs | answer ranked above it % ({score}) |")
+    print("|---|---:|---:|")
+    for c, n, w in ranking(rows, score):
+        print(f"| {c} | {n} | {w:.0f} |")
+    print(f"\n| language | (answer, non-echo failure) pairs | answer ranked above it % ({score}) |")
+    print("|---|---:|---:|")
+    for c, n, w in ranking(rows, score, "language"):
+        print(f"| {c} | {n} | {w:.0f} |")
+    if out:
+        out.write_text(
             json.dumps({"score": score, "threshold": t, "rows": rows, "tables": tables}, ensure_ascii=False, indent=1)
             + "\n",
             encoding="utf-8",

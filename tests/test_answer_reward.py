@@ -70,17 +70,24 @@ def test_auto_checks_rows_with_answers_and_never_loads_the_judge_for_them(scorer
     assert got == [1.0, 0.0]
 
 
+@pytest.mark.slow
 def test_the_judge_decides_rows_without_an_answer(scorer, embedded_model, monkeypatch):
+    """Replies of the labelled set (tests/data/relevance_labelled.jsonl, en-A): the long honest answer passes the
+    judge (summed PMI 34.5 nats there), the refusal, the echo and the canned paragraph do not, and the short honest
+    answer (16.3) is missed: the judge's measured weakness (measurements/relevance_judge.py)."""
     monkeypatch.setitem(answer_reward._JUDGES, None, embedded_model)
     prompt = "How can I keep cut flowers fresh for longer?"
     replies = [
-        "Trim the stems at an angle every two days, change the water daily and keep the vase away from direct sun.",
+        "Trim the stems at an angle every two days, change the water daily and keep the vase away from direct sun "
+        "and ripening fruit. A spoonful of sugar with a few drops of bleach also helps.",
         "I'm sorry, but I can't help with that request.",
         prompt,  # an echo
-        "Our company offers a wide range of high-quality products at competitive prices. Visit our website today.",
+        "Our company offers a wide range of high-quality products at competitive prices. Visit our website today to "
+        "learn more about our latest offers and subscribe to our newsletter.",
+        "Cut the stems, use clean cool water, and remove the leaves below the waterline.",
     ]
-    got = answered(replies, ["en"] * 4, scorer, prompts=[prompt] * 4, answer=[None] * 4)
-    assert got == [1.0, 0.0, 0.0, 0.0]
+    got = answered(replies, ["en"] * 5, scorer, prompts=[prompt] * 5, answer=[None] * 5)
+    assert got == [1.0, 0.0, 0.0, 0.0, 0.0]
 
 
 def test_check_refuses_a_correctness_term_over_a_mix_without_answers():

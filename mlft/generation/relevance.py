@@ -1,23 +1,27 @@
 """The relevance judge: does a reply answer its prompt? Pointwise mutual information under a reference model.
 
-    pmi(reply, prompt) = mean over reply tokens of  log p(token | prompt, reply so far)
-                                                  - log p(token | neutral prompt, reply so far)
+    pmi(reply, prompt) = sum over reply tokens of  log p(token | prompt, reply so far)
+                                                 - log p(token | baseline prompt, reply so far)
 
-both under the same chat template (the neutral prompt is an empty user turn), so what the template and the
-reply's own fluency explain cancels and what is left is how much the prompt makes the reply more likely: a
-reply about the prompt's topic gains, a refusal, a promise to answer later, a canned paragraph, a proverb or a
-list of nouns gains little. It needs no download: the reference model is the embedded SmolLM2-135M-Instruct
-(`mlft.generation.models.load(None)`), the same model the fluency proxy uses (mlft.generation.fluency, whose
-per-token NLL this reuses, so the two scores see the same tokens).
+both under the same chat template; the baseline is an empty user turn (`neutral`) or another prompt of the same
+form (`contrast`, a distractor: what any question makes likely, a refusal or a promise, cancels). What is left
+is how much the prompt makes the reply more likely. It needs no download: the reference model is the embedded
+SmolLM2-135M-Instruct (`mlft.generation.models.load(None)`), and the per-token NLL is the fluency proxy's
+(mlft.generation.fluency), so the two scores see the same tokens.
 
-PMI alone pays an **echo** of the prompt the most (copying is what a prompt makes likeliest), so `judge`
-also flags a reply whose units are mostly the prompt's own (`echo_share`: the share of the reply's word
-bigrams, or character bigrams in zh/ja, found in the prompt), and such a reply is not an answer whatever its
-PMI. What PMI cannot see, said plainly: a **confidently wrong** answer on the prompt's topic is as relevant as a
-right one (correctness needs a reference: the verifiable prompts, mlft.benchmarks.answers); a translated echo
-of a cross-lingual prompt shares no units with the English prompt and is caught only when its PMI is low; a
-135M English-centric model reads Korean / Japanese / Hindi weakly (measurements/relevance_judge.py reports the
-agreement per language and class).
+PMI alone pays an **echo** of the prompt the most (copying is what a prompt makes likeliest), so `judge` also
+flags a reply whose units are mostly the prompt's own (`echo_share`: the share of the reply's word bigrams, or
+character bigrams in zh/ja, found in the prompt); such a reply is not an answer whatever its PMI.
+
+**Measured, and weak** (measurements/relevance_judge.py on the 220 hand-labelled replies of
+tests/data/relevance_labelled.jsonl, 10 languages; variant and threshold chosen on one half): 75.5 % agreement on
+the held-out half, where always saying "not an answer" gets 72.7 %. The echo check catches every verbatim echo;
+refusals, promises, proverbs, noun lists, Q:/A: turns and canned text are judged "not an answer" 90-100 % of the
+time, but so are most honest answers (17 of 60 answers pass): with a 135M model, a real answer's PMI overlaps
+the non-answers' (medians 20 / 16 nats for long / short honest answers against 10-14 for the failure classes). A
+confidently wrong answer is as relevant as a right one (correctness needs a reference: the verifiable prompts,
+mlft.benchmarks.answers). Use it as a weak signal, and a judge model where one can be run; it is not the >= 90 %
+judge the task axis asks for.
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ from mlft.data.text import units
 from mlft.generation.fluency import reply_nll
 
 NEUTRAL = [{"role": "user", "content": ""}]  # the "no prompt" context: the chat template around nothing
-DEFAULT_THRESHOLD = (
-    0.25  # nats; chosen on half of tests/data/relevance_labelled.jsonl (measurements/relevance_judge.py)
-)
-BY_TOTAL = True  # PMI summed over the reply's tokens (the mean was worse on the labelled set's first half)
+# chosen on the first half of tests/data/relevance_labelled.jsonl (measurements/relevance_judge.py): of the PMI
+# summed over the reply's tokens or its per-token mean, against the neutral turn or a distractor prompt, the summed
+# PMI against the neutral turn agreed best there (76.4 %), at this threshold (held-out half: 75.5 %)
+DEFAULT_THRESHOLD = 25.24  # nats, summed over the reply's tokens
+BY_TOTAL = True
 ECHO_SHARE = 0.6
 BASELINES = ("neutral", "contrast")
-DEFAULT_BASELINE = "neutral"  # chosen on half of the labelled set (measurements/relevance_judge.py)
+DEFAULT_BASELINE = "neutral"
 
 
 @dataclass(frozen=True)

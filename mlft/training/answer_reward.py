@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 from mlft.benchmarks.answers import is_correct
 from mlft.errors import ConfigError
-from mlft.generation.relevance import BASELINES, DEFAULT_BASELINE, DEFAULT_THRESHOLD, ECHO_SHARE
+from mlft.generation.models import load
+from mlft.generation.relevance import BASELINES, DEFAULT_BASELINE, DEFAULT_THRESHOLD, ECHO_SHARE, judge
 from mlft.training.rewards import check_gated_language, gated_language
 
 SOURCES = ("auto", "answer", "judge")
@@ -31,8 +32,6 @@ _JUDGES: dict = {}  # judge model reference -> (model, tokenizer), loaded once p
 
 def _judge_model(ref: str | None):
     if ref not in _JUDGES:
-        from mlft.generation.models import load
-
         _JUDGES[ref] = load(ref, dtype="float32", device="cpu")
     return _JUDGES[ref]
 
@@ -68,8 +67,6 @@ def answered(
     if need_judge:
         if prompts is None:
             raise ConfigError("answered: the relevance judge needs the prompts (trl passes them to reward functions)")
-        from mlft.generation.relevance import judge
-
         model, tok = _judge_model(judge_model)
         verdicts = judge(
             model, tok, [prompts[i] for i in need_judge], [replies[i] for i in need_judge], threshold, echo, baseline
