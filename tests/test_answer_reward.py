@@ -105,3 +105,35 @@ def test_check_refuses_a_correctness_term_over_a_mix_without_answers():
             "rewards=[{name: answered_language, weight: 1.0, options: {source: auto, floor: 0.25}}]",
         ],
     )
+
+
+def test_a_term_that_declares_prompts_gets_the_user_turn_and_others_do_not(scorer):
+    """trl hands reward functions the prompts; a term that declares `prompts` gets each rollout's last user turn
+    (what the relevance judge reads), a term that does not is called without them."""
+    seen = {}
+
+    def probe(replies, languages, scorer, prompts=None):
+        seen["prompts"] = prompts
+        return [1.0] * len(replies)
+
+    def plain(replies, languages, scorer, **columns):
+        seen["columns"] = sorted(columns)
+        return [0.0] * len(replies)
+
+    REWARDS.add("prompt_probe", probe)
+    REWARDS.add("plain_probe", plain)
+    try:
+        call = {
+            "prompts": [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": PROBLEM}]],
+            "completions": [[{"role": "assistant", "content": "32"}]],
+            "language": ["de"],
+            "task": ["monolingual"],
+            "trainer_state": None,
+        }
+        assert RewardFunction(RewardSpec("prompt_probe"), scorer)(**call) == [1.0]
+        assert seen["prompts"] == [PROBLEM]
+        assert RewardFunction(RewardSpec("plain_probe"), scorer)(**call) == [0.0]
+        assert seen["columns"] == ["task"]  # the prompts are not a mix column
+    finally:
+        REWARDS.remove("prompt_probe")
+        REWARDS.remove("plain_probe")
