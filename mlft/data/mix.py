@@ -51,6 +51,9 @@ def build_mix(mix: MixConfig, out_dir: str | Path, kind: str | None = None, toke
                 bar.update(1)
     if bar is not None:
         bar.close()
+    if any("answer" in row for row in rows):  # one column for every row (trl passes it to the reward terms)
+        for row in rows:
+            row.setdefault("answer", None)
     random.Random(f"{mix.seed}/shuffle").shuffle(rows)
     _write(mix, rows, report, Path(out_dir) / "mix", counts, tokenizer)
     import datasets

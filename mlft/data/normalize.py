@@ -11,7 +11,9 @@ Row formats a source may declare (`format:` in the mix), with the columns they r
                                    taken as the prompt when `prompt` is absent, as in UltraFeedback)
   prompt       prompt, task        prompt-only rows for online RL (GRPO): {"prompt": [messages...], "task"}; the
                                    prompt is a string or a message list ending with a user turn; `task`
-                                   (monolingual | crosslingual) is optional (the source's `task:` else)
+                                   (monolingual | crosslingual) is optional (the source's `task:` else); `answer`
+                                   (off unless `columns: {answer: COLUMN}`) keeps a verifiable prompt's reference
+                                   answer, which reward terms that check it read (mlft/training/answer_reward.py)
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ FORMATS: dict[str, dict[str, str | None]] = {
     "messages": {"messages": "messages"},
     "instruction": {"prompt": "instruction", "response": "response", "input": None, "system": None},
     "preference": {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"},
-    "prompt": {"prompt": "prompt", "task": "task"},
+    "prompt": {"prompt": "prompt", "task": "task", "answer": None},
 }
 KIND_FORMATS = {"sft": ("messages", "instruction"), "dpo": ("preference",), "prompts": ("prompt",)}
 PROMPT_TASKS = ("monolingual", "crosslingual")
@@ -50,7 +52,7 @@ def check_columns(available: list[str], fmt: str, cols: dict[str, str | None], w
     for role, column in cols.items():
         if column is None:
             continue
-        optional = role in ("input", "system", "task") or (fmt == "preference" and role == "prompt")
+        optional = role in ("input", "system", "task", "answer") or (fmt == "preference" and role == "prompt")
         if column not in available and not optional:
             raise DataError(
                 f"{where}.columns.{role}: column {column!r} not found; the data has "
@@ -127,7 +129,8 @@ def to_preference(row: dict, cols: dict[str, str | None]) -> dict | None:
 
 
 def to_prompt(row: dict, cols: dict[str, str | None], task: str | None = None) -> dict | None:
-    """{"prompt": [messages ending with a user turn], "task"} or None if malformed (or an unknown task)."""
+    """{"prompt": [messages ending with a user turn], "task"[, "answer"]} or None if malformed (an unknown task, or
+    no answer in a row of a source that maps the `answer` role)."""
     try:
         prompt = _messages(row[cols["prompt"]], "user", "prompt")
     except (ValueError, KeyError, TypeError):
@@ -136,6 +139,11 @@ def to_prompt(row: dict, cols: dict[str, str | None], task: str | None = None) -
     task = value if value else (task or "monolingual")
     if not _valid(prompt) or prompt[-1]["role"] != "user" or task not in PROMPT_TASKS:
         return None
+    if cols.get("answer"):  # a verifiable prompt's reference answer (reward terms that check it read `answer`)
+        answer = row.get(cols["answer"])
+        if answer is None or answer == "":
+            return None
+        return {"prompt": prompt, "task": task, "answer": answer}
     return {"prompt": prompt, "task": task}
 
 

@@ -22,7 +22,8 @@ def mix_folder(path: str | Path) -> Path:
 
 
 def prompt_rows(rows: list[dict]) -> list[dict] | None:
-    """The mix's prompts as an LCB prompt file (`id, prompt, language, task, source`; each id once), or None when a
+    """The mix's prompts as an LCB prompt file (`id, prompt, language, task, source`, and `answer` when the rows
+    carry one (verifiable prompts); each id once), or None when a
     prompt is more than one user turn (a prompt file holds text)."""
     out, seen = [], set()
     for row in rows:
@@ -41,6 +42,7 @@ def prompt_rows(rows: list[dict]) -> list[dict] | None:
                 "language": row["language"],
                 "task": row.get("task") or "monolingual",
                 "source": row.get("source") or "mix",
+                **({"answer": row["answer"]} if row.get("answer") is not None else {}),
             }
         )
     return out

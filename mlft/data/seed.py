@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from mlft.data.arithmetic import seed_rows as arithmetic_rows
 from mlft.data.crosslingual import crosslingual_prompt, pick_instruction_language
 from mlft.data.pairs import crosslingual_pair, english_pairs, targeted_pair
 from mlft.errors import DataError
@@ -224,5 +225,17 @@ SEED_SETS: dict[str, SeedSet] = {
         ALL,
         _crosslingual_multi_prompt_rows,
         "prompt-only: instruction and request in a non-English A != X (task crosslingual, language X)",
+    ),
+    "arithmetic_prompts": SeedSet(
+        "prompts",
+        ALL,
+        lambda lang: arithmetic_rows("monolingual", lang),
+        "prompt-only with an `answer`: an arithmetic word problem in X (mlft.data.arithmetic; task monolingual)",
+    ),
+    "arithmetic_crosslingual_prompts": SeedSet(
+        "prompts",
+        NON_ENGLISH,
+        lambda lang: arithmetic_rows("crosslingual", lang),
+        "prompt-only with an `answer`: the English problem + a request for X in mlft's phrasings (task crosslingual)",
     ),
 }

@@ -82,3 +82,15 @@ def _load_dataset(src: SourceConfig, where: str):
             else src.path
         )
         raise DataError(f"{where}.path: could not load {what}: {type(exc).__name__}: {exc}") from None
+
+
+def source_columns(src: SourceConfig, kind: str) -> frozenset[str]:
+    """The columns `src`'s rows bring into a mix of `kind` besides source / language / id, known before any data
+    loads: a seed set's own keys; a prompts source's prompt and task, plus `answer` when it maps that role."""
+    if src.type == "seed":
+        seed_set = SEED_SETS[src.path]
+        rows = seed_set.rows(seed_set.languages[0])
+        return frozenset(k for k in (rows[0] if rows else {}) if k != "id")
+    if kind == "prompts":
+        return frozenset({"prompt", "task"} | ({"answer"} if src.columns.get("answer") else set()))
+    return frozenset({"prompt", "chosen", "rejected"} if kind == "dpo" else {"messages"})

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mlft.benchmarks.answers import extract_number, parse_answer
 from mlft.benchmarks.lcb.confusion import analyze, confusion_table
 from mlft.benchmarks.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
 from mlft.benchmarks.lcb.judge import check_judge, judge_report, metric_name
@@ -43,7 +44,7 @@ from mlft.generation.fluency import reply_nll
 from mlft.generation.interventions import build_interventions
 from mlft.generation.prompting import Prompting
 from mlft.generation.runner import generate_completions
-from mlft.io.jsonl import read_jsonl
+from mlft.io.jsonl import read_jsonl, write_jsonl
 from mlft.io.metric_rows import MetricRow
 from mlft.langid import LanguageIdentifier
 from mlft.languages import check_language, check_scorable
@@ -150,6 +151,15 @@ class LcbOptions:
             "without a marker are scored whole, bit for bit; null or 'none' = no split"
         },
     )
+    answers: bool = field(
+        default=False,
+        metadata={
+            "help": "the task axis: also score whether each reply answers, against the prompt file's `answer` column "
+            "(verifiable prompts, e.g. eval/arithmetic_prompts.jsonl: the reply's last number == answer, "
+            "mlft.benchmarks.answers); metric `task` (share of replies answering, Wilson interval) per task and "
+            "language, per-reply verdicts in <variant>/task.jsonl. Needs `prompts:` with an answer on every row"
+        },
+    )
     confidence: float = field(default=0.95, metadata={"help": "level of the intervals on every metric row"})
     resamples: int = field(default=2000, metadata={"help": "bootstrap resamples for the intervals (seeded)"})
 
@@ -221,6 +231,8 @@ def validate(o: LcbOptions, where: str) -> None:
     if o.judge is not None:
         check_judge(o.judge, f"{where}: judge")
     parse_markers(o.trace_markers, f"{where}: trace_markers")
+    if o.answers:
+        answer_key(o, where)
     if not 0 < o.confidence < 1 or o.resamples < 100:
         raise ConfigError(f"{where}: confidence must be in (0, 1) and resamples >= 100")
 
@@ -414,6 +426,9 @@ def run(suite, ctx) -> KindOutput:
             for row in metric_rows(r.name, outcomes, o.confidence, o.resamples)
         ]
         files += [vdir / "completions.jsonl", vdir / "completions.csv", vdir / "outcomes.jsonl"]
+        if o.answers:
+            rows += task_rows(r.name, records, answer_key(o, where), o, vdir)
+            files.append(vdir / TASK_FILE)
         if o.judge:
             rows += judge_rows(r.name, completions, outcomes, o, vdir)
             files.append(vdir / judge_file(o.judge))
@@ -425,7 +440,9 @@ def run(suite, ctx) -> KindOutput:
     tables = sweep_tables(rows)
     text = "\n".join(t for _, t in tables)
     if len(resolved) > 1:  # the variants as mitigations: intervals, paired tests against the first, the guard
-        table = variant_table(rows, ctx.out_dir, [r.name for r in resolved], seconds, suite.name, o.judge)
+        table = variant_table(
+            rows, ctx.out_dir, [r.name for r in resolved], seconds, suite.name, o.judge, task=o.answers
+        )
         text = table.render("markdown") + "\n" + text
         tables = [("mitigation", table.render("csv")), *tables]
     if o.token_stats:
@@ -463,6 +480,75 @@ def trace_rows(variant: str, split, o: LcbOptions, vdir) -> list[MetricRow]:
             k = sum(y in HAS_TRACE for y in xs) if x == "any" else xs.count(x)
             low, high = wilson(k, len(xs), o.confidence)
             rows.append(MetricRow(variant, task, lang, trace_metric(x), k / len(xs), float(low), float(high), len(xs)))
+    return rows
+
+
+TASK_FILE = "task.jsonl"
+
+
+def answer_key(o: LcbOptions, where: str) -> dict[str, float]:
+    """Prompt id -> its reference answer, from the suite's prompt file; a suite whose prompts have no reference
+    is refused here, before any model loads (LCB's own prompts have none)."""
+    if o.prompts is None:
+        raise ConfigError(
+            f"{where}: answers: LCB's prompts have no reference answers; give `prompts:` a file whose rows carry an "
+            "`answer` (e.g. eval/arithmetic_prompts.jsonl, `python -m mlft.data.arithmetic`), or set answers: false"
+        )
+    path = resolve_path(o.prompts)
+    key: dict[str, float] = {}
+    for n, rec in enumerate(read_jsonl(path), 1):
+        try:
+            key[str(rec["id"])] = parse_answer(rec["answer"])
+        except KeyError:
+            raise ConfigError(
+                f"{where}: answers: {o.prompts}: row {n} ({rec.get('id')!r}) has no `answer`; every prompt needs "
+                "a reference answer for the task metric"
+            ) from None
+        except ValueError as exc:
+            raise ConfigError(f"{where}: answers: {o.prompts}: row {n} ({rec.get('id')!r}): answer {exc}") from None
+    return key
+
+
+def task_rows(variant: str, records: list[dict], key: dict[str, float], o: LcbOptions, vdir) -> list[MetricRow]:
+    """The task metric of one variant: per task and language (and `avg`, all the task's replies pooled) the share
+    of replies whose extracted number equals the prompt's answer, with a Wilson interval (`mlft.stats.wilson`);
+    each reply's verdict goes to `<variant>/task.jsonl` (id, sample, language, task, answer, extracted, correct)."""
+    verdicts = []
+    for x in records:
+        got = extract_number(x["completion"] or "")
+        answer = key[x["id"]]
+        verdicts.append(
+            {
+                "id": x["id"],
+                "sample": x.get("sample") or 0,
+                "task": x["task"],
+                "language": x["language"],
+                "answer": answer,
+                "extracted": got,
+                "correct": got is not None and abs(got - answer) < 1e-6,
+            }
+        )
+    write_jsonl(vdir / TASK_FILE, verdicts)
+    groups: dict[tuple[str, str], list[bool]] = {}
+    for v in verdicts:
+        groups.setdefault((v["task"], v["language"]), []).append(v["correct"])
+        groups.setdefault((v["task"], "avg"), []).append(v["correct"])
+    rows = []
+    for (task, lang), flags in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] == "avg", kv[0][1])):
+        low, high = wilson(sum(flags), len(flags), o.confidence)
+        rows.append(
+            MetricRow(
+                variant,
+                task,
+                lang,
+                "task",
+                sum(flags) / len(flags),
+                float(low),
+                float(high),
+                len(flags),
+                outcomes=f"{slug(variant)}/{TASK_FILE}",
+            )
+        )
     return rows
 
 

@@ -608,11 +608,32 @@ def mitigation_table(
 # ---------------------------------------------------------------- an eval's variants as mitigations
 
 
+def task_columns() -> list[dict]:
+    """Spec entries (`capability:`) for the task axis: the share of replies that answer (metric `task`, the lcb
+    kind's `answers: true`), one per task, from each row's own pass; a row whose interval lies wholly below the
+    base row's value is flagged as a capability drop is."""
+    return [
+        {
+            "task": task,
+            "metric": "task",
+            "variant": None,
+            "label": f"{'Mono' if task == 'monolingual' else 'Cross'} task",
+        }
+        for task in TASKS
+    ]
+
+
 def variant_table(
-    rows: list[MetricRow], out_dir, variants: list[str], seconds: dict[str, float], title: str, judge: str | None = None
+    rows: list[MetricRow],
+    out_dir,
+    variants: list[str],
+    seconds: dict[str, float],
+    title: str,
+    judge: str | None = None,
+    task: bool = False,
 ):
     """Table 11 layout with one row per variant (the first is the base of the paired tests) and the time per
-    prompt of each variant relative to the first."""
+    prompt of each variant relative to the first; `task`: the task axis's columns (`task_columns`)."""
 
     rows, out_dir = rows_of(rows), Path(out_dir)
     table_rows = []
@@ -629,7 +650,9 @@ def variant_table(
         variants[0],
         f"{title}: variants as mitigations (Table 11 layout, %)",
         extra={"s / prompt (x base)": cost},
-        capability=[Capability(**c) for c in judge_columns(judge)] if judge else (),
+        capability=[
+            Capability(**c) for c in (judge_columns(judge) if judge else []) + (task_columns() if task else [])
+        ],
     )
     table.notes += empty_group_notes(rows, variants)
     return table

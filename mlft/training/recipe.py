@@ -23,6 +23,7 @@ import yaml
 from mlft.config import apply_overrides, coerce, deep_merge, did_you_mean, from_dict, load_yaml
 from mlft.console import get_logger, rank
 from mlft.data.mix import load_mix
+from mlft.data.sources import source_columns
 from mlft.errors import ConfigError
 from mlft.evals.runner import check_kind_backend
 from mlft.generation.backends import (
@@ -40,7 +41,7 @@ from mlft.generation.models import EMBEDDED
 from mlft.paths import resolve_path
 from mlft.training.launch import read_accelerate_config
 from mlft.training.passes import EvaluationOptions, load_pass_suite, passes_for
-from mlft.training.rewards import RewardSpec, ScorerOptions, validate_rewards
+from mlft.training.rewards import RewardSpec, ScorerOptions, resolve_term, validate_rewards
 from mlft.training.trainers import TRAINERS, TrainerEntry, TrainerName, trainer_entry, with_rewards
 
 QUANT_VARIANTS = SCHEMES  # the `quantize` intervention's schemes
@@ -333,6 +334,8 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
             f"{src}: mix: {recipe.mix} is a {mix.kind!r} mix but trainer {recipe.trainer!r} trains on "
             f"a {recipe.entry.mix_kind!r} mix"
         )
+    if recipe.entry.rewards:
+        _check_reward_columns(recipe, mix, src)
     ev = recipe.evaluation
     if not ev.enabled:
         return
@@ -350,6 +353,24 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
                 check_interventions(backend, build_interventions(specs, "interventions"), "interventions")
         except ConfigError as exc:
             raise ConfigError(f"{src}: {key}: {exc}") from None
+
+
+def _check_reward_columns(recipe: Recipe, mix, src: str) -> None:
+    """A reward term that needs a mix column on every row (`required_columns`, e.g. answered_language with
+    `source: answer` needs `answer`) is refused when a source of the mix cannot bring it, before any data loads."""
+    for i, spec in enumerate(recipe.rewards):
+        need = getattr(resolve_term(spec.name, f"{src}: rewards[{i}].name"), "required_columns", None)
+        for column in need(**spec.options) if need else ():
+            for j, source in enumerate(mix.sources):
+                if column not in source_columns(source, mix.kind):
+                    raise ConfigError(
+                        f"{src}: rewards[{i}].options.source: {spec.name!r} with source "
+                        f"{spec.options.get('source')!r} checks every reply against the mix's `{column}` column, but "
+                        f"{recipe.mix}: sources[{j}] ({source.name}, {source.type} {source.path}) has no `{column}` "
+                        f"column; use a mix of verifiable prompts (data_mixes/cpu/arithmetic_prompts.yaml), map the "
+                        f"column (`columns: {{{column}: COLUMN}}` on a prompt source), or set source: auto (the "
+                        "relevance judge where a row has no answer)"
+                    )
 
 
 def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Recipe:

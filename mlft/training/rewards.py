@@ -326,8 +326,11 @@ gated_language.check_options = check_gated_language  # validate_rewards calls it
 REWARDS = Registry(
     "reward term",
     {
-        name: f"mlft.training.rewards:{name}"
-        for name in ("language", "words", "validity", "degeneracy", "gated_language")
+        **{
+            name: f"mlft.training.rewards:{name}"
+            for name in ("language", "words", "validity", "degeneracy", "gated_language")
+        },
+        **{name: f"mlft.training.answer_reward:{name}" for name in ("answered", "answered_language")},
     },
 )
 
@@ -481,6 +484,8 @@ class RewardFunction:
             for k, v in kwargs.items()
             if k not in TRL_ARGS and k not in self.options and (self._any or k in self._accepts)
         }
+        if "prompts" in self._accepts and prompts is not None:  # a term that reads the prompt (answer_reward)
+            columns["prompts"] = [_prompt_text(p) for p in prompts]
         texts = [_reply_text(c) for c in completions]
         values = self.term(texts, list(language), self.scorer, **columns, **self.options)
         if self.log is not None:
