@@ -43,7 +43,8 @@ def _load(path: Path):
 
 
 def shipped_grpo_recipes(root: Path = ROOT) -> list[Path]:
-    """Every recipe (not an include, `_*.yaml`) under recipes/ whose trainer is grpo."""
+    """Every recipe (not an include, `_*.yaml`) under recipes/ whose trainer is grpo and whose reward reads no
+    column the probes lack (`required_columns`)."""
     out = []
     for path in sorted((root / "recipes").rglob("*.yaml")):
         if path.name.startswith("_"):
@@ -52,9 +53,22 @@ def shipped_grpo_recipes(root: Path = ROOT) -> list[Path]:
             recipe = _load(path)
         except Exception:  # noqa: BLE001 - not a recipe (a mix, a config): skipped
             continue
-        if recipe.trainer == "grpo":
+        if recipe.trainer == "grpo" and not required_columns(recipe):
             out.append(path)
     return out
+
+
+def required_columns(recipe) -> set[str]:
+    """The mix columns the recipe's reward terms require (a term's `required_columns`, e.g. `answer` for
+    `answered_language` with `source: answer`): the probes are open LCB-style prompts without them, so such a
+    recipe is measured on its own verifiable prompts (tests/test_answer_reward.py), not here."""
+    from mlft.training.rewards import resolve_term
+
+    need = set()
+    for spec in recipe.rewards:
+        columns = getattr(resolve_term(spec.name, "rewards"), "required_columns", None)
+        need |= set(columns(**spec.options)) if columns else set()
+    return need
 
 
 def load_probes(path: Path = PROBES) -> list[dict]:
