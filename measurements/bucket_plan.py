@@ -12,7 +12,6 @@ token), with 59 GiB for a batch (80 % of an H100's free memory: the backend's bu
 
 from __future__ import annotations
 
-import random
 import sys
 from pathlib import Path
 
@@ -20,40 +19,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 PROMPTS, BATCH, WORDS, SYSTEM_WORDS, NEW_TOKENS, VOCAB = 512, 256, (30, 300), 24, 100, 49152
 
 
+def _decode_check():
+    """measurements/gpu/decode_check.py as a module: its synthetic tokenizer and speed prompts are the ones planned."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("decode_check", Path(__file__).parent / "gpu" / "decode_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def tokenizer():
     """decode_check's synthetic tokenizer: every word `w<i>` one token, a chat template of plain markers."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    words = {"<unk>": 0, "<s>": 1, "<|im_end|>": 2, "\n": 3, **{f"w{i}": i for i in range(4, VOCAB)}}
-    t = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
-    t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=t, unk_token="<unk>", bos_token="<s>", eos_token="<|im_end|>", pad_token="<|im_end|>"
-    )
-    tok.chat_template = "{% for m in messages %}<s> {{m['content']}} <|im_end|> {% endfor %}<s>"
-    return tok
+    return _decode_check().synthetic_tokenizer(VOCAB)
 
 
 def requests(seed: int = 5):
     """decode_check's speed prompts (its `prompts("full", 512, seed=5)`)."""
-    from mlft.generation.backends import Request
-
-    rng = random.Random(seed)
-    system = " ".join(f"w{4 + i}" for i in range(SYSTEM_WORDS))
-    return [
-        Request(
-            f"p{i}",
-            messages=[
-                {"role": "system", "content": system},
-                {
-                    "role": "user",
-                    "content": " ".join(f"w{rng.randint(4, VOCAB - 1)}" for _ in range(rng.randint(*WORDS))),
-                },
-            ],
-        )
-        for i in range(PROMPTS)
-    ]
+    return _decode_check().prompts("full", PROMPTS, seed=seed)
 
 
 def model():
