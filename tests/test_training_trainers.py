@@ -57,7 +57,7 @@ def test_no_trainer_name_is_tested_in_training_code():
         assert not re.findall(rf"trainer\s*(==|!=|in)\s|[\"'](?:{names})[\"']\s*:", text), path
 
 
-@pytest.mark.parametrize("recipe_file", ["english_sft", "english_dpo", "grpo_crosslingual"])
+@pytest.mark.parametrize("recipe_file", ["english_sft", "english_dpo", "grpo_summed_control"])
 def test_make_trainer_builds_the_entry_trainer(recipe_file, tmp_path, monkeypatch):
     """`mlft train` builds the entry's trl trainer with the same arguments for every trainer: the reference model
     as `ref_model=` where the trainer takes one, reward terms and their weights where the entry has rewards."""
