@@ -16,8 +16,8 @@ PROBLEM = "Lukas hat 29 Äpfel und kauft 3 dazu. Wie viele Äpfel hat Lukas jetz
 
 
 @pytest.fixture(scope="module")
-def scorer():
-    return ReplyScorer()
+def scorer(shared):
+    return ReplyScorer(words=shared / "lcb" / "words")  # LCB's word list (skipped without ../shared, as GRPO's tests)
 
 
 def test_registered_and_options_checked():

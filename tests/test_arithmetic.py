@@ -202,7 +202,7 @@ def test_the_verifiable_mix_carries_answers(tmp_path, shared, monkeypatch):
     assert listed and all("answer" in x for x in listed)
 
 
-def test_the_variants_table_shows_the_task_columns_and_flags_a_drop(tmp_path):
+def test_the_variants_table_shows_the_task_columns_and_flags_a_drop(shared, tmp_path):  # LCB's word list
     """A suite with `answers: true` and variants gets Mono / Cross task columns (value ±h) in its Table 11
     layout; a variant whose task interval lies wholly below the base row's value is flagged (⚠) as a
     capability drop is, while its LPR is unchanged."""

@@ -147,7 +147,7 @@ def test_replies_without_a_marker_are_the_same_objects():
     assert split_completions(_completions(), None).answers == _completions()  # no markers: no split
 
 
-def test_trace_and_answer_scored_apart():
+def test_trace_and_answer_scored_apart(shared):  # shared: LCB's word list (the official word check)
     comps = _completions()
     traced = score_traced(comps, workers=1)
     assert traced.split.outcomes == OUTCOMES
@@ -202,7 +202,7 @@ def test_trace_and_answer_scored_apart():
     assert rows["fr"]["closed"] == rows["fr"]["malformed"] == 1
 
 
-def test_intervals_and_guard_for_each_part():
+def test_intervals_and_guard_for_each_part(shared):
     from mlft.benchmarks.lcb.scoring import score_guard
 
     comps = _completions()
@@ -233,7 +233,7 @@ def run(capsys, *argv):
     return code, out.out, out.err
 
 
-def test_score_command_reports_both_parts(capsys, tmp_path):
+def test_score_command_reports_both_parts(shared, capsys, tmp_path):
     f = _csv(tmp_path / "traced.csv", REPLIES)
     code, out, _ = run(capsys, "score", str(f), "--format", "json", "--workers", "1")
     assert code == 0
@@ -257,7 +257,7 @@ def test_score_command_reports_both_parts(capsys, tmp_path):
     assert "traces" not in json.loads(out) and top(json.loads(out)["rows"])["lpr"] < 1.0
 
 
-def test_score_command_custom_markers_and_bad_spec(capsys, tmp_path):
+def test_score_command_custom_markers_and_bad_spec(shared, capsys, tmp_path):
     custom = [(lang, text.replace("<think>", "[THINK]").replace("</think>", "[/THINK]")) for lang, text in REPLIES]
     f = _csv(tmp_path / "custom.csv", custom)
     args = ("score", str(f), "--format", "json", "--workers", "1")
@@ -276,7 +276,7 @@ def test_score_command_custom_markers_and_bad_spec(capsys, tmp_path):
     assert code == 2 and "--trace-markers: expected 'OPEN,CLOSE'" in err
 
 
-def test_a_file_without_markers_scores_as_before(capsys, tmp_path):
+def test_a_file_without_markers_scores_as_before(shared, capsys, tmp_path):
     f = _csv(tmp_path / "plain.csv", [(lang, text) for lang, text in REPLIES if "think>" not in text] * 3)
     outs = [
         run(capsys, "score", str(f), "--format", fmt, "--workers", "1", *extra)[1]
