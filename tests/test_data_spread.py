@@ -128,7 +128,7 @@ def test_the_reward_term_decides_and_bad_passes_are_refused(built, scorer, tmp_p
         filter_mix(tmp_path / "nowhere", root / "base_pass", root / "x", scorer=scorer)
 
 
-def test_mix_filter_command(built, capsys):
+def test_mix_filter_command(shared, built, capsys):  # shared: LCB's files
     root, _ = built
     assert (
         main(["mix", "filter", str(root / "rl_mix"), "--pass", str(root / "base_pass"), "--out", str(root / "cli")])

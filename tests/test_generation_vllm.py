@@ -440,7 +440,7 @@ def test_line_resample_through_vllm(shared_vllm, tmp_path):
 # -- training: the recipe's evaluation backend ---------------------------------------------------------------
 
 
-def test_recipe_with_vllm_evaluation_checks(tmp_path):
+def test_recipe_with_vllm_evaluation_checks(shared, tmp_path):  # shared: LCB's files
     from mlft.training.recipe import load_recipe
 
     r = load_recipe("recipes/crosslingual_sft_vllm.yaml")

@@ -160,7 +160,7 @@ def _score(capsys, *argv):
     return capsys.readouterr().out
 
 
-def test_score_shows_the_guard_in_every_format(capsys, junk_file):
+def test_score_shows_the_guard_in_every_format(shared, capsys, junk_file):  # LCB's word list
     table = _score(capsys, str(junk_file))
     assert "junk · monolingual · LPR" in table and "all    100.0  100.0" in table  # LPR alone: perfect
     assert "junk · monolingual · guard" in table
@@ -193,7 +193,7 @@ def test_score_shows_the_guard_in_every_format(capsys, junk_file):
     }
 
 
-def test_no_guard_gives_the_official_output_alone(capsys, junk_file):
+def test_no_guard_gives_the_official_output_alone(shared, capsys, junk_file):
     for fmt in ("table", "tsv", "json"):
         official = _score(capsys, str(junk_file), "--format", fmt, "--no-guard")
         guarded = _score(capsys, str(junk_file), "--format", fmt)

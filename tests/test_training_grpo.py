@@ -392,7 +392,7 @@ def test_generation_backend_wiring():
     assert config.use_vllm is False and config.num_generations == 4
 
 
-def test_prompt_mix_rows_languages_tasks_and_holdout(tmp_path):
+def test_prompt_mix_rows_languages_tasks_and_holdout(shared, tmp_path):  # LCB's test sets
     from mlft.data.mix import build_mix, load_mix
     from mlft.data.seed import heldout_keys
 
