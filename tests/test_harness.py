@@ -215,7 +215,7 @@ def test_harness_task_runs_inside_an_mlft_suite(tmp_path, embedded_model):
 
 
 @pytest.mark.slow
-def test_lm_eval_lcb_task_matches_mlft_score(tmp_path):
+def test_lm_eval_lcb_task_matches_mlft_score(shared, tmp_path):  # LCB's test sets and word list
     """Parity: `lm_eval --include_path <mlft> --tasks lcb_crosslingual_de,lcb_crosslingual_ja --limit 3` on the
     embedded model prints the LPR (and WPR / LCPR) that `mlft score` gives the logged samples."""
     from mlft.generation.models import resolve

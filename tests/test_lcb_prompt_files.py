@@ -111,7 +111,7 @@ def test_csv_prompt_file_and_cli_errors(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_generate_and_eval_on_a_prompt_file(tmp_path, capsys):
+def test_generate_and_eval_on_a_prompt_file(shared, tmp_path, capsys):  # LCB's word list
     f = tmp_path / "mine.jsonl"
     f.write_text(
         "\n".join(

@@ -58,7 +58,7 @@ class Capture(TrainerCallback):
 
 
 @pytest.fixture(scope="module")
-def prompt_ids():
+def prompt_ids(shared):  # shared: the mixes decontaminate against LCB's test sets (skipped without them)
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(resolve(None).path)
