@@ -2,7 +2,10 @@
 `lpr` / guard metrics, on replies written here and in one lm-eval run of a small local task
 (tests/data/lm_eval_fidelity) beside its own exact_match."""
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,8 @@ pytest.importorskip("lm_eval")
 
 from mlft.errors import ConfigError, DataError  # noqa: E402
 
-TASK_DIR = Path(__file__).resolve().parent / "data" / "lm_eval_fidelity"
+REPO = Path(__file__).resolve().parent.parent
+TASK_DIR = REPO / "tests" / "data" / "lm_eval_fidelity"
 TASK = "mlft_arithmetic_fidelity"
 
 JA = "今日はとても良い天気ですね。公園へ散歩に行きましょう。"
@@ -94,6 +98,29 @@ def test_names_resolve_in_lm_evals_registries_beside_its_own():
     assert is_higher_better("lpr") and not is_higher_better("degeneracy")
     fidelity.register()  # importing twice (or registering again) is harmless
     assert fidelity.lpr(references=["3"], predictions=["3"]) == {}  # a reply the filter did not judge: no value
+
+
+def test_the_task_yaml_finds_everything_by_itself_as_the_lm_eval_command_does():
+    """A fresh interpreter that never imported mlft's module: lm-eval's task loader (the `lm_eval` command's) reads
+    the example YAML, whose `!function mlft.harness.fidelity.LanguageFilter` imports it, registering the plain
+    metric names the same YAML uses; lm-eval's own regex / exact_match stay beside them."""
+    code = (
+        "import sys; from lm_eval.tasks import TaskManager, get_task_dict\n"
+        "assert 'mlft.harness.fidelity' not in sys.modules\n"
+        f"task = get_task_dict([{TASK!r}], TaskManager(include_path=[{str(TASK_DIR)!r}], include_defaults=False))"
+        f"[{TASK!r}]\n"
+        "import mlft.harness.fidelity as f\n"
+        "assert task._metric_fn_list['lpr'] is f.lpr and task._aggregation_list['validity'] is f.agg_validity\n"
+        "assert task._higher_is_better['degeneracy'] is False and 'exact_match' in task._metric_fn_list\n"
+        "pipes = {e.name: [p.func.__name__ for p in e.filters] for e in task._filters}\n"
+        "assert pipes == {'answer': ['RegexFilter', 'TakeFirstFilter'], "
+        "'language': ['LanguageFilter', 'TakeFirstFilter']}, pipes\n"
+        "print(len(task.eval_docs))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, cwd="/")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-1] == "8"
 
 
 @pytest.mark.slow
