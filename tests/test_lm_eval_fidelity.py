@@ -73,6 +73,36 @@ def test_a_fixed_language_and_the_docs_field(shared):  # LCB's word list
     assert keyed["lpr"] == keyed["lpr_de"] == 0.5
 
 
+THINK_EN = "Let me think about this question carefully in English first."
+
+
+def test_a_reasoning_models_answer_and_trace_are_judged_apart(shared):  # LCB's word list
+    import mlft.harness.fidelity as fidelity
+
+    traced = f"<think>{THINK_EN}</think>\n{JA}"  # English thinking, a Japanese answer
+    unclosed = f"<think>{THINK_EN}"  # ran out while thinking: no answer
+    replies, docs = [traced, JA, unclosed], [{"language": "ja"}] * 3
+    judged, answer = _scores(fidelity, replies, docs)  # part: answer, the default (as `mlft score`)
+    assert judged == replies and [r.outcome["trace"] for r in judged] == ["closed", "none", "unclosed"]
+    assert answer["lpr"] == 1.0 and answer["coverage"] == pytest.approx(2 / 3)  # the unclosed reply lost its answer
+    judged, trace = _scores(fidelity, replies, docs, part="trace")
+    assert trace["lpr"] == 0.0 and trace["coverage"] == 1.0  # both traces drift to English; JA has none: left out
+    assert [r.outcome.get("left_out", False) for r in judged] == [False, True, False]
+    _, whole = _scores(fidelity, replies, docs, part="reply")
+    assert whole["lpr"] == pytest.approx(1 / 3)  # judged whole, the traced reply fails on its English line
+    _, off = _scores(fidelity, replies, docs, trace_markers="none")
+    assert off == whole
+
+    from mlft.harness.fidelity import LanguageFilter
+
+    with pytest.raises(ConfigError, match=r"filter mlft_language: unknown part 'traces'.*valid: answer, reply, trace"):
+        LanguageFilter(part="traces")
+    with pytest.raises(ConfigError, match="part: trace needs trace_markers"):
+        LanguageFilter(part="trace", trace_markers="none")
+    with pytest.raises(ConfigError, match="filter mlft_language: trace_markers: expected 'OPEN,CLOSE'"):
+        LanguageFilter(trace_markers="<think>")
+
+
 def test_bad_documents_and_codes_name_the_field_and_value(shared):
     from mlft.harness.fidelity import LanguageFilter
 
@@ -82,7 +112,7 @@ def test_bad_documents_and_codes_name_the_field_and_value(shared):
         LanguageFilter().apply([["a"]], [{"language": "xx"}])
     with pytest.raises(ConfigError, match=r"filter mlft_language: language: language 'jp' is unknown.*valid: .* ja,"):
         LanguageFilter(language="jp")
-    with pytest.raises(ConfigError, match=r"unknown option\(s\) lang_key; valid: language_key, language"):
+    with pytest.raises(ConfigError, match=r"option\(s\) lang_key; valid: language_key, language, part, trace_markers$"):
         LanguageFilter(lang_key="x")
 
 

@@ -8,7 +8,11 @@ implementation:
 - the filter `mlft_language` (`LanguageFilter`) judges each raw reply against its document's language (the doc field
   `language_key`, "language" by default, or a fixed `language:` for a one-language task such as mgsm_direct_ja)
   and passes the reply on unchanged, as a `JudgedReply` (a `str` carrying its outcome): the task's own metrics
-  read the same text. Filters see the documents, metrics do not, so the language is read here;
+  read the same text. Filters see the documents, metrics do not, so the language is read here. A reasoning
+  model's reply is judged on its answer (`part: answer`, the default, as `mlft score`: the text outside
+  `<think>…</think>`, or `trace_markers: OPEN,CLOSE`; a reply without a marker is its own answer), on its trace
+  (`part: trace`: replies without one are left out) or whole (`part: reply`), split by
+  `mlft.benchmarks.lcb.traces.split_reply` (an unclosed or malformed trace leaves an empty answer: coverage);
 - the metrics `lpr`, `wpr`, `lcpr`, `coverage`, `degeneracy`, `validity` read that outcome; their aggregation is
   LCB's official one (`mlft.stats.intervals`: per language, then the unweighted mean over languages), so a
   one-language task gets the plain shares. When the language comes from the documents each metric also reports
@@ -46,12 +50,17 @@ from lm_eval.api.registry import (
 
 from mlft.benchmarks.lcb.metrics import ScoreOptions
 from mlft.benchmarks.lcb.scoring import analyze_all, load_resources, outcomes_from
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, HAS_TRACE, NONE, parse_markers, split_reply
 from mlft.completions import Completion
+from mlft.config import check_choice
 from mlft.errors import ConfigError, DataError
 from mlft.languages import NON_LATIN, check_scorable
 from mlft.stats import Outcome, intervals
 
 FILTER = "mlft_language"
+OPTIONS = ("language_key", "language", "part", "trace_markers")
+MARKERS = DEFAULT_MARKERS.spec()  # "<think>,</think>"; "none" judges every reply whole
+PARTS = ("answer", "trace", "reply")  # a reply's part the filter judges (mlft.benchmarks.lcb.traces)
 METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity")
 LOWER_IS_BETTER = {"degeneracy"}
 TASK = SOURCE = "lm_eval"  # one (task, source) stratum: the languages are the strata
@@ -79,13 +88,34 @@ def _resources():
 class LanguageFilter(Filter):
     """lm-eval filter `mlft_language`: judge each reply's language against its document's; pass the text on."""
 
-    def __init__(self, language_key: str = "language", language: str | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        language_key: str = "language",
+        language: str | None = None,
+        part: str = "answer",
+        trace_markers: str | list[str] | None = MARKERS,
+        **kwargs,
+    ) -> None:
         if kwargs:
             raise ConfigError(
-                f"filter {FILTER}: unknown option(s) {', '.join(sorted(kwargs))}; valid: language_key, language"
+                f"filter {FILTER}: unknown option(s) {', '.join(sorted(kwargs))}; valid: {', '.join(OPTIONS)}"
             )
         self.language_key = language_key
         self.language = None if language is None else check_scorable(str(language), f"filter {FILTER}: language")
+        self.part = check_choice(part, PARTS, "part", f"filter {FILTER}")
+        self.markers = parse_markers(trace_markers, f"filter {FILTER}: trace_markers")
+        if self.part == "trace" and self.markers is None:
+            raise ConfigError(f"filter {FILTER}: part: trace needs trace_markers (e.g. '<think>,</think>')")
+
+    def judged_text(self, reply: str) -> tuple[str | None, str]:
+        """(the text judged, the reply's trace outcome): the part asked for; None for `trace` of a reply without
+        one (left out of the trace's metrics, as `mlft score` leaves it out of the trace part)."""
+        if self.part == "reply" or self.markers is None:
+            return reply, NONE
+        split = split_reply(reply, self.markers)
+        if self.part == "answer":
+            return split.answer, split.outcome
+        return (split.trace if split.outcome in HAS_TRACE else None), split.outcome
 
     def document_language(self, doc: dict, index: int) -> str:
         if self.language is not None:
@@ -108,12 +138,18 @@ class LanguageFilter(Filter):
         # one reply or a list of them per document (before or after take_first)
         flat = [(i, r) for i, rs in enumerate(resps) for r in (rs if isinstance(rs, (list, tuple)) else [rs])]
         texts = ["" if r is None else str(r) for _, r in flat]
+        parts = [self.judged_text(t) for t in texts]
+        scored = [k for k, (text, _) in enumerate(parts) if text is not None]
         lid, words = _resources()
-        results = analyze_all([(t, langs[i]) for t, (i, _) in zip(texts, flat)], lid, words, ScoreOptions(), guard=True)
-        comps = [Completion(str(i), "lm-eval", TASK, SOURCE, langs[i], t) for t, (i, _) in zip(texts, flat)]
-        judged = [
-            JudgedReply(t, o.to_dict(), self.language is None) for t, o in zip(texts, outcomes_from(comps, results))
+        items = [(parts[k][0], langs[flat[k][0]]) for k in scored]
+        comps = [
+            Completion(str(flat[k][0]), "lm-eval", TASK, SOURCE, lang, text) for k, (text, lang) in zip(scored, items)
         ]
+        outcomes = dict(zip(scored, outcomes_from(comps, analyze_all(items, lid, words, ScoreOptions(), guard=True))))
+        judged = []
+        for k, (t, (_, trace)) in enumerate(zip(texts, parts)):
+            o = outcomes[k].to_dict() if k in outcomes else {"language": langs[flat[k][0]], "left_out": True}
+            judged.append(JudgedReply(t, {**o, "trace": trace}, self.language is None))
         out, k = [], 0
         for rs in resps:
             n = len(rs) if isinstance(rs, (list, tuple)) else 1
@@ -149,7 +185,7 @@ def _metric(name: str):
                 log.info("metric %s: a reply the %s filter did not judge (another pipeline): left out", name, FILTER)
             return {}
         o = reply.outcome
-        if not _applies(name, o):
+        if o.get("left_out") or not _applies(name, o):
             return {}
         return {name: o, f"{name}_{o['language']}": o} if reply.per_language else {name: o}
 
