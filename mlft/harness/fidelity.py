@@ -28,7 +28,8 @@ unextracted reply): read it from its own pipeline.
 Use: `!function mlft.harness.fidelity.LanguageFilter` (filter) and `!function mlft.harness.fidelity.lpr` (metric)
 in a task YAML work with the `lm_eval` command as is (lm-eval imports the module, which also registers the names);
 the registered names (`function: mlft_language`, `metric: lpr`) work once this module is imported (Python API, or
-a YAML that names one `!function` of it first). Example: tests/data/lm_eval_fidelity/; docs/measuring.md.
+a YAML naming one of its `!function`s anywhere: lm-eval parses the whole file before it builds the task). Example:
+tests/data/lm_eval_fidelity/; docs/measuring.md.
 """
 
 from __future__ import annotations
