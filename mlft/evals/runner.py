@@ -44,7 +44,7 @@ class EvalContext:
 
     def __post_init__(self):
         if self.models is None:
-            self.models = Models(self.target)
+            self.models = self.target.models()
 
     # the target's parts, as the kinds ask for them
     @property

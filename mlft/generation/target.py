@@ -140,7 +140,7 @@ class Target:
         - a live model and a backend that takes one: the live model, in place
         - otherwise: the backend loads `model_ref` (or names the served model)."""
         specs = list(interventions)
-        if any(INTERVENTIONS.load(s["name"]).from_saved_weights for s in specs):
+        if reads_saved_weights(specs):
             if self.model_ref is None:
                 return None
             hooks = set().union(*(INTERVENTIONS.load(s["name"]).applies_via for s in specs))
@@ -152,11 +152,16 @@ class Target:
             return None
         return self.with_model(self.model_ref) if self.model is not None else self
 
+    def models(self) -> Models:
+        """The backends, weights and reference model of one run, built on first use (the caller closes them;
+        `open` does)."""
+        return Models(self)
+
     @contextlib.contextmanager
     def open(self) -> Iterator[Models]:
         """The backends, weights and reference model of one run (built on first use, closed at the end); a live
         model generates in eval mode (KV cache on, train mode restored after)."""
-        models = Models(self)
+        models = self.models()
         try:
             if self.live:
                 with eval_mode(self.model):
@@ -165,6 +170,11 @@ class Target:
                 yield models
         finally:
             models.close()
+
+
+def reads_saved_weights(interventions: Sequence[dict]) -> bool:
+    """Whether an intervention (spec {name, <options>}) reads the saved weights itself (e.g. quantize)."""
+    return any(INTERVENTIONS.load(s["name"]).from_saved_weights for s in interventions)
 
 
 class Models:

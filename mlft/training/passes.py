@@ -26,9 +26,8 @@ from mlft.evals import runner
 from mlft.evals.registry import get_kind
 from mlft.evals.suite import EvalSuite, load_suite, suite_path
 from mlft.generation.backends import DEFAULT_BACKEND, option_names
-from mlft.generation.interventions import REGISTRY as INTERVENTIONS
 from mlft.generation.interventions.quantize import Scheme
-from mlft.generation.target import Target
+from mlft.generation.target import Target, reads_saved_weights
 from mlft.io import curve_file
 from mlft.io.metric_rows import CurveRow, HarnessStats, MetricRow, rows_of
 from mlft.paths import lcb_data_path
@@ -165,7 +164,7 @@ class EvalPass:
     @property
     def needs_saved_weights(self) -> bool:
         """Whether an intervention of this pass reads the checkpoint's saved weights itself (e.g. quantize)."""
-        return any(INTERVENTIONS.load(i["name"]).from_saved_weights for i in self.interventions)
+        return reads_saved_weights(self.interventions)
 
 
 @dataclass(frozen=True)
