@@ -92,6 +92,9 @@ def test_a_target_describes_itself_into_results_json_and_reloads_exactly(echo, t
     assert again.describe() == {**target.describe(), "backend_options": {"echo_word": "Guten", "echo_key": None}}
     plain = Target("hf", {"dtype": "float32", "device": "cpu"}, model_ref="smollm2-135m-instruct")
     assert Target.from_description(json.loads(json.dumps(plain.describe()))) == plain
+    for name in ("hf", "vllm", "openai"):  # every built-in backend's default options, named model or none
+        for t in (Target(name), Target(name, model_ref="org/model")):
+            assert Target.from_description(json.loads(json.dumps(t.describe()))) == t, t
 
 
 def test_for_pass_decides_where_each_pass_gets_its_model():
@@ -166,12 +169,13 @@ def _calls(tree: ast.AST, names: set[str]) -> list[str]:
 
 
 def test_one_place_decides_where_a_passs_model_comes_from():
-    """Outside mlft/generation/target.py no library module builds a backend, picks a backend for a quantized
-    pass, or asks whether an intervention reads the saved weights: they ask the Target."""
-    deciders = {"create_backend", "able_backend", "eval_mode", "Models", "reference_model"}
+    """Outside mlft/generation/target.py no library module builds a backend, loads a reference model, puts a live
+    model in eval mode for a pass, or asks whether an intervention reads the saved weights: they ask the Target
+    (the backend for a quantized pass is chosen in `Target.for_pass`, the only caller of that choice)."""
+    deciders = {"create_backend", "eval_mode", "Models", "reference_model"}
     allowed = {
         "mlft/generation/target.py",
-        "mlft/generation/backends/__init__.py",  # where create_backend / able_backend are defined
+        "mlft/generation/backends/__init__.py",  # where create_backend is defined
         "mlft/generation/models.py",  # where eval_mode is defined
         "mlft/generation/data_parallel.py",  # the other ranks' own live-model copy (no Target on those ranks)
     }

@@ -33,7 +33,7 @@ from mlft.config import from_dict
 from mlft.errors import ConfigError
 from mlft.generation.backends import (
     DEFAULT_BACKEND,
-    able_backend,
+    able,
     backend_class,
     capabilities,
     check_backend,
@@ -45,6 +45,7 @@ from mlft.generation.interventions import split
 from mlft.generation.models import DEFAULT_MODEL, eval_mode, load, resolve
 
 SECRET = "<set>"  # what describe() writes for a key-like option that is set (never the key itself)
+UNNAMED = "model"  # describe()'s name of a target that names no model (the backend's default one is loaded)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,8 @@ class Target:
         """The target a run's files describe (`describe()`): secrets written as "<set>" are left to their
         defaults (e.g. the environment variable that holds a key)."""
         opts = {k: v for k, v in (description.get("backend_options") or {}).items() if v != SECRET}
-        return cls(description["backend"], opts, model_ref=description.get("model"))
+        name = description.get("model")
+        return cls(description["backend"], opts, model_ref=None if name == UNNAMED else name)
 
     def with_options(self, changes: dict) -> Target:
         """The same target with some options changed (validated like the rest: typed, never a loose mapping)."""
@@ -115,7 +117,7 @@ class Target:
     def name(self) -> str:
         """The evaluated model's name: its reference, else the live model's own path."""
         path = getattr(getattr(self.model, "config", None), "_name_or_path", None)
-        return str(self.model_ref or path or "model")
+        return str(self.model_ref or path or UNNAMED)
 
     def describe(self) -> dict:
         """What a run's results.json records of its target (a key-like option set: "<set>")."""
@@ -143,9 +145,12 @@ class Target:
         if reads_saved_weights(specs):
             if self.model_ref is None:
                 return None
-            hooks = set().union(*(INTERVENTIONS.load(s["name"]).applies_via for s in specs))
-            backend, options = able_backend(self.backend, sorted(hooks), self.options)
-            return Target(backend, options, model_ref=self.model_ref)
+            need = set().union(*(INTERVENTIONS.load(s["name"]).applies_via for s in specs))
+            if need <= self.capabilities.hooks:
+                return Target(self.backend, self.options, model_ref=self.model_ref)
+            for b in able(lambda c: need <= c.hooks and (c.weights or c.saved_weights)):
+                return Target(b, model_ref=self.model_ref)  # its default options
+            raise ConfigError(f"no registered backend can apply the intervention hooks {sorted(need)}")
         if self.live:
             return self
         if self.model_ref is None:
