@@ -51,11 +51,12 @@ METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity")
 def generate(out: Path, replies: int, suite: str) -> Path:
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import load_suite
+    from mlft.generation.target import Target
 
     folder = out / suite
     path = folder / "default" / "outcomes.jsonl"
     if not path.is_file() or len({o.sample for o in load_outcomes(path)}) < replies:
-        run_suite(load_suite(suite, settings={"samples": replies}), out_dir=folder)
+        run_suite(load_suite(suite, settings={"samples": replies}), Target(), folder)
     return path
 
 

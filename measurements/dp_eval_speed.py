@@ -28,6 +28,7 @@ from mlft.evals.suite import load_suite
 from mlft.generation import data_parallel
 from mlft.generation.models import load
 from mlft.generation.models import eval_mode
+from mlft.generation.target import Target
 
 suite, out = sys.argv[1], Path(sys.argv[2])
 overrides = sys.argv[3:]
@@ -38,7 +39,7 @@ if multi:
 if not multi or dist.get_rank() == 0:
     t0 = time.perf_counter()
     with data_parallel.coordinate(multi), eval_mode(model) as live:
-        result = run_suite(load_suite(suite, overrides), model=live, tokenizer=tok, out_dir=out, progress=False)
+        result = run_suite(load_suite(suite, overrides), Target(model=live, tokenizer=tok), out, progress=False)
     (out / "wall.json").write_text(json.dumps({"seconds": time.perf_counter() - t0}))
 else:
     data_parallel.serve(model, tok)

@@ -21,7 +21,7 @@ import yaml
 
 from mlft.io import curve_file as curves
 from mlft.reports.mitigation import judge_columns, load_spec, tables
-from mlft.training.passes import EvaluationOptions, evaluate_step
+from mlft.training.passes import EvaluationOptions, Step, evaluate_step, evaluation_target
 from mlft.training.recipe import load_recipe
 from mlft.training.rewards import read_reward_curves
 from mlft.training.train import train
@@ -101,13 +101,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     base = out / "base"
     base.mkdir(parents=True, exist_ok=True)
-    evaluate_step(
-        base,
-        EvaluationOptions(suite=SUITE, suite_overrides={"samples": args.samples}),
-        0,
-        model_ref="smollm2-135m-instruct",
-        mode="baseline",
-    )
+    ev = EvaluationOptions(suite=SUITE, suite_overrides={"samples": args.samples})
+    evaluate_step(base, ev, Step(0, mode="baseline"), evaluation_target(ev).with_model("smollm2-135m-instruct"))
     results = {"base": {"run": str(base), "step": 0}}
     for name, overrides in CONFIGS.items():
         if args.only and name not in args.only:

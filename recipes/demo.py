@@ -51,6 +51,7 @@ from mlft.evals.runner import run_suite
 from mlft.evals.suite import load_suite
 from mlft.generation.interventions.quantize import SCHEMES
 from mlft.generation.prompting import locate_examples
+from mlft.generation.target import Target
 from mlft.io import curve_file
 from mlft.io.download import file_digest
 from mlft.paths import lcb_data_path, shared_dir
@@ -68,7 +69,7 @@ from mlft.reports.mitigation import (
 )
 from mlft.reports.page import PAGE, write_report_page
 from mlft.reports.results import results_extra, table_record
-from mlft.training.passes import EvaluationOptions, PassVariant, evaluate_step
+from mlft.training.passes import EvaluationOptions, PassVariant, Step, evaluate_step, evaluation_target
 from mlft.training.recipe import load_recipe
 from mlft.training.rewards import read_reward_curves
 from mlft.training.train import train
@@ -197,7 +198,7 @@ def _baseline(base: Path, suite: str, suite_settings: dict, full: bool, decoding
     )
     log.info("\n=== step-0 evaluation of the base model (shared by every run)")
     base.mkdir(parents=True, exist_ok=True)
-    evaluate_step(base, ev, 0, model_ref=BASE_MODEL, progress=True, mode="baseline")
+    evaluate_step(base, ev, Step(0, mode="baseline"), evaluation_target(ev).with_model(BASE_MODEL), progress=True)
 
 
 def _share_baseline(base: Path, dst: Path) -> None:
@@ -296,7 +297,7 @@ def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -
     ]:
         folder = out / "outside_lcb" / key
         log.info("\n=== %s on prompts outside LCB's languages (%s)", label, OUTSIDE_SUITE)
-        run_suite(load_suite(OUTSIDE_SUITE, settings=settings), model_ref=model_ref, out_dir=folder, progress=True)
+        run_suite(load_suite(OUTSIDE_SUITE, settings=settings), Target(model_ref=model_ref), folder, progress=True)
         rows.append(RowSpec(label, rows_file=str(folder / "scores.jsonl"), suite_variant="base"))
     spec = TableSpec(
         rows,

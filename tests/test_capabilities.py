@@ -146,6 +146,7 @@ def test_an_lm_eval_suite_runs_on_the_third_backend(canned, tmp_path, polyglot_d
     pytest.importorskip("lm_eval")
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import build_suite
+    from mlft.generation.target import Target
 
     suite = build_suite(
         {
@@ -157,7 +158,7 @@ def test_an_lm_eval_suite_runs_on_the_third_backend(canned, tmp_path, polyglot_d
         },
         "s.yaml",
     )
-    result = run_suite(suite, backend="canned", model_ref="canned-model", out_dir=tmp_path / "a", progress=False)
+    result = run_suite(suite, Target("canned", model_ref="canned-model"), tmp_path / "a", progress=False)
     # lm-eval's requests carry no target language: the toy answers German, right for de, wrong for zh
     assert result.value("lpr", "lcb_crosslingual_de") == 1.0 and result.value("lpr", "lcb_crosslingual_zh") == 0.0
     samples = [
@@ -165,12 +166,7 @@ def test_an_lm_eval_suite_runs_on_the_third_backend(canned, tmp_path, polyglot_d
     ]
     assert len(samples) == 3 and all(s["resps"][0][0] == REPLIES["de"] for s in samples)
     english = run_suite(
-        suite,
-        backend="canned",
-        backend_options={"canned_english": True},
-        model_ref="m",
-        out_dir=tmp_path / "b",
-        progress=False,
+        suite, Target("canned", {"canned_english": True}, model_ref="m"), tmp_path / "b", progress=False
     )
     assert english.value("lpr", "lcb_crosslingual_de") == 0.0
     mc = build_suite({"kind": "lm_eval", "tasks": ["mlft_polyglot_mc_de"], "limit": 2}, "s.yaml")
@@ -179,7 +175,7 @@ def test_an_lm_eval_suite_runs_on_the_third_backend(canned, tmp_path, polyglot_d
         match="score log-likelihoods, which the canned backend cannot.*holds weights "
         r"\(hf\)",
     ):
-        run_suite(mc, backend="canned", model_ref="m", out_dir=tmp_path / "c", progress=False)
+        run_suite(mc, Target("canned", model_ref="m"), tmp_path / "c", progress=False)
 
 
 # -- one shape of metric rows ------------------------------------------------------------------------------------
@@ -288,7 +284,9 @@ def test_pass_suites_are_loaded_once_per_run(tmp_path, monkeypatch):
     real = passes.load_suite
     monkeypatch.setattr(passes, "load_suite", lambda *a, **k: loads.append(a) or real(*a, **k))
     monkeypatch.setattr(passes, "_SUITES", {})
-    monkeypatch.setattr(runner, "run_suite", lambda suite, **kw: runner.SuiteResult(suite.name, [], kw["out_dir"]))
+    monkeypatch.setattr(
+        runner, "run_suite", lambda suite, target, out_dir, **kw: runner.SuiteResult(suite.name, [], out_dir)
+    )
     recipe = load_recipe(
         "recipes/crosslingual_sft.yaml",
         ["evaluation.suite=lcb_tiny", "evaluation.fewshot=true", "evaluation.quantized=[w8]"],
@@ -296,7 +294,8 @@ def test_pass_suites_are_loaded_once_per_run(tmp_path, monkeypatch):
     n = len(passes.passes_for(recipe.evaluation))
     assert n == 5 and len(loads) == n  # model, Q/A, 1-shot, 5-shot, w8
     for step in (0, 10, 20):
-        passes.evaluate_step(tmp_path, recipe.evaluation, step, model_ref=f"ckpt-{step}")
+        target = passes.evaluation_target(recipe.evaluation).with_model(f"ckpt-{step}")
+        passes.evaluate_step(tmp_path, recipe.evaluation, step, target)
     assert len(loads) == n
     a = passes.load_pass_suite(passes.passes_for(recipe.evaluation)[0])
     a.options.per_group = 999

@@ -124,7 +124,8 @@ def test_rl_outside_lcb_table_has_base_and_rl_rows_both_judges_and_the_outside_l
     columns, and per-language columns for cs / fi (languages outside LCB's 15)."""
     calls = []
 
-    def fake_run_suite(suite, *, model_ref, out_dir, progress):
+    def fake_run_suite(suite, target, out_dir, *, progress):
+        model_ref = target.model_ref
         opts = suite.options
         calls.append((suite.name, [v.name for v in opts.variants], opts.decoding.max_new_tokens, model_ref))
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from mlft.cli import main
 from mlft.errors import ConfigError
 from mlft.evals.runner import run_suite
 from mlft.evals.suite import load_suite
+from mlft.generation.target import Target
 
 
 def test_polyglot_on_openai_is_refused_before_anything_runs(tmp_path, capsys, polyglot_placeholders):
@@ -82,7 +83,7 @@ def test_intervention_recorded_applied_and_refused_on_resume_when_changed(
     model, tok = embedded_model
     overrides = ["decoding.temperature=0", "decoding.max_new_tokens=8", "languages=[de]"]
     plain = run_suite(
-        load_suite("lcb_tiny", overrides), model=model, tokenizer=tok, out_dir=tmp_path / "plain", progress=False
+        load_suite("lcb_tiny", overrides), Target(model=model, tokenizer=tok), tmp_path / "plain", progress=False
     )
     first = [json.loads(x) for x in (tmp_path / "plain" / "default" / "completions.jsonl").read_text().splitlines()]
     assert all(r["interventions"] == [] for r in first)
@@ -90,7 +91,7 @@ def test_intervention_recorded_applied_and_refused_on_resume_when_changed(
     starts = sorted({tok(r["completion"], add_special_tokens=False)["input_ids"][0] for r in first})
     banned = [*overrides, f"interventions=[{{name: ban_tokens, token_ids: {starts}}}]"]
     out = tmp_path / "banned"
-    run_suite(load_suite("lcb_tiny", banned), model=model, tokenizer=tok, out_dir=out, progress=False)
+    run_suite(load_suite("lcb_tiny", banned), Target(model=model, tokenizer=tok), out, progress=False)
     recs = [json.loads(x) for x in (out / "default" / "completions.jsonl").read_text().splitlines()]
     assert all(r["interventions"] == [{"name": "ban_tokens", "strings": [], "token_ids": starts}] for r in recs)
     assert all(tok(r["completion"], add_special_tokens=False)["input_ids"][0] not in starts for r in recs)
@@ -98,7 +99,7 @@ def test_intervention_recorded_applied_and_refused_on_resume_when_changed(
     before = (out / "default" / "completions.jsonl").read_text()
     changed = [*overrides, f"interventions=[{{name: ban_tokens, token_ids: {starts[:1]}}}]"]
     with pytest.raises(ConfigError, match="other settings \\(interventions"):
-        run_suite(load_suite("lcb_tiny", changed), model=model, tokenizer=tok, out_dir=out, progress=False)
+        run_suite(load_suite("lcb_tiny", changed), Target(model=model, tokenizer=tok), out, progress=False)
     assert (out / "default" / "completions.jsonl").read_text() == before
     results = json.loads((out / "results.json").read_text())
     assert results["config"]["suite"]["interventions"][0]["name"] == "ban_tokens"

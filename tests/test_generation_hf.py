@@ -14,6 +14,7 @@ from mlft.generation.backends.hf import HFBackend
 from mlft.generation.decoding import Decoding
 from mlft.generation.prompting import Prompting
 from mlft.generation.runner import generate_completions
+from mlft.generation.target import Target
 
 pytestmark = pytest.mark.slow
 TEXTS = [
@@ -104,7 +105,7 @@ def test_run_suite_generates_scores_and_reports(embedded_model, shared, tmp_path
             "token_stats=true",
         ],
     )
-    res = run_suite(suite, model=model, tokenizer=tok, out_dir=tmp_path, progress=False)
+    res = run_suite(suite, Target(model=model, tokenizer=tok), tmp_path, progress=False)
     recs = read_completions(tmp_path / "greedy" / "completions.jsonl")
     assert len(recs) == 6 and {c.language for c in recs} == {"de", "zh", "ar"}
     exported = {c.id: c.completion for c in read_completions(tmp_path / "qa" / "completions.csv")}

@@ -16,6 +16,7 @@ from mlft.evals.runner import run_suite
 from mlft.evals.suite import load_suite
 from mlft.generation.backends import backend_options, check_interventions
 from mlft.generation.interventions import Intervention, build_interventions
+from mlft.generation.target import Target
 
 # The prompt set of the slow tests: 2 prompts per (task, language) of lcb_demo for 6 languages (~24 prompts)
 SUBSET = ["languages=[de,es,fr,ja,ru,zh]", "per_language=2", "batch_size=32"]
@@ -100,7 +101,7 @@ def test_interventions_vllm_cannot_apply_are_refused_before_the_model_loads(spec
     if spec != "steer":  # through a suite: refused by the runner before the backend is built
         suite = load_suite("lcb_tiny", [f"interventions=[{json.dumps(spec)}]"])
         with pytest.raises(ConfigError, match=message):
-            run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path, progress=False)
+            run_suite(suite, Target("vllm", model_ref="smollm2-135m-instruct"), tmp_path, progress=False)
         assert not (tmp_path / "default" / "completions.jsonl").exists()
     check_interventions(
         "vllm", build_interventions([{"name": "script_gate"}, {"name": "ban_tokens", "strings": ["x"]}], "ok"), "ok"
@@ -335,9 +336,9 @@ def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path, embedded_m
     suite = load_suite("lcb_demo", [*SUBSET, "decoding.temperature=0", "decoding.max_new_tokens=24"])
     model, tok = embedded_model
     run_suite(
-        suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf", progress=False
+        suite, Target(model_ref="smollm2-135m-instruct", model=model, tokenizer=tok), tmp_path / "hf", progress=False
     )
-    run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
+    run_suite(suite, Target("vllm", model_ref="smollm2-135m-instruct"), tmp_path / "vllm", progress=False)
     hf, vl = _records(tmp_path / "hf"), _records(tmp_path / "vllm")
     assert hf.keys() == vl.keys() and len(hf) >= 20
     same = [i for i in hf if hf[i]["completion"] == vl[i]["completion"]]
@@ -360,9 +361,9 @@ def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model
     suite = load_suite("lcb_demo", SUBSET)  # the paper's sampling, 32 new tokens
     model, tok = embedded_model
     hf = run_suite(
-        suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf", progress=False
+        suite, Target(model_ref="smollm2-135m-instruct", model=model, tokenizer=tok), tmp_path / "hf", progress=False
     )
-    vl = run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
+    vl = run_suite(suite, Target("vllm", model_ref="smollm2-135m-instruct"), tmp_path / "vllm", progress=False)
     for task in ("monolingual", "crosslingual"):
         h = next(r for r in hf.rows if (r["metric"], r["task"], r["language"]) == ("lpr", task, "avg"))
         v = vl.value("lpr", task)
@@ -378,7 +379,7 @@ def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model
     lines = path.read_text(encoding="utf-8").splitlines()
     before = _records(tmp_path / "vllm")
     path.write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
-    run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
+    run_suite(suite, Target("vllm", model_ref="smollm2-135m-instruct"), tmp_path / "vllm", progress=False)
     after = _records(tmp_path / "vllm")
     assert after.keys() == before.keys()
     same = sum(after[i]["completion"] == before[i]["completion"] for i in before)
@@ -405,9 +406,9 @@ def test_script_gate_inside_vllm_matches_hf(shared_vllm, tmp_path, embedded_mode
     )
     model, tok = embedded_model
     run_suite(
-        suite, model=model, tokenizer=tok, model_ref="smollm2-135m-instruct", out_dir=tmp_path / "hf", progress=False
+        suite, Target(model_ref="smollm2-135m-instruct", model=model, tokenizer=tok), tmp_path / "hf", progress=False
     )
-    run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path / "vllm", progress=False)
+    run_suite(suite, Target("vllm", model_ref="smollm2-135m-instruct"), tmp_path / "vllm", progress=False)
     hf, vl = _records(tmp_path / "hf"), _records(tmp_path / "vllm")
     same = sum(hf[i]["completion"] == vl[i]["completion"] for i in hf)
     fired = sum(hf[i].get("intervention_stats", {}).get("script_gate_steps", 0) for i in hf)
@@ -430,7 +431,7 @@ def test_script_gate_inside_vllm_matches_hf(shared_vllm, tmp_path, embedded_mode
 @pytest.mark.vllm
 def test_line_resample_through_vllm(shared_vllm, tmp_path):
     suite = load_suite("lcb_tiny", ["interventions=[{name: line_resample, tries: 2}]", "decoding.max_new_tokens=24"])
-    run_suite(suite, backend="vllm", model_ref="smollm2-135m-instruct", out_dir=tmp_path, progress=False)
+    run_suite(suite, Target("vllm", model_ref="smollm2-135m-instruct"), tmp_path, progress=False)
     recs = list(_records(tmp_path).values())
     assert recs and all(not r["error"] and r["line_resample"]["draws"] >= 1 for r in recs)
     assert all(r["usage"]["completion_tokens"] <= 24 for r in recs)
@@ -470,18 +471,22 @@ def test_passes_send_saved_checkpoints_to_vllm_and_quantized_to_hf(tmp_path, mon
 
     calls = []
 
-    def fake_run_suite(suite, **kw):
-        calls.append((kw.get("backend", "hf"), kw.get("model"), kw.get("model_ref"), kw.get("backend_options")))
-        return runner.SuiteResult(suite.name, [], kw["out_dir"])
+    def fake_run_suite(suite, target, out_dir, **kw):
+        calls.append((target.backend, target.model, target.model_ref, target.options))
+        return runner.SuiteResult(suite.name, [], out_dir)
 
     monkeypatch.setattr(runner, "run_suite", fake_run_suite)
     ev = EvaluationOptions(
         suite="lcb_tiny", backend="vllm", backend_options={"max_model_len": 512}, quantized=["w8"], quantized_at="all"
     )
-    passes.evaluate_step(tmp_path, ev, 5, model=object(), tokenizer=object(), model_ref="ckpt-5")
-    assert calls == [("vllm", None, "ckpt-5", {"max_model_len": 512}), ("hf", None, "ckpt-5", None)]
+    target = passes.evaluation_target(ev)
+    passes.evaluate_step(tmp_path, ev, 5, target.with_model("ckpt-5", object(), object()))
+    assert calls == [
+        ("vllm", None, "ckpt-5", backend_options("vllm", {"max_model_len": 512})),
+        ("hf", None, "ckpt-5", backend_options("hf", {})),
+    ]
     calls.clear()
-    passes.evaluate_step(tmp_path, ev, 6, model=object(), tokenizer=object(), model_ref=None)
+    passes.evaluate_step(tmp_path, ev, 6, target.with_model(None, object(), object()))
     assert calls == []  # nothing saved to evaluate: the live model is never handed to vLLM
 
 

@@ -191,6 +191,7 @@ def test_harness_task_runs_inside_an_mlft_suite(tmp_path, embedded_model):
     """A harness task on a local JSONL file, in an mlft suite, on the live embedded model: rows in scores.jsonl."""
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import build_suite
+    from mlft.generation.target import Target
 
     folder = _tiny_task(tmp_path / "tasks")
     suite = build_suite(
@@ -203,7 +204,7 @@ def test_harness_task_runs_inside_an_mlft_suite(tmp_path, embedded_model):
     model, tok = embedded_model
     out = tmp_path / "out"
     state = (random.getstate(), torch.get_rng_state())
-    result = run_suite(suite, model=model, tokenizer=tok, out_dir=out, progress=False)
+    result = run_suite(suite, Target(model=model, tokenizer=tok), out, progress=False)
     assert random.getstate() == state[0] and torch.equal(torch.get_rng_state(), state[1])  # training unaffected
     rows = [json.loads(x) for x in (out / "scores.jsonl").read_text().splitlines()]
     acc = next(r for r in rows if r["task"] == "tiny_mc" and r["metric"] == "acc")
@@ -339,12 +340,12 @@ def test_openai_backend_maps_to_lm_evals_api_models(tmp_path, monkeypatch, polyg
     from mlft.evals.lm_eval_kind import _check_outputs, _task_manager, make_lm
     from mlft.evals.runner import EvalContext
     from mlft.evals.suite import build_suite
+    from mlft.generation.target import Target
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("MY_KEY", "sk-test")
-    ctx = EvalContext(
-        tmp_path, "openai", {"base_url": "http://127.0.0.1:9/v1/", "api_key_env": "MY_KEY"}, model_ref="served"
-    )
+    target = Target("openai", {"base_url": "http://127.0.0.1:9/v1/", "api_key_env": "MY_KEY"}, model_ref="served")
+    ctx = EvalContext(tmp_path, target)
     suite = build_suite({"kind": "lm_eval", "tasks": ["lcb_crosslingual_de"]}, "s.yaml")
     lm = make_lm(suite.options, ctx)
     assert type(lm).__mro__[1].__name__ == "LocalChatCompletion"

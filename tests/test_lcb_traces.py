@@ -335,10 +335,11 @@ def thinking():
 def test_a_suite_reports_the_trace_and_compare_tests_it(thinking, tmp_path, shared, capsys):
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import build_suite
+    from mlft.generation.target import Target
 
     data = {"kind": "lcb", "tasks": ["monolingual"], "languages": ["de", "ja", "ru"], "per_language": 4}
     suite = build_suite(data, "s.yaml")
-    a = run_suite(suite, backend="thinking", model_ref="m", out_dir=tmp_path / "a", progress=False)
+    a = run_suite(suite, Target("thinking", model_ref="m"), tmp_path / "a", progress=False)
     value = lambda metric, lang="avg": a.value(metric, "monolingual", lang)  # noqa: E731
     # the answers (the official rows): de and ru clean; ja lost its answer to the unclosed trace (not counted)
     assert (value("lpr", "de"), value("lpr", "ru"), value("coverage", "ja")) == (1.0, 1.0, 0.0)
@@ -365,21 +366,13 @@ def test_a_suite_reports_the_trace_and_compare_tests_it(thinking, tmp_path, shar
     # without the split, the whole replies: de fails on its English trace
     whole = run_suite(
         build_suite({**data, "trace_markers": None}, "s.yaml"),
-        backend="thinking",
-        model_ref="m",
-        out_dir=tmp_path / "whole",
+        Target("thinking", model_ref="m"),
+        tmp_path / "whole",
         progress=False,
     )
     assert whole.value("lpr", "monolingual", "de") == 0.0 and whole.value("trace_lpr", "monolingual") is None
     # a second model that thinks in German: the trace improves, the answers do not move
-    run_suite(
-        suite,
-        backend="thinking",
-        backend_options={"clean": True},
-        model_ref="m",
-        out_dir=tmp_path / "b",
-        progress=False,
-    )
+    run_suite(suite, Target("thinking", {"clean": True}, model_ref="m"), tmp_path / "b", progress=False)
     code = main(
         [
             "compare",

@@ -104,8 +104,9 @@ def test_real_model_two_items(embedded_model, shared, tmp_path):
         shared, sample=1, targets=["de"], conditions=["T"], max_new_tokens=4, translation_max_new_tokens=8, bleu=False
     )
     from mlft.evals.runner import EvalContext
+    from mlft.generation.target import Target
 
-    ctx = EvalContext(tmp_path, model=model, tokenizer=tok, progress=False)
+    ctx = EvalContext(tmp_path, Target(model=model, tokenizer=tok), progress=False)
     rows = kind.evaluate(
         opts,
         chat_fn=kind.make_chat_fn(ctx.backend(batch_size=4), opts),

@@ -21,12 +21,13 @@ def test_validation_errors(tmp_path):
 @pytest.mark.slow
 def test_run_suite_rows(embedded_model, shared, tmp_path):
     from mlft.evals.runner import run_suite
+    from mlft.generation.target import Target
 
     model, tok = embedded_model
     s = load_suite(
         "polyglot_quick", ["languages=[en, fr]", "sample=12", f"data_dir={shared / 'polyglot'}", "bootstrap=500"]
     )
-    result = run_suite(s, model=model, tokenizer=tok, out_dir=tmp_path, progress=False)
+    result = run_suite(s, Target(model=model, tokenizer=tok), tmp_path, progress=False)
     val = {(r["task"], r["language"], r["metric"]): r["value"] for r in result.rows}
     assert val["cka", "en", "n_facts"] == 12
     assert val["cka", "avg", "accuracy"] == pytest.approx(

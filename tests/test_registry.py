@@ -196,10 +196,11 @@ def test_kinds_return_metric_rows_and_the_runner_hands_them_back(toy, tmp_path):
     from mlft.evals.registry import KindOutput
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import load_suite
+    from mlft.generation.target import Target
     from mlft.io.metric_rows import MetricRow
 
     suite = load_suite("lcb_tiny", ["per_group=2", "languages=[de]", "resamples=200"])
-    result = run_suite(suite, backend="toy", out_dir=tmp_path, progress=False)
+    result = run_suite(suite, Target("toy"), tmp_path, progress=False)
     written = [json.loads(x) for x in (tmp_path / "scores.jsonl").read_text().splitlines()]
     assert result.rows and all(isinstance(r, MetricRow) and r.suite == "lcb_tiny" for r in result.rows)
     assert [r.to_dict() for r in result.rows] == written

@@ -6,8 +6,9 @@ import pytest
 
 from mlft.cli import main
 from mlft.errors import ConfigError
+from mlft.generation.target import Target
 from mlft.io import curve_file
-from mlft.training.passes import EvalPass, EvaluationOptions, PromptVariant, evaluate_step, passes_for
+from mlft.training.passes import EvalPass, EvaluationOptions, PromptVariant, Step, evaluate_step, passes_for
 
 
 def _rows(step, variant, lpr_mono, lpr_cross, suite_variant="default"):
@@ -78,8 +79,8 @@ def test_curve_file_skips_torn_tail_and_knows_done_passes(tmp_path):
 def test_evaluate_step_runs_only_missing_passes(tmp_path, monkeypatch):
     calls = []
 
-    def fake_run_pass(p, run_dir, step, **kw):  # stand-in for generation + scoring
-        calls.append((step, p.variant, kw.get("model_ref")))
+    def fake_run_pass(p, run_dir, step, target, **kw):  # stand-in for generation + scoring
+        calls.append((step, p.variant, target.model_ref))
         return _rows(step, p.variant, 0.5, 0.5)
 
     monkeypatch.setattr("mlft.training.passes.run_pass", fake_run_pass)
@@ -94,11 +95,12 @@ def test_evaluate_step_runs_only_missing_passes(tmp_path, monkeypatch):
     assert passes_for(ev)[2] == EvalPass(
         "w8", "lcb_tiny", {}, ({"name": "quantize", "scheme": "w8"},), at_ends_only=True
     )
-    evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=False)
+    target = Target(model_ref="ckpt-10")
+    evaluate_step(tmp_path, ev, Step(10, is_end=False), target)
     assert calls == [(10, "model", "ckpt-10"), (10, "1-shot", "ckpt-10")]  # quantized only at the ends
-    evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=True)
+    evaluate_step(tmp_path, ev, 10, target)  # a plain step number: an end
     assert calls[2:] == [(10, "w8", "ckpt-10"), (10, "w4", "ckpt-10")]
-    evaluate_step(tmp_path, ev, 10, model_ref="ckpt-10", is_end=True)
+    evaluate_step(tmp_path, ev, Step(10, is_end=True), target)
     assert len(calls) == 4  # resume: nothing twice
     keys = [(r["step"], r["variant"], r["task"], r["language"], r["metric"]) for r in curve_file.read_curves(tmp_path)]
     assert len(keys) == len(set(keys)) == 4 * 10

@@ -37,24 +37,15 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import load_suite
-    from mlft.generation.backends import check_backend, loads_model, options_from_args
     from mlft.generation.cli_flags import generation_settings
-    from mlft.generation.models import DEFAULT_MODEL
+    from mlft.generation.target import Target
     from mlft.reports.page import PAGE, write_report_page
 
-    check_backend(args.backend, "--backend")
+    target = Target.from_args(args)  # what is evaluated: --backend, --model, the backend's option flags
     settings = {**generation_settings(args), **({"prompts": args.prompts} if args.prompts else {})}
     suite = load_suite(args.suite, args.overrides, settings)  # the flags win over the suite and its KEY=VALUE
-    model = args.model or (DEFAULT_MODEL if loads_model(args.backend) else None)
-    out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(model or "model").name
-    result = run_suite(
-        suite,
-        model_ref=model,
-        backend=args.backend,
-        out_dir=out,
-        progress=not args.no_progress,
-        backend_options=options_from_args(args.backend, args),
-    )
+    out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(target.model_ref or "model").name
+    result = run_suite(suite, target, out, progress=not args.no_progress)
     if args.format == "csv":
         for f in result.files:
             if f.suffix == ".csv" and f.name.startswith("table_"):

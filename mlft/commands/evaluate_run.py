@@ -56,15 +56,14 @@ def run_recipe(run_dir: Path, overrides: list[str]):
 
 
 def run(args) -> int:
-    from mlft.generation.backends import backend_options, check_backend, options_from_args
-    from mlft.training.passes import evaluate_step, evaluation_backend
+    from mlft.generation.backends import check_backend, options_from_args
+    from mlft.training.passes import Step, evaluate_step, evaluation_target
 
     run_dir = Path(args.run_dir)
     recipe = run_recipe(run_dir, args.overrides)
     ev = recipe.evaluation
     backend = check_backend(args.backend or ev.backend, "--backend")
-    backend, options = evaluation_backend(ev, backend, options_from_args(backend, args), run_dir)
-    backend_options(backend, options, "evaluate-run: backend options")  # checked before any load
+    target = evaluation_target(ev, run_dir, backend, options_from_args(backend, args))  # checked before any load
     if args.model is not None:
         if args.step is None:
             raise ConfigError("--model needs --step")
@@ -78,15 +77,6 @@ def run(args) -> int:
     last = max(s for s, _ in targets)
     for step, ref in targets:
         is_end = step == 0 or (step == last and not args.not_end)
-        evaluate_step(
-            run_dir,
-            recipe.evaluation,
-            step,
-            model_ref=ref,
-            is_end=is_end,
-            progress=not args.no_progress,
-            mode="separate-process",
-            backend=backend,
-            backend_options=options,
-        )
+        at = Step(step, is_end, "separate-process")
+        evaluate_step(run_dir, recipe.evaluation, at, target.with_model(ref), progress=not args.no_progress)
     return 0

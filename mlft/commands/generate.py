@@ -45,12 +45,12 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from mlft.config import from_dict
     from mlft.evals import lcb
-    from mlft.generation.backends import check_backend, check_interventions, loads_model, options_from_args
+    from mlft.generation.backends import check_interventions
     from mlft.generation.cli_flags import generation_settings, parse_interventions
-    from mlft.generation.models import DEFAULT_MODEL
+    from mlft.generation.target import Target
     from mlft.io.locks import OutputLock
 
-    check_backend(args.backend, "--backend")
+    target = Target.from_args(args)  # what generates: --backend, --model, the backend's option flags
     opts = from_dict(
         lcb.LcbOptions,
         {
@@ -70,33 +70,27 @@ def run(args) -> int:
     )
     lcb.validate(opts, "command line")
     (run_,) = lcb.runs(opts, "command line")
-    check_interventions(args.backend, run_.interventions, "--intervention")
-    model_ref = args.model or (DEFAULT_MODEL if loads_model(args.backend) else None)
-    backend_opts = options_from_args(args.backend, args)
+    check_interventions(target.backend, run_.interventions, "--intervention")
     OutputLock(args.out).check()  # a second writer of the same file is refused before anything loads
-    return _generate(args, opts, run_, model_ref, backend_opts)
+    return _generate(args, opts, run_, target)
 
 
-def _generate(args, opts, run_, model_ref, backend_opts) -> int:
-    """The eval runner's pipeline (EvalContext: backend, model transforms, saved-weight loading) for one run."""
+def _generate(args, opts, run_, target) -> int:
+    """The eval runner's pipeline for one run: the target's models (backend, model transforms, saved weights)."""
     from mlft.completions import write_official_csv
     from mlft.evals import lcb
     from mlft.evals.runner import EvalContext
-    from mlft.generation.backends import holds_weights
-    from mlft.generation.models import resolve
     from mlft.generation.runner import failed_count
 
-    ctx = EvalContext(Path(args.out).parent, args.backend, backend_opts, model_ref, progress=not args.no_progress)
-    try:
-        if holds_weights(args.backend):  # cheapest first: the model reference, then the data, then the weights
-            resolve(model_ref)
+    with target.open() as models:
+        ctx = EvalContext(Path(args.out).parent, target, not args.no_progress, models)
+        if target.capabilities.weights:  # cheapest first: the model reference, then the data, then the weights
+            target.check()
             prompts = lcb.select_prompts(opts)
         else:  # the server answers first (key, reachability; the backend is kept for the run), then the data
             ctx.backend(opts.batch_size, opts.token_stats, run_.interventions)
             prompts = lcb.select_prompts(opts)
         records = lcb.generate_run(ctx, opts, run_, prompts, Path(args.out))  # the lcb kind, scoring off
-    finally:
-        ctx.close()
     failed = failed_count(args.out)
     print(
         f"{args.out}: {len(records)}/{len(prompts)} completions"

@@ -9,7 +9,7 @@ chunk when a loop strategy works on it, so N ranks write exactly the completions
 
     rank 0:                                   ranks 1..N-1:
     with coordinate():                         serve(model, tokenizer)   # until rank 0 is done
-        evaluate_step(..., model=model)
+        evaluate_step(..., target)             # target.model: the live model
 
 Protocol (object collectives on the default group): rank 0 broadcasts a job (backend settings, interventions as
 specs, decoding, the chunks of every rank) or STOP; each rank generates its chunks; rank 0 gathers the results.

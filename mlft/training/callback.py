@@ -25,12 +25,11 @@ from transformers import TrainerCallback
 
 from mlft.console import get_logger
 from mlft.generation import data_parallel
-from mlft.generation.backends import capabilities
 from mlft.generation.models import default_device
 from mlft.generation.rng import preserved_rng
 from mlft.io import curve_file
 from mlft.reports.page import PAGE, write_report_page
-from mlft.training.passes import evaluate_step
+from mlft.training.passes import Step, evaluate_step, evaluation_target
 from mlft.training.recipe import Recipe
 from mlft.training.tracking import log_samples, log_scalars, scalars
 
@@ -116,6 +115,8 @@ class EvalCallback(TrainerCallback):
         self.progress = progress
         self.trainer = None  # set by the trainer setup, to log headline numbers through report_to
         self.seconds = 0.0
+        # what is evaluated, built once (the recipe's backend and options); each step puts its model in it
+        self.target = evaluation_target(self.ev) if self.ev.enabled else None
 
     # -- events --------------------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -149,23 +150,19 @@ class EvalCallback(TrainerCallback):
         step = state.global_step
         is_end = step == 0 or step >= state.max_steps
         t0 = time.time()
-        caps = capabilities(self.ev.backend)
-        live = self.in_process and caps.live_model
+        # the live model when this process evaluates in place (the target says whether its backend takes one);
+        # else its saved checkpoint, in a separate process
+        target = self.target.with_model(model_ref, model if self.in_process else None, self.tokenizer)
+        live = target.live
+        caps = target.capabilities
         shared = live and caps.data_parallel and self.ev.data_parallel and data_parallel.world_size() > 1
         if state.is_world_process_zero:
             try:
                 if live:
                     with data_parallel.coordinate(shared):
+                        mode = "data-parallel" if shared else "in-process"
                         rows = evaluate_step(
-                            self.run_dir,
-                            self.ev,
-                            step,
-                            model=model,
-                            tokenizer=self.tokenizer,
-                            model_ref=model_ref,
-                            is_end=is_end,
-                            progress=self.progress,
-                            mode="data-parallel" if shared else "in-process",
+                            self.run_dir, self.ev, Step(step, is_end, mode), target, progress=self.progress
                         )
                 else:
                     rows = self._evaluate_in_child(step, model_ref, is_end, model)
@@ -207,7 +204,7 @@ class EvalCallback(TrainerCallback):
             "--model",
             model_ref,
         ]
-        caps = capabilities(self.ev.backend)
+        caps = self.target.capabilities
         if caps.placement_options:  # rank 0's device and the training dtype (own_devices: the environment below)
             placement = eval_placement(self.recipe, model)
             cmd += ["--device", placement["device"], "--dtype", placement["dtype"]]

@@ -25,10 +25,9 @@ from mlft.errors import ConfigError
 from mlft.evals import runner
 from mlft.evals.registry import get_kind
 from mlft.evals.suite import EvalSuite, load_suite, suite_path
-from mlft.generation.backends import DEFAULT_BACKEND, able, able_backend, capabilities, option_names
-from mlft.generation.interventions import REGISTRY as INTERVENTIONS
+from mlft.generation.backends import DEFAULT_BACKEND, option_names
 from mlft.generation.interventions.quantize import Scheme
-from mlft.generation.models import eval_mode
+from mlft.generation.target import Target, reads_saved_weights
 from mlft.io import curve_file
 from mlft.io.metric_rows import CurveRow, HarnessStats, MetricRow, rows_of
 from mlft.paths import lcb_data_path
@@ -165,16 +164,18 @@ class EvalPass:
     @property
     def needs_saved_weights(self) -> bool:
         """Whether an intervention of this pass reads the checkpoint's saved weights itself (e.g. quantize)."""
-        return any(INTERVENTIONS.load(i["name"]).from_saved_weights for i in self.interventions)
+        return reads_saved_weights(self.interventions)
 
-    def backend(self, backend: str, options: dict | None = None) -> tuple[str, dict | None]:
-        """(backend, options) this pass runs on: the evaluation's, unless the pass reads saved weights itself
-        (quantized variants) and that backend cannot transform a model: then the first registered backend that
-        can (with its default options)."""
-        if not self.needs_saved_weights:
-            return backend, options
-        hooks = set().union(*(INTERVENTIONS.load(i["name"]).applies_via for i in self.interventions))
-        return able_backend(backend, sorted(hooks), options)
+
+@dataclass(frozen=True)
+class Step:
+    """One step's evaluation: its number, whether it is an end (the step-0 baseline or the last step: quantized
+    variants run there unless quantized_at=all), and how its passes run (recorded in curves.jsonl: in-process,
+    data-parallel, separate-process, baseline)."""
+
+    number: int
+    is_end: bool = True
+    mode: str = "in-process"
 
 
 def passes_for(ev: EvaluationOptions) -> list[EvalPass]:
@@ -207,17 +208,18 @@ RUN_CHAT_TEMPLATE = (
 )
 
 
-def evaluation_backend(
-    ev: EvaluationOptions, backend: str | None = None, options: dict | None = None, run_dir: Path | None = None
-) -> tuple[str, dict]:
-    """The one place a run's evaluation backend options are merged: (backend, options) from the recipe's
-    `evaluation.backend_options` (when `backend` is the recipe's), then the run's chat template (`run_dir`: for a
-    backend that takes one), then the caller's `options` (e.g. --device / the callback's placement)."""
+def evaluation_target(
+    ev: EvaluationOptions, run_dir: Path | None = None, backend: str | None = None, options: dict | None = None
+) -> Target:
+    """The one place a run's evaluation target is built (no model yet: `Target.with_model` per step): the
+    recipe's backend and `evaluation.backend_options` (when `backend` is the recipe's), then the run's chat
+    template (`run_dir`: for a backend that takes one), then the caller's `options` (e.g. --device / the
+    callback's placement); each layer typed and validated as the backend's Options."""
     backend = backend or ev.backend
-    merged = dict(ev.backend_options) if backend == ev.backend else {}
+    target = Target(backend, ev.backend_options if backend == ev.backend else {})
     if run_dir is not None:
-        merged = {**merged, **backend_settings(run_dir, backend, {})}
-    return backend, {**merged, **(options or {})}
+        target = target.with_options(backend_settings(run_dir, backend, {}))
+    return target.with_options(options or {})
 
 
 def backend_settings(run_dir: Path, backend: str, options: dict) -> dict:
@@ -227,11 +229,6 @@ def backend_settings(run_dir: Path, backend: str, options: dict) -> dict:
     if "chat_template" in option_names(backend) and template.is_file():
         options = {"chat_template": str(template), **options}
     return options
-
-
-def default_backend() -> str:
-    """The backend of a pass given a live model and no backend: the first registered one that takes one."""
-    return able(lambda c: c.live_model)[0]
 
 
 def checkpoint_step(path: str | Path) -> int | None:
@@ -271,51 +268,18 @@ def _build_pass_suite(p: EvalPass) -> EvalSuite:
     return suite
 
 
-def run_pass(
-    p: EvalPass,
-    run_dir: Path,
-    step: int,
-    *,
-    model=None,
-    tokenizer=None,
-    model_ref: str | None = None,
-    progress: bool = True,
-    backend: str | None = None,
-    backend_options: dict | None = None,
-) -> list[CurveRow]:
-    """Run one pass and return its curve rows (not yet recorded). `backend` (default: the first registered
-    backend that takes a live model), `backend_options`: for a model loaded from `model_ref` (device, dtype,
-    chat template). A backend that takes no live model generates from the saved weights (`model_ref`); quantized
-    variants run on a backend that can transform a model (`EvalPass.backend`)."""
-
+def run_pass(p: EvalPass, run_dir: Path, step: int, target: Target, *, progress: bool = True) -> list[CurveRow]:
+    """Run one pass on `target` (the step's: its checkpoint and, in training, the live model) and return its
+    curve rows (not yet recorded). Where the pass's model comes from is the target's to say (`Target.for_pass`:
+    the live model, the saved weights, or a backend that can quantize them)."""
+    view = target.for_pass(p.interventions)
+    if view is None:
+        raise ConfigError(f"evaluation pass {p.variant!r}: nothing to evaluate (no saved weights to load)")
     suite = load_pass_suite(p)
     out_dir = run_dir / "evals" / f"step-{step:06d}" / p.variant
-    if backend is None:
-        backend = default_backend()
-    backend, backend_options = p.backend(backend, backend_options)
-    if model is not None and not p.needs_saved_weights and capabilities(backend).live_model:
-        with eval_mode(model) as live:
-            result = runner.run_suite(
-                suite,
-                model=live,
-                tokenizer=tokenizer,
-                model_ref=model_ref,
-                out_dir=out_dir,
-                progress=progress,
-                backend=backend,
-                backend_options=backend_options,
-            )
-    else:
-        result = runner.run_suite(
-            suite,
-            model_ref=model_ref,
-            out_dir=out_dir,
-            progress=progress,
-            backend=backend,
-            backend_options=backend_options,
-        )
+    result = runner.run_suite(suite, view, out_dir, progress=progress)
     rel = out_dir.relative_to(run_dir)
-    return [curve_row(r, step, p, rel, model_ref) for r in result.rows]
+    return [curve_row(r, step, p, rel, view.model_ref) for r in result.rows]
 
 
 def curve_row(r: MetricRow, step: int, p: EvalPass, rel: Path, model_ref: str | None) -> CurveRow:
@@ -343,50 +307,30 @@ def curve_row(r: MetricRow, step: int, p: EvalPass, rel: Path, model_ref: str | 
 
 
 def evaluate_step(
-    run_dir: Path,
-    ev: EvaluationOptions,
-    step: int,
-    *,
-    model=None,
-    tokenizer=None,
-    model_ref: str | None = None,
-    is_end: bool = True,
-    progress: bool = True,
-    mode: str = "in-process",
-    backend: str | None = None,
-    backend_options: dict | None = None,
+    run_dir: Path, ev: EvaluationOptions, step: int | Step, target: Target, *, progress: bool = True
 ) -> list[CurveRow]:
-    """Run every pass of `ev` not yet recorded for `step`; record and return the new rows.
+    """Run every pass of `ev` not yet recorded for `step` on `target`; record and return the new rows.
 
-    `model`/`tokenizer`: the live model; `model_ref`: the saved checkpoint or base model (passes that need saved
-    weights — quantized variants — always load it; the others load it when no live model is given).
-    `is_end`: the step-0 baseline or the last step (quantized variants run there unless quantized_at=all)."""
-    backend, backend_options = evaluation_backend(ev, backend, backend_options)
+    `target`: the step's model (`evaluation_target(...).with_model(...)`): its `model_ref` is the saved checkpoint
+    or base model (passes that need saved weights -- quantized variants -- always load it; the others load it
+    when there is no live model); a pass with nothing to run on is skipped (`Target.for_pass`). `step`: its
+    number, or a `Step` saying whether it is an end and how it runs."""
+    step = step if isinstance(step, Step) else Step(step)
     new_rows = []
     for p in passes_for(ev):
-        if p.at_ends_only and not is_end:
+        if p.at_ends_only and not step.is_end:
             continue
-        if model_ref is None and (p.needs_saved_weights or model is None or not capabilities(backend).live_model):
+        if target.for_pass(p.interventions) is None:
             continue
         with curve_file.curves_lock(run_dir):
-            if (step, p.variant) in curve_file.done(run_dir):
+            if (step.number, p.variant) in curve_file.done(run_dir):
                 continue
             t0 = time.time()
-            rows = rows_of(
-                run_pass(
-                    p,
-                    run_dir,
-                    step,
-                    model=model,
-                    tokenizer=tokenizer,
-                    model_ref=model_ref,
-                    progress=progress,
-                    backend=backend,
-                    backend_options=backend_options,
-                )
+            rows = rows_of(run_pass(p, run_dir, step.number, target, progress=progress))
+            curve_file.append_pass(
+                run_dir, step.number, p.variant, [r.to_dict() for r in rows], time.time() - t0, step.mode
             )
-            curve_file.append_pass(run_dir, step, p.variant, [r.to_dict() for r in rows], time.time() - t0, mode)
-        log.info("[mlft eval] step %s %s: %s (%.1f s)", step, p.variant, headline_text(rows), time.time() - t0)
+        log.info("[mlft eval] step %s %s: %s (%.1f s)", step.number, p.variant, headline_text(rows), time.time() - t0)
         new_rows += rows
     return new_rows
 

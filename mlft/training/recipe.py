@@ -38,6 +38,7 @@ from mlft.generation.backends import (
 from mlft.generation.interventions import build_interventions
 from mlft.generation.interventions.quantize import SCHEMES
 from mlft.generation.models import EMBEDDED
+from mlft.generation.target import Target
 from mlft.paths import resolve_path
 from mlft.training.launch import read_accelerate_config
 from mlft.training.passes import EvaluationOptions, load_pass_suite, passes_for
@@ -340,12 +341,13 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
     if not ev.enabled:
         return
 
-    backend_options(ev.backend, ev.backend_options, f"{src}: evaluation.backend_options")
+    opts = backend_options(ev.backend, ev.backend_options, f"{src}: evaluation.backend_options")
+    target = Target(ev.backend, opts, model_ref=recipe.model)
     for p in passes_for(ev):
         key = "evaluation.suite" if p.variant == "model" else f"evaluation pass {p.variant!r}"
         try:
             suite = load_pass_suite(p)
-            backend, _ = p.backend(ev.backend)  # quantized variants: a backend that can transform a model
+            backend = target.for_pass(p.interventions).backend  # quantized: a backend that can transform a model
             check_kind_backend(suite, backend)
             ivs = getattr(suite.options, "interventions", None) or []
             variants = [v.interventions for v in getattr(suite.options, "variants", []) if v.interventions]

@@ -243,30 +243,9 @@ def provides(name: str) -> frozenset[str]:
     return capabilities(name).flags()
 
 
-def holds_weights(name: str) -> bool:
-    return capabilities(name).weights
-
-
-def loads_model(name: str) -> bool:
-    """The backend loads a model reference itself; a served backend names a served model instead."""
-    return capabilities(name).weights or capabilities(name).saved_weights
-
-
 def able(test: Callable[[Capabilities], bool]) -> list[str]:
     """The registered backends whose capabilities pass `test`, in registry order."""
     return [b for b in REGISTRY if test(capabilities(b))]
-
-
-def able_backend(name: str, hooks: Sequence[str] = (), options: dict | Any | None = None) -> tuple[str, Any]:
-    """(backend, options) that can apply intervention `hooks`: `name` with `options` when it can, else the first
-    registered backend that can and loads saved weights (with its default options); e.g. quantized variants of a
-    vllm evaluation run on a backend that can transform a model."""
-    need = set(hooks)
-    if need <= capabilities(name).hooks:
-        return name, options
-    for b in able(lambda c: need <= c.hooks and (c.weights or c.saved_weights)):
-        return b, None
-    raise ConfigError(f"no registered backend can apply the intervention hooks {sorted(need)}")
 
 
 def option_names(name: str) -> frozenset[str]:
