@@ -75,7 +75,9 @@ def run(args) -> int:
             Path(page).write_text(new, encoding="utf-8")
             print(f"updated {page}")
     problems = [
-        p for page in args.check or [] for p in block_problems(Path(page).read_text(encoding="utf-8"), records, page)
+        p
+        for page in args.check or []
+        for p in block_problems(Path(page).read_text(encoding="utf-8"), records, page, only=record["name"])
     ]
     for p in problems:
         print(p)

@@ -231,10 +231,13 @@ def update_blocks(text: str, records: dict[str, dict]) -> str:
     return BLOCK.sub(sub, text)
 
 
-def block_problems(text: str, records: dict[str, dict], page: str) -> list[str]:
-    """One message per block that names no results file, an unknown row / metric, or differs from its render."""
+def block_problems(text: str, records: dict[str, dict], page: str, only: str | None = None) -> list[str]:
+    """One message per block that names no results file, an unknown row / metric, or differs from its render
+    (`only`: the blocks of that results file alone)."""
     out = []
     for m in blocks(text):
+        if only is not None and m["name"] != only:
+            continue
         line = text[: m.start()].count("\n") + 1
         try:
             want = _render_match(m, records)
