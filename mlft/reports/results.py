@@ -36,6 +36,7 @@ from mlft.constants import TASKS
 from mlft.errors import ConfigError
 from mlft.format import render
 from mlft.reports.mitigation import Table
+from mlft.reports.seeds import estimate, estimate_row, markdown, per_seed_tables, summarise
 
 SCHEMA = "mlft.results/1"
 MAIN_TABLE = "mitigation"
@@ -154,12 +155,8 @@ def lookup(record: dict, path: str):
 
 def _key_view(record: dict, view: str, args: list[str]) -> str:
     if view == "seeds":
-        from mlft.reports.seeds import markdown, per_seed_tables, summarise
-
         return "\n" + markdown(summarise(per_seed_tables(record)), list(record["seeds"])) + "\n"
     if view == "estimate":
-        from mlft.reports.seeds import estimate, estimate_row
-
         if len(args) != 3:
             raise ConfigError(f"results view estimate {args}: use `estimate LABEL TASK METRIC`")
         return estimate(estimate_row(record, *args))
