@@ -9,10 +9,12 @@ recipes/README.md  (then wrap any new headline number in a block: `mlft results 
 
 Every number, not only the headlines: on README.md, docs/*.md, docs/results/*.md, recipes/README.md and
 recipes/*/README.md (STRICT_PAGES) each number, integers and timings included, must sit in a results block, in code
-(commands, option values as typed), or match one of NOT_MEASURED's rules (versions, dates, citations, paper
-references, settings such as "32 steps", the 95 % level, "p < 0.05" as the significance level) or the page's own
-explicit PAGE_PHRASES (a mix's shares, a LoRA rank, a data set's size: values that were set, not measured). Pages
-whose hand-typed numbers are not lifted yet carry their count in HAND_TYPED, which may only go down.
+(commands, option values as typed), or match one of NOT_MEASURED's rules (mlft/reports/lift.py: versions, dates,
+citations, paper references, settings such as "32 steps", the 95 % level, "p < 0.05" as the significance level) or the
+page's own explicit PAGE_PHRASES (a mix's shares, a LoRA rank, a data set's size: values that were set, not
+measured). Pages whose hand-typed numbers are not lifted yet carry their count in HAND_TYPED, which may only go down
+(`mlft results FILE --lift PAGE --sections ...` lifts a page's measured tables and paragraphs when the runs behind
+them were not kept).
 
 The negative tests feed a demo results file built like the demo builds it (its table code and `demo_config`, on
 synthetic curve rows) and made-up pages through the same checks: each must report its problem.
@@ -34,6 +36,7 @@ from mlft.constants import GUARD_METRICS, TASKS
 from mlft.errors import ConfigError
 from mlft.io import curve_file
 from mlft.provenance import write_results
+from mlft.reports.lift import NOT_MEASURED, lift_page, typed_numbers
 from mlft.reports.mitigation import load_spec, spec_record, tables
 from mlft.reports.results import (
     BLOCK,
@@ -76,22 +79,6 @@ STRICT_PAGES = sorted(
         *(ROOT / "recipes").glob("*/README.md"),
     }
 )
-# what a number outside a results block may be, and why it is no measurement (matched on whitespace-collapsed text)
-NOT_MEASURED = {
-    "the significance level": r"p < 0\.05",
-    "a version": r"\b\d+\.\d+\.\d+\b|\b(?:trl|transformers|torch|vLLM|vllm|Python|python|CUDA|numpy|peft|accelerate|"
-    r"DeepSpeed|deepspeed|datasets|lm-eval|ZeRO-?) ?\d+(?:\.\d+)*(?:\.x)?(?: ?[-–] ?\d+(?:\.\d+)*)?",
-    "a date": r"\b20\d\d-\d\d-\d\d\b",
-    "a citation's year": r"(?<=[ (])(?:19|20)\d\d(?=[),;])",
-    "a paper reference": r"§ ?\d+(?:\.\d+)*|\b(?:Tables?|Figure|Appendix|A) ?\d+(?:/A?\d+)?",
-    "a setting (a run's size)": r"\b\d+(?:,\d{3})*[- ](?:(?:LoRA|training|optimizer|new|held-out) )?(?:prompts?|steps?|"
-    r"tokens|CPU cores|cores?|GPUs?|nodes?|replies|reruns|languages|seeds?|items|facts|rows)\b",
-    "a guard limit": r"(?:limit|limits) [+-]?\d+ ?%|[+-]?\d+ ?% limit",
-    "the confidence level": r"\b(?:90|95|99) ?% (?:interval|t-interval|intervals|confidence)",
-    "an option value (scientific)": r"\b\d+(?:\.\d+)?e-\d+\b",
-    "a label": r"\b(?:seed|seeds|rank|step) \d+(?:(?:, | and | / |, and )\d+)*\b",
-    "zero in an interval's reading": r"\b(?:holds|excludes|hold) 0\b",
-}
 # per page, exact phrases (whitespace-collapsed) whose numbers were set, not measured, and why
 PAGE_PHRASES = {
     "README.md": [
@@ -129,31 +116,11 @@ PAGE_PHRASES = {
 # (docs/results/rl.json shows how) and lower the count; it may never rise
 HAND_TYPED = {
     "docs/generating.md": 50,
-    "docs/gpu.md": 162,
+    "docs/gpu.md": 161,
     "docs/measuring.md": 115,
     "docs/report.md": 32,
     "docs/rl.md": 93,
 }
-_FENCE = re.compile(r"^\s*```.*?^\s*```", re.S | re.M)
-_CODE = re.compile(r"`[^`\n]*`")
-_LIST_ITEM = re.compile(r"(?m)^\s*\d+\.(?=\s)")  # an ordered list's item number
-_COMMENT = re.compile(r"<!--.*?-->", re.S)
-_LINK = re.compile(r"\]\([^)\s]*\)|https?://\S+")
-_ANY_NUMBER = re.compile(r"(?<![\w.§])[+-]?\d+(?:[.,]\d+)*(?!\w|\.\d)")
-_NOT_MEASURED = re.compile("|".join(f"(?:{rx})" for rx in NOT_MEASURED.values()))
-
-
-def typed_numbers(text: str, phrases: list[tuple[str, str]] = ()) -> list[str]:
-    """Every number of `text` outside results blocks, code, comments, links and list item numbers that no
-    NOT_MEASURED rule and none of `phrases` covers, each with a little context."""
-    text = " ".join(_LIST_ITEM.sub(" ", _FENCE.sub(" ", text)).split())  # phrases and rules read across lines
-    for phrase, _ in phrases:
-        text = text.replace(phrase, " ")
-    text = BLOCK.sub(" ", text)
-    for rx in (_COMMENT, _CODE, _LINK):
-        text = rx.sub(" ", text)
-    text = _NOT_MEASURED.sub(" ", text)
-    return [f"{m[0]} in ...{text[max(0, m.start() - 40) : m.end() + 20]}..." for m in _ANY_NUMBER.finditer(text)]
 
 
 def page_numbers(page: Path) -> list[str]:
@@ -493,3 +460,72 @@ def test_measurements_demo_seeds_writes_the_results_file_the_page_renders(demo_r
     assert "| +English SFT | crosslingual | lpr | 10.0 ±5.0 | 0.0 ±5.0 | 15.0 ±5.0 |" in render_view(
         written, "seeds", []
     )
+
+
+def test_lifting_a_page_moves_its_measured_numbers_into_the_file_and_renders_it_unchanged(tmp_path, capsys):
+    page = (
+        "# Page\n\nSetup: 32 steps, `lr=5e-4`.\n\n## Results\n\n"
+        "Seed 0 took 11 min (12.8 s a step); LPR 54.4 -> 88.5 (+34.1 pp, p < 0.05), step-000032.\n\n"
+        "| row | LPR | Degen |\n|---|---:|---:|\n| base | 54.4 ±7.2 | 15.0 |\n| seed 0 {x} | 88.5 ±4.8* | -0.5 |\n\n"
+        "Already sourced: <!-- results:demo cell base crosslingual lpr -->54.4 ±7.2<!-- /results:demo -->.\n\n"
+        "```bash\nmlft train r.yaml training_args.max_steps=32\n```\n\n## Other\n\nThe 7 options.\n"
+    )
+    lifted_text, lifted = lift_page(page, "m", ["Results"])
+    assert (
+        lifted_text.replace("<!-- results:m fill lifted.results.p1 -->\n", "")
+        .replace("<!-- results:m fill lifted.results.t1 -->\n", "")
+        .replace("<!-- /results:m -->\n", "")
+        == page
+    )  # only the markers are new
+    p1, t1 = lifted["results"]["p1"], lifted["results"]["t1"]
+    assert p1["values"] == [11, 12.8, 54.4, 88.5, 34.1, 32]
+    assert "{5:06d}" in p1["template"] and "p < 0.05" in p1["template"] and "Seed 0" in p1["template"]
+    assert t1["values"] == [54.4, 7.2, 15.0, 88.5, 4.8, -0.5]  # labels, the header and `{x}` stay text
+    assert "| seed 0 {{x}} |" in t1["template"]
+    record = {"name": "m", "schema": "mlft.results/1", "lifted": lifted}
+    assert update_blocks(lifted_text, {"m": record}) == lifted_text
+    assert block_problems(lifted_text, {"m": record}, "made-up.md", only="m") == []
+    assert [n.split()[0] for n in typed_numbers(lifted_text)] == ["7"]  # the section not lifted
+    changed = json.loads(json.dumps(record))
+    changed["lifted"]["results"]["t1"]["values"][3] = 88.6
+    [problem] = block_problems(lifted_text, {"m": changed}, "made-up.md", only="m")
+    assert "88.6" in problem
+    # the command: into a new file (it asks when and how the numbers were measured), then refuses to lift twice
+    (tmp_path / "page.md").write_text(page)
+    args = ["results", str(tmp_path / "m.json"), "--lift", str(tmp_path / "page.md"), "--sections", "Results"]
+    assert main(args) == 2 and "--provenance" in capsys.readouterr().err  # a ConfigError
+    assert main([*args, "--provenance", "typed 2026-11-26, runs not kept"]) == 0
+    written = json.loads((tmp_path / "m.json").read_text())
+    assert written["lifted"] == lifted and written["provenance"] == "typed 2026-11-26, runs not kept"
+    assert written["lifted_from"][0]["page"] == str(tmp_path / "page.md")
+    assert (tmp_path / "page.md").read_text() == lifted_text
+    assert main(args) == 0 and (tmp_path / "page.md").read_text() == lifted_text  # lifted blocks stay as they are
+    assert "lifted 0 numbers" in capsys.readouterr().out
+    (tmp_path / "page.md").write_text(page)  # the same sections typed again: their keys are taken
+    assert main(args) == 2 and "already holds lifted results.p1" in capsys.readouterr().err
+
+
+def test_not_measured_rules_each_cover_what_they_say():
+    samples = {
+        "the significance level": "p < 0.05",
+        "a version": "trl 1.16 and vLLM 0.22-0.31, 2.13.0",
+        "a date": "2026-11-27",
+        "a citation's year": "(Marchisio et al., 2024)",
+        "a paper reference": "§6.4, Table 11, A18/A19",
+        "a setting (a run's size)": "290 prompts, 32 LoRA steps, 2 CPU cores",
+        "a guard limit": "the 10 % limit",
+        "the confidence level": "95 % interval",
+        "an option value (scientific)": "5e-4",
+        "a label": "seeds 0, 1 and 2",
+        "zero in an interval's reading": "it holds 0",
+    }
+    assert set(samples) == set(NOT_MEASURED)
+    for rule, text in samples.items():
+        assert typed_numbers(text) == [], rule
+    # and what they do not cover: a measured p, a timing, a percentage, an integer count of a result
+    assert [n.split()[0] for n in typed_numbers("p < 0.001; 19 min; 88.5 %; 71 of 290 replies")] == [
+        "0.001",
+        "19",
+        "88.5",
+        "71",
+    ]
