@@ -2,7 +2,8 @@
 
 A seeds results file (`docs/results/demo_seeds.json`, written by measurements/demo_seeds.py) holds, per seed, the
 mitigation table's cells of that seed's `mlft demo` run ({label: {task: {metric: {value, low, high, p_vs_base}}}},
-fractions as in a demo results file). From it: each row's gain over the base row in each seed, and the mean gain
+fractions as in a demo results file; a cell recorded from a printout holds `half`, the printed half-width, instead of
+its bounds). From it: each row's gain over the base row in each seed, and the mean gain
 over the seeds with its t-interval (`mlft.stats.seed_interval`). Three seeds are three draws: "holds in each seed"
 is a vote; the interval is the estimate, and a claim is "up" / "down" only where it excludes 0.
 """
@@ -40,7 +41,7 @@ def summarise(per_seed: dict[str, dict], metrics: tuple[str, ...] = METRICS) -> 
                     "values": values,
                     "mean": statistics.mean(values),
                     "sd": statistics.stdev(values) if len(values) > 1 else 0.0,
-                    "halfwidths": [100 * (c["high"] - c["low"]) / 2 for c in cells],
+                    "halfwidths": [100 * (c["half"] if "half" in c else (c["high"] - c["low"]) / 2) for c in cells],
                 }
                 if label != base:
                     gains = [v - 100 * b["value"] for v, b in zip(values, bases)]
