@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
         "runs/demo/results.json). --commit copies it to docs/results/NAME.json (the "
         "committed source of the docs' numbers); --update rewrites the "
         "`<!-- results:NAME ... -->` blocks of the given pages from it; --check only "
-        "lists the blocks that differ (exit 1).",
+        "lists the blocks that differ (exit 1); --lift moves a page's hand-typed "
+        "measured numbers into the file (for runs that were not kept).",
         later=_defaults,
     )
     p.add_argument("file", help="results file (JSON)")

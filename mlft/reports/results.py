@@ -19,9 +19,9 @@ views that read a key path (dots, list indices as numbers):
 
     <!-- results:timings key demo.samples2.wall_s .0f -->1115<!-- /results:timings -->   a value, Python format spec
     <!-- results:timings minutes demo.samples2.wall_s -->19<!-- /results:timings -->      seconds as whole minutes
-    <!-- results:rl fill gated.table -->...<!-- /results:rl -->      {"template": "... {0:.1f} ...", "values": [...]}
+    <!-- results:rl fill lifted.SECTION.t1 -->...<!-- /results:rl -->  {"template": "... {0:.1f} ...", "values": [...]}
     <!-- results:demo_seeds seeds -->...<!-- /results:demo_seeds -->                       the per-seed table
-    <!-- results:demo_seeds estimate "+Cross-lingual SFT" crosslingual lpr -->+16.2 pp [+2.7, +29.6]<!-- ... -->
+    <!-- results:demo_seeds estimate "+Cross-lingual SFT" crosslingual lpr -->+16.2 pp [+2.7, +29.7]<!-- ... -->
 
 `demo` names `docs/results/demo.json`. `update_blocks` rewrites a page's blocks from the files (`mlft results
 FILE --update PAGE...`); `block_problems` lists every block that differs (tests/test_docs_numbers.py).
