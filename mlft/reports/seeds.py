@@ -1,22 +1,23 @@
 """The demo's story over training seeds: per row, task and metric each seed's value, and each claim as an estimate.
 
 A seeds results file (`docs/results/demo_seeds.json`, written by measurements/demo_seeds.py) holds, per seed, the
-mitigation table's cells of that seed's `mlft demo` run ({label: {task: {metric: {value, low, high, p_vs_base}}}},
-fractions as in a demo results file; a cell recorded from a printout holds `half`, the printed half-width, instead of
-its bounds). From it: each row's gain over the base row in each seed, and the mean gain
-over the seeds with its t-interval (`mlft.stats.seed_interval`). Three seeds are three draws: "holds in each seed"
-is a vote; the interval is the estimate, and a claim is "up" / "down" only where it excludes 0.
+rows of that seed's `mlft demo` mitigation table (`seeds`: {seed: [{label, base, tasks: {task: {metric: cell}}}]},
+each cell {value, low, high, p_vs_base} in fractions as in a demo results file; a cell recorded from a printout
+holds `half`, the printed half-width, instead of bounds it never printed). From it: each row's gain over the base
+row in each seed, and the mean gain over the seeds with its t-interval (`mlft.stats.seed_interval`). Three seeds are
+three draws: "holds in each seed" is a vote; the interval is the estimate, and a claim is "up" / "down" only where
+it excludes 0.
 """
 
 from __future__ import annotations
 
 import statistics
 
+from mlft.constants import TASKS
 from mlft.errors import ConfigError
 from mlft.stats import seed_interval
 
 METRICS = ("lpr", "coverage", "degeneracy", "validity")
-TASK_ORDER = ("monolingual", "crosslingual")
 
 
 def summarise(per_seed: dict[str, dict], metrics: tuple[str, ...] = METRICS) -> list[dict]:
@@ -27,7 +28,7 @@ def summarise(per_seed: dict[str, dict], metrics: tuple[str, ...] = METRICS) -> 
     base = next(label for label, r in first.items() if r.get("base"))
     out = []
     for label in first:
-        for task in TASK_ORDER:
+        for task in TASKS:
             for metric in metrics:
                 cells = [per_seed[s].get(label, {}).get("tasks", {}).get(task, {}).get(metric) for s in seeds]
                 bases = [per_seed[s][base]["tasks"].get(task, {}).get(metric) for s in seeds]
