@@ -482,6 +482,9 @@ def test_lifting_a_page_moves_its_measured_numbers_into_the_file_and_renders_it_
     assert "{5:06d}" in p1["template"] and "p < 0.05" in p1["template"] and "Seed 0" in p1["template"]
     assert t1["values"] == [54.4, 7.2, 15.0, 88.5, 4.8, -0.5]  # labels, the header and `{x}` stay text
     assert "| seed 0 {{x}} |" in t1["template"]
+    listed, _ = lift_page("## Results\n\n- A list item.\n\n  Its second paragraph: 12.5 %.\n", "m", ["Results"])
+    assert "\n  <!-- results:m fill lifted.results.p1 -->\n  Its second" in listed  # markers stay in the item
+    assert "12.5 %.\n  <!-- /results:m -->" in listed
     record = {"name": "m", "schema": "mlft.results/1", "lifted": lifted}
     assert update_blocks(lifted_text, {"m": record}) == lifted_text
     assert block_problems(lifted_text, {"m": record}, "made-up.md", only="m") == []

@@ -149,7 +149,7 @@ def lift_page(text: str, name: str, sections: list[str]) -> tuple[str, dict]:
         if values:
             entries = lifted.setdefault(slug, {})
             key = f"{'t' if is_table else 'p'}{sum(k[0] == ('t' if is_table else 'p') for k in entries) + 1}"
-            indent = re.match(r"\s*", chunk[0])[0] if is_table else ""
+            indent = re.match(r"\s*", chunk[0])[0]  # a list item's paragraph or table keeps its markers inside it
             entries[key] = {"template": "\n" + template + "\n" + indent, "values": values}
             out += [
                 f"{indent}<!-- results:{name} fill lifted.{slug}.{key} -->",
