@@ -7,12 +7,22 @@ block, and the stale 47.9 (the base row's cross-lingual LPR of older runs) must 
 Regenerate after a demo run:  mlft results runs/demo/results.json --commit --update README.md docs/training.md
 recipes/README.md  (then wrap any new headline number in a block: `mlft results --help`).
 
+Every number, not only the headlines: on README.md, docs/*.md, docs/results/*.md, recipes/README.md and
+recipes/*/README.md (STRICT_PAGES) each number, integers and timings included, must sit in a results block, in code
+(commands, option values as typed), or match one of NOT_MEASURED's rules (mlft/reports/lift.py: versions, dates,
+citations, paper references, settings such as "32 steps", the 95 % level, "p < 0.05" as the significance level) or the
+page's own explicit PAGE_PHRASES (a mix's shares, a LoRA rank, a data set's size: values that were set, not
+measured). Pages whose hand-typed numbers are not lifted yet carry their count in HAND_TYPED, which may only go down
+(`mlft results FILE --lift PAGE --sections ...` lifts a page's measured tables and paragraphs when the runs behind
+them were not kept).
+
 The negative tests feed a demo results file built like the demo builds it (its table code and `demo_config`, on
 synthetic curve rows) and made-up pages through the same checks: each must report its problem.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -23,10 +33,20 @@ from mlft.cli import main, parse_args
 from mlft.commands.demo import experiment
 from mlft.commands.results import load
 from mlft.constants import GUARD_METRICS, TASKS
+from mlft.errors import ConfigError
 from mlft.io import curve_file
 from mlft.provenance import write_results
+from mlft.reports.lift import NOT_MEASURED, lift_page, typed_numbers
 from mlft.reports.mitigation import load_spec, spec_record, tables
-from mlft.reports.results import BLOCK, block_problems, headline_table, results_extra, table_record, update_blocks
+from mlft.reports.results import (
+    BLOCK,
+    block_problems,
+    headline_table,
+    render_view,
+    results_extra,
+    table_record,
+    update_blocks,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
@@ -48,6 +68,63 @@ REGENERATE = (
     "regenerate docs/results/demo.json from a demo run: mlft demo, then mlft results "
     "runs/demo/results.json --commit --update README.md docs/training.md recipes/README.md"
 )
+
+
+STRICT_PAGES = sorted(
+    {
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(ROOT / "docs" / "results").glob("*.md"),
+        ROOT / "recipes" / "README.md",
+        *(ROOT / "recipes").glob("*/README.md"),
+    }
+)
+# per page, exact phrases (whitespace-collapsed) whose numbers were set, not measured, and why
+PAGE_PHRASES = {
+    "README.md": [
+        ("a test checks all 1,040 rows", "the size of the official metrics file"),
+        ("LPR 100 %", "the metric's definition"),
+    ],
+    "docs/training.md": [
+        ("90/10", "a mix's shares"),
+        ("50% multilingual", "a mix's share"),
+        ("(0 for these mixes", "a property of the committed mixes, checked by tests"),
+        ("13-gram", "an option value"),
+        ("124 hand-written items", "the seed data's size"),
+        ("all 15 LCB", "LCB's language count"),
+        ("3,720 texts", "the seed data's size"),
+        ("24 are held out", "the seed data's split"),
+        ("40 English-only items", "the seed data's size"),
+        ("140 cross-lingual prompts", "lcb_demo's size"),
+        ("half-width of 4 pp", "a target width, not a result"),
+    ],
+    "recipes/README.md": [
+        ("90 % English / 10 % multilingual", "a mix's shares"),
+        ("50 % multilingual pairs", "a mix's share"),
+        ("β 0.1", "an option value"),
+        ("r 16, α 32", "option values"),
+        ("`phrasing_overlap`: 0", "a property of the committed mixes, checked by tests"),
+        ("60 % UltraChat, 10 % Aya, 30 % Bactrian-X", "a mix's shares"),
+        ("50 % cross-lingual Bactrian-X pairs", "a mix's share"),
+        ("60 % English rows and 30 % cross-lingual", "a mix's shares"),
+        ("beyond its 10 %", "the guard's limit"),
+        ("floor 0.25", "an option value"),
+    ],
+    "docs/results/README.md": [("the stale 47.9", "the number the check bans, named")],
+}
+# pages whose measured numbers are still typed by hand: how many each holds; lift them into a results file
+# (docs/results/rl.json shows how) and lower the count; it may never rise
+HAND_TYPED = {
+    "docs/generating.md": 50,
+    "docs/gpu.md": 161,
+    "docs/measuring.md": 45,
+    "docs/report.md": 32,
+    "docs/rl.md": 92,
+}
+
+
+def page_numbers(page: Path) -> list[str]:
+    return typed_numbers(page.read_text(encoding="utf-8"), PAGE_PHRASES.get(str(page.relative_to(ROOT)), []))
 
 
 def committed_records() -> dict[str, dict]:
@@ -257,3 +334,201 @@ def test_headline_numbers_come_from_a_committed_results_file():
     readme = BLOCK.sub("", (ROOT / "README.md").read_text(encoding="utf-8"))
     problems += [f"README.md: the stale {n}" for n in STALE if n in readme]
     assert problems == []
+
+
+@pytest.mark.parametrize("page", STRICT_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_number_of_a_page_comes_from_a_results_file(page):
+    name = str(page.relative_to(ROOT))
+    typed = page_numbers(page)
+    if name in HAND_TYPED:  # not lifted yet: the count may only go down (lower HAND_TYPED when it does)
+        assert len(typed) == HAND_TYPED[name], (
+            f"{name}: {len(typed)} hand-typed numbers, HAND_TYPED says {HAND_TYPED[name]}: a new number goes in a "
+            "results block (mlft/reports/results.py); when numbers were lifted, lower the count"
+        )
+    else:
+        assert typed == [], f"{name}: numbers outside a results block: {typed}"
+
+
+def test_page_phrases_and_the_ledger_stay_true():
+    """Each allowed phrase is on its page (a phrase edited away must not keep allowing numbers), and the ledger
+    names existing strict pages."""
+    for name, phrases in PAGE_PHRASES.items():
+        text = " ".join((ROOT / name).read_text(encoding="utf-8").split())
+        missing = [p for p, _ in phrases if p not in text]
+        assert missing == [], f"{name}: PAGE_PHRASES not on the page: {missing}"
+    assert {ROOT / n for n in HAND_TYPED} <= set(STRICT_PAGES)
+
+
+def test_the_strict_check_on_a_made_up_page():
+    page = (
+        "Measured: **19 min** on 2 cores, 290 prompts, 32 steps (`--samples 2`, seed 0). Cross-lingual LPR 88.5\n"
+        "(p < 0.05; p < 0.001 in two runs), trl 1.16, 2026-11-27, the paper's §6.4 and Table 11, lr 5e-4.\n\n"
+        "```bash\nmlft demo --sft-steps 12\n```\n\n| row | LPR |\n|---|---:|\n| base | 54 |\n\n"
+        "Mix: 60 % English. Sourced: <!-- results:x key a .1f -->88.5<!-- /results:x -->.\n\n1. first\n2. second\n"
+    )
+    found = [t.split()[0] for t in typed_numbers(page)]
+    assert found == ["19", "88.5", "0.001", "54", "60"]  # timing, prose LPR, a measured p, a table cell, a mix share
+    assert [t.split()[0] for t in typed_numbers(page, [("Mix: 60 % English", "a mix's share")])] == found[:-1]
+
+
+def test_key_views_render_any_results_file_and_catch_drift(tmp_path):
+    record = {
+        "name": "m",
+        "schema": "mlft.results/1",
+        "demo": {"wall_s": 1115, "runs": [{"lpr": 0.7681}, {"lpr": 0.5}]},
+        "t": {"template": "| base | {0:.1f} ±{1:.1f} | {2:d} |\n", "values": [54.4, 7.2, 290]},
+    }
+    assert render_view(record, "key", ["demo.wall_s"]) == "1115"
+    assert render_view(record, "minutes", ["demo.wall_s"]) == "19"
+    assert render_view(record, "key", ["demo.runs.0.lpr", ".1%"]) == "76.8%"
+    assert render_view(record, "fill", ["t"]) == "| base | 54.4 ±7.2 | 290 |\n"
+    page = (
+        "Took <!-- results:m minutes demo.wall_s -->19<!-- /results:m --> min "
+        "(<!-- results:m key demo.wall_s d -->1115<!-- /results:m --> s).\n"
+        "<!-- results:m fill t -->| base | 54.4 ±7.2 | 290 |\n<!-- /results:m -->\n"
+    )
+    records = {"m": record}
+    assert block_problems(page, records, "made-up.md") == []
+    for before, after in [("-->19<", "-->18<"), ("-->1115<", "-->1116<"), ("| 290 |", "| 291 |"), ("54.4", "54.5")]:
+        [problem] = block_problems(page.replace(before, after), records, "made-up.md")  # integers too
+        assert after.strip("-><|") in problem
+    for view, args, message in [
+        ("key", ["demo.nope"], "no key 'demo.nope'"),
+        ("key", ["demo.runs.7.lpr"], "no key"),
+        ("key", ["demo.wall_s", "q"], "demo.wall_s"),
+        ("fill", ["demo"], "no {template, values} record"),
+        ("seeds", [], "no per-seed tables"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            render_view(record, view, args)
+    # a results file without tables (a measurement's, timings) is a results file: `mlft results` renders it
+    (tmp_path / "m.json").write_text(json.dumps(record))
+    (tmp_path / "page.md").write_text(page.replace("-->19<", "-->7<"))
+    assert main(["results", str(tmp_path / "m.json"), "--update", str(tmp_path / "page.md")]) == 0
+    assert (tmp_path / "page.md").read_text() == page
+
+
+def test_the_significance_level_in_a_rendered_table_is_checked(demo_results):
+    """A rendered block's "p <" form is the file's, like its numbers: the table's level comes from `confidence`."""
+    records = {"demo": load(demo_results)}
+    page = update_blocks("<!-- results:demo table -->\n<!-- /results:demo -->\n", records)
+    assert "p < 0.05" in page
+    [problem] = block_problems(page.replace("p < 0.05", "p < 0.01"), records, "made-up.md")
+    assert "p < 0.01" in problem
+    records["demo"]["tables"]["mitigation"]["confidence"] = 0.99
+    assert "p < 0.01" in update_blocks(page, records)
+
+
+def test_demo_seeds_renders_the_mean_gain_over_seeds_with_its_interval():
+    """The committed seeds file: cross-lingual SFT's cross-lingual gains +22.4, +12.4, +13.7 give +16.2 [+2.7, +29.7]
+    (t with 2 degrees of freedom); its monolingual gains +6.6, +2.6, +5.2 give an interval holding 0 (unclear)."""
+    record = committed_records()["demo_seeds"]
+    assert "provenance" in record and set(record["seeds"]) == {"0", "1", "2"}
+    label = "+Cross-lingual SFT"
+    assert render_view(record, "estimate", [label, "crosslingual", "lpr"]) == "+16.2 pp [+2.7, +29.7]"
+    assert render_view(record, "estimate", [label, "monolingual", "lpr"]) == "+4.8 pp [-0.2, +9.8]"
+    table = render_view(record, "seeds", [])
+    assert "| +Cross-lingual SFT | monolingual | lpr | 96.5 ±2.9 | 93.4 ±3.1 | 96.6 ±2.4 |" in table
+    assert "+6.6 (0.004), +2.6 (0.366), +5.2 (0.009) | +4.8 [-0.2, +9.8] | unclear |" in table
+    with pytest.raises(ConfigError, match="base row"):
+        render_view(record, "estimate", ["base", "crosslingual", "lpr"])
+
+
+def test_measurements_demo_seeds_writes_the_results_file_the_page_renders(demo_results, tmp_path):
+    """measurements/demo_seeds.py --no-run over three finished demo runs: one results file with each seed's rows and
+    commands, which the seeds and estimate views render."""
+    spec = importlib.util.spec_from_file_location("demo_seeds", ROOT / "measurements" / "demo_seeds.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    runs = {}
+    for seed, shift in [(0, 0.0), (1, -0.1), (2, 0.05)]:
+        record = load(demo_results)
+        for row in record["tables"]["mitigation"]["rows"]:
+            if not row["base"]:
+                for cell in row["tasks"]["crosslingual"].values():
+                    cell["value"] += shift
+        path = tmp_path / f"seed{seed}" / "results.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(record))
+        runs[seed] = path
+    written = script.seeds_record(runs, "python measurements/demo_seeds.py --no-run")
+    assert written["schema"] == "mlft.results/1" and list(written["seeds"]) == ["0", "1", "2"]
+    assert written["config"]["runs"]["1"]["command"] == "mlft demo --max-new-tokens 16"
+    assert written["provenance"].startswith("measured by python measurements/demo_seeds.py --no-run on ")
+    # synthetic rows: base 40.0, cross-lingual SFT 70.0 then -10 and +5 pp: gains 30, 20, 35
+    assert render_view(written, "estimate", ["+Cross-lingual SFT", "crosslingual", "lpr"]) == "+28.3 pp [+9.4, +47.3]"
+    assert "| +English SFT | crosslingual | lpr | 10.0 ±5.0 | 0.0 ±5.0 | 15.0 ±5.0 |" in render_view(
+        written, "seeds", []
+    )
+
+
+def test_lifting_a_page_moves_its_measured_numbers_into_the_file_and_renders_it_unchanged(tmp_path, capsys):
+    page = (
+        "# Page\n\nSetup: 32 steps, `lr=5e-4`.\n\n## Results\n\n"
+        "Seed 0 took 11 min (12.8 s a step); LPR 54.4 -> 88.5 (+34.1 pp, p < 0.05), step-000032.\n\n"
+        "| row | LPR | Degen |\n|---|---:|---:|\n| base | 54.4 ±7.2 | 15.0 |\n| seed 0 {x} | 88.5 ±4.8* | -0.5 |\n\n"
+        "Already sourced: <!-- results:demo cell base crosslingual lpr -->54.4 ±7.2<!-- /results:demo -->.\n\n"
+        "```bash\nmlft train r.yaml training_args.max_steps=32\n```\n\n## Other\n\nThe 7 options.\n"
+    )
+    lifted_text, lifted = lift_page(page, "m", ["Results"])
+    assert (
+        lifted_text.replace("<!-- results:m fill lifted.results.p1 -->\n", "")
+        .replace("<!-- results:m fill lifted.results.t1 -->\n", "")
+        .replace("<!-- /results:m -->\n", "")
+        == page
+    )  # only the markers are new
+    p1, t1 = lifted["results"]["p1"], lifted["results"]["t1"]
+    assert p1["values"] == [11, 12.8, 54.4, 88.5, 34.1, 32]
+    assert "{5:06d}" in p1["template"] and "p < 0.05" in p1["template"] and "Seed 0" in p1["template"]
+    assert t1["values"] == [54.4, 7.2, 15.0, 88.5, 4.8, -0.5]  # labels, the header and `{x}` stay text
+    assert "| seed 0 {{x}} |" in t1["template"]
+    listed, _ = lift_page("## Results\n\n- A list item.\n\n  Its second paragraph: 12.5 %.\n", "m", ["Results"])
+    assert "\n  <!-- results:m fill lifted.results.p1 -->\n  Its second" in listed  # markers stay in the item
+    assert "12.5 %.\n  <!-- /results:m -->" in listed
+    record = {"name": "m", "schema": "mlft.results/1", "lifted": lifted}
+    assert update_blocks(lifted_text, {"m": record}) == lifted_text
+    assert block_problems(lifted_text, {"m": record}, "made-up.md", only="m") == []
+    assert [n.split()[0] for n in typed_numbers(lifted_text)] == ["7"]  # the section not lifted
+    changed = json.loads(json.dumps(record))
+    changed["lifted"]["results"]["t1"]["values"][3] = 88.6
+    [problem] = block_problems(lifted_text, {"m": changed}, "made-up.md", only="m")
+    assert "88.6" in problem
+    # the command: into a new file (it asks when and how the numbers were measured), then refuses to lift twice
+    (tmp_path / "page.md").write_text(page)
+    args = ["results", str(tmp_path / "m.json"), "--lift", str(tmp_path / "page.md"), "--sections", "Results"]
+    assert main(args) == 2 and "--provenance" in capsys.readouterr().err  # a ConfigError
+    assert main([*args, "--provenance", "typed 2026-11-26, runs not kept"]) == 0
+    written = json.loads((tmp_path / "m.json").read_text())
+    assert written["lifted"] == lifted and written["provenance"] == "typed 2026-11-26, runs not kept"
+    assert written["lifted_from"][0]["page"] == str(tmp_path / "page.md")
+    assert (tmp_path / "page.md").read_text() == lifted_text
+    assert main(args) == 0 and (tmp_path / "page.md").read_text() == lifted_text  # lifted blocks stay as they are
+    assert "lifted 0 numbers" in capsys.readouterr().out
+    (tmp_path / "page.md").write_text(page)  # the same sections typed again: their keys are taken
+    assert main(args) == 2 and "already holds lifted results.p1" in capsys.readouterr().err
+
+
+def test_not_measured_rules_each_cover_what_they_say():
+    samples = {
+        "the significance level": "p < 0.05",
+        "a version": "trl 1.16 and vLLM 0.22-0.31, 2.13.0",
+        "a date": "2026-11-27",
+        "a citation's year": "(Marchisio et al., 2024)",
+        "a paper reference": "§6.4, Table 11, A18/A19",
+        "a setting (a run's size)": "290 prompts, 32 LoRA steps, 2 CPU cores",
+        "a guard limit": "the 10 % limit",
+        "the confidence level": "95 % interval",
+        "an option value (scientific)": "5e-4",
+        "a label": "seeds 0, 1 and 2",
+        "zero in an interval's reading": "it holds 0",
+    }
+    assert set(samples) == set(NOT_MEASURED)
+    for rule, text in samples.items():
+        assert typed_numbers(text) == [], rule
+    # and what they do not cover: a measured p, a timing, a percentage, an integer count of a result
+    assert [n.split()[0] for n in typed_numbers("p < 0.001; 19 min; 88.5 %; 71 of 290 replies")] == [
+        "0.001",
+        "19",
+        "88.5",
+        "71",
+    ]

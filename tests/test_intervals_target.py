@@ -50,14 +50,15 @@ def test_committed_results_bounds_lie_in_0_1_around_the_value():
     the clip: WPR high 1.034, LCPR low -0.002; clipped by hand, with a note in the file)."""
     for path in sorted((ROOT / "docs" / "results").glob("*.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
-        for table in record["tables"].values():
-            for row in table["rows"]:
-                for task, cells in row["tasks"].items():
-                    for metric, num in cells.items():
-                        if metric == "nll" or num.get("low") is None:
-                            continue
-                        where = f"{path.name}: {row['label']} {task} {metric}"
-                        assert 0 <= num["low"] <= num["value"] <= num["high"] <= 1, (where, num)
+        rows = [r for table in record.get("tables", {}).values() for r in table["rows"]]
+        rows += [r for seed in record.get("seeds", {}).values() for r in seed]  # a seeds file's per-seed rows
+        for row in rows:
+            for task, cells in row["tasks"].items():
+                for metric, num in cells.items():
+                    if metric == "nll" or num.get("low") is None:
+                        continue
+                    where = f"{path.name}: {row['label']} {task} {metric}"
+                    assert 0 <= num["low"] <= num["value"] <= num["high"] <= 1, (where, num)
 
 
 def group(source, lang, prompts, fails, replies=1, agree=True, task="monolingual"):

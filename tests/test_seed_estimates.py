@@ -1,16 +1,14 @@
 """Claims across training seeds as estimates: the mean gain over seeds with its t-interval,
-`mlft.stats.seed_interval`, and its use in measurements/demo_seeds.py (docs/results/demo_seeds.md's table)."""
+`mlft.stats.seed_interval`, and its use in `mlft.reports.seeds` (docs/results/demo_seeds.md's table, rendered from
+the docs/results/demo_seeds.json that measurements/demo_seeds.py writes)."""
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
 from mlft.errors import DataError
+from mlft.reports import seeds
 from mlft.stats import seed_interval
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_mean_gain_over_three_seeds_with_its_t_interval():
@@ -30,14 +28,6 @@ def test_mean_gain_over_three_seeds_with_its_t_interval():
         seed_interval([])
 
 
-@pytest.fixture(scope="module")
-def demo_seeds():
-    spec = importlib.util.spec_from_file_location("demo_seeds", ROOT / "measurements" / "demo_seeds.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def record(base: float, sft: float, p: float) -> dict:
     cell = lambda v, p=None: {"value": v, "low": v - 0.05, "high": v + 0.05, "p_vs_base": p}  # noqa: E731
     return {
@@ -46,14 +36,14 @@ def record(base: float, sft: float, p: float) -> dict:
     }
 
 
-def test_demo_seeds_states_each_claim_as_an_estimate(demo_seeds):
+def test_demo_seeds_states_each_claim_as_an_estimate():
     per_seed = {0: record(0.544, 0.768, 0.001), 1: record(0.549, 0.673, 0.001), 2: record(0.573, 0.710, 0.001)}
-    rows = demo_seeds.summarise(per_seed)
+    rows = seeds.summarise(per_seed)
     sft = next(r for r in rows if r["row"] == "+SFT")
     assert sft["gains"] == pytest.approx([22.4, 12.4, 13.7])
     assert (sft["gain_low"], sft["gain_high"]) == pytest.approx((2.660, 29.673), abs=1e-3)
     assert sft["verdict"] == "up"
-    text = demo_seeds.markdown(rows, [0, 1, 2])
+    text = seeds.markdown(rows, [0, 1, 2])
     assert "+16.2 [+2.7, +29.7]" in text and "t-interval" in text
     noisy = {0: record(0.90, 0.81, 0.02), 1: record(0.908, 0.877, 0.37), 2: record(0.914, 0.827, 0.009)}
-    assert next(r for r in demo_seeds.summarise(noisy) if r["row"] == "+SFT")["verdict"] == "unclear"
+    assert next(r for r in seeds.summarise(noisy) if r["row"] == "+SFT")["verdict"] == "unclear"

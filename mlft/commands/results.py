@@ -18,7 +18,8 @@ def add_parser(sub) -> None:
         "runs/demo/results.json). --commit copies it to docs/results/NAME.json (the "
         "committed source of the docs' numbers); --update rewrites the "
         "`<!-- results:NAME ... -->` blocks of the given pages from it; --check only "
-        "lists the blocks that differ (exit 1).",
+        "lists the blocks that differ (exit 1); --lift moves a page's hand-typed "
+        "measured numbers into the file (for runs that were not kept).",
         later=_defaults,
     )
     p.add_argument("file", help="results file (JSON)")
@@ -32,6 +33,14 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--update", nargs="+", metavar="PAGE", help="rewrite these pages' results blocks of this file")
     p.add_argument("--check", nargs="+", metavar="PAGE", help="list these pages' blocks that differ from the file")
+    p.add_argument(
+        "--lift",
+        metavar="PAGE",
+        help="move PAGE's hand-typed measured numbers under --sections into FILE (created if absent) as fill "
+        "blocks: for numbers whose runs were not kept (mlft/reports/lift.py)",
+    )
+    p.add_argument("--sections", nargs="+", metavar="HEADING", help="--lift: the headings (their start) to lift")
+    p.add_argument("--provenance", help="--lift into a new FILE: when and how its numbers were measured")
     p.set_defaults(func=run)
 
 
@@ -49,23 +58,65 @@ def load(path: str | Path) -> dict:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(f"{path}: unreadable results file ({exc})") from None
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA or "tables" not in record:
-        raise DataError(f"{path}: not a results file (schema {SCHEMA}, with tables)")
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise DataError(f"{path}: not a results file (schema {SCHEMA})")
     record.setdefault("name", Path(path).stem)
+    return record
+
+
+def lift(args) -> dict:
+    """--lift: FILE's record with PAGE's lifted entries added; PAGE rewritten with its fill blocks."""
+    from datetime import datetime, timezone
+
+    from mlft.errors import ConfigError
+    from mlft.provenance import git_commit
+    from mlft.reports.lift import lift_page
+    from mlft.reports.results import SCHEMA
+
+    if not args.sections:
+        raise ConfigError("--lift needs --sections: the headings whose tables and paragraphs to lift")
+    path = Path(args.file)
+    if path.exists():
+        record = load(path)
+    elif args.provenance:
+        record = {"name": path.stem, "schema": SCHEMA, "provenance": args.provenance}
+    else:
+        raise ConfigError(f"{path} does not exist: --provenance says when and how its numbers were measured")
+    page = Path(args.lift)
+    text, lifted = lift_page(page.read_text(encoding="utf-8"), record["name"], args.sections)
+    entries = record.setdefault("lifted", {})
+    clash = [f"{s}.{k}" for s, group in lifted.items() for k in group if k in entries.get(s, {})]
+    if clash:
+        raise ConfigError(f"{path} already holds lifted {', '.join(clash)}: lift another section or page")
+    for section, group in lifted.items():
+        entries.setdefault(section, {}).update(group)
+    record.setdefault("lifted_from", []).append(
+        {
+            "page": str(page),
+            "sections": args.sections,
+            "git_commit": git_commit(),
+            "date": f"{datetime.now(timezone.utc):%Y-%m-%d}",
+        }
+    )
+    path.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    page.write_text(text, encoding="utf-8")
+    count = sum(len(e["values"]) for group in lifted.values() for e in group.values())
+    print(f"lifted {count} numbers of {sum(map(len, lifted.values()))} tables and paragraphs from {page} into {path}")
     return record
 
 
 def run(args) -> int:
     from mlft.reports.results import block_problems, headline_table, update_blocks
 
-    record = load(args.file)
+    record = lift(args) if args.lift else load(args.file)
     if args.commit:
         dest = Path(args.commit) / f"{record['name']}.json"
         dest.parent.mkdir(parents=True, exist_ok=True)
         if Path(args.file).resolve() != dest.resolve():
             shutil.copyfile(args.file, dest)
         print(f"wrote {dest}")
-    print(headline_table(record, args.table))
+    if record.get("tables"):  # a measurement's or a seeds file has none: its numbers render through key views
+        print(headline_table(record, args.table))
     records = {record["name"]: record}
     for page in args.update or []:
         text = Path(page).read_text(encoding="utf-8")
@@ -74,7 +125,9 @@ def run(args) -> int:
             Path(page).write_text(new, encoding="utf-8")
             print(f"updated {page}")
     problems = [
-        p for page in args.check or [] for p in block_problems(Path(page).read_text(encoding="utf-8"), records, page)
+        p
+        for page in args.check or []
+        for p in block_problems(Path(page).read_text(encoding="utf-8"), records, page, only=record["name"])
     ]
     for p in problems:
         print(p)

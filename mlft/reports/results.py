@@ -14,6 +14,15 @@ A page's numbers come from such a file through blocks, each exactly what `render
     <!-- results:demo value base monolingual coverage -->74.3<!-- /results:demo -->            value alone
     <!-- results:demo diff "+Cross-lingual SFT" crosslingual lpr -->+26.2 pp<!-- /results:demo -->  vs the base row
 
+Any results file (a measurement's numbers, timings, the per-seed tables of `mlft.reports.seeds`) renders through
+views that read a key path (dots, list indices as numbers):
+
+    <!-- results:timings key demo.samples2.wall_s .0f -->1115<!-- /results:timings -->   a value, Python format spec
+    <!-- results:timings minutes demo.samples2.wall_s -->19<!-- /results:timings -->      seconds as whole minutes
+    <!-- results:rl fill lifted.SECTION.t1 -->...<!-- /results:rl -->  {"template": "... {0:.1f} ...", "values": [...]}
+    <!-- results:demo_seeds seeds -->...<!-- /results:demo_seeds -->                       the per-seed table
+    <!-- results:demo_seeds estimate "+Cross-lingual SFT" crosslingual lpr -->+16.2 pp [+2.7, +29.7]<!-- ... -->
+
 `demo` names `docs/results/demo.json`. `update_blocks` rewrites a page's blocks from the files (`mlft results
 FILE --update PAGE...`); `block_problems` lists every block that differs (tests/test_docs_numbers.py).
 """
@@ -27,11 +36,13 @@ from mlft.constants import TASKS
 from mlft.errors import ConfigError
 from mlft.format import render
 from mlft.reports.mitigation import Table
+from mlft.reports.seeds import estimate, estimate_row, markdown, per_seed_tables, summarise
 
 SCHEMA = "mlft.results/1"
 MAIN_TABLE = "mitigation"
 BLOCK = re.compile(r"<!-- results:(?P<name>[\w.-]+)(?P<args>[^>]*?)-->(?P<body>.*?)<!-- /results:(?P=name) -->", re.S)
-VIEWS = ("table", "cell", "value", "diff")
+VIEWS = ("table", "cell", "value", "diff", "key", "minutes", "fill", "seeds", "estimate")
+TABLE_VIEWS = ("cell", "value", "diff")
 
 
 def table_record(table: Table, base: str, confidence: float = 0.95, resamples: int = 4000) -> dict:
@@ -128,12 +139,57 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
     return render(header, body, "markdown").rstrip("\n") + "\n\n" + source
 
 
+def lookup(record: dict, path: str):
+    """The value at a dotted key path of a results file (`a.b.0.c`: a number indexes a list)."""
+    node = record
+    for part in path.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            keys = ", ".join(map(str, node)) if isinstance(node, dict) else f"a {type(node).__name__}"
+            raise ConfigError(f"results {record.get('name')!r}: no key {path!r} (at {part!r}: has {keys})")
+    return node
+
+
+def _key_view(record: dict, view: str, args: list[str]) -> str:
+    if view == "seeds":
+        return "\n" + markdown(summarise(per_seed_tables(record)), list(record["seeds"])) + "\n"
+    if view == "estimate":
+        if len(args) != 3:
+            raise ConfigError(f"results view estimate {args}: use `estimate LABEL TASK METRIC`")
+        return estimate(estimate_row(record, *args))
+    if not 1 <= len(args) <= 2 or (view != "key" and len(args) != 1):
+        raise ConfigError(f"results view {view} {args}: use `key PATH [FORMAT]`, `minutes PATH` or `fill PATH`")
+    value = lookup(record, args[0])
+    if view == "minutes":
+        return f"{value / 60:.0f}"
+    if view == "fill":
+        if not isinstance(value, dict) or not isinstance(value.get("template"), str):
+            raise ConfigError(f"results {record.get('name')!r}: {args[0]!r} is no {{template, values}} record")
+        try:
+            return value["template"].format(*value.get("values", []))
+        except (IndexError, KeyError, ValueError) as exc:
+            raise ConfigError(f"results {record.get('name')!r}: {args[0]!r} does not fill ({exc})") from None
+    try:
+        return format(value, args[1]) if len(args) == 2 else str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"results {record.get('name')!r}: {args[0]!r} = {value!r}: {exc}") from None
+
+
 def render_view(record: dict, view: str, args: list[str]) -> str:
-    """The text of one block: `table [TABLE]`, `cell|value|diff LABEL TASK METRIC`."""
+    """The text of one block: `table [TABLE]`, `cell|value|diff LABEL TASK METRIC`, `key PATH [FORMAT]`,
+    `minutes PATH`, `fill PATH`, `seeds`, `estimate LABEL TASK METRIC`."""
     if view == "table":
         return "\n" + headline_table(record, *args[:1]) + "\n"
+    if view in VIEWS and view not in TABLE_VIEWS:
+        return _key_view(record, view, args)
     if view not in VIEWS or len(args) != 3:
-        raise ConfigError(f"results view {view!r} {args}: use `table [TABLE]` or `cell|value|diff LABEL TASK METRIC`")
+        raise ConfigError(
+            f"results view {view!r} {args}: use one of {', '.join(VIEWS)} (`table [TABLE]`, "
+            "`cell|value|diff LABEL TASK METRIC`, `key PATH [FORMAT]`, ...)"
+        )
     label, task, metric = args
     number = _number(record, label, task, metric)
     if view == "cell":
@@ -172,10 +228,13 @@ def update_blocks(text: str, records: dict[str, dict]) -> str:
     return BLOCK.sub(sub, text)
 
 
-def block_problems(text: str, records: dict[str, dict], page: str) -> list[str]:
-    """One message per block that names no results file, an unknown row / metric, or differs from its render."""
+def block_problems(text: str, records: dict[str, dict], page: str, only: str | None = None) -> list[str]:
+    """One message per block that names no results file, an unknown row / metric, or differs from its render
+    (`only`: the blocks of that results file alone)."""
     out = []
     for m in blocks(text):
+        if only is not None and m["name"] != only:
+            continue
         line = text[: m.start()].count("\n") + 1
         try:
             want = _render_match(m, records)
