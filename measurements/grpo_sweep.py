@@ -23,7 +23,7 @@ from mlft.io import curve_file as curves
 from mlft.reports.mitigation import judge_columns, load_spec, tables
 from mlft.training.passes import EvaluationOptions, evaluate_step
 from mlft.training.recipe import load_recipe
-from mlft.training.rewards import read_reward_curves
+from mlft.training.rollouts import read_reward_curves
 from mlft.training.train import train
 
 RECIPE = "recipes/cpu/grpo_summed_control.yaml"

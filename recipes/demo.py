@@ -70,7 +70,7 @@ from mlft.reports.page import PAGE, write_report_page
 from mlft.reports.results import results_extra, table_record
 from mlft.training.passes import EvaluationOptions, PassVariant, evaluate_step
 from mlft.training.recipe import load_recipe
-from mlft.training.rewards import read_reward_curves
+from mlft.training.rollouts import read_reward_curves
 from mlft.training.train import train
 
 log = get_logger(__name__)
