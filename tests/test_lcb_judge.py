@@ -99,7 +99,8 @@ def test_eval_judge_rows_and_column(reports, tmp_path):
     """The eval's lpr@langdetect rows, the judged outcomes file and the variants-table column with the paired
     difference from the first row."""
     from mlft.benchmarks.lcb.scoring import outcomes_from
-    from mlft.evals.lcb import LcbOptions, judge_rows
+    from mlft.evals.lcb import judge_rows
+    from mlft.evals.lcb_options import LcbOptions
     from mlft.reports.mitigation import Capability, Row, judge_column, judge_columns
 
     comps, official, _ = reports
@@ -150,7 +151,8 @@ def _judged_eval(folder, share: dict[str, float], replies: int = 2):
     import random
 
     from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
-    from mlft.evals.lcb import LcbOptions, judge_rows, metric_rows
+    from mlft.evals.lcb import judge_rows, metric_rows
+    from mlft.evals.lcb_options import LcbOptions
     from mlft.stats import save_outcomes
 
     rng, o, rows = random.Random(0), LcbOptions(judge="langdetect", resamples=200), []
