@@ -15,10 +15,7 @@ from typing import Any
 from mlft.benchmarks.answers import parse_answer
 from mlft.benchmarks.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
 from mlft.benchmarks.lcb.judge import check_judge
-from mlft.benchmarks.lcb.traces import (
-    DEFAULT_MARKERS,
-    parse_markers,
-)
+from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers
 from mlft.config import check_choice, from_dict
 from mlft.constants import TASKS
 from mlft.errors import ConfigError

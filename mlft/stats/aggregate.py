@@ -14,16 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mlft.languages import NON_LATIN
-from mlft.stats.outcomes import (
-    _COUNTED,
-    _DEGEN,
-    _INVALID,
-    _LINE,
-    _MEASURED,
-    _NCODE,
-    _WORD,
-    Outcome,
-)
+from mlft.stats.outcomes import _COUNTED, _DEGEN, _INVALID, _LINE, _MEASURED, _NCODE, _WORD, Outcome
 
 # per category code: [replies, counted, line errors, word errors, degenerate, lexically invalid, validity measured]
 _FEATURES = np.array(

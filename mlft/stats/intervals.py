@@ -53,10 +53,7 @@ from mlft.stats.aggregate import (
     _tasks,
     clustered,
 )
-from mlft.stats.outcomes import (
-    PER_REPLY,
-    Outcome,
-)
+from mlft.stats.outcomes import PER_REPLY, Outcome
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,7 @@ import numpy as np
 
 from mlft.errors import ConfigError, DataError
 from mlft.stats.intervals import check_confidence
-from mlft.stats.outcomes import (
-    Outcome,
-)
+from mlft.stats.outcomes import Outcome
 
 
 def prompt_means(

@@ -40,24 +40,9 @@ import numpy as np
 from mlft.constants import VALID_SHARE
 from mlft.errors import ConfigError, DataError
 from mlft.languages import NON_LATIN
-from mlft.stats.aggregate import (
-    _FEATURES,
-    _NFEAT,
-    _aggregate,
-    _observed,
-    _resample_counts,
-    _strata,
-    _units,
-    clustered,
-)
+from mlft.stats.aggregate import _FEATURES, _NFEAT, _aggregate, _observed, _resample_counts, _strata, _units, clustered
 from mlft.stats.intervals import check_confidence
-from mlft.stats.outcomes import (
-    _NCODE,
-    METHODS,
-    METRICS,
-    PER_REPLY,
-    Outcome,
-)
+from mlft.stats.outcomes import _NCODE, METHODS, METRICS, PER_REPLY, Outcome
 
 
 @dataclass(frozen=True)
