@@ -20,7 +20,8 @@ from pathlib import Path
 import yaml
 
 from mlft.io import curve_file as curves
-from mlft.reports.mitigation import judge_columns, load_spec, tables
+from mlft.reports.mitigation import tables
+from mlft.reports.table_spec import judge_columns, load_spec
 from mlft.training.passes import EvaluationOptions, evaluate_step
 from mlft.training.recipe import load_recipe
 from mlft.training.rollouts import read_reward_curves

@@ -25,8 +25,9 @@ from mlft.commands.results import load
 from mlft.constants import GUARD_METRICS, TASKS
 from mlft.io import curve_file
 from mlft.provenance import write_results
-from mlft.reports.mitigation import load_spec, spec_record, tables
+from mlft.reports.mitigation import tables
 from mlft.reports.results import BLOCK, block_problems, headline_table, results_extra, table_record, update_blocks
+from mlft.reports.table_spec import load_spec, spec_record
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
