@@ -18,7 +18,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import LogitsProcessorList
 
-from mlft.evals.lcb import runs, select_prompts
+from mlft.evals.lcb_options import runs, select_prompts
 from mlft.evals.suite import load_suite
 from mlft.generation.backends import Request
 from mlft.generation.backends.hf import HFBackend

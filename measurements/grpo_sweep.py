@@ -20,10 +20,11 @@ from pathlib import Path
 import yaml
 
 from mlft.io import curve_file as curves
-from mlft.reports.mitigation import judge_columns, load_spec, tables
+from mlft.reports.mitigation import tables
+from mlft.reports.table_spec import judge_columns, load_spec
 from mlft.training.passes import EvaluationOptions, Step, evaluate_step, evaluation_target
 from mlft.training.recipe import load_recipe
-from mlft.training.rewards import read_reward_curves
+from mlft.training.rollouts import read_reward_curves
 from mlft.training.train import train
 
 RECIPE = "recipes/cpu/grpo_summed_control.yaml"

@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-from mlft.evals.lcb import select_prompts
+from mlft.evals.lcb_options import select_prompts
 from mlft.evals.suite import load_suite
 from mlft.generation.backends import Request, create_backend
 from mlft.generation.decoding import Decoding

@@ -24,7 +24,8 @@ from mlft.benchmarks.lcb.data import load_prompts
 from mlft.benchmarks.lcb.scoring import load_resources, outcomes_from, score_completions
 from mlft.completions import Completion
 from mlft.constants import TASKS
-from mlft.evals.lcb import metric_rows, select_prompts
+from mlft.evals.lcb import metric_rows
+from mlft.evals.lcb_options import select_prompts
 from mlft.evals.suite import load_suite
 from mlft.io.jsonl import write_jsonl
 from mlft.paths import shared_dir

@@ -77,7 +77,8 @@ def load_probes(path: Path = PROBES) -> list[dict]:
 
 def recipe_rewards(path: Path, words: Path | None = None):
     """(reward functions, weights) of a recipe, as `mlft train` builds them."""
-    from mlft.training.rewards import ReplyScorer, reward_functions
+    from mlft.training.reward_terms import ReplyScorer
+    from mlft.training.rewards import reward_functions
 
     recipe = _load(path)
     scorer = recipe.scorer.scorer()
@@ -88,7 +89,7 @@ def recipe_rewards(path: Path, words: Path | None = None):
 
 def rewards_of(path: Path, probes: list[dict], words: Path | None = None) -> dict[tuple[str, str], float]:
     """{(prompt id, class): summed weighted reward} of every reply, one trl-style call per term for all replies."""
-    from mlft.training.rewards import weighted_total
+    from mlft.training.rollouts import weighted_total
 
     funcs, weights = recipe_rewards(path, words)
     keys, prompts, completions, languages = [], [], [], []

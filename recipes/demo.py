@@ -57,21 +57,13 @@ from mlft.io.download import file_digest
 from mlft.paths import lcb_data_path, shared_dir
 from mlft.provenance import write_results
 from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
-from mlft.reports.mitigation import (
-    Capability,
-    RowSpec,
-    TableSpec,
-    check_spec,
-    judge_columns,
-    plot_table,
-    spec_record,
-    tables,
-)
+from mlft.reports.mitigation import plot_table, tables
 from mlft.reports.page import PAGE, write_report_page
 from mlft.reports.results import results_extra, table_record
+from mlft.reports.table_spec import Capability, RowSpec, TableSpec, check_spec, judge_columns, spec_record
 from mlft.training.passes import EvaluationOptions, PassVariant, Step, evaluate_step, evaluation_target
 from mlft.training.recipe import load_recipe
-from mlft.training.rewards import read_reward_curves
+from mlft.training.rollouts import read_reward_curves
 from mlft.training.train import train
 
 log = get_logger(__name__)

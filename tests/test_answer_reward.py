@@ -9,7 +9,8 @@ from mlft.errors import ConfigError
 from mlft.training import answer_reward
 from mlft.training.answer_reward import answered, answered_language
 from mlft.training.recipe import load_recipe
-from mlft.training.rewards import REWARDS, ReplyScorer, RewardFunction, RewardSpec
+from mlft.training.reward_terms import ReplyScorer
+from mlft.training.rewards import REWARDS, RewardFunction, RewardSpec
 
 REPO = Path(__file__).resolve().parent.parent
 PROBLEM = "Lukas hat 29 Äpfel und kauft 3 dazu. Wie viele Äpfel hat Lukas jetzt?"

@@ -145,7 +145,7 @@ def test_monolingual_problems_are_identified_as_their_language():
 
 
 def test_task_rows_score_the_share_of_replies_answering(tmp_path):
-    from mlft.evals.lcb import LcbOptions
+    from mlft.evals.lcb_options import LcbOptions
 
     key = {"a": 32.0, "b": 70.0, "c": 9.0}
     records = [
@@ -210,7 +210,8 @@ def test_the_variants_table_shows_the_task_columns_and_flags_a_drop(shared, tmp_
 
     from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
     from mlft.completions import Completion
-    from mlft.evals.lcb import LcbOptions, metric_rows
+    from mlft.evals.lcb import metric_rows
+    from mlft.evals.lcb_options import LcbOptions
     from mlft.reports.mitigation import variant_table
     from mlft.stats import save_outcomes
 

@@ -261,7 +261,8 @@ def test_trackers_and_the_table_read_old_curve_files(tmp_path):
         "harness/model/arc_easy/acc_low": 0.5,
         "harness/model/arc_easy/acc_high": 0.7,
     }
-    from mlft.reports.mitigation import Capability, RowSpec, _capability_row
+    from mlft.reports.table_rows import _capability_row
+    from mlft.reports.table_spec import Capability, RowSpec
 
     (tmp_path / "curves.jsonl").write_text(json.dumps(OLD_CURVE) + "\n")
     row = _capability_row(

@@ -13,7 +13,7 @@ from mlft.data.mix import build_mix, load_mix
 from mlft.errors import DataError
 from mlft.io.jsonl import read_jsonl, write_jsonl
 from mlft.training.recipe import load_recipe
-from mlft.training.rewards import ReplyScorer
+from mlft.training.reward_terms import ReplyScorer
 from mlft.training.spread import FILTERED_MIX, PROMPT_FILE, filter_mix
 from tests.training_helpers import REPO
 

@@ -192,6 +192,7 @@ def test_compiled_decoding_runs_eagerly_before_torch_2_10_and_says_so_once(tiny,
     from torch._dynamo.utils import counters
 
     import mlft.generation.backends.hf as hf
+    import mlft.generation.backends.hf_cache as hf_cache
     from tests.device_helpers import requests
 
     model, tok = tiny
@@ -199,8 +200,8 @@ def test_compiled_decoding_runs_eagerly_before_torch_2_10_and_says_so_once(tiny,
     seen: list[str] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = lambda record: seen.append(record.getMessage())
-    logging.getLogger(hf.__name__).addHandler(handler)
-    monkeypatch.setattr(hf, "_warned_guarded", False, raising=False)  # absent before the fix
+    logging.getLogger(hf_cache.__name__).addHandler(handler)
+    monkeypatch.setattr(hf_cache, "_warned_guarded", False, raising=False)  # absent before the fix
     try:
         monkeypatch.setattr(torch, "__version__", "2.9.1+cu128")
         forced = hf.HFBackend(model, tok, decode="compiled")
@@ -219,7 +220,7 @@ def test_compiled_decoding_runs_eagerly_before_torch_2_10_and_says_so_once(tiny,
             assert hf.HFBackend(model, tok).decode_mode(cuda, Decoding()) == "compiled"
         assert len(seen) == 1
     finally:
-        logging.getLogger(hf.__name__).removeHandler(handler)
+        logging.getLogger(hf_cache.__name__).removeHandler(handler)
 
 
 def test_padding_rows_change_no_sampled_reply(tiny):

@@ -47,7 +47,8 @@ def meta_decode(model, tok, interventions, steps: int = 3, sampling: bool = True
     """A few decode steps on the meta device with the hf backend's chain (step log, the interventions'
     processors / hooks / paired rows, sampler or greedy picker, newline stop); returns the step log."""
     from mlft.generation.backends import encode_request
-    from mlft.generation.backends.hf import HFBackend, _cache_kwarg, _cache_of
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.backends.hf_cache import _cache_kwarg, _cache_of
     from mlft.generation.interventions.contrastive import PairedRows
     from mlft.generation.processors import GreedyPicker, NewlineStop, NucleusSampler, StepLog
 

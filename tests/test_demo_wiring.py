@@ -14,7 +14,7 @@ import yaml
 from mlft.cli import parse_args
 from mlft.commands.demo import experiment, script_path
 from mlft.io import curve_file
-from mlft.reports.mitigation import load_spec, spec_record
+from mlft.reports.table_spec import load_spec, spec_record
 from mlft.training.passes import passes_for
 from mlft.training.recipe import load_recipe
 

@@ -37,7 +37,7 @@ from mlft.errors import ConfigError
 from mlft.io import curve_file
 from mlft.provenance import write_results
 from mlft.reports.lift import NOT_MEASURED, lift_page, typed_numbers
-from mlft.reports.mitigation import load_spec, spec_record, tables
+from mlft.reports.mitigation import tables
 from mlft.reports.results import (
     BLOCK,
     block_problems,
@@ -47,6 +47,7 @@ from mlft.reports.results import (
     table_record,
     update_blocks,
 )
+from mlft.reports.table_spec import load_spec, spec_record
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"

@@ -254,7 +254,8 @@ def test_greedy_replies_equal_plain_generate_on_each_prompt_alone(embedded_model
 
 
 def test_greedy_or_beam_decoding_gives_one_reply_per_prompt_whatever_samples_says():
-    from mlft.evals.lcb import LcbOptions, replies_per_prompt
+    from mlft.evals.lcb import replies_per_prompt
+    from mlft.evals.lcb_options import LcbOptions
 
     o = LcbOptions(samples=4)
     assert replies_per_prompt(o, Decoding()) == 4

@@ -8,7 +8,7 @@ from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWa
 
 from mlft.benchmarks.lcb.confusion import analyze, confusion_point
 from mlft.errors import ConfigError, DataError
-from mlft.evals.lcb import runs
+from mlft.evals.lcb_options import runs
 from mlft.evals.suite import available_suites, load_suite
 from mlft.generation.backends.hf import batch_seed
 from mlft.generation.decoding import Decoding

@@ -257,7 +257,8 @@ def test_lm_eval_lcb_task_matches_mlft_score(shared, tmp_path):  # LCB's test se
 def test_table11_capability_columns_flag_a_drop_beyond_the_interval(tmp_path):
     """Capability columns from lm_eval rows: a row whose interval lies below the base value is flagged (⚠, ↓);
     a row whose interval still covers it is not."""
-    from mlft.reports.mitigation import build, load_spec
+    from mlft.reports.mitigation import build
+    from mlft.reports.table_spec import load_spec
 
     def lcb(v):
         return [

@@ -99,8 +99,11 @@ def test_eval_judge_rows_and_column(reports, tmp_path):
     """The eval's lpr@langdetect rows, the judged outcomes file and the variants-table column with the paired
     difference from the first row."""
     from mlft.benchmarks.lcb.scoring import outcomes_from
-    from mlft.evals.lcb import LcbOptions, judge_rows
-    from mlft.reports.mitigation import Capability, Row, judge_column, judge_columns
+    from mlft.evals.lcb import judge_rows
+    from mlft.evals.lcb_options import LcbOptions
+    from mlft.reports.mitigation import judge_column
+    from mlft.reports.table_rows import Row
+    from mlft.reports.table_spec import Capability, judge_columns
 
     comps, official, _ = reports
     o = LcbOptions(judge="langdetect", resamples=200)
@@ -150,7 +153,8 @@ def _judged_eval(folder, share: dict[str, float], replies: int = 2):
     import random
 
     from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
-    from mlft.evals.lcb import LcbOptions, judge_rows, metric_rows
+    from mlft.evals.lcb import judge_rows, metric_rows
+    from mlft.evals.lcb_options import LcbOptions
     from mlft.stats import save_outcomes
 
     rng, o, rows = random.Random(0), LcbOptions(judge="langdetect", resamples=200), []
@@ -182,7 +186,8 @@ def test_one_judge_column_in_the_variants_table_and_table_specs(tmp_path):
     replies: value ±h, the paired difference from the base row over prompts (two replies per prompt: a cluster)
     and * (Holm down the column); a judged drop is tested as LPR is, not flagged as a capability drop."""
     from mlft.io import curve_file
-    from mlft.reports.mitigation import Capability, RowSpec, TableSpec, judge_columns, tables, variant_table
+    from mlft.reports.mitigation import tables, variant_table
+    from mlft.reports.table_spec import Capability, RowSpec, TableSpec, judge_columns
 
     variants = {"base": 0.8, "worse": 0.4, "same": 0.75}
     rows = _judged_eval(tmp_path / "eval", variants)

@@ -213,7 +213,8 @@ def test_no_guard_gives_the_official_output_alone(shared, capsys, junk_file):
 
 def test_eval_rows_table11_and_trackers_carry_validity(tmp_path):
     from mlft.evals.lcb import metric_rows
-    from mlft.reports.mitigation import Row, mitigation_table
+    from mlft.reports.mitigation import mitigation_table
+    from mlft.reports.table_rows import Row
     from mlft.training.tracking import scalars
 
     base = [

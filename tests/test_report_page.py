@@ -231,7 +231,7 @@ def test_an_eval_from_an_older_mlft_without_outcomes(folders, tmp_path):
 
 
 def _rollout(step: int, rank: str, total: float, text: str, verdict: str) -> dict:
-    """One row of a GRPO run's rollouts.jsonl, as mlft.training.rewards.RolloutLog writes it."""
+    """One row of a GRPO run's rollouts.jsonl, as mlft.training.rollouts.RolloutLog writes it."""
     return {
         "step": step,
         "rank": rank,

@@ -125,7 +125,7 @@ def test_curves_continue_the_parent_run_with_bands(runs, capsys):
 
 
 def test_fluency_guard_flags_a_row_whose_replies_got_less_fluent():
-    from mlft.reports.mitigation import _fluency_flags
+    from mlft.reports.table_rows import _fluency_flags
 
     base = [dataclasses.replace(o, nll=1.0 + (hash(o.id) % 7) / 10) for o in _outcomes(0.5, seed=1)]
     up9 = [dataclasses.replace(o, nll=o.nll * 1.09) for o in base]

@@ -12,7 +12,8 @@ import importlib.util
 
 import pytest
 
-from mlft.training.rewards import REWARDS, ReplyScorer
+from mlft.training.reward_terms import ReplyScorer
+from mlft.training.rewards import REWARDS
 from tests.training_helpers import REPO
 
 _spec = importlib.util.spec_from_file_location("reward_probes", REPO / "measurements" / "reward_probes.py")

@@ -13,16 +13,9 @@ import pytest
 from mlft.errors import ConfigError
 from mlft.io import curve_file as curves
 from mlft.training.recipe import load_recipe, uses_vllm
-from mlft.training.rewards import (
-    REWARDS,
-    ReplyScorer,
-    RewardSpec,
-    curve_row,
-    read_reward_curves,
-    read_rollouts,
-    reward_functions,
-    validate_rewards,
-)
+from mlft.training.reward_terms import ReplyScorer
+from mlft.training.rewards import REWARDS, RewardSpec, reward_functions, validate_rewards
+from mlft.training.rollouts import curve_row, read_reward_curves, read_rollouts
 from tests.training_helpers import REPO, kill_after_first_checkpoint, mlft, noisy_lines, run
 
 GRPO = REPO / "recipes/cpu/grpo_summed_control.yaml"

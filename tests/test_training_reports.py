@@ -144,7 +144,8 @@ per_language: [{{task: crosslingual, metric: lpr}}]
 def test_per_language_table_shows_languages_outside_lcb_after_lcbs(tmp_path):
     """A user's prompt file in languages outside LCB's 15 (cs, fi: eval/outside_lcb_prompts.jsonl) gets a column
     per language in the A18/A19 detail, after LCB's languages (it used to show only the average)."""
-    from mlft.reports.mitigation import PerLanguage, load_spec, per_language
+    from mlft.reports.mitigation import per_language
+    from mlft.reports.table_spec import PerLanguage, load_spec
 
     run = tmp_path / "run"
     run.mkdir()
@@ -170,7 +171,7 @@ def test_per_language_table_shows_languages_outside_lcb_after_lcbs(tmp_path):
 
 
 def test_table_spec_errors_name_the_row(two_runs, tmp_path):
-    from mlft.reports.mitigation import load_spec
+    from mlft.reports.table_spec import load_spec
 
     spec = tmp_path / "bad.yaml"
     spec.write_text("rows:\n  - {label: base, run: nowhere}\n")

@@ -15,7 +15,7 @@ def add_parser(sub) -> None:
         "+English SFT, ...; mono/cross LPR and WPR), its per-language detail "
         "(A18/A19) and the quantization table (A12) from run directories, with 95 % intervals, "
         "paired significance against the base row and the guard (coverage, degeneracy, "
-        "fluency), as a small YAML spec says (see mlft/reports/mitigation.py). Not to be confused with "
+        "fluency), as a small YAML spec says (see mlft/reports/table_spec.py). Not to be confused with "
         "`mlft paper-tables` (the paper's tables from scored completions).",
     )
     p.add_argument("spec", help="table spec YAML")
@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from mlft.reports.mitigation import load_spec, plot_table, tables
+    from mlft.reports.mitigation import plot_table, tables
+    from mlft.reports.table_spec import load_spec
 
     spec = load_spec(args.spec)
     built = tables(spec)

@@ -15,7 +15,7 @@ from mlft.io.locks import OutputLock
 
 CURVES = "curves.jsonl"
 PASSES = "eval_passes.jsonl"  # one row per pass: step, variant, seconds, mode, error
-REWARD_CURVES = "rewards.jsonl"  # GRPO: the reward terms per logged step (mlft.training.rewards)
+REWARD_CURVES = "rewards.jsonl"  # GRPO: the reward terms per logged step (mlft.training.rollouts)
 ROLLOUTS = "rollouts.jsonl"  # GRPO: each step's highest- and lowest-reward rollouts with their terms
 
 

@@ -21,7 +21,8 @@ from mlft.completions import read_completions
 from mlft.errors import ConfigError, DataError
 from mlft.format import render
 from mlft.io.curve_file import read_curves
-from mlft.stats import NON_LATIN, load_outcomes, paired_test, paired_tests_by_language
+from mlft.languages import NON_LATIN
+from mlft.stats import load_outcomes, paired_test, paired_tests_by_language
 
 
 def _split(spec: str) -> tuple[Path, int | None, str | None]:

@@ -251,7 +251,7 @@ def plot_heatmap(label: str, rows: list[dict], out: str | Path, metric: str = "l
 
 
 def plot_reward_curves(runs: dict[str, list[dict]], out: str | Path) -> Path:
-    """GRPO reward curves {label: rows of the run's rewards.jsonl} (mlft.training.rewards.read_reward_curves): one
+    """GRPO reward curves {label: rows of the run's rewards.jsonl} (mlft.training.rollouts.read_reward_curves): one
     panel per reward term (its mean per logged step) plus the weighted reward and the KL; colour per run."""
     import matplotlib
 

@@ -9,7 +9,7 @@ replies, each with its lines as the official scorer judged them (`mlft.benchmark
 detail=True)`: counted or not, fastText label and score, stray English words), its lexical validity and
 degeneracy (`mlft.benchmarks.lcb.guard`), the LCB verdict and the guard flag. Nothing is re-scored by other rules.
 A GRPO run's page also holds what the reward paid: per logged step, the highest- and lowest-reward rollouts with
-each term's value, the total and LCB's verdict, as training recorded them (rollouts.jsonl, `mlft.training.rewards`).
+each term's value, the total and LCB's verdict, as training recorded them (rollouts.jsonl, `mlft.training.rollouts`).
 
 Offline: the JavaScript and CSS are inlined (mlft/resources/report/); no CDN, no request. The replies of each view
 and the prompts (stored once) are gzip-compressed base64 blocks that the page inflates when a view is first shown

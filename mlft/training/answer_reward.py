@@ -4,7 +4,7 @@
                      mlft/data/arithmetic.py) the reply answers when its last number equals it
                      (mlft.benchmarks.answers); otherwise the relevance judge decides (mlft.generation.relevance:
                      PMI of the reply with its prompt under the reference model, not an echo of the prompt).
-  answered_language  gated_language x (floor + (1 - floor) x answered): the language gate (mlft.training.rewards,
+  answered_language  gated_language x (floor + (1 - floor) x answered): the language gate (mlft.training.reward_terms,
                      its options `gate_floor`, `min_share`, `after_q`) times answering. A product, not a sum: a
                      reply in the right language that does not answer earns `floor` of an answering one (0 by
                      default), and no answer makes up for the wrong language.
@@ -24,7 +24,7 @@ from mlft.benchmarks.answers import is_correct
 from mlft.errors import ConfigError
 from mlft.generation.models import load
 from mlft.generation.relevance import BASELINES, DEFAULT_BASELINE, DEFAULT_THRESHOLD, ECHO_SHARE, judge
-from mlft.training.rewards import check_gated_language, gated_language
+from mlft.training.reward_terms import check_gated_language, gated_language
 
 SOURCES = ("auto", "answer", "judge")
 _JUDGES: dict = {}  # judge model reference -> (model, tokenizer), loaded once per process

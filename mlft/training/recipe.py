@@ -42,7 +42,8 @@ from mlft.generation.target import Target
 from mlft.paths import resolve_path
 from mlft.training.launch import read_accelerate_config
 from mlft.training.passes import EvaluationOptions, load_pass_suite, passes_for
-from mlft.training.rewards import RewardSpec, ScorerOptions, resolve_term, validate_rewards
+from mlft.training.reward_terms import ScorerOptions
+from mlft.training.rewards import RewardSpec, resolve_term, validate_rewards
 from mlft.training.trainers import TRAINERS, TrainerEntry, TrainerName, trainer_entry, with_rewards
 
 QUANT_VARIANTS = SCHEMES  # the `quantize` intervention's schemes
@@ -129,7 +130,7 @@ class Recipe:
         default_factory=ScorerOptions,
         metadata={
             "help": "trainer grpo: the reward terms' scorer {lid, words, word_check, label_aliases, min_tokens, "
-            "threshold}; the official scorer by default (mlft.training.rewards.ScorerOptions)."
+            "threshold}; the official scorer by default (mlft.training.reward_terms.ScorerOptions)."
         },
     )
     generation: Literal["auto", "hf", "vllm"] = field(

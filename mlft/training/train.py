@@ -7,7 +7,7 @@ Run directory layout (`recipe.run_dir`):
     evals/step-N/VARIANT completions and scores of each eval pass
     curves.jsonl         one row per (step, variant, suite, task, language, metric)
     eval_passes.jsonl    wall time of each eval pass
-    rewards.jsonl        GRPO: each logged step's reward, KL and per-term mean/std (mlft.training.rewards)
+    rewards.jsonl        GRPO: each logged step's reward, KL and per-term mean/std (mlft.training.rollouts)
     rollouts.jsonl       GRPO: each step's highest- and lowest-reward rollouts, each term's value, LCB's verdict
     chain.json, chain/   the starting model's chain: root base, copies of ancestor adapters (see chain.py)
     chat_template.jinja  the chat template the run trains with (evaluate-run applies it to a base model without one)
@@ -40,7 +40,8 @@ from mlft.training.card import push, write_card
 from mlft.training.chat_template import training_chat_template
 from mlft.training.passes import RUN_CHAT_TEMPLATE
 from mlft.training.recipe import Recipe, accumulation_steps, default_attention, dump_recipe, uses_vllm
-from mlft.training.rewards import reward_curve_callback, reward_functions
+from mlft.training.rewards import reward_functions
+from mlft.training.rollouts import reward_curve_callback
 
 COMPLETE = "complete"
 CHAT_TEMPLATE = RUN_CHAT_TEMPLATE  # the template the run trained with (read by evaluate-run)

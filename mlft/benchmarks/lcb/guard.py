@@ -463,7 +463,7 @@ def is_lexically_valid(text: str, lang: str) -> bool | None:
 
 # ---------------------------------------------------------------- the reward's stricter view
 # The guard's columns above are calibrated on the paper's released replies and stay as they are. A reward is
-# optimised against, so the GRPO reward terms (`mlft.training.rewards`) read replies through the stricter checks
+# optimised against, so the GRPO reward terms (`mlft.training.reward_terms`) read replies through the stricter checks
 # below: copies made "different" by an invisible character or a look-alike letter are the same copy, a template
 # with one changing word and a loop in the tail are repeats, and a word with a Latin letter is not a word of a
 # non-Latin language.
