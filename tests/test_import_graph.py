@@ -273,3 +273,25 @@ def test_function_level_imports_of_light_mlft_modules_only_go_down():
 
 def test_the_cycle_check_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+def test_requests_and_results_import_nothing_else_of_mlft():
+    """What a backend receives and returns (mlft.generation.requests) stands alone: whatever builds requests or reads
+    results (the runner, the eval kinds, a strategy intervention) imports it without importing the backends."""
+    _, top, inner, _ = _graph()
+    assert top["mlft.generation.requests"] | inner["mlft.generation.requests"] == set()
+
+
+def test_backends_and_interventions_do_not_import_each_other_both_ways():
+    """The backends apply interventions (and import some of their helpers); an intervention never imports a backend
+    (a strategy that re-asks the backend gets it handed, and builds requests from mlft.generation.requests)."""
+    _, top, inner, _ = _graph()
+    back, iv = "mlft.generation.backends", "mlft.generation.interventions"
+    up = sorted(
+        f"{m} -> {t}"
+        for m in top
+        if m.startswith(iv)
+        for t in top[m] | inner[m]
+        if t == back or t.startswith(back + ".")
+    )
+    assert up == []

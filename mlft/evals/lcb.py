@@ -22,6 +22,7 @@ from typing import Any
 from mlft.benchmarks.answers import extract_number, parse_answer
 from mlft.benchmarks.lcb.confusion import analyze, confusion_table
 from mlft.benchmarks.lcb.data import SOURCES, load_prompt_file, load_prompts, sample_per_language, stratified_sample
+from mlft.benchmarks.lcb.fluency import reply_nll
 from mlft.benchmarks.lcb.judge import check_judge, judge_report, metric_name
 from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
 from mlft.benchmarks.lcb.traces import (
@@ -40,7 +41,6 @@ from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.evals.runner import progress_desc
 from mlft.generation.decoding import Decoding
-from mlft.generation.fluency import reply_nll
 from mlft.generation.interventions import build_interventions
 from mlft.generation.prompting import Prompting
 from mlft.generation.runner import generate_completions
