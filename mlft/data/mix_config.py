@@ -14,7 +14,8 @@ from typing import Literal
 
 from mlft.config import apply_overrides, did_you_mean, from_dict, load_yaml
 from mlft.constants import TASKS
-from mlft.data.normalize import FORMATS, KIND_FORMATS
+from mlft.data.mix_kinds import MIX_KINDS, kinds_help, mix_kind
+from mlft.data.normalize import FORMATS
 from mlft.data.parallel_corpus import subset_languages, validate_parallel
 from mlft.data.seed import SEED_SETS
 from mlft.errors import ConfigError
@@ -105,8 +106,9 @@ class SourceConfig:
             "unless the `task` column says; default monolingual."
         },
     )
-    format: Literal["messages", "instruction", "preference", "prompt"] | None = field(
-        default=None, metadata={"help": "Row format (see mlft/data/normalize.py); seed sets know their own."}
+    format: str | None = field(
+        default=None,
+        metadata={"help": f"Row format ({', '.join(FORMATS)}; see mlft/data/normalize.py); seed sets know their own."},
     )
     columns: dict[str, str] = field(
         default_factory=dict, metadata={"help": "Format role -> column name, e.g. {prompt: inputs, response: targets}."}
@@ -155,12 +157,7 @@ class DecontaminationConfig:
 
 @dataclass
 class MixConfig:
-    kind: Literal["sft", "dpo", "prompts"] = field(
-        metadata={
-            "help": "sft: chat `messages`; dpo: prompt/chosen/rejected; prompts: prompt-only rows with the requested "
-            "reply `language` and `task` (online RL, trainer grpo)."
-        }
-    )
+    kind: str = field(metadata={"help": kinds_help()})  # one of mlft.data.mix_kinds.MIX_KINDS
     total: int = field(metadata={"help": "Rows in the final mix."})
     sources: list[SourceConfig] = field(metadata={"help": "Where the rows come from and their shares."})
     seed: int = field(default=0, metadata={"help": "Seed of every sampling and shuffling step."})
@@ -215,6 +212,7 @@ def load_mix(path: str | Path, overrides=()) -> MixConfig:
 
 def validate(mix: MixConfig, where: str, base_dir: Path = Path(".")) -> None:
     """Semantic checks from_dict cannot do; resolves local paths against `base_dir`. Raises ConfigError."""
+    mix_kind(mix.kind, f"{where}.kind")
     if mix.total < 1:
         raise ConfigError(f"{where}.total: must be a positive number of rows, got {mix.total}")
     if not mix.sources:
@@ -265,20 +263,26 @@ def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> No
     else:
         if src.format is None:
             raise ConfigError(f"{w}.format: required for {src.type} sources; one of {', '.join(FORMATS)}")
-        if src.format not in KIND_FORMATS[kind]:
+        if src.format not in FORMATS:
             raise ConfigError(
-                f"{w}.format: {src.format!r} rows cannot feed a {kind} mix; use {' or '.join(KIND_FORMATS[kind])}"
+                f"{w}.format: {src.format!r} is not a row format{did_you_mean(str(src.format), FORMATS)}; "
+                f"valid: {', '.join(FORMATS)}"
             )
+        formats = mix_kind(kind).formats
+        if src.format not in formats:
+            raise ConfigError(f"{w}.format: {src.format!r} rows cannot feed a {kind} mix; use {' or '.join(formats)}")
         for role in src.columns:
-            if role not in FORMATS[src.format]:
+            roles = FORMATS[src.format].roles
+            if role not in roles:
                 raise ConfigError(
                     f"{w}.columns: unknown role {role!r} for format {src.format!r}"
-                    f"{did_you_mean(role, FORMATS[src.format])}; valid: {', '.join(FORMATS[src.format])}"
+                    f"{did_you_mean(role, roles)}; valid: {', '.join(roles)}"
                 )
         if not src.language and not src.language_column:
             raise ConfigError(f"{w}: say which language the rows are in: `language: en` or `language_column: ...`")
-    if src.task is not None and kind != "prompts":
-        raise ConfigError(f"{w}.task: only prompts mixes take a task (the mix is kind {kind!r})")
+    if src.task is not None and not mix_kind(kind).takes_task:
+        takers = " / ".join(k.name for k in MIX_KINDS.values() if k.takes_task)
+        raise ConfigError(f"{w}.task: only {takers} mixes take a task (the mix is kind {kind!r})")
     if src.type == "local":
         file = Path(src.path) if Path(src.path).is_absolute() else base_dir / src.path
         if not file.is_file():

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from mlft.data.language_codes import to_lcb_code
 from mlft.data.mix_config import LOCAL_SUFFIXES, SourceConfig
-from mlft.data.normalize import check_columns, column_map, to_preference, to_prompt, to_sft
+from mlft.data.mix_kinds import mix_kind
+from mlft.data.normalize import check_columns, column_map, convert_row
 from mlft.data.parallel_corpus import load_parallel_pool
 from mlft.data.pool import Pool
 from mlft.data.seed import SEED_SETS
 from mlft.errors import DataError
 
 
-def load_pool(src: SourceConfig, kind: str, wanted: list[str | None], where: str) -> Pool:
-    """The rows of `src` (only languages in `wanted` for seed sets, whose rows are built in memory)."""
+def load_pool(src: SourceConfig, wanted: list[str | None], where: str) -> Pool:
+    """The rows of `src` (only languages in `wanted` for seed sets, whose rows are built in memory), each converted
+    by its row format (validated against the mix's kind by the loader)."""
     if src.type == "seed":
         return _seed_pool(src, [lang for lang in wanted if lang is not None])
     if src.parallel is not None:
@@ -37,12 +39,7 @@ def load_pool(src: SourceConfig, kind: str, wanted: list[str | None], where: str
         languages = [to_lcb_code(v, src.language_map) for v in dataset[src.language_column]]
 
     def example(k: int) -> tuple[str, dict | None]:
-        row = dataset[k]
-        if kind == "prompts":
-            ex = to_prompt(row, cols, src.task)
-        else:
-            ex = to_preference(row, cols) if kind == "dpo" else to_sft(row, src.format, cols)
-        return f"{src.name}:{k}", ex
+        return f"{src.name}:{k}", convert_row(dataset[k], src.format, cols, src.task)
 
     return Pool(src.name, languages, example)
 
@@ -86,11 +83,10 @@ def _load_dataset(src: SourceConfig, where: str):
 
 def source_columns(src: SourceConfig, kind: str) -> frozenset[str]:
     """The columns `src`'s rows bring into a mix of `kind` besides source / language / id, known before any data
-    loads: a seed set's own keys; a prompts source's prompt and task, plus `answer` when it maps that role."""
+    loads: a seed set's own keys; else the kind's columns, plus those of roles the source maps (a prompts source's
+    `answer`)."""
     if src.type == "seed":
         seed_set = SEED_SETS[src.path]
         rows = seed_set.rows(seed_set.languages[0])
         return frozenset(k for k in (rows[0] if rows else {}) if k != "id")
-    if kind == "prompts":
-        return frozenset({"prompt", "task"} | ({"answer"} if src.columns.get("answer") else set()))
-    return frozenset({"prompt", "chosen", "rejected"} if kind == "dpo" else {"messages"})
+    return mix_kind(kind).source_columns(src.columns)
