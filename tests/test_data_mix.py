@@ -158,6 +158,14 @@ def test_kind_mismatch(tmp_path):
             lambda d: d.update(kind="kto"),
             r"bad_mix\.yaml: mix\.kind: 'kto' is not a mix kind; valid: sft, dpo, prompts",
         ),
+        (
+            lambda d: d["sources"][0].update(type="hubb"),
+            r"sources\[0\]\.type: 'hubb' is not a source type \(did you mean 'hub'\?\)",
+        ),
+        (
+            lambda d: d["sources"][0].update(parallel={"subsets": ["en"], "build": "crosslingual"}),
+            r"sources\[0\]\.parallel: only `type: hub` sources can be parallel \(got 'seed'\)",
+        ),
         (lambda d: d.update(kind="sf"), r"mix\.kind: 'sf' is not a mix kind \(did you mean 'sft'\?\)"),
         (lambda d: d.update(total=0), r"mix\.total: must be a positive"),
         (
@@ -280,3 +288,41 @@ def test_a_kind_added_to_the_table_builds_without_editing_the_loader(tmp_path, m
         bad = {**data, "sources": [{**source, **edit}]}
         with pytest.raises(ConfigError, match=message):
             load_mix(write_mix(tmp_path, bad, "kto_bad.yaml"))
+
+
+def test_a_source_type_added_to_the_table_feeds_a_mix(tmp_path, monkeypatch):
+    """Source types are entries of one table (mlft.data.sources.SOURCE_TYPES): a new one (here rows built in memory)
+    is checked, read, given its default languages and its columns by its entry, with no type-name branch to edit."""
+    from mlft.data.pool import Pool
+    from mlft.data.sources import SOURCE_TYPES, SourceType, source_columns
+
+    texts = {"de": ["Hallo?", "Wie geht's?"], "fr": ["Bonjour ?"]}
+
+    def check(src, kind, where, base_dir):
+        if src.path != "greetings":
+            raise ConfigError(f"{where}.path: only 'greetings' is held in memory")
+
+    def load(src, wanted, where):
+        rows = [(lang, t) for lang in wanted for t in texts[lang]]
+
+        def example(k):
+            lang, text = rows[k]
+            messages = [{"role": "user", "content": text}, {"role": "assistant", "content": f"{text} ({lang})"}]
+            return f"{src.name}:{k}", {"messages": messages}
+
+        return Pool(src.name, [lang for lang, _ in rows], example)
+
+    entry = SourceType("memory", "rows held in memory", check, load, lambda src: list(texts), lambda s, k: {"messages"})
+    monkeypatch.setitem(SOURCE_TYPES, "memory", entry)
+    source = {"name": "mem", "type": "memory", "path": "greetings", "share": 1.0, "allow_replacement": True}
+    data = {"kind": "sft", "total": 4, "seed": 2, "decontaminate": {"enabled": False}, "sources": [source]}
+    mix = load_mix(write_mix(tmp_path, data))
+    assert [(lang, n) for _, lang, n in mix.counts()] == [("de", 2), ("fr", 2)]  # its default languages
+    assert source_columns(mix.sources[0], "sft") == {"messages"}
+    ds = build_mix(mix, tmp_path / "run", "sft", progress=False)
+    assert sorted(r["messages"][1]["content"] for r in ds) == ["Bonjour ? (fr)"] * 2 + [
+        "Hallo? (de)",
+        "Wie geht's? (de)",
+    ]
+    with pytest.raises(ConfigError, match=r"mem_bad\.yaml: mix\.sources\[0\]\.path: only 'greetings'"):
+        load_mix(write_mix(tmp_path, {**data, "sources": [{**source, "path": "other"}]}, "mem_bad.yaml"))
