@@ -102,7 +102,8 @@ STATS = "mlft.stats"
 # Lines of Python per folder of mlft/ (its own files, not its sub-folders'), so that a room's growth is a decision:
 # a change that takes a folder over its budget raises the number here and says why (or moves code to the room where
 # it belongs). Set about 5 % above what each folder held after generation/ was split by what it holds (requests,
-# gate and vector building beside their interventions, the fluency proxy with the guard): 26.1k lines in all.
+# gate and vector building beside their interventions, the fluency proxy with the guard) and mix kinds and source
+# types became tables: 26.2k lines in all.
 LINE_BUDGET = {
     "mlft": 2650,
     "mlft/benchmarks": 100,
@@ -110,7 +111,7 @@ LINE_BUDGET = {
     "mlft/benchmarks/multisense": 650,
     "mlft/benchmarks/polyglot": 250,
     "mlft/commands": 1850,
-    "mlft/data": 2750,
+    "mlft/data": 2850,
     "mlft/evals": 1500,
     "mlft/evals/multisense": 450,
     "mlft/evals/polyglot": 300,
