@@ -5,8 +5,8 @@ collects each run's mitigation table into one results file (`docs/results/demo_s
 table's rows, with the command, seeds and git commit) and renders `docs/results/demo_seeds.md` from it: per row and
 task, LPR and the guard in each seed, its mean and spread, the gain over the base row in each seed with its paired p
 (Holm-adjusted, as the table prints it), and the claim as an estimate: the mean gain over seeds with its t-interval
-(`mlft.reports.seeds`, `mlft.stats.means.seed_interval`; "up" / "down" when the interval excludes 0, else "unclear"). The
-seed label sets decoding and training together: the interval covers both.
+(`mlft.reports.seeds`, `mlft.stats.means.seed_interval`; "up" / "down" when the interval excludes 0, else
+"unclear"). The seed label sets decoding and training together: the interval covers both.
 
     python measurements/demo_seeds.py --seeds 0 1 2                       # three demos, then the results file
     python measurements/demo_seeds.py --seeds 0 1 2 --samples 2 --out runs/demo_seeds

@@ -20,11 +20,11 @@ from transformers import LogitsProcessorList
 
 from mlft.evals.lcb_options import runs, select_prompts
 from mlft.evals.suite import load_suite
-from mlft.generation.backends import Request
 from mlft.generation.backends.hf import HFBackend
 from mlft.generation.models import eval_mode, load
 from mlft.generation.processors import NucleusWarper
 from mlft.generation.prompting import build_input
+from mlft.generation.requests import Request
 
 OLD_SUITE = ["sources=[okapi, aya]", "per_group=1", "per_language=null", "batch_size=32"]
 

@@ -20,11 +20,11 @@ import torch  # noqa: E402
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 from mlft.generation import sync_count  # noqa: E402
-from mlft.generation.backends import Request  # noqa: E402
 from mlft.generation.backends.hf import HFBackend  # noqa: E402
 from mlft.generation.decoding import Decoding  # noqa: E402
 from mlft.generation.interventions import build_interventions  # noqa: E402
 from mlft.generation.interventions import gate as gate_mod  # noqa: E402
+from mlft.generation.requests import Request  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the embedded model's)")

@@ -11,11 +11,11 @@ import argparse
 import time
 
 from mlft.benchmarks.lcb.data import load_prompts, stratified_sample
-from mlft.generation.backends import Request
 from mlft.generation.backends.hf import HFBackend
 from mlft.generation.decoding import Decoding
 from mlft.generation.models import load
 from mlft.generation.prompting import Prompting, build_input
+from mlft.generation.requests import Request
 
 
 def measure(

@@ -54,9 +54,9 @@ def main() -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
+    from mlft.generation.requests import Request
 
     shape = sys.argv[1] if len(sys.argv) > 1 else "1.7b"
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 512

@@ -118,7 +118,7 @@ def main(argv=None) -> int:
                 f"training_args.max_steps={args.steps}",
                 f"training_args.save_steps={args.steps}",
                 f"evaluation.suite={SUITE}",
-                f"evaluation.suite_overrides=[samples={args.samples}]",
+                f"evaluation.suite_overrides.samples={args.samples}",
                 "evaluation.at_start=false",
             ],
         )

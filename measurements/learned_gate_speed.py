@@ -17,10 +17,11 @@ import time
 
 from mlft.evals.lcb_options import select_prompts
 from mlft.evals.suite import load_suite
-from mlft.generation.backends import Request, create_backend
+from mlft.generation.backends import create_backend
 from mlft.generation.decoding import Decoding
 from mlft.generation.interventions import build_interventions
 from mlft.generation.prompting import Prompting, build_input
+from mlft.generation.requests import Request
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from mlft.generation.fluency import reply_nll
+from mlft.benchmarks.lcb.fluency import reply_nll
 from mlft.generation.models import load
 from mlft.generation.relevance import ECHO_SHARE, NEUTRAL, chat, echo_share
 

@@ -7,7 +7,6 @@ Shared by recipes, eval suites and data mixes, so that every config error names 
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import difflib
 import types
@@ -111,20 +110,11 @@ def apply_overrides(data: dict, overrides: list[str], source: str = "command lin
 
 
 def parse_overrides(overrides: list[str] | tuple[str, ...], source: str = "command line") -> dict:
-    """`key=value` texts (a command line's, a recipe's `suite_overrides: [...]`) as the nested settings they set:
+    """`key=value` texts (a command line's) as the nested settings they set:
     `["decoding.max_new_tokens=20", "judge=langdetect"]` -> `{"decoding": {"max_new_tokens": 20}, "judge":
     "langdetect"}` (values parsed as YAML). Text is parsed once, where it enters; settings travel as mappings and
     are laid over a config with `deep_merge`."""
     return apply_overrides({}, list(overrides), source)
-
-
-def as_settings(value: dict | list[str] | tuple[str, ...] | None, source: str) -> dict:
-    """Settings as a mapping: a mapping as given (copied), `key=value` texts parsed (parse_overrides)."""
-    if value is None:
-        return {}
-    if isinstance(value, dict):
-        return copy.deepcopy(value)
-    return parse_overrides(value, source)
 
 
 def did_you_mean(name: str, choices) -> str:

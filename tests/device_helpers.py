@@ -50,7 +50,7 @@ def tiny_model(layers: int = 2, hidden: int = 64, init: float = 0.5, seed: int =
 
 
 def requests(n: int = 8, stop_at_newline: bool = False):
-    from mlft.generation.backends import Request
+    from mlft.generation.requests import Request
 
     return [
         Request(
@@ -68,9 +68,9 @@ def intervention_specs(model, tok, folder: Path) -> dict[str, dict]:
     without an entry here makes the device tests fail (add its smallest working options)."""
     import torch
 
-    from mlft.generation.gating import Gate, gate_net, save_gate, token_families
     from mlft.generation.interventions import REGISTRY
-    from mlft.generation.steering import build_vectors, save_vectors
+    from mlft.generation.interventions.learned_gate_training import Gate, gate_net, save_gate, token_families
+    from mlft.generation.interventions.steer_vectors import build_vectors, save_vectors
 
     folder = Path(folder)
     vec_path, gate_path = folder / "vectors.safetensors", folder / "gate.safetensors"

@@ -179,7 +179,7 @@ class TextBackend:
         raise NotImplementedError
 
     def generate(self, requests, decoding, interventions=()):
-        from mlft.generation.backends import Result
+        from mlft.generation.requests import Result
 
         for r in requests:
             yield Result(r.id, self.reply(r), finish_reason="stop")

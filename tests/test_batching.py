@@ -116,9 +116,9 @@ def test_kv_bytes_per_token_matches_a_real_cache(embedded_model):
 
 
 def test_backend_batches_follow_the_memory_budget(embedded_model):
-    from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
+    from mlft.generation.requests import Request
 
     model, tok = embedded_model
     reqs = [

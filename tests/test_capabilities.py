@@ -99,7 +99,7 @@ def test_a_recipe_evaluates_with_the_third_backend_in_process(canned, tmp_path, 
         [
             "evaluation.backend=canned",
             "evaluation.suite=lcb_tiny",
-            "evaluation.suite_overrides=[per_group=2, 'languages=[de,zh]']",
+            "evaluation.suite_overrides={per_group: 2, languages: [de, zh]}",
         ],
     )
     monkeypatch.setattr(cb.EvalCallback, "_evaluate_in_child", lambda *a, **k: pytest.fail("child process"))

@@ -78,7 +78,7 @@ def test_every_subcommand_help_works(command):
 
 
 def test_steer_build_help_names_the_minimum_from_steering():
-    from mlft.generation.steering import MIN_TEXTS_PER_LANGUAGE
+    from mlft.generation.interventions.steer_vectors import MIN_TEXTS_PER_LANGUAGE
 
     proc = subprocess.run(
         [sys.executable, "-m", "mlft", "steer", "build", "--help"], capture_output=True, text=True, cwd=ROOT

@@ -154,6 +154,19 @@ def test_kind_mismatch(tmp_path):
             r"sources\[0\]\.languages: seed set 'english' has no ja rows",
         ),
         (lambda d: d["sources"][0].update(share=-0.5), r"sources\[0\]\.share: must be > 0"),
+        (
+            lambda d: d.update(kind="kto"),
+            r"bad_mix\.yaml: mix\.kind: 'kto' is not a mix kind; valid: sft, dpo, prompts",
+        ),
+        (
+            lambda d: d["sources"][0].update(type="hubb"),
+            r"sources\[0\]\.type: 'hubb' is not a source type \(did you mean 'hub'\?\)",
+        ),
+        (
+            lambda d: d["sources"][0].update(parallel={"subsets": ["en"], "build": "crosslingual"}),
+            r"sources\[0\]\.parallel: only `type: hub` sources can be parallel \(got 'seed'\)",
+        ),
+        (lambda d: d.update(kind="sf"), r"mix\.kind: 'sf' is not a mix kind \(did you mean 'sft'\?\)"),
         (lambda d: d.update(total=0), r"mix\.total: must be a positive"),
         (
             lambda d: d["decontaminate"].update(tasks=["monolingal"]),
@@ -221,3 +234,95 @@ def test_cli_builds_and_reports_errors(tmp_path, shared, capsys, monkeypatch):
     assert len(read_jsonl(tmp_path / "run" / "mix" / "train.jsonl")) == 28
     assert main(["mix", str(path), "totl=3"]) == 2
     assert "mlft mix: error: " in capsys.readouterr().err
+
+
+def test_a_kind_added_to_the_table_builds_without_editing_the_loader(tmp_path, monkeypatch):
+    """Mix kinds are entries of one table (mlft.data.mix_kinds), row formats of another (normalize.FORMATS): a new
+    kind (here trl's unpaired preference rows, as KTO trains on) is one entry each, and the loader, the sources and
+    the writer take it; its own refusals (a `task:` it does not take, a format it does not hold) name the field."""
+    from mlft.data.mix_kinds import MIX_KINDS, MixKind
+    from mlft.data.normalize import FORMATS, RowFormat
+    from mlft.data.sources import source_columns
+
+    def unpaired(row, cols, task=None):
+        if not isinstance(row.get(cols["label"]), bool) or not row.get(cols["completion"], "").strip():
+            return None
+        return {
+            "prompt": [{"role": "user", "content": row[cols["prompt"]]}],
+            "completion": [{"role": "assistant", "content": row[cols["completion"]]}],
+            "label": row[cols["label"]],
+        }
+
+    fmt = RowFormat("unpaired", {"prompt": "prompt", "completion": "completion", "label": "label"}, unpaired)
+    monkeypatch.setitem(FORMATS, "unpaired", fmt)
+    kind = MixKind("kto", "unpaired preference", ("unpaired",), frozenset({"prompt", "completion", "label"}))
+    monkeypatch.setitem(MIX_KINDS, "kto", kind)
+    rows = [
+        {"q": "What is two plus two?", "completion": "Four.", "label": True},
+        {"q": "Name a colour.", "completion": "Seven.", "label": False},
+        {"q": "Broken row", "completion": "", "label": True},  # malformed: skipped
+    ]
+    write_jsonl(tmp_path / "rows.jsonl", rows)
+    source = {
+        "name": "local",
+        "type": "local",
+        "path": "rows.jsonl",
+        "format": "unpaired",
+        "share": 1.0,
+        "language": "en",
+        "columns": {"prompt": "q"},
+    }
+    data = {"kind": "kto", "total": 2, "seed": 1, "decontaminate": {"enabled": False}, "sources": [source]}
+    mix = load_mix(write_mix(tmp_path, data))
+    assert source_columns(mix.sources[0], mix.kind) == {"prompt", "completion", "label"}
+    ds = build_mix(mix, tmp_path / "run", "kto", progress=False)
+    got = sorted((r["prompt"][0]["content"], r["completion"][0]["content"], r["label"]) for r in ds)
+    assert got == [("Name a colour.", "Seven.", False), ("What is two plus two?", "Four.", True)]
+    assert not (tmp_path / "run" / "mix" / "prompts.jsonl").exists()  # the kind writes no prompt file
+    assert read_jsonl(tmp_path / "run" / "mix" / "train.jsonl")[0]["source"] == "local"
+
+    for edit, message in [
+        ({"task": "monolingual"}, r"kto_bad\.yaml: mix\.sources\[0\]\.task: only prompts mixes take a task"),
+        ({"format": "messages"}, r"sources\[0\]\.format: 'messages' rows cannot feed a kto mix; use unpaired"),
+    ]:
+        bad = {**data, "sources": [{**source, **edit}]}
+        with pytest.raises(ConfigError, match=message):
+            load_mix(write_mix(tmp_path, bad, "kto_bad.yaml"))
+
+
+def test_a_source_type_added_to_the_table_feeds_a_mix(tmp_path, monkeypatch):
+    """Source types are entries of one table (mlft.data.sources.SOURCE_TYPES): a new one (here rows built in memory)
+    is checked, read, given its default languages and its columns by its entry, with no type-name branch to edit."""
+    from mlft.data.pool import Pool
+    from mlft.data.sources import SOURCE_TYPES, SourceType, source_columns
+
+    texts = {"de": ["Hallo?", "Wie geht's?"], "fr": ["Bonjour ?"]}
+
+    def check(src, kind, where, base_dir):
+        if src.path != "greetings":
+            raise ConfigError(f"{where}.path: only 'greetings' is held in memory")
+
+    def load(src, wanted, where):
+        rows = [(lang, t) for lang in wanted for t in texts[lang]]
+
+        def example(k):
+            lang, text = rows[k]
+            messages = [{"role": "user", "content": text}, {"role": "assistant", "content": f"{text} ({lang})"}]
+            return f"{src.name}:{k}", {"messages": messages}
+
+        return Pool(src.name, [lang for lang, _ in rows], example)
+
+    entry = SourceType("memory", "rows held in memory", check, load, lambda src: list(texts), lambda s, k: {"messages"})
+    monkeypatch.setitem(SOURCE_TYPES, "memory", entry)
+    source = {"name": "mem", "type": "memory", "path": "greetings", "share": 1.0, "allow_replacement": True}
+    data = {"kind": "sft", "total": 4, "seed": 2, "decontaminate": {"enabled": False}, "sources": [source]}
+    mix = load_mix(write_mix(tmp_path, data))
+    assert [(lang, n) for _, lang, n in mix.counts()] == [("de", 2), ("fr", 2)]  # its default languages
+    assert source_columns(mix.sources[0], "sft") == {"messages"}
+    ds = build_mix(mix, tmp_path / "run", "sft", progress=False)
+    assert sorted(r["messages"][1]["content"] for r in ds) == ["Bonjour ? (fr)"] * 2 + [
+        "Hallo? (de)",
+        "Wie geht's? (de)",
+    ]
+    with pytest.raises(ConfigError, match=r"mem_bad\.yaml: mix\.sources\[0\]\.path: only 'greetings'"):
+        load_mix(write_mix(tmp_path, {**data, "sources": [{**source, "path": "other"}]}, "mem_bad.yaml"))

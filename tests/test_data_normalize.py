@@ -4,7 +4,7 @@ from data_helpers import write_jsonl, write_mix
 from trl.data_utils import is_conversational
 
 from mlft.data.mix import build_mix, load_mix
-from mlft.data.normalize import column_map, to_preference, to_sft
+from mlft.data.normalize import column_map, convert_row, to_preference
 
 U, A = "user", "assistant"
 
@@ -36,12 +36,12 @@ def test_plain_text_preference_and_bad_rows():
 
 def test_sft_formats():
     share_gpt = {"conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello!"}]}
-    ex = to_sft(share_gpt, "messages", column_map("messages", {"messages": "conversations"}))
+    ex = convert_row(share_gpt, "messages", column_map("messages", {"messages": "conversations"}))
     assert ex == {"messages": [{"role": U, "content": "Hi"}, {"role": A, "content": "Hello!"}]} and is_conversational(
         ex
     )
     cols = column_map("instruction", {"input": "context", "system": "sys"})
-    ex = to_sft(
+    ex = convert_row(
         {"instruction": "Summarise.", "context": "Long text.", "response": "Short.", "sys": "Be brief."},
         "instruction",
         cols,
@@ -51,7 +51,7 @@ def test_sft_formats():
     ends_with_user = {
         "messages": [{"role": U, "content": "Hi"}, {"role": A, "content": "Yo"}, {"role": U, "content": "?"}]
     }
-    assert to_sft(ends_with_user, "messages", column_map("messages", {})) is None
+    assert convert_row(ends_with_user, "messages", column_map("messages", {})) is None
 
 
 def test_local_dpo_mix_skips_malformed_rows(tmp_path):

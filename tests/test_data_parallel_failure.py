@@ -32,7 +32,7 @@ class FakeBackend:
         return {}
 
     def generate(self, chunk, decoding, per_call):
-        from mlft.generation.backends import Result
+        from mlft.generation.requests import Result
 
         time.sleep(0.2)
         if os.environ.get("FAIL_RANK") == str(self.rank):
@@ -49,7 +49,7 @@ def worker() -> None:
     import torch.distributed as dist
 
     from mlft.generation import data_parallel
-    from mlft.generation.backends import Request
+    from mlft.generation.requests import Request
 
     rank = int(os.environ["RANK"])
     dist.init_process_group(

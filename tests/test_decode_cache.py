@@ -28,7 +28,7 @@ WORDS = "one two three four five six seven eight nine ten eleven twelve thirteen
 
 def varied_requests(n: int):
     """`n` prompts of many different lengths (8 ... ~60 words)."""
-    from mlft.generation.backends import Request
+    from mlft.generation.requests import Request
 
     return [
         Request(

@@ -102,7 +102,7 @@ def test_every_intervention_stays_on_the_device(tiny, case):
     """Faults it has caught: script_gate hard/soft mixed its CPU masks with the logits, script_gate needed and
     language_prior read the device (mask index, bool, nonzero, .cpu()), learned_gate copied the logits to the
     host, steer / contrastive / ban_tokens / the newline stop moved CPU tensors every step."""
-    from mlft.generation.gating import load_gate
+    from mlft.generation.interventions.learned_gate_training import load_gate
 
     name, variant = case
     if name in NO_STEP_CODE:
@@ -149,7 +149,7 @@ def test_the_backend_adds_no_sync_per_step(tiny, plain_syncs, sync_free, samplin
 def test_no_intervention_adds_a_sync_per_step(tiny, plain_syncs, sync_free, case):
     """Before: ban_tokens' list index, script_gate's .cpu() and mask index, language_prior's bool / nonzero /
     .cpu(), learned_gate's logits copy and bools, steer's and contrastive's per-step moves, the newline stop's."""
-    from mlft.generation.gating import load_gate
+    from mlft.generation.interventions.learned_gate_training import load_gate
 
     name, variant = case
     if name in NO_STEP_CODE:

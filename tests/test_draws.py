@@ -13,11 +13,11 @@ import pytest
 import torch
 from generation_helpers import prompts
 
-from mlft.generation.backends import Request, draw_id, draw_key, request_seed
 from mlft.generation.backends.hf import HFBackend
 from mlft.generation.decoding import Decoding
 from mlft.generation.processors import NucleusSampler, keyed_gumbel, mix32
 from mlft.generation.prompting import Prompting
+from mlft.generation.requests import Request, draw_id, draw_key, request_seed
 from mlft.generation.runner import generate_completions
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,10 +9,10 @@ from generation_helpers import prompts
 from mlft.completions import read_completions
 from mlft.evals.runner import run_suite
 from mlft.evals.suite import load_suite
-from mlft.generation.backends import Request
 from mlft.generation.backends.hf import HFBackend
 from mlft.generation.decoding import Decoding
 from mlft.generation.prompting import Prompting
+from mlft.generation.requests import Request
 from mlft.generation.runner import generate_completions
 from mlft.generation.target import Target
 

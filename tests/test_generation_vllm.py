@@ -308,8 +308,9 @@ def test_a_pass_without_interventions_registers_no_processor(vllm_backend):
     plain pass paid for them on every request. An engine of its own: the module's may already hold them."""
     import os
 
-    from mlft.generation.backends import Request, create_backend
+    from mlft.generation.backends import create_backend
     from mlft.generation.decoding import Decoding
+    from mlft.generation.requests import Request
 
     assert os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0"  # set by vllm_backend: the engine in this process
     b = create_backend(

@@ -177,9 +177,9 @@ def test_completions_record_device_and_dtype(tmp_path, embedded_model):
 def test_each_planned_batch_generates_alone_as_in_the_whole_call(embedded_model):
     """Data-parallel evaluation hands the hf backend's batches to different ranks: generated alone, each batch
     must give what the whole call gives (sampling seeds per batch, prefix cache per batch)."""
-    from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
+    from mlft.generation.requests import Request
 
     model, tok = embedded_model
     backend = HFBackend(model, tok, batch_size=16, max_batch_tokens=200)
@@ -289,10 +289,10 @@ def test_lora_eval_of_a_checkpointed_model_keeps_its_kv_cache(embedded_model):
     """Found on the H100: LoRA + activation checkpointing, the merged evaluation copy kept checkpointing on, so
     transformers forced use_cache off, the prefix KV cache was None and every in-process pass failed. Now the live
     model is evaluated (no copy): checkpointing off and the cache on for the pass, both as training had them after."""
-    from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
     from mlft.generation.models import eval_mode
+    from mlft.generation.requests import Request
 
     model, tok = embedded_model
     peft = _lora(model)
@@ -354,10 +354,10 @@ def test_training_after_a_lora_eval_is_bit_identical_to_training_without(embedde
     are bit-identical. No weight is written during the pass (a merge in place and unmerge after is not exact)."""
     import copy
 
-    from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
     from mlft.generation.models import eval_mode
+    from mlft.generation.requests import Request
 
     model, tok = embedded_model
     runs = [_lora(model)]

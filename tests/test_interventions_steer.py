@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from mlft.errors import ConfigError
-from mlft.generation.backends import Request, check_interventions
+from mlft.generation.backends import check_interventions
 from mlft.generation.interventions import build_interventions
 from mlft.generation.interventions.contrastive import ContrastiveProcessor
 from mlft.generation.interventions.steer import SteerHooks, decoder_layers
-from mlft.generation.steering import _sha256, build_vectors, load_vectors, save_vectors
+from mlft.generation.interventions.steer_vectors import _sha256, build_vectors, load_vectors, save_vectors
+from mlft.generation.requests import Request
 
 
 def tiny_llama(layers=4, hidden=32):
@@ -190,7 +191,7 @@ def _run(backend, decoding, interventions=()):
 
 @pytest.fixture(scope="module")
 def seed_vectors(embedded_model, tmp_path_factory):
-    from mlft.generation.steering import parallel_texts
+    from mlft.generation.interventions.steer_vectors import parallel_texts
 
     model, tok = embedded_model
     texts, _ = parallel_texts("seed", per_language=6, languages=["de", "en", "es", "fr", "ja"])
@@ -254,7 +255,7 @@ def test_contrastive_batch_equals_two_separate_passes(embedded_model):
 
 def test_user_text_file_and_errors(tmp_path):
     from mlft.errors import DataError
-    from mlft.generation.steering import parallel_texts
+    from mlft.generation.interventions.steer_vectors import parallel_texts
 
     good = tmp_path / "t.csv"
     good.write_text("id,text,language\n1,Hello there,en\n2,Bonjour,fr\n3,Salut,fr\n", encoding="utf-8")
@@ -286,8 +287,8 @@ def test_steer_build_refuses_unknown_language_and_too_few_texts(tmp_path, capsys
     valid codes), too few texts per language for a vector (the minimum named), a too small --per-language."""
     from mlft import cli
     from mlft.errors import DataError
-    from mlft.generation import steering
-    from mlft.generation.steering import MIN_TEXTS_PER_LANGUAGE, check_vector_texts, parallel_texts
+    from mlft.generation.interventions import steer_vectors as steering
+    from mlft.generation.interventions.steer_vectors import MIN_TEXTS_PER_LANGUAGE, check_vector_texts, parallel_texts
 
     monkeypatch.setattr("mlft.generation.models.load", lambda *a, **k: pytest.fail("model loaded"))
     bad = tmp_path / "xx.csv"

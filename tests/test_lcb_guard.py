@@ -219,7 +219,7 @@ def test_guard_quiet_on_a_good_run(degenerate_file):
 
 
 def test_fluency_proxy(embedded_model):
-    from mlft.generation.fluency import reply_nll
+    from mlft.benchmarks.lcb.fluency import reply_nll
 
     model, tok = embedded_model
     msgs = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]

@@ -416,9 +416,9 @@ def test_the_openai_backend_keeps_a_reasoning_parsers_trace(tmp_path, capsys):
     back between the default markers (unclosed when the reply ran out while thinking), where scoring splits it."""
     from generation_helpers import API_KEY, FaultServer
 
-    from mlft.generation.backends import Request
     from mlft.generation.backends.openai import OpenAIBackend
     from mlft.generation.decoding import Decoding
+    from mlft.generation.requests import Request
 
     de, ru = REPLIES[1][1], REPLIES[3][1]  # an English trace with a German answer, then with a Russian one
 

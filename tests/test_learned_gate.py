@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from mlft.errors import ConfigError
-from mlft.generation.backends import Request, check_interventions
-from mlft.generation.gating import (
+from mlft.generation.backends import check_interventions
+from mlft.generation.interventions import build_interventions
+from mlft.generation.interventions.learned_gate import LearnedGateOptions, LearnedGateProcessor, _Capture
+from mlft.generation.interventions.learned_gate_training import (
     FAMILIES,
     Gate,
     candidate_families,
@@ -27,8 +29,7 @@ from mlft.generation.gating import (
     save_gate,
     train_gate,
 )
-from mlft.generation.interventions import build_interventions
-from mlft.generation.interventions.learned_gate import LearnedGateOptions, LearnedGateProcessor, _Capture
+from mlft.generation.requests import Request
 from mlft.io.download import file_digest
 
 F = {f: i for i, f in enumerate(FAMILIES)}
@@ -351,7 +352,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def seed_gate(embedded_model, tmp_path_factory):
-    from mlft.generation.gating import seed_rows, token_families
+    from mlft.generation.interventions.learned_gate_training import seed_rows, token_families
 
     model, tok = embedded_model
     families = token_families(tok, model.get_output_embeddings().weight.shape[0])

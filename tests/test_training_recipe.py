@@ -62,15 +62,16 @@ def test_cli_overrides_beat_yaml_beat_defaults():
     assert r.evaluation.fewshot is False  # default
 
 
-def test_suite_overrides_are_parsed_once_when_the_recipe_loads():
-    """A recipe's `suite_overrides: [key=value]` (the user's syntax) arrive as the settings they set; a mapping says
-    the same; a program's typed `settings` lie over the command line's text, which lies over the YAML."""
+def test_suite_overrides_are_mappings_and_texts_are_refused_naming_the_field():
+    """A recipe's `suite_overrides: {key: value}` arrive as the settings they set; the command line sets one key
+    (`evaluation.suite_overrides.KEY=VALUE`) or the whole mapping; a program's typed `settings` lie over the command
+    line, which lies over the YAML. The old `key=value` text lists are refused, naming the field and what to write."""
     from mlft.evals.suite import load_suite
     from mlft.training.passes import passes_for
 
-    grpo = load_recipe(REPO / "recipes/cpu/grpo_summed_control.yaml")  # suite_overrides: ["judge=langdetect"]
+    grpo = load_recipe(REPO / "recipes/cpu/grpo_summed_control.yaml")  # suite_overrides: {judge: langdetect}
     assert grpo.evaluation.suite_overrides == {"judge": "langdetect"}
-    text = ["evaluation.suite_overrides=[per_language=2, decoding.max_new_tokens=32]"]
+    text = ["evaluation.suite_overrides.per_language=2", "evaluation.suite_overrides.decoding.max_new_tokens=32"]
     typed = {"evaluation": {"suite_overrides": {"per_language": 2, "decoding": {"max_new_tokens": 32}}}}
     a = load_recipe(REPO / "recipes/cpu/english_sft.yaml", text)
     b = load_recipe(REPO / "recipes/cpu/english_sft.yaml", settings=typed)
@@ -90,8 +91,25 @@ def test_suite_overrides_are_parsed_once_when_the_recipe_loads():
         and c.training_args["learning_rate"]
         == load_recipe(REPO / "recipes/cpu/english_sft.yaml").training_args["learning_rate"]
     )  # settings merge by key
-    with pytest.raises(ConfigError, match=r"evaluation.suite_overrides: override 'judge' is not of the form"):
-        load_recipe(REPO / "recipes/cpu/english_sft.yaml", ["evaluation.suite_overrides=[judge]"])
+    english = REPO / "recipes/cpu/english_sft.yaml"
+    whole = load_recipe(english, ["evaluation.suite_overrides={per_language: 2, decoding: {max_new_tokens: 32}}"])
+    assert whole.evaluation.suite_overrides == typed["evaluation"]["suite_overrides"]
+    with pytest.raises(
+        ConfigError,
+        match=r"english_sft\.yaml: evaluation\.suite_overrides: suite settings are a mapping, not key=value texts "
+        r"\(\['judge=langdetect', 'per_language=2'\]\); write \{judge: langdetect, per_language: 2\} \(on the command "
+        r"line: evaluation\.suite_overrides\.judge=langdetect evaluation\.suite_overrides\.per_language=2\)",
+    ):
+        load_recipe(english, ["evaluation.suite_overrides=[judge=langdetect, per_language=2]"])
+    with pytest.raises(
+        ConfigError, match=r"evaluation\.suite_overrides: suite settings are a mapping.*\(\['judge'\]\)$"
+    ):
+        load_recipe(english, ["evaluation.suite_overrides=[judge]"])
+    variant = {"evaluation": {"variants": [{"variant": "1-shot", "overrides": ["prompting.shots=1"]}]}}
+    with pytest.raises(
+        ConfigError, match=r"evaluation\.variants\[0\]\.overrides: .*; write \{prompting: \{shots: 1\}\}$"
+    ):
+        load_recipe(english, settings=variant)
 
 
 def _write(tmp_path, text: str, name="r.yaml") -> Path:
@@ -127,11 +145,11 @@ BASE = f"include: {REPO / 'recipes/cpu/english_sft.yaml'}\n"
         ("mix: data_mixes/cpu/english_dpo.yaml\n", r"is a 'dpo' mix but trainer 'sft' trains on a 'sft' mix"),
         ("evaluation: {suite: lcb_nope}\n", r"r.yaml: evaluation.suite: unknown eval suite 'lcb_nope'"),
         (
-            "evaluation: {suite_overrides: ['languages=[de, xx]']}\n",
+            "evaluation: {suite_overrides: {languages: [de, xx]}}\n",
             r"r.yaml: evaluation.suite: .*unknown language 'xx'",
         ),
         (
-            "evaluation: {fewshot: true, fewshot_variants: [{variant: 1-shot, overrides: [prompting.shots=9]}]}\n",
+            "evaluation: {fewshot: true, fewshot_variants: [{variant: 1-shot, overrides: {prompting: {shots: 9}}}]}\n",
             r"evaluation pass '1-shot'.*shots",
         ),
     ],

@@ -149,7 +149,7 @@ def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one
     evaluation.timeout_s. Both ranks generate (data-parallel) and write the same step-0 rows as one
     rank. global_batch_size gives the same optimizer steps on 1 and 2 processes."""
     common = [
-        "evaluation.suite_overrides=[batch_size=2]",  # lcb_tiny's 6 prompts in 3 chunks: work for both ranks
+        "evaluation.suite_overrides.batch_size=2",  # lcb_tiny's 6 prompts in 3 chunks: work for both ranks
         "training_args.max_steps=-1",
         "training_args.num_train_epochs=1",
         "global_batch_size=8",

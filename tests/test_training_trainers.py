@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mlft.data.mix_kinds import MIX_KINDS
 from mlft.errors import ConfigError
 from mlft.training.recipe import Recipe
 from mlft.training.trainers import MANAGED_ARGS, TRAINERS, trainer_entry
@@ -29,6 +30,8 @@ def test_entry_matches_installed_trl(name):
         assert "padding_free" in fields
     if entry.rewards:
         assert {"reward_weights", "use_vllm"} <= fields and entry.columns is None  # reward terms get every column
+    kind = MIX_KINDS[entry.mix_kind]  # the mix kind it trains on is an entry of the mix kinds' table
+    assert entry.columns is None or set(entry.columns) <= kind.columns  # and its rows carry the columns kept
 
 
 def test_recipe_trainer_values_are_the_table():

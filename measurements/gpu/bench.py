@@ -520,11 +520,11 @@ def stage_generate(budget_s: float) -> None:
     import torch
 
     from mlft.benchmarks.lcb.data import load_prompts
-    from mlft.generation.backends import Request
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
     from mlft.generation.models import load
     from mlft.generation.prompting import Prompting, build_input
+    from mlft.generation.requests import Request
 
     t_stage = time.time()
     new = tiny(100, 8)
@@ -782,9 +782,10 @@ def stage_lcb(backend: str, budget_s: float) -> None:
     import random
 
     from mlft.benchmarks.lcb.data import load_prompts
-    from mlft.generation.backends import Request, create_backend
+    from mlft.generation.backends import create_backend
     from mlft.generation.decoding import Decoding
     from mlft.generation.prompting import Prompting, build_input
+    from mlft.generation.requests import Request
 
     t_stage = time.time()
     plan = lcb_plan(backend)

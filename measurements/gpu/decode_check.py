@@ -150,7 +150,7 @@ def build(mode: str, device: str, dtype=None, layers: int | None = None):
 
 
 def prompts(mode: str, n: int, seed: int = 0, words: tuple[int, int] | None = None):
-    from mlft.generation.backends import Request
+    from mlft.generation.requests import Request
 
     s = SETTINGS[mode]
     rng = random.Random(seed)
@@ -342,9 +342,9 @@ def stage_batch_invariance(ctx):
     import torch
 
     from mlft.generation import sync_count
-    from mlft.generation.backends import draw_key
     from mlft.generation.backends.hf import HFBackend
     from mlft.generation.decoding import Decoding
+    from mlft.generation.requests import draw_key
 
     s = SETTINGS[ctx.mode]
     reqs = prompts(ctx.mode, s["check_prompts"], seed=6, words=(4, 40))

@@ -94,7 +94,7 @@ def run(args) -> int:
     import time
 
     from mlft.data.seed import ALL
-    from mlft.generation.gating import (
+    from mlft.generation.interventions.learned_gate_training import (
         FAMILIES,
         distill,
         evaluate_gate,
@@ -105,8 +105,8 @@ def run(args) -> int:
         token_families,
         train_gate,
     )
+    from mlft.generation.interventions.steer_vectors import seed_records
     from mlft.generation.models import load, resolve
-    from mlft.generation.steering import seed_records
     from mlft.provenance import model_provenance
 
     sources = _check(args)

@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
 
 def _arguments(p) -> None:
     """The actions and their flags (--per-language names steering's minimum), defined when `mlft steer` is used."""
-    from mlft.generation.steering import MIN_TEXTS_PER_LANGUAGE
+    from mlft.generation.interventions.steer_vectors import MIN_TEXTS_PER_LANGUAGE
 
     s = p.add_subparsers(dest="steer_command", metavar="ACTION", required=True)
     b = s.add_parser(
@@ -50,14 +50,14 @@ def _arguments(p) -> None:
 def run(args) -> int:
     import time
 
-    from mlft.generation.models import load, resolve
-    from mlft.generation.steering import (
+    from mlft.generation.interventions.steer_vectors import (
         MIN_TEXTS_PER_LANGUAGE,
         build_vectors,
         check_vector_texts,
         parallel_texts,
         save_vectors,
     )
+    from mlft.generation.models import load, resolve
     from mlft.provenance import model_provenance
 
     try:

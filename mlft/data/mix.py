@@ -19,6 +19,7 @@ import yaml
 
 from mlft.data.decontaminate import DecontaminationReport, build_index
 from mlft.data.mix_config import DecontaminationConfig, MixConfig, SourceConfig, load_mix, validate
+from mlft.data.mix_kinds import mix_kind
 from mlft.data.prompt_file import PROMPT_FILE, prompt_rows
 from mlft.data.sources import Pool, load_pool
 from mlft.data.stats import mix_stats
@@ -33,6 +34,7 @@ def build_mix(mix: MixConfig, out_dir: str | Path, kind: str | None = None, toke
 
     `kind` (sft | dpo), when given, must match the mix's own; `tokenizer` makes stats count its tokens."""
     where = f"{mix.path}: mix"
+    entry = mix_kind(mix.kind, f"{where}.kind")
     if kind is not None and kind != mix.kind:
         raise ConfigError(f"{where}.kind: the mix holds {mix.kind} rows but a {kind} run was asked for")
     index = build_index(mix.decontaminate, where)
@@ -44,7 +46,7 @@ def build_mix(mix: MixConfig, out_dir: str | Path, kind: str | None = None, toke
     bar = _progress(len(counts), progress, "mix")
     for i, src in enumerate(mix.sources):
         cells = [(lang, n) for j, lang, n in counts if j == i]
-        pool = load_pool(src, mix.kind, [lang for lang, _ in cells], f"{where}.sources[{i}]")
+        pool = load_pool(src, [lang for lang, _ in cells], f"{where}.sources[{i}]")
         for lang, n in cells:
             rows += _sample_cell(pool, src, lang, n, mix.seed, index, report, f"{where}.sources[{i}]")
             if bar is not None:
@@ -55,7 +57,7 @@ def build_mix(mix: MixConfig, out_dir: str | Path, kind: str | None = None, toke
         for row in rows:
             row.setdefault("answer", None)
     random.Random(f"{mix.seed}/shuffle").shuffle(rows)
-    _write(mix, rows, report, Path(out_dir) / "mix", counts, tokenizer)
+    _write(mix, entry.prompt_file, rows, report, Path(out_dir) / "mix", counts, tokenizer)
     import datasets
 
     return datasets.Dataset.from_list(rows)
@@ -109,7 +111,9 @@ def _progress(total: int, enabled: bool, desc: str):
     return tqdm(total=total, desc=desc, unit="cell", leave=False)
 
 
-def _write(mix: MixConfig, rows: list[dict], report: DecontaminationReport, out: Path, counts, tokenizer) -> None:
+def _write(
+    mix: MixConfig, prompt_file: bool, rows: list[dict], report: DecontaminationReport, out: Path, counts, tokenizer
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "train.jsonl.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -124,6 +128,6 @@ def _write(mix: MixConfig, rows: list[dict], report: DecontaminationReport, out:
         json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     (out / "mix.yaml").write_text(yaml.safe_dump(asdict(mix), sort_keys=False, allow_unicode=True), encoding="utf-8")
-    listed = prompt_rows(rows) if mix.kind == "prompts" else None
+    listed = prompt_rows(rows) if prompt_file else None
     if listed is not None:  # the prompts as a prompt file (`mlft eval --prompts`), each id once
         write_jsonl(out / PROMPT_FILE, listed)

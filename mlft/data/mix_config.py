@@ -14,14 +14,14 @@ from typing import Literal
 
 from mlft.config import apply_overrides, did_you_mean, from_dict, load_yaml
 from mlft.constants import TASKS
-from mlft.data.normalize import FORMATS, KIND_FORMATS
-from mlft.data.parallel_corpus import subset_languages, validate_parallel
+from mlft.data.mix_kinds import MIX_KINDS, kinds_help, mix_kind
+from mlft.data.normalize import FORMATS
 from mlft.data.seed import SEED_SETS
+from mlft.data.sources import SOURCE_TYPES, source_type
 from mlft.errors import ConfigError
 from mlft.languages import check_language
 
 SHARE_TOLERANCE = 1e-6
-LOCAL_SUFFIXES = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv"}
 
 
 @dataclass
@@ -59,12 +59,7 @@ class ParallelConfig:
 @dataclass
 class SourceConfig:
     name: str = field(metadata={"help": "Tag written into every row's `source` column (unique in the mix)."})
-    type: Literal["hub", "local", "seed"] = field(
-        metadata={
-            "help": "hub: a Hugging Face dataset (datasets.load_dataset); local: a JSON/JSONL/parquet/CSV file; "
-            "seed: one of mlft's own seed sets."
-        }
-    )
+    type: str = field(metadata={"help": "; ".join(f"{t.name}: {t.help}" for t in SOURCE_TYPES.values()) + "."})
     path: str = field(
         metadata={
             "help": "hub: dataset id; local: file path (relative to the mix file); seed: set name "
@@ -105,8 +100,9 @@ class SourceConfig:
             "unless the `task` column says; default monolingual."
         },
     )
-    format: Literal["messages", "instruction", "preference", "prompt"] | None = field(
-        default=None, metadata={"help": "Row format (see mlft/data/normalize.py); seed sets know their own."}
+    format: str | None = field(
+        default=None,
+        metadata={"help": f"Row format ({', '.join(FORMATS)}; see mlft/data/normalize.py); seed sets know their own."},
     )
     columns: dict[str, str] = field(
         default_factory=dict, metadata={"help": "Format role -> column name, e.g. {prompt: inputs, response: targets}."}
@@ -155,12 +151,7 @@ class DecontaminationConfig:
 
 @dataclass
 class MixConfig:
-    kind: Literal["sft", "dpo", "prompts"] = field(
-        metadata={
-            "help": "sft: chat `messages`; dpo: prompt/chosen/rejected; prompts: prompt-only rows with the requested "
-            "reply `language` and `task` (online RL, trainer grpo)."
-        }
-    )
+    kind: str = field(metadata={"help": kinds_help()})  # one of mlft.data.mix_kinds.MIX_KINDS
     total: int = field(metadata={"help": "Rows in the final mix."})
     sources: list[SourceConfig] = field(metadata={"help": "Where the rows come from and their shares."})
     seed: int = field(default=0, metadata={"help": "Seed of every sampling and shuffling step."})
@@ -194,11 +185,7 @@ class MixConfig:
 def _default_languages(src: SourceConfig) -> list[str | None]:
     if src.language:
         return [src.language]
-    if src.parallel:
-        return list(subset_languages(src).values())
-    if src.type == "seed":
-        return list(SEED_SETS[src.path].languages)
-    return [None]
+    return SOURCE_TYPES[src.type].languages(src)
 
 
 def load_mix(path: str | Path, overrides=()) -> MixConfig:
@@ -215,6 +202,7 @@ def load_mix(path: str | Path, overrides=()) -> MixConfig:
 
 def validate(mix: MixConfig, where: str, base_dir: Path = Path(".")) -> None:
     """Semantic checks from_dict cannot do; resolves local paths against `base_dir`. Raises ConfigError."""
+    mix_kind(mix.kind, f"{where}.kind")
     if mix.total < 1:
         raise ConfigError(f"{where}.total: must be a positive number of rows, got {mix.total}")
     if not mix.sources:
@@ -247,45 +235,14 @@ def _source_share(src: SourceConfig) -> float:
 
 
 def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> None:
-    if src.parallel is not None:
-        validate_parallel(src, kind, w)
-    elif src.type == "seed":
-        if src.path not in SEED_SETS:
-            raise ConfigError(
-                f"{w}.path: unknown seed set {src.path!r}{did_you_mean(src.path, SEED_SETS)}; "
-                f"valid: {', '.join(SEED_SETS)}"
-            )
-        seed_set = SEED_SETS[src.path]
-        if seed_set.kind != kind:
-            raise ConfigError(f"{w}.path: seed set {src.path!r} holds {seed_set.kind} rows, the mix is kind {kind!r}")
-        if src.format or src.columns or src.language_column or src.task:
-            raise ConfigError(
-                f"{w}: seed sets know their format, task and languages; drop format/columns/language_column/task"
-            )
-    else:
-        if src.format is None:
-            raise ConfigError(f"{w}.format: required for {src.type} sources; one of {', '.join(FORMATS)}")
-        if src.format not in KIND_FORMATS[kind]:
-            raise ConfigError(
-                f"{w}.format: {src.format!r} rows cannot feed a {kind} mix; use {' or '.join(KIND_FORMATS[kind])}"
-            )
-        for role in src.columns:
-            if role not in FORMATS[src.format]:
-                raise ConfigError(
-                    f"{w}.columns: unknown role {role!r} for format {src.format!r}"
-                    f"{did_you_mean(role, FORMATS[src.format])}; valid: {', '.join(FORMATS[src.format])}"
-                )
-        if not src.language and not src.language_column:
-            raise ConfigError(f"{w}: say which language the rows are in: `language: en` or `language_column: ...`")
-    if src.task is not None and kind != "prompts":
-        raise ConfigError(f"{w}.task: only prompts mixes take a task (the mix is kind {kind!r})")
-    if src.type == "local":
-        file = Path(src.path) if Path(src.path).is_absolute() else base_dir / src.path
-        if not file.is_file():
-            raise ConfigError(f"{w}.path: file not found: {file}")
-        if file.suffix.lower() not in LOCAL_SUFFIXES:
-            raise ConfigError(f"{w}.path: {file.name}: unsupported file type; use {', '.join(LOCAL_SUFFIXES)}")
-        src.path = str(file.resolve())
+    entry = source_type(src.type, f"{w}.type")
+    if src.parallel is not None and not entry.parallel:
+        able = " / ".join(f"`type: {t.name}`" for t in SOURCE_TYPES.values() if t.parallel)
+        raise ConfigError(f"{w}.parallel: only {able} sources can be parallel (got {src.type!r})")
+    entry.check(src, kind, w, base_dir)
+    if src.task is not None and not mix_kind(kind).takes_task:
+        takers = " / ".join(k.name for k in MIX_KINDS.values() if k.takes_task)
+        raise ConfigError(f"{w}.task: only {takers} mixes take a task (the mix is kind {kind!r})")
     if src.language:
         check_language(src.language, f"{w}.language")
         if src.language_column:
@@ -315,10 +272,3 @@ def _validate_source(src: SourceConfig, kind: str, w: str, base_dir: Path) -> No
     chosen = list(langs) if langs else []
     if src.language and any(lang != src.language for lang in chosen):
         raise ConfigError(f"{w}.languages: the rows are all {src.language!r} (`language`), cannot take {chosen}")
-    if src.type == "seed":
-        have = SEED_SETS[src.path].languages
-        missing = [lang for lang in chosen if lang not in have]
-        if missing:
-            raise ConfigError(
-                f"{w}.languages: seed set {src.path!r} has no {', '.join(missing)} rows; it has {', '.join(have)}"
-            )

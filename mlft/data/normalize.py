@@ -14,21 +14,18 @@ Row formats a source may declare (`format:` in the mix), with the columns they r
                                    (monolingual | crosslingual) is optional (the source's `task:` else); `answer`
                                    (off unless `columns: {answer: COLUMN}`) keeps a verifiable prompt's reference
                                    answer, which reward terms that check it read (mlft/training/answer_reward.py)
+Each format is one entry of `FORMATS` (its roles, optional roles and converter); which formats feed which mix kind
+is the mix kinds' table (mlft/data/mix_kinds.py). Nothing here tests a format's or a kind's name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from mlft.errors import DataError
 
-FORMATS: dict[str, dict[str, str | None]] = {
-    "messages": {"messages": "messages"},
-    "instruction": {"prompt": "instruction", "response": "response", "input": None, "system": None},
-    "preference": {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"},
-    "prompt": {"prompt": "prompt", "task": "task", "answer": None},
-}
-KIND_FORMATS = {"sft": ("messages", "instruction"), "dpo": ("preference",), "prompts": ("prompt",)}
 PROMPT_TASKS = ("monolingual", "crosslingual")
-OPTIONAL_COLUMNS = {"input", "system", "prompt"}  # "prompt" is optional for preference rows only
 
 _ROLES = {
     "user": "user",
@@ -42,7 +39,7 @@ _ROLES = {
 
 
 def column_map(fmt: str, overrides: dict[str, str]) -> dict[str, str | None]:
-    cols = dict(FORMATS[fmt])
+    cols = dict(FORMATS[fmt].roles)
     cols.update(overrides)
     return cols
 
@@ -52,8 +49,7 @@ def check_columns(available: list[str], fmt: str, cols: dict[str, str | None], w
     for role, column in cols.items():
         if column is None:
             continue
-        optional = role in ("input", "system", "task", "answer") or (fmt == "preference" and role == "prompt")
-        if column not in available and not optional:
+        if column not in available and role not in FORMATS[fmt].optional:
             raise DataError(
                 f"{where}.columns.{role}: column {column!r} not found; the data has "
                 f"{', '.join(available) or 'no columns'}"
@@ -82,28 +78,38 @@ def _valid(messages: list[dict]) -> bool:
     return bool(messages) and all(m["content"].strip() for m in messages)
 
 
-def to_sft(row: dict, fmt: str, cols: dict[str, str | None]) -> dict | None:
-    """{"messages": [...]} ending with an assistant turn, or None if the row is empty/malformed."""
-    try:
-        if fmt == "messages":
-            messages = _messages(row[cols["messages"]], "user", "messages")
-        else:
-            prompt = row[cols["prompt"]]
-            if cols.get("input") and row.get(cols["input"]):
-                prompt = f"{prompt}\n\n{row[cols['input']]}"
-            messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": row[cols["response"]]}]
-            if cols.get("system") and row.get(cols["system"]):
-                messages.insert(0, {"role": "system", "content": row[cols["system"]]})
-            if not all(isinstance(m["content"], str) for m in messages):
-                return None
-    except (ValueError, KeyError, TypeError):
-        return None
+def _finish_sft(messages: list[dict]) -> dict | None:
     if not _valid(messages) or messages[-1]["role"] != "assistant" or not any(m["role"] == "user" for m in messages):
         return None
     return {"messages": messages}
 
 
-def to_preference(row: dict, cols: dict[str, str | None]) -> dict | None:
+def messages_to_sft(row: dict, cols: dict[str, str | None], task: str | None = None) -> dict | None:
+    """{"messages": [...]} ending with an assistant turn from a `messages` row, or None if empty/malformed."""
+    try:
+        messages = _messages(row[cols["messages"]], "user", "messages")
+    except (ValueError, KeyError, TypeError):
+        return None
+    return _finish_sft(messages)
+
+
+def instruction_to_sft(row: dict, cols: dict[str, str | None], task: str | None = None) -> dict | None:
+    """{"messages": [(system), user, assistant]} from an `instruction` row, or None if empty/malformed."""
+    try:
+        prompt = row[cols["prompt"]]
+        if cols.get("input") and row.get(cols["input"]):
+            prompt = f"{prompt}\n\n{row[cols['input']]}"
+        messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": row[cols["response"]]}]
+        if cols.get("system") and row.get(cols["system"]):
+            messages.insert(0, {"role": "system", "content": row[cols["system"]]})
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not all(isinstance(m["content"], str) for m in messages):
+        return None
+    return _finish_sft(messages)
+
+
+def to_preference(row: dict, cols: dict[str, str | None], task: str | None = None) -> dict | None:
     """{"prompt", "chosen", "rejected"} with assistant-only completions, or None if malformed."""
     try:
         chosen = _messages(row[cols["chosen"]], "assistant", "chosen")
@@ -145,6 +151,50 @@ def to_prompt(row: dict, cols: dict[str, str | None], task: str | None = None) -
             return None
         return {"prompt": prompt, "task": task, "answer": answer}
     return {"prompt": prompt, "task": task}
+
+
+@dataclass(frozen=True)
+class RowFormat:
+    """A row format a hub or local source may declare (`format:`): the roles it reads, with their default columns
+    (None: off unless the source maps it in `columns:`), the roles a row may lack, and its converter
+    `(row, columns, task) -> example | None` (None: a malformed row, skipped and counted; `task` is the source's
+    `task:`, which only prompt rows read)."""
+
+    name: str
+    roles: dict[str, str | None]
+    convert: Callable[[dict, dict[str, str | None], str | None], dict | None]
+    optional: frozenset[str] = frozenset()
+
+
+FORMATS: dict[str, RowFormat] = {
+    f.name: f
+    for f in (
+        RowFormat("messages", {"messages": "messages"}, messages_to_sft),
+        RowFormat(
+            "instruction",
+            {"prompt": "instruction", "response": "response", "input": None, "system": None},
+            instruction_to_sft,
+            optional=frozenset({"input", "system"}),
+        ),
+        RowFormat(
+            "preference",
+            {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"},
+            to_preference,
+            optional=frozenset({"prompt"}),  # the shared prefix of chosen / rejected is the prompt when absent
+        ),
+        RowFormat(
+            "prompt",
+            {"prompt": "prompt", "task": "task", "answer": None},
+            to_prompt,
+            optional=frozenset({"task", "answer"}),
+        ),
+    )
+}
+
+
+def convert_row(row: dict, fmt: str, cols: dict[str, str | None], task: str | None = None) -> dict | None:
+    """The normalised example of `row` in format `fmt`, or None if it is empty or malformed."""
+    return FORMATS[fmt].convert(row, cols, task)
 
 
 def prompt_turns(example: dict) -> list[str]:

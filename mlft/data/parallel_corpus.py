@@ -48,8 +48,6 @@ def _targets(src) -> list[str]:
 def validate_parallel(src, kind: str, w: str) -> None:
     """Check a source with a `parallel:` block before any data is read; raises ConfigError naming the key."""
     par = src.parallel
-    if src.type != "hub":
-        raise ConfigError(f"{w}.parallel: only `type: hub` sources can be parallel (got {src.type!r})")
     if BUILD_KIND[par.build] != kind:
         raise ConfigError(
             f"{w}.parallel.build: {par.build!r} makes {BUILD_KIND[par.build]} rows, the mix is kind {kind!r}"

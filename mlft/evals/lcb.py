@@ -20,6 +20,7 @@ from pathlib import Path
 
 from mlft.benchmarks.answers import extract_number
 from mlft.benchmarks.lcb.confusion import analyze, confusion_table
+from mlft.benchmarks.lcb.fluency import reply_nll
 from mlft.benchmarks.lcb.judge import judge_report, metric_name
 from mlft.benchmarks.lcb.scoring import outcomes_from, score_completions
 from mlft.benchmarks.lcb.traces import (
@@ -37,7 +38,6 @@ from mlft.evals.lcb_options import LcbOptions, Run, answer_key, runs, select_pro
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.evals.runner import progress_desc
 from mlft.generation.decoding import Decoding
-from mlft.generation.fluency import reply_nll
 from mlft.generation.runner import generate_completions
 from mlft.io.jsonl import read_jsonl, write_jsonl
 from mlft.io.metric_rows import MetricRow

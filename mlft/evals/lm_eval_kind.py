@@ -33,8 +33,9 @@ from typing import Literal
 
 from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
-from mlft.generation.backends import Request, able, backend_class, backend_options
+from mlft.generation.backends import able, backend_class, backend_options
 from mlft.generation.decoding import Decoding
+from mlft.generation.requests import Request
 from mlft.generation.rng import preserved_rng
 from mlft.harness import check_tasks, require_lm_eval
 from mlft.io.metric_rows import HarnessStats, MetricRow

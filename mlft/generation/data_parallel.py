@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 
 from mlft.console import get_logger
 from mlft.errors import BackendError
-from mlft.generation.backends import Request, Result
 from mlft.generation.backends.hf import HFBackend
 from mlft.generation.interventions import build_interventions, describe_all
 from mlft.generation.models import eval_mode
+from mlft.generation.requests import Request, Result
 
 log = get_logger(__name__)
 STOP = "mlft-parallel-stop"

@@ -161,7 +161,7 @@ class NucleusSampler(NucleusWarper):
 
     The draw is Gumbel-max over the nucleus: argmax of (scaled logit + Gumbel noise) among the nucleus tokens is
     an exact draw from the renormalised nucleus distribution. With `keys` ([rows, 2],
-    `mlft.generation.backends.draw_key` per row) the
+    `mlft.generation.requests.draw_key` per row) the
     noise of a row is keyed by its request and the step (`keyed_gumbel`): a reply depends only on (model, prompt,
     decoding, seed, request id), not on batch size, batch composition, memory budget, ranks, resume or order,
     and the same key gives common random numbers across checkpoints. Without keys, the noise comes from

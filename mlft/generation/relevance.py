@@ -7,7 +7,7 @@ both under the same chat template; the baseline is an empty user turn (`neutral`
 form (`contrast`, a distractor: what any question makes likely, a refusal or a promise, cancels). What is left
 is how much the prompt makes the reply more likely. It needs no download: the reference model is the embedded
 SmolLM2-135M-Instruct (`mlft.generation.models.load(None)`), and the per-token NLL is the fluency proxy's
-(mlft.generation.fluency), so the two scores see the same tokens.
+(mlft.benchmarks.lcb.fluency), so the two scores see the same tokens.
 
 PMI alone pays an **echo** of the prompt the most (copying is what a prompt makes likeliest), so `judge` also
 flags a reply whose units are mostly the prompt's own (`echo_share`: the share of the reply's word bigrams, or
@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mlft.benchmarks.lcb.fluency import reply_nll
 from mlft.data.text import units
-from mlft.generation.fluency import reply_nll
 
 NEUTRAL = [{"role": "user", "content": ""}]  # the "no prompt" context: the chat template around nothing
 # chosen on the first half of tests/data/relevance_labelled.jsonl (measurements/relevance_judge.py): of the PMI

@@ -28,10 +28,10 @@ from tqdm.auto import tqdm
 from mlft.benchmarks.lcb.data import Prompt
 from mlft.errors import ConfigError
 from mlft.generation import data_parallel
-from mlft.generation.backends import Request, Result, draw_id
 from mlft.generation.decoding import Decoding
 from mlft.generation.interventions import describe_all, split
 from mlft.generation.prompting import Prompting, build_input, cut_answer
+from mlft.generation.requests import Request, Result, draw_id
 from mlft.io.jsonl import JsonlAppender, read_jsonl, write_jsonl
 from mlft.io.locks import OutputLock
 

@@ -44,7 +44,7 @@ from mlft.completions import read_completions
 from mlft.console import get_logger
 from mlft.constants import GUARD_METRICS, METRICS, VALID_SHARE
 from mlft.errors import DataError, MlftError
-from mlft.generation.backends import draw_id
+from mlft.generation.requests import draw_id
 from mlft.io.curve_file import CURVES, PASSES, REWARD_CURVES, ROLLOUTS
 from mlft.io.jsonl import read_jsonl
 from mlft.languages import NON_LATIN

@@ -4,9 +4,9 @@ A seeds results file (`docs/results/demo_seeds.json`, written by measurements/de
 rows of that seed's `mlft demo` mitigation table (`seeds`: {seed: [{label, base, tasks: {task: {metric: cell}}}]},
 each cell {value, low, high, p_vs_base} in fractions as in a demo results file; a cell recorded from a printout
 holds `half`, the printed half-width, instead of bounds it never printed). From it: each row's gain over the base
-row in each seed, and the mean gain over the seeds with its t-interval (`mlft.stats.means.seed_interval`). Three seeds are
-three draws: "holds in each seed" is a vote; the interval is the estimate, and a claim is "up" / "down" only where
-it excludes 0.
+row in each seed, and the mean gain over the seeds with its t-interval (`mlft.stats.means.seed_interval`). Three
+seeds are three draws: "holds in each seed" is a vote; the interval is the estimate, and a claim is "up" / "down"
+only where it excludes 0.
 """
 
 from __future__ import annotations

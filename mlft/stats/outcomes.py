@@ -36,7 +36,7 @@ class Outcome:
     line_error: bool  # a counted line is in another language
     word_error: bool  # WPR failure (official: only set for counted, line-clean replies)
     degenerate: bool  # mlft.benchmarks.lcb.guard.is_degenerate(reply)
-    nll: float | None = None  # mean token NLL under a reference LM (mlft.generation.fluency)
+    nll: float | None = None  # mean token NLL under a reference LM (mlft.benchmarks.lcb.fluency)
     validity: float | None = (
         None  # share of known words (mlft.benchmarks.lcb.guard.lexical_validity); None: not measured
     )

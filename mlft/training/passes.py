@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mlft.config import as_settings, deep_merge
+from mlft.config import deep_merge
 from mlft.console import get_logger
 from mlft.constants import FEWSHOT_BASELINES, METRICS
 from mlft.errors import ConfigError
@@ -43,17 +43,13 @@ class PassVariant:
     suite: str | None = field(
         default=None, metadata={"help": "Suite name or path; null = the evaluation suite (with its suite_overrides)."}
     )
-    overrides: dict[str, Any] | list[str] = field(
-        default_factory=dict,
-        metadata={"help": "Settings of the suite: key=value texts (parsed when the recipe loads) or a mapping."},
+    overrides: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "Settings of the suite, a mapping (e.g. {prompting: {shots: 1}})."}
     )
     interventions: list[dict] = field(
         default_factory=list,
         metadata={"help": "Inference-time interventions [{name: ..., <options>}] added to the suite's."},
     )
-
-    def __post_init__(self):  # text (a recipe's key=value) is parsed once, here
-        self.overrides = as_settings(self.overrides, f"variant {self.variant!r}: overrides")
 
 
 PromptVariant = PassVariant  # the name before interventions existed
@@ -66,11 +62,11 @@ class EvaluationOptions:
         default="lcb_quick",
         metadata={"help": "Eval suite run at train start and after every checkpoint (name in eval/ or a path)."},
     )
-    suite_overrides: dict[str, Any] | list[str] = field(
+    suite_overrides: dict[str, Any] = field(
         default_factory=dict,
         metadata={
-            "help": "Settings of the suite: key=value texts (parsed when the recipe loads) or a mapping, laid over the "
-            "suite file (validated by the suite loader)."
+            "help": "Settings of the suite, a mapping (e.g. {judge: langdetect}), laid over the suite file (validated "
+            "by the suite loader)."
         },
     )
     at_start: bool = field(default=True, metadata={"help": "Evaluate the starting model (step 0 baseline)."})
@@ -148,9 +144,6 @@ class EvaluationOptions:
             "training, gpu_memory_utilization is also capped to the GPU memory the training process leaves free."
         },
     )
-
-    def __post_init__(self):  # text (a recipe's key=value) is parsed once, here
-        self.suite_overrides = as_settings(self.suite_overrides, "evaluation.suite_overrides")
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from mlft.config import apply_overrides, coerce, deep_merge, did_you_mean, from_dict, load_yaml
+from mlft.config import apply_overrides, coerce, deep_merge, did_you_mean, from_dict, load_yaml, parse_overrides
 from mlft.console import get_logger, rank
 from mlft.data.mix import load_mix
 from mlft.data.sources import source_columns
@@ -482,6 +482,32 @@ def accumulation_steps(recipe: Recipe, world_size: int, where: str = "global_bat
     return recipe.global_batch_size // per_step
 
 
+def refuse_setting_texts(data: dict, src: str) -> None:
+    """A suite's settings in a recipe are a mapping (`suite_overrides: {judge: langdetect}`, a variant's `overrides:`
+    too): the `key=value` text lists recipes once wrote (`suite_overrides: ["judge=langdetect"]`) are refused, naming
+    the field and the mapping to write (and the command line's form), so settings are typed where they enter."""
+    ev = data.get("evaluation")
+    if not isinstance(ev, dict):
+        return
+    fields = [("evaluation.suite_overrides", ev.get("suite_overrides"))]
+    for key in ("variants", "fewshot_variants"):
+        items = ev.get(key) if isinstance(ev.get(key), list) else []
+        fields += [
+            (f"evaluation.{key}[{i}].overrides", v.get("overrides")) for i, v in enumerate(items) if isinstance(v, dict)
+        ]
+    for where, value in fields:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(x, str) for x in value):
+            continue
+        try:
+            mapping = yaml.safe_dump(parse_overrides(list(value), f"{src}: {where}"), default_flow_style=True).strip()
+            hint = f"; write {mapping}" + (
+                f" (on the command line: {' '.join(f'{where}.{x.strip()}' for x in value)})" if "[" not in where else ""
+            )
+        except ConfigError:
+            hint = ""
+        raise ConfigError(f"{src}: {where}: suite settings are a mapping, not key=value texts ({list(value)}){hint}")
+
+
 def load_recipe(
     path: str | Path,
     overrides: list[str] | tuple[str, ...] = (),
@@ -495,6 +521,7 @@ def load_recipe(
     src = str(path)
     data = load_yaml(path, shipped="recipes")
     data = deep_merge(apply_overrides(data, list(overrides)), settings or {})
+    refuse_setting_texts(data, src)
     recipe = from_dict(Recipe, data, src)
     recipe.source = src
     if recipe.run_dir is None:

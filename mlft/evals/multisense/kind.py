@@ -21,8 +21,8 @@ from mlft.config import from_dict
 from mlft.errors import ConfigError
 from mlft.evals.multisense import pipeline
 from mlft.evals.registry import EvalKind, KindOutput
-from mlft.generation.backends import Request
 from mlft.generation.decoding import Decoding
+from mlft.generation.requests import Request
 from mlft.io.metric_rows import rows_of
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mlft.errors import ConfigError, ModelError
-from mlft.generation.backends import Capabilities, Request, Result, cut_reply, draw_key, encode_request
+from mlft.generation.backends import Capabilities, cut_reply, encode_request
 from mlft.generation.backends.hf_cache import KVCaches, _cache_kwarg, _flash_attention
 from mlft.generation.batching import (
     BatchBudget,
@@ -51,6 +51,7 @@ from mlft.generation.interventions.contrastive import PairedRows
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.models import load
 from mlft.generation.processors import GreedyPicker, NewlineStop, NucleusSampler, NucleusWarper, StepLog
+from mlft.generation.requests import Request, Result, draw_key
 
 
 @dataclass

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS
 from mlft.errors import BackendError, ConfigError
-from mlft.generation.backends import Capabilities, Request, Result, request_seed
+from mlft.generation.backends import Capabilities
+from mlft.generation.requests import Request, Result, request_seed
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 FATAL_STATUS = {401: "the API key was rejected", 403: "access forbidden", 404: "not found (check base URL / model)"}

@@ -41,18 +41,11 @@ from typing import Literal
 
 from mlft.console import get_logger, quiet_transformers
 from mlft.errors import ConfigError, ModelError
-from mlft.generation.backends import (
-    Capabilities,
-    Request,
-    Result,
-    cut_reply,
-    encode_request,
-    request_seed,
-    vllm_support,
-)
+from mlft.generation.backends import Capabilities, cut_reply, encode_request, vllm_support
 from mlft.generation.backends.vllm_steps import KEY, STATS
 from mlft.generation.interventions.vocab import vocab_index
 from mlft.generation.models import DEFAULT_MODEL, load, resolve
+from mlft.generation.requests import Request, Result, request_seed
 from mlft.paths import cache_dir
 
 log = get_logger(__name__)

@@ -1,9 +1,9 @@
 """The learned Language Confusion Gate at decoding (Zhang et al., ICLR 2026): a small MLP on the model's last hidden
 state predicts which token families the next token may come from; families are masked only when needed.
 
-The gate comes from `mlft gate train` (mlft.generation.gating: self-distilled on the frozen model's own hidden
-states; families cj, hangul, devanagari, arabic, cyrillic, latin, other, fragment, symbol). At each step, per row
-(as the paper's code, lcg_plugin/merge_apply_top_k_p.py):
+The gate comes from `mlft gate train` (`learned_gate_training.py` beside this file: self-distilled on the frozen
+model's own hidden states; families cj, hangul, devanagari, arabic, cyrillic, latin, other, fragment, symbol).
+At each step, per row (as the paper's code, lcg_plugin/merge_apply_top_k_p.py):
 
   allowed   the families with gate probability >= `threshold`, and always the most likely one; with `keep_last`
             also the family of the reply's last letter token (so a reply may go on in the language it is in);
@@ -30,8 +30,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mlft.errors import ConfigError
-from mlft.generation.gating import FAMILIES, MASKABLE, candidate_families, load_gate, logsumexp
 from mlft.generation.interventions import Intervention, register
+from mlft.generation.interventions.learned_gate_training import (
+    FAMILIES,
+    MASKABLE,
+    candidate_families,
+    load_gate,
+    logsumexp,
+)
 from mlft.generation.sync_count import host_checks
 
 

@@ -19,8 +19,8 @@ from mlft.benchmarks.lcb.guard import is_degenerate
 from mlft.benchmarks.lcb.metrics import normalize
 from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.errors import ConfigError
-from mlft.generation.backends import Request, Result
 from mlft.generation.interventions import Intervention, register
+from mlft.generation.requests import Request, Result
 from mlft.langid import check_lid_spec, identifier
 
 

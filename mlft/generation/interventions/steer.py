@@ -1,8 +1,8 @@
 """Activation steering with language vectors (ReCoVeR- and ITLC-style): at chosen decoder layers, add to the
 residual stream the direction from the reply's *source* language to its *target* language.
 
-Vectors come from `mlft steer build` (mlft.generation.steering): per language, the mean residual state of
-parallel text at each layer (method `mean`, as ReCoVeR: the language's mean minus the mean over languages) or
+Vectors come from `mlft steer build` (`steer_vectors.py` beside this file): per language, the mean residual
+state of parallel text at each layer (method `mean`, as ReCoVeR: the language's mean minus the mean over languages) or
 its LDA-discriminant part at one layer (method `lda`, as ITLC: class means in LDA space mapped back to the
 residual space). They are saved as safetensors with a provenance JSON beside (sources, checksums, model).
 
@@ -25,7 +25,7 @@ from typing import Literal
 
 from mlft.errors import ConfigError
 from mlft.generation.interventions import Intervention, register
-from mlft.generation.steering import decoder_layers, load_vectors
+from mlft.generation.interventions.steer_vectors import decoder_layers, load_vectors
 from mlft.langid import check_lid_spec, identifier
 from mlft.provenance import read_sidecar
 

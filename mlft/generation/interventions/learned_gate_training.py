@@ -38,8 +38,8 @@ from pathlib import Path
 from mlft.data.crosslingual import crosslingual_prompt
 from mlft.data.seed import heldout_items, training_items
 from mlft.errors import ConfigError, DataError
+from mlft.generation.interventions.steer_vectors import parallel_texts
 from mlft.generation.interventions.vocab import vocab_index
-from mlft.generation.steering import parallel_texts
 from mlft.generation.sync_count import host_checks
 from mlft.provenance import read_tensor_file, save_tensor_file
 
