@@ -11,8 +11,8 @@ import pytest
 
 from mlft.cli import main
 from mlft.errors import ConfigError
-from mlft.training import recipe as recipe_mod
 from mlft.training import train as train_mod
+from mlft.training import training_args
 from mlft.training.recipe import load_recipe
 from mlft.training.train import _trainer_config
 from tests.training_helpers import REPO
@@ -38,7 +38,7 @@ def _resolved(path, tmp_path, extra=()):
 @pytest.fixture
 def gpu_machine(monkeypatch):
     """A GPU machine with flash-attn and liger-kernel installed (as the attention / kernel probes see it)."""
-    monkeypatch.setattr(recipe_mod, "default_attention", lambda: "flash_attention_2")
+    monkeypatch.setattr(training_args, "default_attention", lambda: "flash_attention_2")
     monkeypatch.setattr(train_mod, "default_attention", lambda: "flash_attention_2")
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -157,14 +157,14 @@ def test_no_attention_mask_wider_than_max_length_in_a_packed_step(tmp_path, embe
         "model_init_kwargs": None,
     }
     # what mlft lets through on sdpa: packing into rows of max_length (wrapped), no joined row
-    args = recipe_mod.resolve_auto_args(
+    args = training_args.resolve_auto_args(
         {"packing": True, "packing_strategy": "wrapped", "padding_free": "auto"}, "sft", "r.yaml"
     )
-    recipe_mod.check_joined_rows(args, "sft", "r.yaml")
+    training_args.check_joined_rows(args, "sft", "r.yaml")
     widths = _mask_widths(SFTConfig(**common, **args), embedded_model)
     assert widths and max(widths) <= 64
     # what it refuses: trl's padding-free row on sdpa attends over all 8 packed rows at once (the spy sees it)
     with pytest.raises(ConfigError):
-        recipe_mod.check_joined_rows({"packing": True}, "sft", "r.yaml")
+        training_args.check_joined_rows({"packing": True}, "sft", "r.yaml")
     joined = _mask_widths(SFTConfig(**common, packing=True), embedded_model)  # bfd: trl turns padding-free on
     assert max(joined) > 3 * 64

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 import pytest
 
 from mlft.errors import ConfigError
-from mlft.training import recipe as recipe_mod
-from mlft.training.recipe import Recipe, validate_training_args
+from mlft.training import recipe as recipe_module
+from mlft.training import training_args
+from mlft.training.recipe import Recipe
 from mlft.training.train import _trainer_config
+from mlft.training.training_args import validate_training_args
 
 
 @dataclass
@@ -26,7 +28,8 @@ class OldConfig:
 
 @pytest.fixture
 def old_transformers(monkeypatch):
-    monkeypatch.setattr(recipe_mod, "trl_config_class", lambda trainer: OldConfig)
+    for module in (training_args, recipe_module):  # the checks and the Recipe that builds the config
+        monkeypatch.setattr(module, "trl_config_class", lambda trainer: OldConfig)
 
 
 def test_new_names_become_the_old_ones_where_only_those_exist(old_transformers):

@@ -39,9 +39,10 @@ from mlft.training import chain
 from mlft.training.card import push, write_card
 from mlft.training.chat_template import training_chat_template
 from mlft.training.passes import RUN_CHAT_TEMPLATE
-from mlft.training.recipe import Recipe, accumulation_steps, default_attention, dump_recipe, uses_vllm
+from mlft.training.recipe import Recipe, accumulation_steps, dump_recipe, uses_vllm
 from mlft.training.rewards import reward_functions
 from mlft.training.rollouts import reward_curve_callback
+from mlft.training.training_args import default_attention
 
 COMPLETE = "complete"
 CHAT_TEMPLATE = RUN_CHAT_TEMPLATE  # the template the run trained with (read by evaluate-run)
