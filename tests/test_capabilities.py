@@ -130,7 +130,7 @@ def test_a_recipe_backend_is_checked_against_the_registry_and_the_passes(canned,
     with pytest.raises(
         ConfigError,
         match="script_gate.*needs processors.*canned backend cannot apply.*use a backend "
-        r"that can \(hf, vllm\)",
+        r"that can \(hf, openai, vllm\)",  # openai: on a vLLM server with mlft's gate plugin
     ):
         load_recipe(
             "recipes/crosslingual_sft.yaml",
