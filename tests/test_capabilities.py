@@ -136,6 +136,16 @@ def test_a_recipe_backend_is_checked_against_the_registry_and_the_passes(canned,
             "recipes/crosslingual_sft.yaml",
             ["evaluation.backend=canned", "evaluation.variants=[{variant: g, interventions: [{name: script_gate}]}]"],
         )
+    with pytest.raises(
+        ConfigError, match=r"ban_tokens.*use a backend that can \(hf, vllm\)"
+    ):  # not openai: refused there
+        load_recipe(
+            "recipes/crosslingual_sft.yaml",
+            [
+                "evaluation.backend=canned",
+                "evaluation.variants=[{variant: b, interventions: [{name: ban_tokens, strings: [x]}]}]",
+            ],
+        )
     # quantized variants need a backend that transforms a model: they run on one (hf), the rest on canned
     assert load_recipe("recipes/crosslingual_sft.yaml", ["evaluation.backend=canned", "evaluation.quantized=[w8]"])
 
