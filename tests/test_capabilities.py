@@ -130,11 +130,21 @@ def test_a_recipe_backend_is_checked_against_the_registry_and_the_passes(canned,
     with pytest.raises(
         ConfigError,
         match="script_gate.*needs processors.*canned backend cannot apply.*use a backend "
-        r"that can \(hf, vllm\)",
+        r"that can \(hf, openai, vllm\)",  # openai: on a vLLM server with mlft's gate plugin
     ):
         load_recipe(
             "recipes/crosslingual_sft.yaml",
             ["evaluation.backend=canned", "evaluation.variants=[{variant: g, interventions: [{name: script_gate}]}]"],
+        )
+    with pytest.raises(
+        ConfigError, match=r"ban_tokens.*use a backend that can \(hf, vllm\)"
+    ):  # not openai: refused there
+        load_recipe(
+            "recipes/crosslingual_sft.yaml",
+            [
+                "evaluation.backend=canned",
+                "evaluation.variants=[{variant: b, interventions: [{name: ban_tokens, strings: [x]}]}]",
+            ],
         )
     # quantized variants need a backend that transforms a model: they run on one (hf), the rest on canned
     assert load_recipe("recipes/crosslingual_sft.yaml", ["evaluation.backend=canned", "evaluation.quantized=[w8]"])

@@ -236,7 +236,7 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
     for iv in interventions:
         missing = sorted(set(iv.applies_via) - cls.capabilities.hooks)
         if missing:
-            ok = [b for b in REGISTRY if set(iv.applies_via) <= capabilities(b).hooks]
+            ok = [b for b in REGISTRY if set(iv.applies_via) <= capabilities(b).hooks and not _refuses(b, iv)]
             hint = getattr(cls, "refusal", f"use a backend that can ({', '.join(ok)})")
             raise ConfigError(
                 f"{where}: intervention {iv.name!r} needs {', '.join(missing)} (model internals), "
@@ -245,6 +245,13 @@ def check_interventions(name: str, interventions: Sequence, where: str) -> None:
         problem = cls.unsupported(iv) if hasattr(cls, "unsupported") else None
         if problem:
             raise ConfigError(f"{where}: intervention {iv.name!r} on the {name} backend: {problem}")
+
+
+def _refuses(name: str, iv) -> bool:
+    """Whether backend `name` refuses `iv` although it has its hooks (`unsupported`: e.g. the openai backend runs
+    only the script gate of the logits processors, on a server with mlft's plugin)."""
+    cls = backend_class(name)
+    return bool(cls.unsupported(iv)) if hasattr(cls, "unsupported") else False
 
 
 # --- CLI flags generated from the options dataclasses (config.py's generator) -----------------------------

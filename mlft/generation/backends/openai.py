@@ -13,6 +13,11 @@ chat messages go to `/chat/completions`, raw text (the Q/A template) to `/comple
   does a server that stopped accepting connections (finished completions are kept; rerun to resume).
 - The API key comes from the option or an environment variable and is only ever placed in the client's
   Authorization header: never in records, reprs or messages.
+- The script gate runs on a `vllm serve` that loaded mlft's plugin (served_gate.py): a `script_gate` intervention
+  is sent with every request as `vllm_xargs` (the request's target language and the gate's settings). Before the
+  first gated request the backend checks the server applies them (a request naming no known language must be
+  refused: a server without the plugin would ignore the arguments and answer ungated). Other logits-processor
+  interventions need the model's logits here and are refused.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS
 from mlft.errors import BackendError, ConfigError
 from mlft.generation.backends import Capabilities
+from mlft.generation.backends.served_gate import LANGUAGE, PLUGIN, gate_xargs
 from mlft.generation.requests import Request, Result, request_seed
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -75,7 +81,8 @@ class _ServerGone(Exception):
 class OpenAIBackend:
     name = "openai"
     Options = OpenAIOptions
-    capabilities = Capabilities(chat=True, hooks={"strategy"})  # a served model: no weights, no checkpoints
+    # a served model: no weights, no checkpoints; of the logits processors only the gate (on a server with its plugin)
+    capabilities = Capabilities(chat=True, hooks={"strategy", "processors"})
 
     def __init__(self, model: str, options: OpenAIOptions | None = None, batch_size: int | None = None, **kw):
         o = options or OpenAIOptions(**kw)
@@ -97,6 +104,8 @@ class OpenAIBackend:
         self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=o.timeout, max_retries=0)
         self._abort = threading.Event()
         self._no_logprobs = False  # set when the server rejected a request for logprobs
+        self._gate = None  # the script gate's options for this generate call (sent as vllm_xargs)
+        self._gate_checked = False  # the server was seen to run mlft's gate plugin
 
     @classmethod
     def create(
@@ -162,12 +171,56 @@ class OpenAIBackend:
     def prompt_length(self, req: Request) -> int:
         return len(req.text) if req.text is not None else sum(len(m["content"]) for m in req.messages)
 
+    @staticmethod
+    def unsupported(iv) -> str | None:
+        """Of the logits processors, only the script gate runs on a server (mlft's vLLM plugin), without the
+        calibration (it needs the output embeddings)."""
+        if "processors" not in iv.applies_via:
+            return None
+        if iv.name != "script_gate":
+            return "its logits processor needs the model's logits (only script_gate runs on a server); use hf or vllm"
+        if iv.options.calibrate:
+            return "calibrate needs the output embeddings (the model's weights); use hf"
+        return None
+
     def check(self, decoding, interventions: Sequence = ()) -> None:
         if decoding.num_beams > 1:
             raise ConfigError("openai backend: beam search (num_beams > 1) is not offered by the API; use hf")
         for iv in interventions:
+            problem = self.unsupported(iv)
             if set(iv.applies_via) - self.capabilities.hooks:
-                raise ConfigError(f"openai backend: intervention {iv.name!r} needs the model's internals; use hf")
+                problem = "it needs the model's internals; use hf"
+            if problem:
+                raise ConfigError(f"openai backend: intervention {iv.name!r}: {problem}")
+
+    def check_gate_server(self) -> None:
+        """Fail before the first gated request unless the server runs mlft's gate plugin: a request naming no
+        language mlft knows must come back refused (HTTP 400 naming the argument); a server without the plugin
+        ignores `vllm_xargs` (vLLM) or refuses them for another reason (other APIs)."""
+        if self._gate_checked:
+            return
+        oa = self._openai
+        hint = f"start it with `vllm serve MODEL --logits-processors {PLUGIN}` (docs/generating.md)"
+        try:
+            self._client.completions.create(
+                model=self.model, prompt="Hi", max_tokens=1, extra_body={"vllm_xargs": {LANGUAGE: "mlft-probe"}}
+            )
+        except oa.BadRequestError as exc:
+            if LANGUAGE in _detail(exc):
+                self._gate_checked = True
+                return
+            raise BackendError(
+                f"{self.base_url}: the server refused mlft's gate arguments ({_detail(exc)}); script_gate on the "
+                f"openai backend needs a vLLM server with mlft's plugin: {hint}"
+            ) from None
+        except oa.APIConnectionError as exc:
+            raise BackendError(f"cannot reach {self.base_url} ({_reason(exc)})") from None
+        except oa.APIStatusError as exc:
+            raise BackendError(f"{self.base_url}: gate check failed (HTTP {exc.status_code}: {_detail(exc)})") from None
+        raise BackendError(
+            f"{self.base_url}: the server ignores mlft's gate arguments (a request gated to an unknown language was "
+            f"answered): it does not run mlft's gate plugin; {hint}"
+        )
 
     def preflight(self) -> None:
         """Fail before any generation if the server is unreachable or rejects the key."""
@@ -200,6 +253,10 @@ class OpenAIBackend:
         extra = {}
         if d.top_k and d.sampling:
             extra["top_k"] = d.top_k  # vLLM / llama.cpp extension
+        if self._gate is not None:
+            xargs = gate_xargs(self._gate, req.language)
+            if xargs:
+                extra["vllm_xargs"] = xargs
         if req.stop_at_newline:
             body["stop"] = ["\n"]
         if req.messages is not None:
@@ -312,6 +369,10 @@ class OpenAIBackend:
     # -- many requests ----------------------------------------------------------------------------------
     def generate(self, requests: list[Request], decoding, interventions: Sequence = ()) -> Iterator[Result]:
         self.check(decoding, interventions)
+        gates = [iv.options for iv in interventions if iv.name == "script_gate"]
+        self._gate = gates[0] if gates else None
+        if self._gate is not None and any(gate_xargs(self._gate, r.language) for r in requests):
+            self.check_gate_server()
         self._abort.clear()
         pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="mlft-openai")
         pending = {pool.submit(self._one, r, decoding) for r in requests}
