@@ -6,7 +6,7 @@ permutation p, bootstrap interval). The suite is lcb_demo's cross-lingual part (
 p=0.75, 32 new tokens, seeded per request) in the non-Latin languages, where a script says the language.
 
     .venv-vllm/bin/python measurements/serve_gate.py [--languages ar,hi,ja,ko,ru,zh] [--per-language 10]
-        [--modes needed,hard] [--base-url URL --model NAME] [--out measurements/results/serve_gate.json]
+        [--modes needed,hard] [--base-url URL --model NAME] [--out docs/results/serve_gate.json]
 
 Without --base-url it starts `vllm serve` of the embedded model with the plugin (served_gate.serve_command) on a
 free port, importing this checkout's mlft, and stops it at the end. Prints one line per pass and per difference;
@@ -38,7 +38,7 @@ ap.add_argument("--modes", default="needed,hard", help="the gate's modes to comp
 ap.add_argument("--base-url", default=None, help="a running server with the plugin (default: start one)")
 ap.add_argument("--model", default="smol", help="the served model's name")
 ap.add_argument("--concurrency", type=int, default=8)
-ap.add_argument("--out", default=str(ROOT / "measurements" / "results" / "serve_gate.json"))
+ap.add_argument("--out", default=str(ROOT / "docs" / "results" / "serve_gate.json"))
 args = ap.parse_args()
 
 TASK = "crosslingual"
@@ -64,6 +64,20 @@ def run_passes(url: str, work: Path) -> dict:
         outcomes = load_outcomes(work / name / "default" / "outcomes.jsonl")
         out[name] = (outcomes, time.perf_counter() - started)
     return out
+
+
+def table(result: dict) -> dict:
+    """The docs' table of a results file: {template, values} (docs/generating.md renders it: `fill table`)."""
+    lines = ["| gate | LPR [95 % interval] | paired vs off (p) | coverage | degeneracy |", "|---|---|---|---:|---:|"]
+    values = []
+    for name, row in result["passes"].items():
+        d = result["paired_lpr_minus_off"].get(name)
+        paired = "{:+.1f} pp [{:+.1f}, {:+.1f}] (p = {:.2g})" if d else "–"
+        lines.append(f"| {name} | {{:.1f}} [{{:.1f}}, {{:.1f}}] | {paired} | {{:.1f}} % | {{:.1f}} % |")
+        values += [100 * row["lpr"][k] for k in ("value", "low", "high")]
+        values += [100 * d["diff"], 100 * d["low"], 100 * d["high"], d["p"]] if d else []
+        values += [100 * row["coverage"]["value"], 100 * row["degeneracy"]["value"]]
+    return {"template": "\n" + "\n".join(lines) + "\n", "values": values}
 
 
 def main() -> None:
@@ -107,6 +121,8 @@ def main() -> None:
     import vllm
 
     result = {
+        "schema": "mlft.results/1",
+        "name": "serve_gate",
         "what": __doc__.split("\n")[0],
         "suite": "lcb_demo",
         "overrides": overrides,
@@ -116,6 +132,7 @@ def main() -> None:
         "vllm": vllm.__version__,
         "cpus": os.cpu_count(),
     }
+    result["table"] = table(result)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
