@@ -13,7 +13,8 @@ from mlft.errors import ConfigError
 def _describe(p) -> None:
     """The description lists the mix keys with their help (read from the config dataclasses when asked)."""
     from mlft.config import help_of
-    from mlft.data.mix_config import MixConfig, SourceConfig
+    from mlft.data.mix_config import MixConfig
+    from mlft.data.sources import SourceConfig
 
     keys = "; ".join(f"{k}: {v}" for k, v in {**help_of(MixConfig), **help_of(SourceConfig)}.items() if v)
     p.description = (

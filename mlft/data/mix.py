@@ -18,10 +18,10 @@ from pathlib import Path
 import yaml
 
 from mlft.data.decontaminate import DecontaminationReport, build_index
-from mlft.data.mix_config import DecontaminationConfig, MixConfig, SourceConfig, load_mix, validate
+from mlft.data.mix_config import DecontaminationConfig, MixConfig, load_mix, validate
 from mlft.data.mix_kinds import mix_kind
 from mlft.data.prompt_file import PROMPT_FILE, prompt_rows
-from mlft.data.sources import Pool, load_pool
+from mlft.data.sources import Pool, SourceConfig, load_pool
 from mlft.data.stats import mix_stats
 from mlft.errors import ConfigError, DataError
 from mlft.io.jsonl import write_jsonl

@@ -15,111 +15,11 @@ from typing import Literal
 from mlft.config import apply_overrides, did_you_mean, from_dict, load_yaml
 from mlft.constants import TASKS
 from mlft.data.mix_kinds import MIX_KINDS, kinds_help, mix_kind
-from mlft.data.normalize import FORMATS
-from mlft.data.seed import SEED_SETS
-from mlft.data.sources import SOURCE_TYPES, source_type
+from mlft.data.sources import SOURCE_TYPES, SourceConfig, source_type
 from mlft.errors import ConfigError
 from mlft.languages import check_language
 
 SHARE_TOLERANCE = 1e-6
-
-
-@dataclass
-class ParallelConfig:
-    """A hub dataset with one configuration per language whose rows align by id (mlft/data/parallel_corpus.py)."""
-
-    build: Literal["crosslingual", "crosslingual_pairs"] = field(
-        metadata={
-            "help": "crosslingual: SFT rows (instruction in A + a request for X -> the reply in X); "
-            "crosslingual_pairs: DPO pairs (chosen the reply in X, rejected the reply in A)."
-        }
-    )
-    subsets: list[str] = field(
-        metadata={
-            "help": "The dataset's configurations to read, one per language; each name is mapped to an LCB code "
-            "(ISO codes and English names are understood; the source's `language_map` first)."
-        }
-    )
-    instruction_languages: list[str] = field(
-        default_factory=lambda: ["en"],
-        metadata={
-            "help": "LCB codes of the instruction (and request) language A, chosen per row among these (A != X)."
-        },
-    )
-    id_column: str = field(default="id", metadata={"help": "The column that aligns rows across configurations."})
-    skip_language_mentions: bool = field(
-        default=True,
-        metadata={
-            "help": "Skip ids whose English instruction/input names a language or asks for a translation (they "
-            "would contradict the request)."
-        },
-    )
-
-
-@dataclass
-class SourceConfig:
-    name: str = field(metadata={"help": "Tag written into every row's `source` column (unique in the mix)."})
-    type: str = field(metadata={"help": "; ".join(f"{t.name}: {t.help}" for t in SOURCE_TYPES.values()) + "."})
-    path: str = field(
-        metadata={
-            "help": "hub: dataset id; local: file path (relative to the mix file); seed: set name "
-            f"({', '.join(SEED_SETS)})."
-        }
-    )
-    share: float | None = field(
-        default=None,
-        metadata={"help": "Share of the FINAL mix taken from this source (split equally over a `languages` list)."},
-    )
-    languages: list[str] | dict[str, float] | None = field(
-        default=None,
-        metadata={
-            "help": "Languages to take: a list (shares split equally) or {code: share of the final mix}. "
-            "Default: the seed set's languages, or every row's own language."
-        },
-    )
-    language: str | None = field(
-        default=None,
-        metadata={"help": "The language of every row (for single-language sources such as an English set)."},
-    )
-    language_column: str | None = field(
-        default=None,
-        metadata={
-            "help": "Column holding each row's language (ISO 639-1/639-3 codes and English names are understood)."
-        },
-    )
-    language_map: dict[str, str] = field(
-        default_factory=dict, metadata={"help": "Extra labels of `language_column` -> LCB code, consulted first."}
-    )
-    subset: str | None = field(default=None, metadata={"help": "hub: the dataset configuration name."})
-    split: str = field(default="train", metadata={"help": "hub: the split to read."})
-    revision: str | None = field(default=None, metadata={"help": "hub: a commit/tag to pin."})
-    task: Literal["monolingual", "crosslingual"] | None = field(
-        default=None,
-        metadata={
-            "help": "prompts mixes: the task of every row (cross-lingual: the prompt asks for a reply in `language`), "
-            "unless the `task` column says; default monolingual."
-        },
-    )
-    format: str | None = field(
-        default=None,
-        metadata={"help": f"Row format ({', '.join(FORMATS)}; see mlft/data/normalize.py); seed sets know their own."},
-    )
-    columns: dict[str, str] = field(
-        default_factory=dict, metadata={"help": "Format role -> column name, e.g. {prompt: inputs, response: targets}."}
-    )
-    allow_replacement: bool = field(
-        default=False,
-        metadata={
-            "help": "Reuse rows when a (source, language) cell needs more rows than it has (otherwise an error)."
-        },
-    )
-    parallel: ParallelConfig | None = field(
-        default=None,
-        metadata={
-            "help": "hub: build cross-lingual rows from a parallel dataset (one configuration per language, rows "
-            "aligned by id); `languages` are then the requested reply languages X."
-        },
-    )
 
 
 @dataclass

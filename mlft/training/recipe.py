@@ -40,8 +40,8 @@ from mlft.generation.target import Target
 from mlft.paths import resolve_path
 from mlft.training.launch import read_accelerate_config
 from mlft.training.passes import EvaluationOptions, load_pass_suite, passes_for
-from mlft.training.reward_terms import ScorerOptions
-from mlft.training.rewards import RewardSpec, resolve_term, validate_rewards
+from mlft.training.reward_terms import RewardSpec, ScorerOptions
+from mlft.training.rewards import resolve_term, validate_rewards
 from mlft.training.trainers import TRAINERS, TrainerEntry, TrainerName, with_rewards
 from mlft.training.training_args import check_joined_rows, resolve_auto_args, trl_config_class, validate_training_args
 

@@ -44,6 +44,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mlft.benchmarks.lcb.guard import (
     bare_line,
@@ -349,3 +350,18 @@ class ScorerOptions:
             threshold=self.threshold,
         )
         return ReplyScorer(self.lid, self.words, options)
+
+
+# -- recipe specs ------------------------------------------------------------------------------------------
+@dataclass
+class RewardSpec:
+    name: str = field(
+        metadata={
+            "help": "A registered reward term (language, words, validity, degeneracy, or one added to "
+            "mlft.training.rewards.REWARDS) or 'module:function'."
+        }
+    )
+    weight: float = field(
+        default=1.0, metadata={"help": "Weight in the summed reward (>= 0; penalty terms return negative values)."}
+    )
+    options: dict[str, Any] = field(default_factory=dict, metadata={"help": "Keyword options passed to the term."})

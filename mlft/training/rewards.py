@@ -22,13 +22,11 @@ import importlib
 import inspect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from mlft.errors import ConfigError
 from mlft.registry import Registry
-from mlft.training.reward_terms import ReplyScorer
+from mlft.training.reward_terms import ReplyScorer, RewardSpec
 from mlft.training.rollouts import RolloutLog, _prompt_text
 
 REWARDS = Registry(
@@ -41,21 +39,6 @@ REWARDS = Registry(
         **{name: f"mlft.training.answer_reward:{name}" for name in ("answered", "answered_language")},
     },
 )
-
-
-# -- recipe specs ------------------------------------------------------------------------------------------
-@dataclass
-class RewardSpec:
-    name: str = field(
-        metadata={
-            "help": "A registered reward term (language, words, validity, degeneracy, or one added to "
-            "mlft.training.rewards.REWARDS) or 'module:function'."
-        }
-    )
-    weight: float = field(
-        default=1.0, metadata={"help": "Weight in the summed reward (>= 0; penalty terms return negative values)."}
-    )
-    options: dict[str, Any] = field(default_factory=dict, metadata={"help": "Keyword options passed to the term."})
 
 
 def resolve_term(name: str, where: str) -> Callable:

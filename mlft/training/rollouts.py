@@ -19,8 +19,7 @@ from mlft.io.jsonl import append_jsonl, read_jsonl, write_jsonl
 from mlft.languages import NON_LATIN
 
 if TYPE_CHECKING:
-    from mlft.training.reward_terms import ReplyScorer
-    from mlft.training.rewards import RewardSpec
+    from mlft.training.reward_terms import ReplyScorer, RewardSpec
 
 ROLLOUTS_KEPT = 3  # rollouts kept per step at each end (highest and lowest total)
 ROLLOUT_CHARS = 2000  # prompt and completion text kept per rollout (longer text is cut, marked "…")

@@ -30,8 +30,8 @@ from mlft.data.prompt_file import PROMPT_FILE, mix_folder, prompt_rows
 from mlft.data.stats import mix_stats
 from mlft.errors import DataError
 from mlft.io.jsonl import read_jsonl, write_jsonl
-from mlft.training.reward_terms import ReplyScorer
-from mlft.training.rewards import RewardFunction, RewardSpec, validate_rewards
+from mlft.training.reward_terms import ReplyScorer, RewardSpec
+from mlft.training.rewards import RewardFunction, validate_rewards
 
 FILTERED_MIX = "filtered_mix.yaml"
 
