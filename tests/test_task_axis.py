@@ -160,3 +160,53 @@ def test_curves_carry_the_task_score_and_compare_reads_it_from_a_run(tmp_path, c
     rows = json.loads(capsys.readouterr().out)["rows"]
     avg = [r for r in rows if r["language"] == "avg"]
     assert len(avg) == 2 and all(r["task_drop"] and r["diff"] < -0.3 for r in avg)
+
+
+def test_the_demo_gives_every_row_a_cheap_task_pass_and_its_table_the_task_columns(tmp_path, monkeypatch):
+    """`mlft demo`'s task axis without running models: base and each run's final model (and the decoding row's
+    variant) on the arithmetic suite, 5 languages x 10 problems per task, greedy, 48 new tokens; each table row
+    reads its task score from its own pass."""
+    from mlft.commands.demo import experiment
+    from mlft.io import curve_file
+    from mlft.reports.mitigation import select
+
+    demo = experiment()
+    calls = []
+
+    def fake_run_suite(suite, *, model_ref, out_dir, progress):
+        o = suite.options
+        calls.append((suite.name, o.languages, o.per_language, o.decoding.temperature, o.decoding.max_new_tokens))
+        calls[-1] += ([v.name for v in o.variants], [len(v.interventions) for v in o.variants], model_ref)
+        rows = _variant(out_dir, o.variants[0].name, 0.2 if "sft" in model_ref else 0.6, len(calls))
+        write_jsonl(out_dir / "scores.jsonl", [dict(r, suite=suite.name) for r in rows])
+
+    monkeypatch.setattr(demo, "run_suite", fake_run_suite)
+    base, sft = tmp_path / "base", tmp_path / "crosslingual_sft"
+    folders, seconds = demo.task_passes(tmp_path, {"crosslingual_sft": sft}, decoding_row=True)
+    smarter = demo.DECODE_SMARTER.variant
+    assert set(folders) == {
+        ("base", None),
+        ("crosslingual_sft", None),
+        ("base", smarter),
+        ("crosslingual_sft", smarter),
+    }
+    assert (
+        all(c[:5] == ("arithmetic", demo.TASK_LANGUAGES, 10, 0.0, 48) for c in calls) and len(demo.TASK_LANGUAGES) == 5
+    )
+    assert [(c[5], c[6], c[7]) for c in calls] == [
+        (["model"], [0], demo.BASE_MODEL),
+        (["model"], [0], str(sft / "final")),
+        ([smarter], [2], demo.BASE_MODEL),
+        ([smarter], [2], str(sft / "final")),
+    ]
+    row = {"task": "crosslingual", "language": "avg", "metric": "lpr", "value": 0.5, "low": 0.4, "high": 0.6}
+    for run, step in ((base, 0), (sft, 4)):
+        curve_file.append_pass(run, step, "model", [dict(row, step=step, variant="model")], 1.0, "test")
+    spec = demo.table_spec(tmp_path, {"crosslingual_sft": sft}, base, False, False, folders)
+    assert [c.header for c in spec.capability] == ["Mono task", "Cross task"]
+    assert [r.capability_rows_file for r in spec.rows] == [
+        str(folders[("base", None)] / "scores.jsonl"),
+        str(folders[("crosslingual_sft", None)] / "scores.jsonl"),
+    ]
+    values = [select(r, capability=spec.capability).values[("monolingual", "avg", "task")] for r in spec.rows]
+    assert values[0].value > 0.4 > 0.3 > values[1].value and Path(values[1].outcomes).name == "task.jsonl"
