@@ -210,3 +210,32 @@ def test_the_demo_gives_every_row_a_cheap_task_pass_and_its_table_the_task_colum
     ]
     values = [select(r, capability=spec.capability).values[("monolingual", "avg", "task")] for r in spec.rows]
     assert values[0].value > 0.4 > 0.3 > values[1].value and Path(values[1].outcomes).name == "task.jsonl"
+
+
+def test_results_blocks_render_the_task_score_of_a_row():
+    """The docs' numbers come from results files: `cell LABEL TASK task` reads the row's task column, the
+    headline table gains a task column where the rows have one (and none where they do not)."""
+    from mlft.reports.results import headline_table, render_view
+
+    lpr = {"value": 0.5, "low": 0.4, "high": 0.6, "n": 100}
+    rows = [
+        {
+            "label": "base",
+            "base": True,
+            "flags": [],
+            "tasks": {t: {"lpr": lpr} for t in ("monolingual", "crosslingual")},
+        },
+        {"label": "+fix", "base": False, "flagged": True, "flags": ["task Cross task: -40.0 pp"], "tasks": rows_t}
+        if (rows_t := {t: {"lpr": lpr} for t in ("monolingual", "crosslingual")})
+        else None,
+    ]
+    rows[0]["capability"] = {"Mono task": {"value": 0.1, "low": 0.05, "high": 0.2}, "Cross task": dict(lpr)}
+    rows[1]["capability"] = {"Cross task": {"value": 0.1, "low": 0.04, "high": 0.16, "p_vs_base": 0.001}}
+    record = {"name": "demo", "tables": {"mitigation": {"rows": rows, "confidence": 0.95, "test": "permutation"}}}
+    assert render_view(record, "cell", ["+fix", "crosslingual", "task"]) == "10.0 ±6.0"
+    assert render_view(record, "diff", ["+fix", "crosslingual", "task"]) == "-40.0 pp"
+    table = headline_table(record)
+    assert "Task mono / cross" in table and "– / 10.0 ±6.0*" in table and "10.0 ±7.5 / 50.0 ±10.0" in table
+    for r in rows:
+        del r["capability"]
+    assert "Task" not in headline_table(record)

@@ -59,7 +59,7 @@ from mlft.harness.samples import paired_samples_test
 from mlft.io.curve_file import read_curves
 from mlft.io.metric_rows import MetricRow, rows_of
 from mlft.languages import LANGUAGES
-from mlft.reports.task_axis import TASK_NOTE, task_column_tests, task_drop_flags
+from mlft.reports.task_axis import TASK_NOTE, task_column_tests, task_drop_flags, task_header
 from mlft.stats import (
     PairedResult,
     adjust,
@@ -620,7 +620,7 @@ def task_columns() -> list[dict]:
             "task": task,
             "metric": "task",
             "variant": None,
-            "label": f"{'Mono' if task == 'monolingual' else 'Cross'} task",
+            "label": task_header(task),
         }
         for task in TASKS
     ]

@@ -30,6 +30,16 @@ TASK_NOTE = (
 )
 
 
+def task_header(task: str) -> str:
+    """The mitigation table's task column of an LCB task (`mlft.reports.mitigation.task_columns`)."""
+    return f"{'Mono' if task == 'monolingual' else 'Cross'} task"
+
+
+def task_number(row: dict, task: str) -> dict | None:
+    """A results file row's task score on `task` ({value, low, high, n, p_vs_base}), None when it has none."""
+    return (row.get("capability") or {}).get(task_header(task))
+
+
 def load_verdicts(path: str | Path) -> dict[tuple[str, str, str, int], bool]:
     """{(task, language, id, sample): correct} of one task.jsonl."""
     out = {}
