@@ -218,16 +218,10 @@ def test_results_blocks_render_the_task_score_of_a_row():
     from mlft.reports.results import headline_table, render_view
 
     lpr = {"value": 0.5, "low": 0.4, "high": 0.6, "n": 100}
+    lcb = {"monolingual": {"lpr": lpr}, "crosslingual": {"lpr": lpr}}
     rows = [
-        {
-            "label": "base",
-            "base": True,
-            "flags": [],
-            "tasks": {t: {"lpr": lpr} for t in ("monolingual", "crosslingual")},
-        },
-        {"label": "+fix", "base": False, "flagged": True, "flags": ["task Cross task: -40.0 pp"], "tasks": rows_t}
-        if (rows_t := {t: {"lpr": lpr} for t in ("monolingual", "crosslingual")})
-        else None,
+        {"label": "base", "base": True, "flags": [], "tasks": lcb},
+        {"label": "+fix", "base": False, "flagged": True, "flags": ["task Cross task: -40.0 pp"], "tasks": lcb},
     ]
     rows[0]["capability"] = {"Mono task": {"value": 0.1, "low": 0.05, "high": 0.2}, "Cross task": dict(lpr)}
     rows[1]["capability"] = {"Cross task": {"value": 0.1, "low": 0.04, "high": 0.16, "p_vs_base": 0.001}}
