@@ -110,8 +110,13 @@ def test_the_mitigation_tables_task_column_is_tested_and_a_drop_flagged(eval_fol
     table = variant_table(rows, folder, ["base", "fix"], {}, "t", task=True)
     cols = table.header.index("Mono task"), table.header.index("Cross task")
     fix = next(r for r in table.body if r[0].startswith("fix"))
-    assert fix[0] == "fix ⚠" and all(fix[c].rstrip(" ↓").endswith("*") for c in cols)
-    assert any("the fix costs answers" in n and n.startswith("⚠ fix: task Mono task") for n in table.notes)
+    assert fix[0] == "fix ⚠" and all(fix[c].endswith("*") for c in cols)
+    flags = [n for n in table.notes if n.startswith("⚠ fix:")]
+    assert len(flags) == 2 and all("the fix costs answers" in n for n in flags)  # one per task column, once
+    assert flags[0].startswith("⚠ fix: task Mono task: -")
+    same = variant_table(rows, folder, ["base", "same"], {}, "t", task=True)  # same verdicts: no star, no flag
+    assert not any(n.startswith("⚠ same") for n in same.notes)
+    assert not any(same.body[1][c].endswith("*") for c in cols) and same.body[1][0] == "same"
     record = next(r for r in table.data if r["label"] == "fix")["capability"]["Mono task"]
     assert record["value"] < 0.3 and record["p_vs_base"] < 0.001
 

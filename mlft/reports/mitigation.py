@@ -524,7 +524,7 @@ def mitigation_table(
     sig = 1 - confidence
     judged = {c.header: judge_column(rows, base, c, resamples, confidence) for c in capability if judge_of(c.metric)}
     others = [c for c in capability if c.header not in judged]
-    drops = capability_drops(rows, base, others)
+    drops = capability_drops(rows, base, [c for c in others if c.metric != "task"])  # task: the paired test's flag
     cap_p = capability_tests(rows, base, others, resamples) if others else {}
     task_p = task_column_tests(rows, base, others, resamples, confidence)  # the task axis: does the fix cost answers
     cap_p.update(task_p)
