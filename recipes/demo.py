@@ -18,6 +18,11 @@ variants), then LoRA runs, each evaluated at its end by the per-checkpoint callb
   --full    also cross-lingual preference tuning on top of the cross-lingual SFT run, the paper's multilingual
             SFT and preference tuning, English preference tuning, few-shot prompting, the quantized variants,
             the decoding row, and a mid-run checkpoint for every SFT run (~1 h).
+Every row also gets the task axis (does the fix cost answers?): the row's model (and its decoding variant) on a
+small verifiable suite beside lcb_demo (eval/arithmetic.yaml: TASK_LANGUAGES x 10 arithmetic word problems per
+task, greedy, 48 new tokens), its task score with a Wilson interval, the paired permutation test against base and
+the guard's flag when it drops (mlft/reports/task_axis.py); its cost is printed and kept in timings.json
+(`--no-task` leaves it out).
 Then the curves PNG (95 % bands; DPO continues its SFT run), per-run heatmaps, and the mitigation table (Table 11
 layout with intervals, paired significance against base and the guard) as markdown and PNG, and report.html (every
 reply of every run and checkpoint, `mlft report`). Rerunning resumes:
@@ -57,7 +62,7 @@ from mlft.io.download import file_digest
 from mlft.paths import lcb_data_path, shared_dir
 from mlft.provenance import write_results
 from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
-from mlft.reports.mitigation import plot_table, tables
+from mlft.reports.mitigation import plot_table, tables, task_columns
 from mlft.reports.page import PAGE, write_report_page
 from mlft.reports.results import results_extra, table_record
 from mlft.reports.table_spec import Capability, RowSpec, TableSpec, check_spec, judge_columns, spec_record
@@ -108,6 +113,16 @@ SECOND_JUDGE = "langdetect"  # with --rl every pass is also judged by a second L
 # with --rl: the base model and every RL run's final model on prompts in languages the RL mix never asked for
 # (cs, fi, bg, bn, uk; fastText and langdetect), as a second table with paired tests against base
 OUTSIDE_SUITE = "mitigation_outside_lcb"
+# the task axis of every row: verifiable prompts (answers checked by code), cheap: 5 languages x 10 problems per
+# task (mono: the problem in X; cross: the English problem + a request for X), greedy, 48 new tokens
+TASK_SUITE = "arithmetic"
+TASK_LANGUAGES = ["de", "fr", "ru", "zh", "hi"]
+TASK_SETTINGS = {
+    "languages": TASK_LANGUAGES,
+    "per_language": 10,
+    "samples": 1,
+    "decoding": {"temperature": 0.0, "max_new_tokens": 48},
+}
 
 
 HELP = "the main job: SFT / preference tuning vs decoding-time mitigation on CPU, curves + Table 11 with intervals"
@@ -145,6 +160,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0,
         help="the story's seed: every pass's decoding seed and every "
         "run's training seed (rerun with other seeds to see which claims hold: measurements/demo_seeds.py)",
+    )
+    p.add_argument(
+        "--task",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=f"the task axis: every row's model on {TASK_SUITE} ({len(TASK_LANGUAGES)} languages x 10 problems per "
+        "task, greedy) beside the suite: a task column with intervals, paired tests and the guard's flag",
     )
     p.add_argument(
         "--decoding-row",
@@ -244,8 +266,17 @@ def _write_spec(spec: TableSpec, path: Path) -> Path:
     return path
 
 
-def table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decoding_row: bool) -> TableSpec:
-    """The mitigation table's spec (Table 11 layout), written to out/table.yaml as the record, checked."""
+def table_spec(
+    out: Path,
+    runs: dict[str, Path],
+    base: Path,
+    full: bool,
+    decoding_row: bool,
+    task: dict[tuple[str, str | None], Path] | None = None,
+) -> TableSpec:
+    """The mitigation table's spec (Table 11 layout), written to out/table.yaml as the record, checked. `task`:
+    {(run key or "base", decoding variant or None): the folder of its task pass} (`task_passes`): those rows get
+    the task columns."""
     done = curve_file.done(base)
     rows = [RowSpec("base", run=str(base), step=0)]
     if full:
@@ -269,10 +300,55 @@ def table_spec(out: Path, runs: dict[str, Path], base: Path, full: bool, decodin
     )
     if any(key in runs for key in RL_RUNS):  # the second judge beside fastText, scored in each row's own pass
         spec.capability = [Capability(**c) for c in judge_columns(SECOND_JUDGE)]
+    if task:
+        _attach_task(spec.rows, runs, base, task)
+        spec.capability += [Capability(**c) for c in task_columns()]
     if full and "crosslingual_sft" in runs:
         spec.quantization = [RowSpec("base", run=str(base), step=0, variants=["model", *SCHEMES])]
     path = _write_spec(spec, out / "table.yaml")
     return check_spec(spec, str(path), out)
+
+
+def _row_key(row: RowSpec, runs: dict[str, Path], base: Path) -> tuple[str, str | None] | None:
+    """(run key or "base", decoding variant or None) of a mitigation row; None for a few-shot row (a prompting
+    change the task suite's prompts do not carry)."""
+    keys = {str(base): "base", **{str(d): k for k, d in runs.items()}}
+    key = keys.get(str(row.run))
+    if key is None or (row.variant not in ("model", DECODE_SMARTER.variant)):
+        return None
+    return key, None if row.variant == "model" else row.variant
+
+
+def _attach_task(rows: list[RowSpec], runs: dict[str, Path], base: Path, task: dict) -> None:
+    for row in rows:
+        folder = task.get(_row_key(row, runs, base))
+        if folder is not None:
+            row.capability_rows_file = str(folder / "scores.jsonl")
+
+
+def task_passes(
+    out: Path, runs: dict[str, Path], decoding_row: bool, seed: int = 0
+) -> tuple[dict[tuple[str, str | None], Path], float]:
+    """The task axis: each row's model on the verifiable suite (TASK_SUITE with TASK_SETTINGS), the base model and
+    every run's final model, and with the decoding row its DECODE_SMARTER variant on the base and the
+    cross-lingual SFT models. Resumable (finished completions are reused). Returns ({(run key, variant): folder},
+    seconds spent)."""
+    t0 = time.time()
+    jobs = [("base", BASE_MODEL, None), *[(k, str(d / "final"), None) for k, d in runs.items()]]
+    if decoding_row:
+        jobs += [(k, ref, DECODE_SMARTER) for k, ref, _ in jobs if k in ("base", "crosslingual_sft")]
+    folders = {}
+    for key, model_ref, variant in jobs:
+        s = copy.deepcopy(TASK_SETTINGS)
+        if seed:  # the story's seed (greedy decoding: only the prompts' draw depends on it)
+            s["decoding"]["seed"] = seed
+        name = variant.variant if variant else "model"
+        s["variants"] = [{"name": name, "interventions": copy.deepcopy(variant.interventions) if variant else []}]
+        folder = out / "task" / (key if variant is None else f"{key}+decoding")
+        log.info("\n=== task axis: %s%s on %s", key, f" {name}" if variant else "", TASK_SUITE)
+        run_suite(load_suite(TASK_SUITE, settings=s), Target(model_ref=model_ref), folder, progress=True)
+        folders[(key, variant.variant if variant else None)] = folder
+    return folders, time.time() - t0
 
 
 def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -> list[str]:
@@ -319,6 +395,8 @@ def _command(args) -> str:
         if getattr(args, flag) != default:
             parts.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
     parts += [f"--{flag}" for flag in ("full", "rl") if getattr(args, flag)]
+    if not getattr(args, "task", True):
+        parts.append("--no-task")
     if args.decoding_row is not None:
         parts.append("--decoding-row" if args.decoding_row else "--no-decoding-row")
     return " ".join(parts)
@@ -361,6 +439,7 @@ def demo_config(args, suite_settings: dict, runs: dict[str, Path], lcb_files: di
             "samples_per_prompt": suite.samples,
         },
         "runs": run_seeds,
+        **({"task_suite": {"name": TASK_SUITE, "settings": TASK_SETTINGS}} if getattr(args, "task", True) else {}),
         "lcb_files": {name: (file_digest(p) if p.is_file() else "folder") for name, p in lcb_files.items()},
     }
 
@@ -417,9 +496,12 @@ def run(args) -> int:
             "wrote %s (GRPO reward terms per step)",
             plot_reward_curves({k: read_reward_curves(d) for k, d in rl.items()}, out / "rewards.png"),
         )
+    task, task_s = ({}, 0.0)
+    if args.task:
+        task, task_s = task_passes(out, runs, decoding_row, args.seed)
     page = write_report_page([base, *runs.values()], out / PAGE)  # every checkpoint's replies, one page
     log.info("\n=== mitigation table")
-    spec = table_spec(out, runs, base, args.full, decoding_row)
+    spec = table_spec(out, runs, base, args.full, decoding_row, task)
     built = tables(spec)
     (out / "mitigation.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
     table_png = plot_table(built[0], out / "mitigation.png")
@@ -442,6 +524,21 @@ def run(args) -> int:
         "eval_passes": passes,
     }
     timing["callback_share"] = round(timing["callback_s"] / train_wall, 3) if train_wall else None
+    if task:  # the task axis's cost: its passes against the suite's own passes of the same rows
+        suite_s = [p["seconds"] for p in passes if p["variant"] == "model" and p["seconds"]]
+        per_pass = task_s / len(task)
+        timing["task_s"] = round(task_s, 1)
+        timing["task_passes"] = len(task)
+        timing["task_share"] = round(per_pass / (sum(suite_s) / len(suite_s)), 3) if suite_s else None
+        log.info(
+            "task axis: %d passes of %s in %.0f s (%.0f s a pass = %.0f %% of a %s pass)",
+            len(task),
+            TASK_SUITE,
+            task_s,
+            per_pass,
+            100 * (timing["task_share"] or 0),
+            args.suite,
+        )
     (out / "timings.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
     results = write_results(
         out, demo_config(args, settings, runs, lcb_files), t0, time.time() - t0, results_extra("demo", results_tables)

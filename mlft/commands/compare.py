@@ -24,9 +24,11 @@ def add_parser(sub) -> None:
     p.add_argument("b", metavar="B")
     p.add_argument(
         "--metric",
-        default="lpr,wpr,lcpr,coverage,degeneracy,validity",
+        default="lpr,wpr,lcpr,coverage,degeneracy,validity,task",
         help="comma-separated: lpr, wpr, lcpr, coverage, degeneracy, validity (lexical validity: "
-        "skipped where either side lacks it)",
+        "skipped where either side lacks it), task (the share of replies that answer verifiable prompts, "
+        "`answers: true` suites: always the paired permutation test; skipped where either side lacks task.jsonl; "
+        "a significant drop is flagged ⚠)",
     )
     p.add_argument(
         "--method",
@@ -60,7 +62,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from mlft.reports.compare import compare, intersect, load_side, render_compare
+    from mlft.reports.compare import compare, compare_task, intersect, load_side, render_compare, task_file
 
     markers = parse_markers(args.trace_markers, "--trace-markers")
     if args.part == "trace" and markers is None:
@@ -70,9 +72,14 @@ def run(args) -> int:
         a, b, dropped = intersect(a, b)
         if dropped:
             print(f"comparing on {len(a)} shared prompts ({dropped} held by one side only left out)")
-    rows = compare(
-        a, b, [m.strip() for m in args.metric.split(",") if m.strip()], args.method, args.resamples, args.seed
-    )
+    metrics = [m.strip() for m in args.metric.split(",") if m.strip()]
+    rows = compare(a, b, metrics, args.method, args.resamples, args.seed)
+    if "task" in metrics and args.part == "answer":
+        files = [task_file(x) for x in (args.a, args.b)]
+        if all(files):
+            rows += compare_task(*files, n=args.resamples, seed=args.seed)
+        elif metrics == ["task"]:
+            raise ConfigError("--metric task: a side has no task verdicts (task.jsonl: a suite with answers: true)")
     if args.format == "json":
         print(json.dumps({"a": la, "b": lb, "rows": rows}, indent=2))
     else:

@@ -8,6 +8,9 @@ Per task: the official aggregate and every language, B − A with its 95 % inter
 the task's languages. Default p: the paired permutation test (`mlft.stats.swap_test`: A's and B's replies to a
 prompt trade places; exact level under "A and B are draws of the same model"), beside the paired bootstrap's
 interval; or the bootstrap's own p, or exact McNemar.
+The task axis (metric `task`, where both sides hold the lcb kind's `task.jsonl` verdicts of verifiable prompts):
+the share of replies that answer, B − A with the paired permutation test over prompts (mlft.reports.task_axis),
+and the guard's flag where it drops significantly: a fix that costs answers.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from mlft.errors import ConfigError, DataError
 from mlft.format import render
 from mlft.io.curve_file import read_curves
 from mlft.languages import NON_LATIN
-from mlft.stats import load_outcomes, paired_test, paired_tests_by_language
+from mlft.reports.task_axis import TASK_FILE, load_verdicts, paired_task_test
+from mlft.stats import holm, load_outcomes, paired_test, paired_tests_by_language
 
 
 def _split(spec: str) -> tuple[Path, int | None, str | None]:
@@ -112,6 +116,61 @@ def load_side(spec: str, part: str = "answer", markers: TraceMarkers | None = DE
     raise ConfigError(f"{spec}: not a run directory (curves.jsonl), an eval folder (scores.jsonl) or a file")
 
 
+def task_file(spec: str) -> Path | None:
+    """The task verdicts (`task.jsonl`) of one side, where it has them: beside the variant's outcomes in an eval
+    folder or a run's pass, or the file itself; None for a side without the task axis (LCB's prompts, a
+    completions file)."""
+    path, step, variant = _split(spec)
+    if path.is_file():
+        return path if path.name == TASK_FILE else None
+    if (path / "curves.jsonl").is_file():
+        rows = [
+            r
+            for r in read_curves(path)
+            if r["variant"] == (variant or "model") and (r.get("outcomes") or "").split("/")[-1] == TASK_FILE
+        ]
+        if not rows:
+            return None
+        step = max(int(r["step"]) for r in rows) if step is None else step
+        rel = next((r["outcomes"] for r in rows if int(r["step"]) == step), None)
+        return path / rel if rel else None
+    if (path / "scores.jsonl").is_file():
+        rels = sorted(
+            {
+                r["outcomes"]
+                for r in map(json.loads, filter(str.strip, (path / "scores.jsonl").read_text().splitlines()))
+                if r.get("metric") == "task" and r.get("outcomes")
+            }
+        )
+        if variant:
+            rels = [r for r in rels if r.split("/")[0] == variant]
+        elif len(rels) > 1:
+            rels = [r for r in rels if r.split("/")[0] == "default"] or rels[:0]
+        return path / rels[0] if len(rels) == 1 else None
+    return None
+
+
+def compare_task(path_a: Path, path_b: Path, n: int = 10000, seed: int = 0, alpha: float = 0.05) -> list[dict]:
+    """Rows (as `compare`'s, metric `task`) of the task axis: per task and language B − A of the share of replies
+    that answer, paired over the prompts both sides hold (Holm over the task's languages); `task_drop` marks a
+    drop at p < alpha (the official `avg` row: p; a language: Holm p), the guard's flag."""
+    a, b = load_verdicts(path_a), load_verdicts(path_b)
+    rows = []
+    for task in sorted({k[0] for k in a} & {k[0] for k in b}):
+        overall = paired_task_test(a, b, task, n=n, seed=seed)
+        if overall is None:
+            continue
+        rows.append(_row(task, "avg", overall, overall.p_value))
+        langs = sorted({k[1] for k in a if k[0] == task} & {k[1] for k in b if k[0] == task})
+        found = [(lang, paired_task_test(a, b, task, lang, n=n, seed=seed)) for lang in langs]
+        found = [(lang, res) for lang, res in found if res is not None]
+        for (lang, res), q in zip(found, holm([res.p_value for _, res in found])):
+            rows.append(_row(task, lang, res, q))
+    for r in rows:
+        r["task_drop"] = r["diff"] < 0 and (r["p"] if r["language"] == "avg" else r["p_holm"]) < alpha
+    return rows
+
+
 def intersect(a, b):
     """Both sides restricted to the replies they share (matched on task, source, language, id and reply index: a
     run with K replies per prompt against one with 1 pairs the first replies)."""
@@ -122,9 +181,11 @@ def intersect(a, b):
 
 
 def compare(a, b, metrics=("lpr",), method: str = "permutation", n: int = 10000, seed: int = 0) -> list[dict]:
-    """Rows {task, language, metric, a, b, diff, ci_low, ci_high, p, p_holm, n_pairs, n_dropped}."""
+    """Rows {task, language, metric, a, b, diff, ci_low, ci_high, p, p_holm, n_pairs, n_dropped} (the task axis's
+    rows: `compare_task`)."""
 
     rows = []
+    metrics = [m for m in metrics if m != "task"]
     for task in sorted({o.task for o in a} & {o.task for o in b}):
         for metric in metrics:
             if metric in ("wpr", "lcpr") and not any(o.language in NON_LATIN for o in a if o.task == task):
@@ -177,6 +238,7 @@ def render_compare(rows: list[dict], label_a: str, label_b: str, fmt: str = "tab
     body = []
     for r in rows:
         sig = "*" if (r["p_holm"] if r["language"] != "avg" else r["p"]) < 0.05 else ""
+        sig += " ⚠" if r.get("task_drop") else ""
         body.append(
             [
                 r["task"],
@@ -194,4 +256,9 @@ def render_compare(rows: list[dict], label_a: str, label_b: str, fmt: str = "tab
     method = rows[0]["method"] if rows else "permutation"
     how = HOW.get(method, method)
     title = f"A = {label_a}\nB = {label_b}\n{how}: B − A over the same prompts; * = p < 0.05 (languages: Holm)"
+    if any(r["metric"] == "task" for r in rows):
+        title += (
+            "\ntask = share of replies that answer the verifiable prompt (p: paired permutation test over prompts, "
+            "CI: paired bootstrap); ⚠ = the task score drops at p < 0.05: the fix costs answers"
+        )
     return render(header, body, fmt, title)

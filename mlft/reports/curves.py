@@ -19,6 +19,7 @@ from mlft.format import cell, render
 from mlft.io.curve_file import read_curves
 
 PANELS = (*METRICS, *GUARD_METRICS)
+TASK = "task"  # the task axis (suites with `answers: true`): a panel and a column where a pass has it
 
 
 def load_runs(run_dirs: list[str | Path]) -> dict[str, list[dict]]:
@@ -106,7 +107,7 @@ def series(rows: list[dict], variants: list[str] | None = None, language: str = 
     """(variant, task, metric) -> [(step, value, low, high)] sorted by step."""
     out: dict[tuple[str, str, str], dict[int, tuple]] = {}
     for r in rows:
-        if r["language"] != language or r["metric"] not in PANELS or r["value"] is None:
+        if r["language"] != language or r["metric"] not in (*PANELS, TASK) or r["value"] is None:
             continue
         if variants and r["variant"] not in variants:
             continue
@@ -119,11 +120,13 @@ def series(rows: list[dict], variants: list[str] | None = None, language: str = 
 
 
 def curve_table(runs: dict[str, list[dict]], variants: list[str] | None = None, fmt: str = "table") -> str:
+    task = any(k[2] == TASK for rows in runs.values() for k in series(rows, variants))
     header = (
         ["run", "variant", "step"]
         + [f"{t[:5]} {m.upper()}" for t in TASKS for m in METRICS]
         + [f"{t[:5]} cov" for t in TASKS]
         + [f"{t[:5]} valid" for t in TASKS]
+        + ([f"{t[:5]} task" for t in TASKS] if task else [])
     )
     body = []
     for label, rows in runs.items():
@@ -136,6 +139,7 @@ def curve_table(runs: dict[str, list[dict]], variants: list[str] | None = None, 
                     [get(t, m) for t in TASKS for m in METRICS]
                     + [get(t, "coverage") for t in TASKS]
                     + [get(t, "validity") for t in TASKS]
+                    + ([get(t, TASK) for t in TASKS] if task else [])
                 )
                 body.append([label, variant, step] + [cell(v) for v in vals])
     return render(header, body, fmt, title="LCB per checkpoint (language averages, %)")
@@ -153,12 +157,15 @@ def plot_curves(runs: dict[str, list[dict]], out: str | Path, variants: list[str
     all_variants = sorted(
         {k[0] for rows in runs.values() for k in series(rows, variants)}, key=lambda v: (v != "model", v)
     )
-    fig, axes = plt.subplots(len(TASKS), len(PANELS), figsize=(3.3 * len(PANELS), 6.6), sharex=True, squeeze=False)
+    panels = list(PANELS)
+    if any(k[2] == TASK for rows in runs.values() for k in series(rows, variants)):
+        panels.append(TASK)  # the share of replies that answer the suite's verifiable prompts
+    fig, axes = plt.subplots(len(TASKS), len(panels), figsize=(3.3 * len(panels), 6.6), sharex=True, squeeze=False)
     for i, (label, rows) in enumerate(runs.items()):
         for (variant, task, metric), pts in sorted(series(rows, variants).items()):
             if task not in TASKS:
                 continue
-            ax = axes[TASKS.index(task)][PANELS.index(metric)]
+            ax = axes[TASKS.index(task)][panels.index(metric)]
             xs = [p[0] for p in pts]
             ys = [100 * p[1] for p in pts]
             style = styles[all_variants.index(variant) % len(styles)]
@@ -181,7 +188,7 @@ def plot_curves(runs: dict[str, list[dict]], out: str | Path, variants: list[str
                     linewidth=0,
                 )
     for i, task in enumerate(TASKS):
-        for j, metric in enumerate(PANELS):
+        for j, metric in enumerate(panels):
             ax = axes[i][j]
             ax.set_title(f"{task} {metric.upper() if metric in METRICS else metric}", fontsize=9)
             ax.set_ylim(-2, 102)

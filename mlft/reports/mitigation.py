@@ -40,6 +40,7 @@ from mlft.io.metric_rows import MetricRow, rows_of
 from mlft.languages import LANGUAGES
 from mlft.reports.table_rows import MAX_NLL_INCREASE, Row, _guard, _tests, compare, official_outcomes, select
 from mlft.reports.table_spec import Capability, PerLanguage, TableSpec, judge_columns
+from mlft.reports.task_axis import TASK_NOTE, task_column_tests, task_drop_flags, task_header
 from mlft.stats import PairedResult, adjust, holm, load_outcomes, paired_tests_by_language
 
 # ---------------------------------------------------------------- tables
@@ -139,9 +140,11 @@ def mitigation_table(
     sig = 1 - confidence
     judged = {c.header: judge_column(rows, base, c, resamples, confidence) for c in capability if judge_of(c.metric)}
     others = [c for c in capability if c.header not in judged]
-    drops = capability_drops(rows, base, others)
+    drops = capability_drops(rows, base, [c for c in others if c.metric != "task"])  # task: the paired test's flag
     cap_p = capability_tests(rows, base, others, resamples) if others else {}
-    for label, reasons in drops.items():
+    task_p = task_column_tests(rows, base, others, resamples, confidence)  # the task axis: does the fix cost answers
+    cap_p.update(task_p)
+    for label, reasons in [*drops.items(), *task_drop_flags(task_p, confidence).items()]:
         flags.setdefault(label, []).extend(reasons)
     extra = extra or {}
     header = [
@@ -210,11 +213,11 @@ def mitigation_table(
             "Capability columns (%, ± = half-width of the row's interval, e.g. the harness's value ± "
             "1.96·stderr): ↓ ⚠ = the base row's value lies above the row's whole interval; * = paired "
             f"bootstrap over the documents both rows evaluated (lm-eval samples), p < {sig:.2g}, "
-            "Holm-adjusted."
+            "Holm-adjusted." + (TASK_NOTE if task_p else "")
         )
         notes += [
             f"{label} vs base, {col}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}], p = {q:.3g} "
-            f"({pairs} paired documents)"
+            f"({pairs} paired {'prompts' if (label, col) in task_p else 'documents'})"
             for (label, col), (d, lo, hi, q, pairs) in cap_p.items()
         ]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
@@ -233,7 +236,7 @@ def task_columns() -> list[dict]:
             "task": task,
             "metric": "task",
             "variant": None,
-            "label": f"{'Mono' if task == 'monolingual' else 'Cross'} task",
+            "label": task_header(task),
         }
         for task in TASKS
     ]

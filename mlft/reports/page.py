@@ -55,10 +55,11 @@ PAGE = "report.html"
 # line states in the page: not counted (< MIN_TOKENS tokens, or after the scorer's "\nQ:" cut), counted in the
 # expected language, counted in another language (or "unknown")
 SHORT, OK, WRONG, CUT = 0, 1, 2, 3
-SHOWN_METRICS = (*METRICS, *GUARD_METRICS, "unknown", "skipped", "nll")
+SHOWN_METRICS = (*METRICS, *GUARD_METRICS, "task", "unknown", "skipped", "nll")  # task: the task axis (answers)
 # a suite's reasoning-trace rows (`mlft.benchmarks.lcb.traces`), after the official ones: the trace's metrics, then
 # the share of each split outcome
-SHOWN_METRICS += tuple(trace_metric(m) for m in (*SHOWN_METRICS[:-1], *OUTCOMES, "any"))
+SHOWN_METRICS += tuple(trace_metric(m) for m in (*METRICS, *GUARD_METRICS, "unknown", "skipped", *OUTCOMES, "any"))
+TASK_FILE = "task.jsonl"  # the lcb kind's per-reply task verdicts (suites with `answers: true`)
 ROLLOUT_STEPS = 40  # GRPO rollouts on the page: at most this many steps per run (spread evenly, first and last)
 ROLLOUT_PAGE_CHARS = 1000  # prompt / completion text shown per rollout
 
@@ -281,7 +282,9 @@ def view_replies(
 ) -> None:
     """Fill `view.replies` from its completions (the scorer's details) and outcomes (recorded guard values). A reply
     with a reasoning trace (`mlft.benchmarks.lcb.traces`, `markers`) is judged on its answer, as the suite scores
-    it; its trace's outcome, lines and verdict follow (indices 12-14; the outcome alone, 'none', without a trace)."""
+    it; its trace's outcome, lines and verdict follow (indices 12-14; the outcome alone, 'none', without a trace);
+    index 15 is the task axis's verdict where the suite checks answers (task.jsonl: [answered, the reply's number,
+    the answer]), else None."""
     if view.folder is None or not (view.folder / "completions.jsonl").is_file():
         where = view.folder / "completions.jsonl" if view.folder else "its pass"
         view.note = f"no completions ({where} not found): metrics only"
@@ -307,6 +310,7 @@ def view_replies(
             f"{view.label}: no outcomes.jsonl beside the completions (an older mlft?): lexical "
             "validity and degeneracy computed now"
         )
+    answered = {(str(v["id"]), v.get("sample") or 0): v for v in read_jsonl(view.folder / TASK_FILE)}
     for c, d, outcome in zip(completions, report.details, split.outcomes):
         trace = next(traces) if outcome in HAS_TRACE else None
         if c.extra.get("prompt") is not None:
@@ -334,8 +338,13 @@ def view_replies(
                 outcome,
                 judged_lines(trace[0].completion, trace[1]) if trace else None,
                 verdict(trace[1]) if trace else None,
+                _task_verdict(answered.get((c.id, sample))),
             ]
         )
+
+
+def _task_verdict(v: dict | None) -> list | None:
+    return None if v is None else [bool(v["correct"]), _num(v.get("extracted")), _num(v.get("answer"))]
 
 
 # ---------------------------------------------------------------- the page

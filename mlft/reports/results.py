@@ -37,6 +37,7 @@ from mlft.errors import ConfigError
 from mlft.format import render
 from mlft.reports.mitigation import Table
 from mlft.reports.seeds import estimate, estimate_row, markdown, per_seed_tables, summarise
+from mlft.reports.task_axis import task_number
 
 SCHEMA = "mlft.results/1"
 MAIN_TABLE = "mitigation"
@@ -80,7 +81,10 @@ def _row(record: dict, label: str, table: str = MAIN_TABLE) -> dict:
 def _number(record: dict, label: str, task: str, metric: str) -> dict:
     if task not in TASKS:
         raise ConfigError(f"results view: unknown task {task!r}; valid: {', '.join(TASKS)}")
-    cells = _row(record, label)["tasks"].get(task, {})
+    row = _row(record, label)
+    cells = row["tasks"].get(task, {})
+    if metric == "task" and task_number(row, task) is not None:  # the task axis: a capability column of the row
+        return task_number(row, task)
     if metric not in cells:
         raise ConfigError(
             f"results {record.get('name')!r}: row {label!r} has no {task} {metric} (has: {', '.join(cells)})"
@@ -115,7 +119,9 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
         raise ConfigError(f"results {record.get('name')!r}: no table {table!r}")
     sig = 1 - spec.get("confidence", 0.95)
     guard = [("coverage", "Cov"), ("degeneracy", "Degen"), ("validity", "Valid"), ("nll", "NLL")]
-    header = ["", "Mono LPR", "Cross LPR", *(f"{name} mono / cross" for _, name in guard), "guard"]
+    has_task = any(task_number(r, t) for r in spec["rows"] for t in TASKS)  # the task axis, where the rows have it
+    header = ["", "Mono LPR", "Cross LPR", *(f"{name} mono / cross" for _, name in guard)]
+    header += ["Task mono / cross"] * has_task + ["guard"]
     body = []
     for r in spec["rows"]:
 
@@ -126,6 +132,9 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
 
         cols = [" / ".join(cell(r["tasks"].get(t, {}).get(m), m, interval=False) for t in TASKS) for m, _ in guard]
         verdict = "base" if r.get("base") else ("⚠ " + "; ".join(r["flags"]) if r.get("flagged") else "ok")
+        if has_task:
+            marks = ["*" if (task_number(r, t) or {}).get("p_vs_base", 1.0) < sig else "" for t in TASKS]
+            cols.append(" / ".join(cell(task_number(r, t)) + m for t, m in zip(TASKS, marks)))
         body.append([r["label"], lpr("monolingual"), lpr("crosslingual"), *cols, verdict])
     env = record.get("environment", {})
     config = record.get("config", {})
@@ -135,6 +144,7 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
         f"{spec.get('confidence', 0.95):.0%} interval{TARGETS.get(spec.get('target'), '')}; "
         f"* = differs from the base row, p < {sig:.2g} "
         f"({TESTS[spec.get('test', 'bootstrap')]}, Holm); guard columns as in the mitigation table."
+        + (" Task = share of replies answering verifiable prompts (± its interval; * as for LPR)." if has_task else "")
     )
     return render(header, body, "markdown").rstrip("\n") + "\n\n" + source
 

@@ -12,7 +12,7 @@
     NAMES['trace_' + x] = 'trace outcome: ' + x; });
   var LOWER_IS_BETTER = {degeneracy: 1, unknown: 1, skipped: 1, nll: 1, trace_degeneracy: 1, trace_unknown: 1,
     trace_skipped: 1, trace_unclosed: 1, trace_malformed: 1};
-  var MAIN_METRICS = ['lpr', 'wpr', 'lcpr', 'coverage', 'degeneracy', 'validity', 'trace_lpr', 'trace_any'];
+  var MAIN_METRICS = ['lpr', 'wpr', 'lcpr', 'coverage', 'degeneracy', 'validity', 'task', 'trace_lpr', 'trace_any'];
   var COLORS = ['#2f5fd0', '#d0542f', '#1a8a5a', '#8e44ad', '#c7962c', '#16a0b5', '#d03f8a', '#5d6d7e'];
   var VERDICT = {'pass': 'LCB pass', 'line': 'LPR fail: a line in another language',
     'word': 'WPR fail: English word', 'not counted': 'not counted (no line of 5+ tokens)'};
@@ -260,6 +260,10 @@
     if (f === 'flagged' && !r[5]) return false;
     if (f === 'passed' && r[4] !== 'pass') return false;
     if (f === 'passed-flagged' && (r[4] !== 'pass' || !r[5])) return false;
+    // the task axis (r[15]: [answered, the reply's number, the answer] where the suite checks answers)
+    if (f === 'answered' && !(r[15] && r[15][0])) return false;
+    if (f === 'not answered' && !(r[15] && !r[15][0])) return false;
+    if (f === 'passed-not-answered' && (r[4] !== 'pass' || !(r[15] && !r[15][0]))) return false;
     if (S.rSearch) {
       var q = S.rSearch.toLowerCase();
       var text = r[0] + '\n' + r[8].map(function (l) { return l[0]; }).join('\n');
@@ -274,6 +278,8 @@
     var f = [['', 'all replies'], ['failed', 'failed (LPR or WPR)'], ['line', 'failed LPR (line in another language)'],
       ['word', 'failed WPR (English word)'], ['not counted', 'not counted by LCB'], ['flagged', 'flagged by the guard'],
       ['passed', 'passed LCB'], ['passed-flagged', 'passed LCB but flagged by the guard']];
+    if (rs.some(function (r) { return r[15]; })) f = f.concat([['answered', 'task: answered'],
+      ['not answered', 'task: not answered'], ['passed-not-answered', 'passed LCB but did not answer']]);
     box.innerHTML = '<label>' + (IDX.axis === 'step' ? 'checkpoint' : 'variant') + ' <select id="r-view">' + viewOptions(S.view) + '</select></label>' +
       '<label>verdict <select id="r-verdict">' + options(f.map(function (x) { return x[0]; }), S.rVerdict, f.map(function (x) { return x[1]; })) + '</select></label>' +
       '<label>task <select id="r-task">' + options([''].concat(uniq(rs.map(function (r) { return r[1]; }))), S.rTask, ['all'].concat(uniq(rs.map(function (r) { return r[1]; })))) + '</select></label>' +
@@ -319,6 +325,8 @@
       '<span class="badge b-' + cls + '">' + esc(VERDICT[v] || v) + '</span>' + flag +
       (r[7] != null ? '<span class="badge b-info" title="share of known words; valid above ' + (100 * IDX.valid_share) + ' %">validity ' + pct(r[7]) + ' %</span>' : '') +
       (r[10] ? '<span class="badge b-info">finish: ' + esc(r[10]) + '</span>' : '') +
+      (r[15] ? '<span class="badge ' + (r[15][0] ? 'b-info' : 'b-flag') + '" title="task axis: the reply\'s last number against the prompt\'s answer">task: ' +
+        (r[15][0] ? 'answered' : 'not answered (' + (r[15][1] == null ? 'no number' : esc(r[15][1])) + ' vs ' + esc(r[15][2]) + ')') + '</span>' : '') +
       (r[11] != null ? '<span class="badge b-info">NLL ' + (+r[11]).toFixed(2) + '</span>' : '') +
       (words.length ? '<span class="badge b-word">English: ' + esc(words.join(', ')) + '</span>' : '') +
       '<button class="to-compare" data-id="' + esc(r[0]) + '">compare across ' + (IDX.axis === 'step' ? 'checkpoints' : 'variants') + '</button>' +
