@@ -103,9 +103,11 @@ STATS = "mlft.stats"
 # a change that takes a folder over its budget raises the number here and says why (or moves code to the room where
 # it belongs). Set about 5 % above what each folder held after generation/ was split by what it holds (requests,
 # gate and vector building beside their interventions, the fluency proxy with the guard) and mix kinds and source
-# types became tables: 26.2k lines in all.
+# types became tables: 26.2k lines in all; raised where the same round added a room's work (Target and the served
+# gate in generation/, the lm-eval fidelity filter in harness/, the task axis, seeds and lifted results in reports/,
+# stats/ split from one file): 27.7k.
 LINE_BUDGET = {
-    "mlft": 2650,
+    "mlft": 1500,
     "mlft/benchmarks": 100,
     "mlft/benchmarks/lcb": 2600,
     "mlft/benchmarks/multisense": 650,
@@ -115,14 +117,15 @@ LINE_BUDGET = {
     "mlft/evals": 1500,
     "mlft/evals/multisense": 450,
     "mlft/evals/polyglot": 300,
-    "mlft/generation": 2000,
-    "mlft/generation/backends": 2150,
+    "mlft/generation": 2300,
+    "mlft/generation/backends": 2400,
     "mlft/generation/interventions": 2800,
-    "mlft/harness": 500,
+    "mlft/harness": 720,
     "mlft/harness/tasks/lcb": 50,
     "mlft/harness/tasks/mlft_polyglot_mc": 50,
     "mlft/io": 600,
-    "mlft/reports": 2550,
+    "mlft/reports": 3150,
+    "mlft/stats": 1300,
     "mlft/training": 4000,
 }
 

@@ -178,7 +178,8 @@ def test_the_demo_gives_every_row_a_cheap_task_pass_and_its_table_the_task_colum
     demo = experiment()
     calls = []
 
-    def fake_run_suite(suite, *, model_ref, out_dir, progress):
+    def fake_run_suite(suite, target, out_dir, *, progress):
+        model_ref = target.model_ref
         o = suite.options
         calls.append((suite.name, o.languages, o.per_language, o.decoding.temperature, o.decoding.max_new_tokens))
         calls[-1] += ([v.name for v in o.variants], [len(v.interventions) for v in o.variants], model_ref)
