@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from mlft.evals.runner import run_suite  # noqa: E402
 from mlft.evals.suite import load_suite  # noqa: E402
 from mlft.generation.backends.served_gate import local_server, serve_command  # noqa: E402
+from mlft.generation.target import Target  # noqa: E402
 from mlft.stats import intervals, load_outcomes, paired_test  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -60,7 +61,7 @@ def run_passes(url: str, work: Path) -> dict:
     for name, extra in passes:
         started = time.perf_counter()
         suite = load_suite("lcb_demo", overrides + extra)
-        run_suite(suite, backend="openai", backend_options=options, model_ref=args.model, out_dir=work / name)
+        run_suite(suite, Target("openai", options, model_ref=args.model), work / name)
         outcomes = load_outcomes(work / name / "default" / "outcomes.jsonl")
         out[name] = (outcomes, time.perf_counter() - started)
     return out

@@ -215,6 +215,7 @@ def test_openai_backend_drives_an_lcb_pass_with_the_gate_on_and_off(served, tmp_
     the backend checked the server runs the plugin); gated replies hold no Latin letter, ungated ones do."""
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import load_suite
+    from mlft.generation.target import Target
     from mlft.io.jsonl import read_jsonl
 
     base = ["languages=[ko,zh]", "per_language=2", "tasks=[crosslingual]", "sources=[okapi]", "samples=1"]
@@ -223,7 +224,7 @@ def test_openai_backend_drives_an_lcb_pass_with_the_gate_on_and_off(served, tmp_
     replies = {}
     for name, extra in [("off", []), ("on", ["interventions=[{name: script_gate, mode: hard}]"])]:
         suite = load_suite("lcb_demo", base + extra)
-        run_suite(suite, backend="openai", backend_options=options, model_ref="smol", out_dir=tmp_path / name)
+        run_suite(suite, Target("openai", options, model_ref="smol"), tmp_path / name)
         records = list(read_jsonl(tmp_path / name / "default" / "completions.jsonl"))
         assert records and not any(r.get("error") for r in records)
         replies[name] = {r["id"]: r["completion"] for r in records}
