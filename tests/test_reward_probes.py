@@ -17,6 +17,7 @@ import importlib.util
 
 import pytest
 
+from mlft.generation import relevance
 from mlft.training.reward_terms import ReplyScorer
 from mlft.training.rewards import REWARDS
 from tests.training_helpers import REPO
@@ -159,7 +160,23 @@ def test_7_prose_in_a_fence_is_still_judged(scorer):
 def ratios(shared):
     recipes = [r for r in probes_mod.shipped_grpo_recipes() if not r.stem.endswith("_control")]
     assert {r.name for r in recipes} >= {"grpo_gated.yaml", "grpo_on_sft.yaml", "grpo_crosslingual.yaml"}
-    return probes_mod.table(recipes, list(PROBES.values()), shared / "lcb" / "words")
+    with pytest.MonkeyPatch.context() as mp:  # the recipes judge the same batch alike: score it once (same numbers)
+        mp.setattr(relevance, "pmi", _once(relevance.pmi))
+        return probes_mod.table(recipes, list(PROBES.values()), shared / "lcb" / "words")
+
+
+def _once(pmi):
+    """`pmi` remembered per call (model, prompts, replies, baselines): a recipe's reward scores the probes in the
+    batch another recipe's did, and the judge's model pass is the test's cost."""
+    seen = {}
+
+    def cached(model, tokenizer, prompts, replies, others=None, **kwargs):
+        key = (id(model), repr(prompts), tuple(replies), repr(others), repr(sorted(kwargs.items())))
+        if key not in seen:
+            seen[key] = pmi(model, tokenizer, prompts, replies, others, **kwargs)
+        return list(seen[key])
+
+    return cached
 
 
 def _worst(ratios, cls) -> dict[str, float]:
