@@ -239,3 +239,22 @@ def test_results_blocks_render_the_task_score_of_a_row():
     for r in rows:
         del r["capability"]
     assert "Task" not in headline_table(record)
+
+
+def test_a_rows_task_verdicts_resolve_from_a_spec_with_relative_paths(tmp_path, monkeypatch):
+    """The demo writes its table spec with paths relative to where it runs (`runs/demo/...`): a row's task verdicts,
+    resolved against its capability rows' folder, must not be prefixed again with the row's own run folder (the
+    demo's first table with the task axis lost its paired tests to that)."""
+    from mlft.io.jsonl import write_jsonl
+    from mlft.reports.table_rows import select
+    from mlft.reports.table_spec import Capability, RowSpec
+
+    monkeypatch.chdir(tmp_path)
+    row = {"suite": "s", "variant": "model", "task": "crosslingual", "language": "avg", "n": 2}
+    write_jsonl(Path("runs/base/scores.jsonl"), [dict(row, metric="lpr", value=0.5)])
+    write_jsonl(Path("runs/task/base/scores.jsonl"), [dict(row, metric="task", value=0.5, outcomes="model/task.jsonl")])
+    write_jsonl(Path("runs/task/base/model/task.jsonl"), [{"id": "a"}])
+    spec = RowSpec("base", rows_file="runs/base/scores.jsonl", capability_rows_file="runs/task/base/scores.jsonl")
+    found = select(spec, None, [Capability("crosslingual", "task", variant=None)])
+    path = found.outcomes_file(("crosslingual", "avg", "task"))
+    assert path is not None and path.is_file() and path.samefile(tmp_path / "runs/task/base/model/task.jsonl")

@@ -104,6 +104,7 @@ def _capability_row(r: RowSpec, cap: Capability) -> MetricRow | None:
     if not rows:
         return None
     found = rows[-1]
+    root = root.absolute()  # a row's own root (its run) must not prefix a path resolved here (relative specs)
     if found.outcomes:  # resolved against the folder that holds the rows
         found = dataclasses.replace(found, outcomes=str(root / found.outcomes))
     if found.harness is not None and found.harness.samples:  # resolved against the folder that holds the rows
