@@ -88,10 +88,10 @@ def test_evaluate_step_runs_only_missing_passes(tmp_path, monkeypatch):
         suite="lcb_tiny",
         fewshot=True,
         quantized=["w8", "w4"],
-        fewshot_variants=[PromptVariant("1-shot", "lcb_tiny", ["prompting.shots=1"])],
+        fewshot_variants=[PromptVariant("1-shot", "lcb_tiny", {"prompting": {"shots": 1}})],
     )
     assert [p.variant for p in passes_for(ev)] == ["model", "1-shot", "w8", "w4"]
-    assert passes_for(ev)[1].settings == {"prompting": {"shots": 1}}  # the variant's key=value text, parsed once
+    assert passes_for(ev)[1].settings == {"prompting": {"shots": 1}}  # the variant's settings, a mapping
     assert passes_for(ev)[2] == EvalPass(
         "w8", "lcb_tiny", {}, ({"name": "quantize", "scheme": "w8"},), at_ends_only=True
     )
