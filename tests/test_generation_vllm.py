@@ -276,8 +276,9 @@ def vllm_backend():
 
 @pytest.fixture
 def shared_vllm(vllm_backend, monkeypatch):
-    """run_suite(..., backend="vllm") uses the module's engine (and does not close it)."""
-    import mlft.evals.runner as runner
+    """run_suite(suite, Target("vllm", ...), ...) uses the module's engine (and does not close it): the Target makes
+    every backend (mlft.generation.target)."""
+    import mlft.generation.target as runner
 
     real = runner.create_backend
 
