@@ -93,7 +93,9 @@ def main() -> None:
     strict = timed(lambda cs: bare_loop(cs, lid, normalize))[0] if args.mlft_normalize else None
     plain, _, _ = timed(lambda cs: score_completions(cs, lid=lid, words=words, workers=workers))
     guarded, _, _ = timed(
-        lambda cs: score_guard(cs, score_completions(cs, lid=lid, words=words, workers=workers, guard=True).replies)
+        lambda cs: score_guard(
+            cs, score_completions(cs, lid=lid, words=words, workers=workers, guard=True).replies, workers=workers
+        )
     )
     score = [
         "-m",

@@ -245,3 +245,22 @@ def test_fluency_proxy(embedded_model):
         assert [b is None for b in batched] == [o is None for o in one]
         assert np.allclose([b for b in batched if b is not None], [o for o in one if o is not None], atol=1e-4)
     assert not model.training
+
+
+def test_the_guard_of_several_models_is_the_same_in_forked_workers(shared, monkeypatch):
+    """`mlft score`'s guard runs each model's rows in a forked worker on a large input (its seeded intervals are the
+    model's own): the rows and flags equal one process's, in the same order."""
+    from mlft.benchmarks.lcb import scoring
+    from mlft.benchmarks.lcb.metrics import ScoreOptions
+    from mlft.benchmarks.lcb.scoring import analyze_all, load_resources, score_guard
+
+    base = [c for c, _ in zip(read_completions(shared / "lcb" / "outputs" / "gpt-4-turbo.csv"), range(60))]
+    junk = [c for c, _ in zip(read_completions(shared / "lcb" / "outputs" / "command-r.csv"), range(60))]
+    comps = base + junk
+    lid, words = load_resources("ftz", shared / "lcb" / "words")
+    replies = analyze_all([(c.completion, c.language) for c in comps], lid, words, ScoreOptions(), workers=1)
+    one = score_guard(comps, replies, n=1000, workers=1)
+    monkeypatch.setattr(scoring, "PARALLEL_MIN_REPLIES", 10)
+    forked = score_guard(comps, replies, n=1000, workers=2)
+    assert {model for _, model, _, _ in one[0]} == {"gpt-4-turbo", "command-r"}
+    assert forked == one and list(forked[0]) == list(one[0])

@@ -151,9 +151,11 @@ def run(args) -> int:
     answers = traced.split.answers  # the completions themselves when no reply has a marker
     guard = trace_guard = None
     if not args.no_guard:
-        guard = score_guard(answers, report.replies, confidence=args.confidence, seed=args.seed)
+        guard = score_guard(answers, report.replies, confidence=args.confidence, seed=args.seed, workers=args.workers)
         if trace is not None:
-            trace_guard = score_guard(traced.split.traces, trace.replies, confidence=args.confidence, seed=args.seed)
+            trace_guard = score_guard(
+                traced.split.traces, trace.replies, confidence=args.confidence, seed=args.seed, workers=args.workers
+            )
     outcomes = traced.outcome_rows(completions) if traced.split.any_marker else None
     judged = None
     if args.judge:

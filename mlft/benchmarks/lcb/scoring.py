@@ -351,35 +351,60 @@ def _sample(completion) -> int:
 
 @_collector_paused
 def score_guard(
-    completions: Sequence, replies: Sequence, *, confidence: float = 0.95, n: int = 2000, seed: int = 0
+    completions: Sequence,
+    replies: Sequence,
+    *,
+    confidence: float = 0.95,
+    n: int = 2000,
+    seed: int = 0,
+    workers: int | None = None,
 ) -> tuple[dict[tuple[str, str, str, str], dict], list[dict]]:
     """The guard of `mlft score`: per (task, model, source, language) row of the official report (aggregates
     with "all") its guard row (`guard_rows`), and the limit flags of the (task, model, language) rows as
     dicts {task, model, language, metric, value, ci_low, ci_high, reason}. `completions` are
-    `mlft.completions.Completion`s, `replies` their `metrics.ReplyResult`s (same order)."""
+    `mlft.completions.Completion`s, `replies` their `metrics.ReplyResult`s (same order). Models are independent
+    (each its own seeded intervals): with several models and a large input they run in `workers` forked processes
+    (default: all cores), with the same numbers as one process."""
     by_model: dict[str, list[int]] = {}
     for i, c in enumerate(completions):
         by_model.setdefault(c.model, []).append(i)
+    workers = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    _WORKER.update(guard_input=(completions, replies, confidence, n, seed))  # inherited by forked workers
+    try:
+        if workers <= 1 or len(by_model) < 2 or len(completions) < PARALLEL_MIN_REPLIES:
+            done = [_model_guard(idx) for idx in by_model.values()]
+        else:
+            with mp.get_context("fork").Pool(min(workers, len(by_model))) as pool:
+                done = pool.map(_model_guard, list(by_model.values()), chunksize=1)
+    finally:
+        _WORKER.pop("guard_input", None)
     rows, flags = {}, []
-    for model, idx in by_model.items():
-        outcomes = outcomes_from([completions[i] for i in idx], [replies[i] for i in idx])
-        model_rows = guard_rows(outcomes, confidence=confidence, n=n, seed=seed, sources=True)
+    for model, (model_rows, model_flags) in zip(by_model, done):
         for r in model_rows:
             rows[(r["task"], model, r["source"], r["language"])] = r
-        for f in limit_flags([r for r in model_rows if r["source"] == "all"], **LIMITS):
-            flags.append(
-                {
-                    "task": f.task,
-                    "model": model,
-                    "language": f.language,
-                    "metric": f.metric,
-                    "value": f.value,
-                    "ci_low": f.ci_low,
-                    "ci_high": f.ci_high,
-                    "reason": f.reason,
-                }
-            )
+        flags += [dict(f, model=model) for f in model_flags]
     return rows, flags
+
+
+def _model_guard(idx: list[int]) -> tuple[list[dict], list[dict]]:
+    """One model's guard rows and limit flags (`score_guard`), from the input the parent left in `_WORKER`."""
+    completions, replies, confidence, n, seed = _WORKER["guard_input"]
+    outcomes = outcomes_from([completions[i] for i in idx], [replies[i] for i in idx])
+    model_rows = guard_rows(outcomes, confidence=confidence, n=n, seed=seed, sources=True)
+    flags = [
+        {
+            "task": f.task,
+            "model": None,
+            "language": f.language,
+            "metric": f.metric,
+            "value": f.value,
+            "ci_low": f.ci_low,
+            "ci_high": f.ci_high,
+            "reason": f.reason,
+        }
+        for f in limit_flags([r for r in model_rows if r["source"] == "all"], **LIMITS)
+    ]
+    return model_rows, flags
 
 
 def _intervals(
