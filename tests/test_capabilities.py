@@ -87,7 +87,7 @@ def test_no_backend_name_is_tested_outside_the_backends():
     assert hits == []
 
 
-def test_a_recipe_evaluates_with_the_third_backend_in_process(canned, tmp_path, monkeypatch):
+def test_a_recipe_evaluates_with_the_third_backend_in_process(canned, tmp_path, monkeypatch, shared):  # LCB test sets
     """evaluation.backend: canned -> the callback's pass runs in-process on the live model through the new backend
     (it takes a live model); its rows reach curves.jsonl with the canned replies' numbers."""
     import mlft.training.callback as cb

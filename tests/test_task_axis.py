@@ -121,7 +121,7 @@ def test_the_mitigation_tables_task_column_is_tested_and_a_drop_flagged(eval_fol
     assert record["value"] < 0.3 and record["p_vs_base"] < 0.001
 
 
-def test_the_report_page_shows_the_task_score_and_each_replys_verdict(eval_folder, tmp_path):
+def test_the_report_page_shows_the_task_score_and_each_replys_verdict(eval_folder, tmp_path, shared):  # word list
     from mlft.reports.page import write_page
 
     folder, _ = eval_folder

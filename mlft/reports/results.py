@@ -55,8 +55,21 @@ def table_record(table: Table, base: str, confidence: float = 0.95, resamples: i
         "resamples": resamples,
         "test": "permutation",  # the p behind `*` (files without the key: the paired bootstrap's p)
         "target": "population",  # what the intervals cover (mlft.stats: prompt sampling and decoding noise)
-        "rows": table.data,
+        "rows": [_around_value(row) for row in table.data],
     }
+
+
+def _around_value(row: dict) -> dict:
+    """A row whose every interval holds its value: metric rows written by earlier passes can carry a bound that
+    rounded past it (a high of 1 - 2e-16 at a value of 1; mlft.stats now keeps the value inside)."""
+    tasks = {}
+    for task, cells in row.get("tasks", {}).items():
+        tasks[task] = {}
+        for metric, num in cells.items():
+            if isinstance(num, dict) and num.get("low") is not None and num.get("value") is not None:
+                num = dict(num, low=min(num["low"], num["value"]), high=max(num["high"], num["value"]))
+            tasks[task][metric] = num
+    return dict(row, tasks=tasks) if "tasks" in row else row
 
 
 def results_extra(name: str, tables: dict[str, dict], **more) -> dict:

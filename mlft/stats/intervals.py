@@ -82,7 +82,9 @@ def wilson(successes, trials, confidence: float = 0.95) -> tuple[np.ndarray, np.
     centre = (p + z * z / (2 * safe)) / (1 + z * z / safe)
     half = z / (1 + z * z / safe) * np.sqrt(p * (1 - p) / safe + z * z / (4 * safe * safe))
     empty = t == 0
-    return np.where(empty, 0.0, np.clip(centre - half, 0, 1)), np.where(empty, 1.0, np.clip(centre + half, 0, 1))
+    # the interval holds p (exactly, not up to rounding: at p = 1 the upper bound is 1, not 0.9999999999999998)
+    low, high = np.minimum(centre - half, p), np.maximum(centre + half, p)
+    return np.where(empty, 0.0, np.clip(low, 0, 1)), np.where(empty, 1.0, np.clip(high, 0, 1))
 
 
 def check_confidence(confidence: float, n: int) -> None:
@@ -194,7 +196,8 @@ def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: 
                 else:
                     n_eff = 1.0 / var_unit
                     lo, hi = wilson(est.value * n_eff, n_eff, confidence)
-                    bounds[target] = (float(lo), float(hi))
+                    # around the value itself: value * n_eff / n_eff can round below it (a high of 1 - 2e-16 at 1)
+                    bounds[target] = (min(float(lo), est.value), max(float(hi), est.value))
             method = "wilson" if np.count_nonzero(w) == 1 else "stratified-wilson"
             out[(task, *row)][metric] = Estimate(est.value, *bounds["population"], method, est.n, *bounds["set"])
 
