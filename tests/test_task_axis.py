@@ -14,8 +14,8 @@ import pytest
 from mlft.cli import main
 from mlft.evals.lcb import LcbOptions, metric_rows, task_rows
 from mlft.io.jsonl import write_jsonl
-from mlft.reports.task_axis import paired_task_test, sign_flip_p
-from mlft.stats import Outcome, save_outcomes
+from mlft.reports.task_axis import paired_task_test
+from mlft.stats import Outcome, save_outcomes, sign_flip_p
 
 LANGS = ("de", "fr", "ru", "zh", "hi")
 

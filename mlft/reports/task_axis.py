@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mlft.errors import DataError
-from mlft.stats import PairedResult, holm
+from mlft.stats import PairedResult, holm, sign_flip_p
 
 TASK_FILE = "task.jsonl"  # the lcb kind's per-reply verdicts (mlft.evals.lcb.TASK_FILE)
 METRIC = "task"
@@ -72,24 +72,6 @@ def prompt_differences(a: dict, b: dict, task: str, language: str | None = None)
     d = np.array([np.mean([y for _, y in v]) - np.mean([x for x, _ in v]) for v in per.values()])
     flat = [p for v in per.values() for p in v]
     return d, float(np.mean([x for x, _ in flat])), float(np.mean([y for _, y in flat]))
-
-
-def sign_flip_p(d: np.ndarray, n: int = 10000, seed: int = 0) -> tuple[float, int, bool]:
-    """(p, patterns, exact) of the paired permutation test on the mean of `d` (swapping a prompt's A and B replies
-    flips its difference's sign; prompts with no difference change nothing and are left out)."""
-    live = d[d != 0]
-    m = len(live)
-    if m == 0:
-        return 1.0, 1, True
-    t_obs = abs(live.sum())
-    exact = 2**m <= n
-    if exact:
-        signs = 1 - 2 * ((np.arange(2**m)[:, None] >> np.arange(m)) & 1)
-    else:
-        signs = 1 - 2 * np.random.default_rng(seed).integers(0, 2, (n, m))
-    hits = int(np.sum(np.abs(signs @ live) >= t_obs - 1e-12 * max(1.0, t_obs)))
-    p = hits / 2**m if exact else (1 + hits) / (1 + n)
-    return float(min(1.0, p)), (2**m if exact else n), exact
 
 
 def paired_task_test(

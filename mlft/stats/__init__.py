@@ -46,6 +46,7 @@ from mlft.stats.paired import (
     paired_mean_bootstrap,
     paired_test,
     paired_tests_by_language,
+    sign_flip_p,
     swap_test,
     unpaired_test,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "ratio_interval",
     "save_outcomes",
     "seed_interval",
+    "sign_flip_p",
     "swap_test",
     "unknown_share_intervals",
     "unpaired_test",

@@ -408,3 +408,22 @@ def paired_tests_by_language(
         for lang in langs
     ]
     return dict(zip(langs, adjust(results)))
+
+
+def sign_flip_p(d: np.ndarray, n: int = 10000, seed: int = 0) -> tuple[float, int, bool]:
+    """(p, patterns, exact) of the paired permutation test on the mean of per-unit differences `d` (`swap_test` for
+    LCB's aggregated metrics; this for a plain share such as the task score) (swapping a prompt's A and B replies
+    flips its difference's sign; prompts with no difference change nothing and are left out)."""
+    live = d[d != 0]
+    m = len(live)
+    if m == 0:
+        return 1.0, 1, True
+    t_obs = abs(live.sum())
+    exact = 2**m <= n
+    if exact:
+        signs = 1 - 2 * ((np.arange(2**m)[:, None] >> np.arange(m)) & 1)
+    else:
+        signs = 1 - 2 * np.random.default_rng(seed).integers(0, 2, (n, m))
+    hits = int(np.sum(np.abs(signs @ live) >= t_obs - 1e-12 * max(1.0, t_obs)))
+    p = hits / 2**m if exact else (1 + hits) / (1 + n)
+    return float(min(1.0, p)), (2**m if exact else n), exact
