@@ -145,6 +145,67 @@ PAGE_PHRASES = {
         ("`lcb_monolingual_<lang>` (15) and `lcb_crosslingual_<lang>` (14)", "LCB's languages per task"),
         ("nucleus T=0.3, p=0.75", "the paper's decoding settings"),
     ],
+    "docs/rl.md": [
+        ("1.0 accuracy + 0.2 language", "a cited paper's reward weights"),
+        ("(finite, >= 0, not all 0;", "the recipe check's rules"),
+        ("installs 0.32", "a version"),
+        ("A != X, X: all 15", "LCB's language count"),
+        ("reply in X, all 15", "LCB's language count"),
+        ("13-gram", "an option value"),
+        ("60 % en->X, 15 % A->X, 25 % monolingual", "a mix's shares"),
+        ("(60 / 15 / 25 %)", "a mix's shares"),
+        ("temperature 1.0, no nucleus cut", "the rollouts' decoding settings"),
+        ("`--above` (default 0)", "an option's default"),
+        ("`--above 0.25` asks for the guard too: only 1.0 is above it", "an option value and the term's top value"),
+        ("strictly between 0 and 1", "the filter's rule"),
+        # the reward terms' definitions and option defaults (mlft/training/rewards.py)
+        ("1 when every counted line", "a term's definition"),
+        ("(score > 0.3); 0 otherwise", "LCB's threshold, a term's definition"),
+        ("no counted line earns 0", "a term's definition"),
+        ("1 for a counted, line-clean reply", "a term's definition"),
+        ("0 otherwise; None", "a term's definition"),
+        ("lexical validity in [0, 1]", "a term's range"),
+        ("-1 for a reply the guard's reward view flags", "a term's definition"),
+        ("a loop tail over 15 % of the reply), else 0", "a term's rule"),
+        (
+            "(options `floor` 0.5, 0.25 in the shipped recipes; `min_share` 0.8, `after_q` judge, `margin` 0.3, "
+            "`valid_share` 0.8)",
+            "option defaults and the shipped recipes' values",
+        ),
+        ("0.25 in the shipped recipes", "the shipped recipes' option value"),
+        ("holds >= 5 **words**", "the term's line rule"),
+        ("at most 20 % English words", "the term's rule"),
+        ("among short English ones: 0)", "the term's value by its rule"),
+        ("(`judge`: 0;", "the term's value by its rule"),
+        # what each term pays on the shapes of tests/test_training_grpo.py: values the tests assert, not a run's
+        (
+            "| a 5-token French line, then four short English lines | 1 | (French words only) | 0 | **0** (5 of 14 "
+            "tokens counted) |",
+            "values tests/test_training_grpo.py asserts",
+        ),
+        (
+            "| a French sentence, then `\\nQ:` and an English paragraph | 1 | 1.0 (cut there) | 0 | **0** |",
+            "values tests/test_training_grpo.py asserts",
+        ),
+        (
+            "| an English sentence, any of the 14 other LCB targets | 0 | **<= 0.25** (was 1.0) | 0 | 0 |",
+            "values tests/test_training_grpo.py asserts",
+        ),
+        (
+            "| 1 | 1.0 | **-1** (was 0) | **0.5** (the floor; 0 with `floor: 0`) |",
+            "values tests/test_training_grpo.py asserts",
+        ),
+        ("| a fluent French sentence | 1 | 1.0 | 0 | 1 |", "values tests/test_training_grpo.py asserts"),
+        ("the paper's 65,816 released replies", "the released data's size"),
+        ("in all 660 groups (so every uncounted reply earned 0)", "the released data's group count, checked by a test"),
+        ("| 8 (the CPU recipes: 4) |", "trl's default and the recipes' setting"),
+        ("| 1, 0.2, none |", "trl's defaults"),
+        ("with 1 iteration the clip never acts; 2 with", "option values"),
+        ("cut at 2,000 characters", "a setting"),
+        ("at most 40 logged steps", "a setting"),
+        ("cut at 1,000 characters", "a setting"),
+        ("after checkpoint-1", "a checkpoint's name"),
+    ],
     "docs/report.md": [
         ("Firefox >= 113, Safari >= 16.4", "the browser versions the page needs (DecompressionStream)"),
         ("20 a page", "the replies list's page size (PAGE_SIZE of mlft/resources/report/page.js)"),
@@ -157,7 +218,9 @@ PAGE_PHRASES = {
 HAND_TYPED = {
     "docs/gpu.md": 161,
     "docs/measuring.md": 30,  # all in "Evidence: intervals, ...", rewritten on another branch (issue 43)
-    "docs/rl.md": 94,  # + the answer term's options (floor 0.25, gate_floor 0.25): settings, not measurements
+    # all 16 in "Terms that read the prompt", which the judge branch rewrites (issue 42); three of them are the
+    # answer term's options (floor 0.25, gate_floor 0.25): settings, not measurements
+    "docs/rl.md": 16,
 }
 
 
