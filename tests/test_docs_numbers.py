@@ -258,8 +258,8 @@ PAGE_PHRASES = {
 # pages whose measured numbers are still typed by hand: how many each holds; lift them into a results file
 # (docs/results/rl.json shows how) and lower the count; it may never rise
 HAND_TYPED = {
-    "docs/measuring.md": 30,  # all in "Evidence: intervals, ...", rewritten on another branch (issue 43)
-    # all 16 in "Terms that read the prompt", which the judge branch rewrites (issue 42); three of them are the
+    "docs/measuring.md": 30,  # all in "Evidence: intervals, ...", which the calibration work rewrites
+    # all 16 in "Terms that read the prompt", which the relevance judge's rewrite replaces; three of them are the
     # answer term's options (floor 0.25, gate_floor 0.25): settings, not measurements
     "docs/rl.md": 16,
 }
