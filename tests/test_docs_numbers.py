@@ -667,10 +667,12 @@ def test_not_measured_rules_each_cover_what_they_say():
     assert set(samples) == set(NOT_MEASURED)
     for rule, text in samples.items():
         assert typed_numbers(text) == [], rule
-    # and what they do not cover: a measured p, a timing, a percentage, an integer count of a result
-    assert [n.split()[0] for n in typed_numbers("p < 0.001; 19 min; 88.5 %; 71 of 290 replies")] == [
+    # and what they do not cover: a measured p, a timing, a percentage, an integer count of a result, a rate (a
+    # run's size in tokens is a setting, tokens per second a measurement)
+    assert [n.split()[0] for n in typed_numbers("p < 0.001; 19 min; 88.5 %; 71 of 290 replies; 2,626 tokens/s")] == [
         "0.001",
         "19",
         "88.5",
         "71",
+        "2,626",
     ]

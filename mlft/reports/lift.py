@@ -28,7 +28,7 @@ NOT_MEASURED = {
     "a citation's year": r"(?<=[ (])(?:19|20)\d\d(?=[),;])",
     "a paper reference": r"§ ?\d+(?:\.\d+)*|\b(?:Tables?|Figure|Appendix|A) ?\d+(?:/A?\d+)?",
     "a setting (a run's size)": r"\b\d+(?:,\d{3})*[- ](?:(?:LoRA|training|optimizer|new|held-out) )?(?:prompts?|steps?|"
-    r"tokens|CPU cores|cores?|GPUs?|nodes?|replies|reruns|languages|seeds?|items|facts|rows)\b",
+    r"tokens|CPU cores|cores?|GPUs?|nodes?|replies|reruns|languages|seeds?|items|facts|rows)\b(?!/)",  # not a rate
     "a guard limit": r"(?:limit|limits) [+-]?\d+ ?%|[+-]?\d+ ?% limit",
     "the confidence level": r"\b(?:90|95|99) ?% (?:interval|t-interval|intervals|confidence)",
     "an option value (scientific)": r"\b\d+(?:\.\d+)?e-\d+\b",
