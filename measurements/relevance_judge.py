@@ -267,6 +267,18 @@ def ranking(rows: list[dict], score: str, key: str = "class") -> list[tuple[str,
     return [(c, len(w), 100 * sum(w) / len(w)) for c, w in sorted(wins.items())]
 
 
+def per_language(a: list[dict], b: list[dict], score: str) -> float:
+    """Held-out agreement with a threshold per language, each chosen on that language's first-half prompt (11
+    replies): per-language calibration."""
+    said, seen = [], []
+    for lang in sorted({r["language"] for r in a}):
+        t = pick_threshold([r for r in a if r["language"] == lang], score)
+        held = [r for r in b if r["language"] == lang]
+        said += verdicts(held, t, score)
+        seen += held
+    return agree(seen, said)
+
+
 def per_group(rows: list[dict], said: list[bool], key: str) -> dict[str, tuple[int, int]]:
     out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for s, r in zip(said, rows):
@@ -344,6 +356,10 @@ def report(rows: list[dict], out: Path | None, results: Path | None = None, extr
                 f"{x['overall']:.1f} | {x['held_out_not_wrong']:.1f} |"
             )
         print(f"\nchosen by leave-one-prompt-out agreement in the first half: {' + '.join(chosen)}")
+    print(
+        f"a {score} threshold per language (chosen on its first-half prompt): "
+        f"{per_language(a, b, score):.1f} % held out"
+    )
     if out:
         text = (
             json.dumps(
@@ -424,6 +440,7 @@ def write_results(path, rows, a, b, score, t, study_lines, chosen, extra) -> Non
         sal["n"],
         sal["length_nll_model"],
         sal["pmi_judge"],
+        per_language(a, b, score),
     ]
     p1 = (
         "\n**The judge, measured** (`python measurements/relevance_judge.py`: 220 hand-labelled replies in 10 "
@@ -435,7 +452,9 @@ def write_results(path, rows, a, b, score, t, study_lines, chosen, extra) -> Non
         "distractor prompts, the true prompt's share among them, the reverse direction, the reply's NLL and length) "
         "combined by a logistic regression fitted on the first half did not reach it either: the set chosen inside "
         "the first half gets {5:.1f} % held out ({6:.1f} % overall), the best of all sets read on the held-out half "
-        "(not a held-out figure) {7:.1f} %. What those models add is the reply's length and its surprise, an "
+        "(not a held-out figure) {7:.1f} %. Per-language calibration (a threshold per language, chosen on its "
+        "first-half prompt's 11 replies) overfits: {15:.1f} % held out. "
+        "What those models add is the reply's length and its surprise, an "
         "artefact of how the set was written and a reward's weak spot: {12:d} word salads (an honest reply's words "
         "shuffled) are called answers {13:d} times by the length-and-NLL model, {14:d} by the PMI judge. So the "
         "answer term keeps the PMI judge. Its cost in the reward: two passes of the embedded model per rollout, "
