@@ -29,11 +29,14 @@ _spec.loader.exec_module(probes_mod)
 PROBES = {p["id"]: p for p in probes_mod.load_probes()}
 NEEDS_ANSWER = pytest.mark.xfail(
     strict=True,
-    reason="the relevance judge (PMI, 75.5 % held out) calls some of these replies answers: needs a better judge",
+    reason="the relevance judge (PMI, 75.5 % held out) calls some of these replies answers: needs a better judge "
+    "(none of the study's judges on the 135M model reaches 79 % held out: measurements/relevance_judge.py)",
 )
 # the judge calls some honest replies non-answers (43 of the labelled set's 60 answers): they earn the floor, 0.25
 JUDGE_MISSES_HONEST = pytest.mark.xfail(
-    strict=True, reason="the relevance judge calls an honest reply of the prompt a non-answer: it earns the floor"
+    strict=True,
+    reason="the relevance judge calls an honest reply of the prompt a non-answer: it earns the floor (the study's "
+    "judges that pass more honest replies pay length and surprise, word salad included: not used)",
 )
 
 
