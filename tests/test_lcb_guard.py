@@ -322,3 +322,26 @@ def test_the_fast_text_helpers_give_the_slow_ones_strings():
         assert spaced == text.translate(table)
         assert guard._rule_tokens(spaced.lower()) == guard._TOKEN.findall(spaced.lower())
     assert guard._punct_spaced("«Да», сказал он — " * 8).split()[:3] == ["Да", "сказал", "он"]
+
+
+def test_forked_scoring_gives_a_language_to_one_worker_and_the_same_replies(shared, monkeypatch):
+    """`analyze_all`'s forked tasks hold one language each (its tokeniser, lexicon and judged words met in one
+    worker), largest first, a language over half a worker's share in near-equal parts; the replies, the guard's
+    per-reply part included, equal one process's."""
+    from mlft.benchmarks.lcb import scoring
+    from mlft.benchmarks.lcb.metrics import ScoreOptions
+    from mlft.benchmarks.lcb.scoring import _language_chunks, analyze_all, load_resources
+
+    comps = read_completions(shared / "lcb" / "outputs" / "llama-3-instruct.csv")[::50]
+    items = [(c.completion, c.language) for c in comps]
+    chunks = _language_chunks(items, 2)
+    assert sorted(i for chunk in chunks for i in chunk) == list(range(len(items)))
+    assert all(len({items[i][1] for i in chunk}) == 1 for chunk in chunks) and len(chunks) == 15
+    assert [len(c) for c in chunks] == sorted(map(len, chunks), reverse=True)
+    assert [len(c) for c in _language_chunks([("x", "zh")] * 1001 + [("y", "en")] * 10, 2)] == [251, 251, 251, 248, 10]
+    lid, words = load_resources("ftz", shared / "lcb" / "words")
+    one = analyze_all(items, lid, words, ScoreOptions(), workers=1, guard=True)
+    monkeypatch.setattr(scoring, "PARALLEL_MIN_REPLIES", 10)
+    forked = analyze_all(items, lid, words, ScoreOptions(), workers=2, guard=True)
+    assert [vars(r) for r in forked] == [vars(r) for r in one]
+    assert sum(r.guard[1] is not None for r in one) == len(one)

@@ -203,7 +203,7 @@ def _tandem_fires(seqs: list[np.ndarray], max_period: int, min_copies: int, min_
                 at = np.flatnonzero(hits.any(0))
                 if len(at):
                     owner = np.searchsorted(starts, at, "right") - 1
-                    np.add.at(bound, owner, (k_of[lo:hi] + periods[lo:hi]) @ hits[:, at])
+                    bound += np.bincount(owner, (k_of[lo:hi] + periods[lo:hi]) @ hits[:, at], j - i)
                 run, lo = run[hi - lo :], hi
             if lo == max_period:
                 break
@@ -240,7 +240,7 @@ def degeneracy_reasons(texts: Sequence[str]) -> list[str | None]:
             tok_at.append(k)
         if _pairs_fire(tokens, distinct):  # the last rule: applied below, where no other fired
             pairs.add(k)
-        lines = [s for s in (" ".join(x.split()) for x in clean.split("\n")) if s]  # whitespace runs as one space
+        lines = list(filter(None, map(" ".join, map(str.split, clean.split("\n")))))  # whitespace runs: 1 space
         if len(set(lines)) < len(lines):  # the lines rule needs a line twice (a repeat, or one of >= 3 copies)
             line_seqs.append(np.fromiter(map(ids.setdefault, lines, counter), np.int64, len(lines)))
             line_at.append((k, lines))
@@ -355,8 +355,7 @@ def _lexicon(lang: str) -> dict[str, float] | None:
         freq = wordfreq.cB_to_freq(-index)
         if freq < floor:
             break
-        for word in bucket:
-            out[word] = freq
+        out.update(dict.fromkeys(bucket, freq))
     return out
 
 
