@@ -626,6 +626,11 @@ def word_tokens(line: str, lang: str) -> list[str]:
     return [t for t in tokenize(clean, lang) if _has_letter(t)] if clean else []
 
 
+def line_words(text: str, lang: str) -> list[int]:
+    """The number of words (`word_tokens`) in each line of `text`: which lines the reward judges, and their share."""
+    return [len(word_tokens(line, lang)) for line in text.split("\n")]
+
+
 def bare_line(line: str) -> str:
     """The visible line with punctuation and symbols as spaces, whitespace collapsed: what the reward's LID reads
     (guillemets and ellipses, which fastText reads as French, are gone)."""
