@@ -294,7 +294,7 @@ def _guard_digests(shared) -> dict[str, object]:
 
 
 def test_the_guard_of_two_released_files_is_unchanged(shared):
-    """Speed work on the guard (issue 45) changes no number: the per-reply checks, the rows (intervals included)
+    """Speed work on the guard changes no number: the per-reply checks, the rows (intervals included)
     and the flags of 13,172 released replies hash to what the code before it computed (digests taken from that
     code, commit 6ae32a3)."""
     assert _guard_digests(shared) == {
