@@ -264,3 +264,84 @@ def test_the_guard_of_several_models_is_the_same_in_forked_workers(shared, monke
     forked = score_guard(comps, replies, n=1000, workers=2)
     assert {model for _, model, _, _ in one[0]} == {"gpt-4-turbo", "command-r"}
     assert forked == one and list(forked[0]) == list(one[0])
+
+
+def _guard_digests(shared) -> dict[str, object]:
+    """The guard of two released files (a base model that loops, an instruct model in all 15 languages) as `mlft
+    score` computes it in one process: per-reply (degenerate, lexical validity) and the guard rows and flags, each
+    as a SHA-256 of its canonical JSON (floats as `repr`, so a change in the last bit shows)."""
+    import hashlib
+
+    from mlft.benchmarks.lcb.scoring import score_completions, score_guard
+
+    out = shared / "lcb" / "outputs"
+    comps = read_completions(out / "command-r-base.csv") + read_completions(out / "llama-3-instruct.csv")
+    report = score_completions(comps, lid="ftz", words=shared / "lcb" / "words", workers=1, guard=True)
+    rows, flags = score_guard(comps, report.replies, workers=1)
+    replies = [[bool(r.guard[0]), None if r.guard[1] is None else repr(r.guard[1])] for r in report.replies]
+    table = [[list(key), {k: repr(v) for k, v in row.items()}] for key, row in rows.items()]
+
+    def sha(value) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+    return {
+        "replies": len(replies),
+        "degenerate": sum(d for d, _ in replies),
+        "per_reply": sha(replies),
+        "rows": sha(table),
+        "flags": sha([{k: repr(v) for k, v in f.items()} for f in flags]),
+    }
+
+
+def test_the_guard_of_two_released_files_is_unchanged(shared):
+    """Speed work on the guard changes no number: the per-reply checks, the rows (intervals included)
+    and the flags of 13,172 released replies hash to what the code before it computed (digests taken from that
+    code, commit 6ae32a3)."""
+    assert _guard_digests(shared) == {
+        "replies": 13172,
+        "degenerate": 1838,
+        "per_reply": "fe9731ec9c66ed61",
+        "rows": "f483d286284f7c6d",
+        "flags": "0cf7c5b8283fc70f",
+    }
+
+
+def test_the_fast_text_helpers_give_the_slow_ones_strings():
+    """`_punct_spaced` (numpy for long non-ASCII text) is `str.translate` of the punctuation table on every code
+    point, a lone surrogate included; `_rule_tokens` (`str.split` without Han / kana) is the token regex."""
+    from mlft.benchmarks.lcb import guard
+
+    table = guard._punct_to_space()
+    points = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000]
+    rng = random.Random(0)
+    rng.shuffle(points)
+    texts = ["".join(points[i : i + 500]) for i in range(0, len(points), 500)]
+    texts += ["abc, def!\n  ghi", "Привет, мир! Как дела?" * 4, "x\ud800y" * 40, "é" * 63, "é" * 64, ""]
+    for text in texts:
+        spaced = guard._punct_spaced(text)
+        assert spaced == text.translate(table)
+        assert guard._rule_tokens(spaced.lower()) == guard._TOKEN.findall(spaced.lower())
+    assert guard._punct_spaced("«Да», сказал он — " * 8).split()[:3] == ["Да", "сказал", "он"]
+
+
+def test_forked_scoring_gives_a_language_to_one_worker_and_the_same_replies(shared, monkeypatch):
+    """`analyze_all`'s forked tasks hold one language each (its tokeniser, lexicon and judged words met in one
+    worker), largest first, a language over half a worker's share in near-equal parts; the replies, the guard's
+    per-reply part included, equal one process's."""
+    from mlft.benchmarks.lcb import scoring
+    from mlft.benchmarks.lcb.metrics import ScoreOptions
+    from mlft.benchmarks.lcb.scoring import _language_chunks, analyze_all, load_resources
+
+    comps = read_completions(shared / "lcb" / "outputs" / "llama-3-instruct.csv")[::50]
+    items = [(c.completion, c.language) for c in comps]
+    chunks = _language_chunks(items, 2)
+    assert sorted(i for chunk in chunks for i in chunk) == list(range(len(items)))
+    assert all(len({items[i][1] for i in chunk}) == 1 for chunk in chunks) and len(chunks) == 15
+    assert [len(c) for c in chunks] == sorted(map(len, chunks), reverse=True)
+    assert [len(c) for c in _language_chunks([("x", "zh")] * 1001 + [("y", "en")] * 10, 2)] == [251, 251, 251, 248, 10]
+    lid, words = load_resources("ftz", shared / "lcb" / "words")
+    one = analyze_all(items, lid, words, ScoreOptions(), workers=1, guard=True)
+    monkeypatch.setattr(scoring, "PARALLEL_MIN_REPLIES", 10)
+    forked = analyze_all(items, lid, words, ScoreOptions(), workers=2, guard=True)
+    assert [vars(r) for r in forked] == [vars(r) for r in one]
+    assert sum(r.guard[1] is not None for r in one) == len(one)

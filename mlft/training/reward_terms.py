@@ -48,6 +48,7 @@ from typing import Any
 
 from mlft.benchmarks.lcb.guard import (
     bare_line,
+    line_words,
     strict_degeneracy_reason,
     strict_lexical_validity,
     visible_text,
@@ -201,13 +202,6 @@ def without_code(text: str) -> str:
     return out if sum(map(size, removed)) <= CODE_SHARE * size(text) else text
 
 
-def _counted_share(text: str, lang: str, min_tokens: int) -> float:
-    """Share of the reply's words (`word_tokens`, every line, `text` as given) in lines of >= min_tokens words."""
-    sizes = [len(word_tokens(line, lang)) for line in text.split("\n")]
-    total = sum(sizes)
-    return sum(n for n in sizes if n >= min_tokens) / total if total else 0.0
-
-
 def english_share(text: str, words: frozenset[str]) -> float:
     """Share of the reply's words (whitespace pieces with a letter, punctuation as spaces) holding a Latin run that
     is in the official English word list, compared lowercased (`Password를`, `Reset`: the official check is
@@ -274,12 +268,10 @@ def gated_language(
             out.append(0.0)
             continue
         whole = without_code(_uncut(text))
-        if after_q == "judge":
-            share = _counted_share(whole, lang, min_tokens)
-        else:  # judged words of the cut reply over the words of the whole one
-            sizes = [len(word_tokens(x, lang)) for x in without_code(text.split(TURN)[0]).split("\n")]
-            total = sum(len(word_tokens(x, lang)) for x in whole.split("\n"))
-            share = sum(n for n in sizes if n >= min_tokens) / total if total else 0.0
+        # the share of the reply's words in judged lines; `cut`: judged words of the cut reply over the whole one's
+        sizes = line_words(whole if after_q == "judge" else without_code(text.split(TURN)[0]), lang)
+        total = sum(sizes) if after_q == "judge" else sum(line_words(whole, lang))
+        share = sum(n for n in sizes if n >= min_tokens) / total if total else 0.0
         if share < min_share:
             out.append(0.0)
             continue

@@ -147,6 +147,22 @@ def _analyze_chunk(chunk: list[tuple[str, str]], detail: bool, guard: bool = Fal
     return _analyze(chunk, w["predict"], w["words"], w["options"], detail, guard)
 
 
+def _language_chunks(items: Sequence[tuple[str, str]], workers: int) -> list[list[int]]:
+    """The forked workers' tasks: each language's replies in one task (a language larger than half a worker's
+    share in near-equal parts), largest first. A language's tokeniser (jieba, MeCab), lexicon and judged words are
+    then loaded and met in one worker, in parallel with the other languages', not in every worker (chunks of
+    the language-sorted input went to the workers in turn: every worker met nearly every language)."""
+    by_lang: dict[str, list[int]] = {}
+    for i, (_, lang) in enumerate(items):
+        by_lang.setdefault(lang, []).append(i)
+    cap = max(200, -(-len(items) // (2 * workers)))
+    chunks = []
+    for idx in by_lang.values():
+        size = -(-len(idx) // -(-len(idx) // cap))  # near-equal parts of at most `cap`
+        chunks += [idx[j : j + size] for j in range(0, len(idx), size)]
+    return sorted(chunks, key=len, reverse=True)  # largest first: the last tasks are short
+
+
 def analyze_all(
     items: list[tuple[str, str]],
     lid: LanguageIdentifier,
@@ -161,17 +177,12 @@ def analyze_all(
     the guard's per-reply part to each result (in the same workers, from the same tokens)."""
     from tqdm.auto import tqdm
 
-    if guard:  # the lexicons load once, before forking (the workers share them)
-        for lang in sorted({lang for _, lang in items}):
-            lexicon_of(lang)
-
     workers = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if workers <= 1 or len(items) < PARALLEL_MIN_REPLIES:
         return _analyze(items, lid.predict, words, options, detail, guard, progress)
-    # languages in contiguous chunks keep each worker's tokeniser cache warm
-    order = sorted(range(len(items)), key=lambda i: items[i][1])
-    size = max(200, len(items) // (workers * 8))
-    chunks = [order[i : i + size] for i in range(0, len(order), size)]
+    chunks = _language_chunks(items, workers)
+    if guard:  # English's lexicon loads before forking (every Latin-script language's words are checked against it)
+        lexicon_of("en")
     _WORKER.update(predict=lid.predict, words=words, options=options)  # inherited by forked workers
     results: list[ReplyResult | None] = [None] * len(items)
     ctx = mp.get_context("fork")
