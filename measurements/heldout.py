@@ -22,11 +22,12 @@ Every pair of passes (within A, within B, across A and B) is a same-model compar
 Reported per task and per pairing: the rejection rate at 5 % with its Wilson interval (the pairs share passes, so
 the tests are dependent: the interval is a guide, the disjoint pairs' count is beside it) and the smallest p
 (first at `--resamples` permutations, then every p below 0.01 recomputed at `--fine` so that p >= 0.001 is
-resolvable). The goal (issue 43): a rate in [2 %, 8 %] and no p below 0.001.
+resolvable). The goal: a rate in [2 %, 8 %] and no p below 0.001.
 
     nice python measurements/heldout.py --time                 # one pass of each generator, timed
     nice python measurements/heldout.py --passes 6             # generate (resumable), then analyse
-    python measurements/heldout.py --data tests/data/heldout_lcb_demo.json.gz   # also the test's data
+    python measurements/heldout.py --no-generate --data tests/data/heldout_lcb_demo.json.gz \\
+        --results docs/results/heldout.json     # the test's data and the docs' results file
 
 Writes OUT/heldout.json (and OUT/a, OUT/b: completions and outcomes).
 """

@@ -3,8 +3,8 @@
 The data (tests/data/heldout_lcb_demo.json.gz, written by `measurements/heldout.py --data`): the embedded
 SmolLM2-135M-Instruct on the 290 lcb_demo prompts, one reply per prompt per pass, from two generators: A, mlft's
 keyed sampler at a decoding seed the calibration never used; B, plain `transformers` `generate(do_sample=True)`
-with the suite's decoding and its own torch seeds. Every pair of passes is a same-model comparison; the goal
-(issue 43): the default test (`paired_test`: permutation, LPR, language-averaged) rejects 2-8 % of them at 5 % and
+with the suite's decoding and its own torch seeds. Every pair of passes is a same-model comparison; the goal:
+the default test (`paired_test`: permutation, LPR, language-averaged) rejects 2-8 % of them at 5 % and
 its smallest p is not below 0.001. The p-values are recomputed here (seeded: exactly the measurement's) and must
 match docs/results/heldout.json."""
 
