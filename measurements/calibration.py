@@ -48,15 +48,23 @@ from mlft.stats import (
 METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity")
 
 
-def generate(out: Path, replies: int, suite: str) -> Path:
+def generate(out: Path, replies: int, suite: str, model: str | None = None, step: int | None = None) -> Path:
+    """M replies per prompt of `suite` from `model` (default: the embedded model) into OUT/SUITE, resumably. With
+    `step`, in rounds of `step` more replies for every prompt (samples = step, 2 step, ..., M): the generator
+    finishes a prompt's replies together, so an interrupted run keeps whole rounds (reply j of every prompt for
+    j below the last finished round), not all M replies of some prompts and none of the others."""
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import load_suite
     from mlft.generation.target import Target
 
     folder = out / suite
     path = folder / "default" / "outcomes.jsonl"
-    if not path.is_file() or len({o.sample for o in load_outcomes(path)}) < replies:
-        run_suite(load_suite(suite, settings={"samples": replies}), Target(), folder)
+    target = Target(model_ref=model) if model else Target()
+    for m in sorted({*range(step or replies, replies, step or replies), replies}):
+        if not path.is_file() or len({o.sample for o in load_outcomes(path)}) < m:
+            started = time.perf_counter()
+            run_suite(load_suite(suite, settings={"samples": m}), target, folder)
+            print(f"{suite}: {m} replies per prompt ({time.perf_counter() - started:.0f} s)", flush=True)
     return path
 
 
@@ -276,12 +284,17 @@ def main() -> None:
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--pairs", type=int, default=200, help="random pairs of passes (false positives, coverage)")
     ap.add_argument("--data", type=Path, help="also write the per-reply outcomes here (compact, gzip JSON)")
+    ap.add_argument("--model", help="the model to rerun (a checkpoint folder, a hub name; default: the embedded one)")
+    ap.add_argument("--step", type=int, help="generate in rounds of this many more replies per prompt (resumable)")
+    ap.add_argument("--generate-only", action="store_true", help="generate, then stop (no report)")
     args = ap.parse_args()
     started = time.perf_counter()
-    path = generate(args.out, args.replies, args.suite)
+    path = generate(args.out, args.replies, args.suite, args.model, args.step)
+    if args.generate_only:
+        return
     outcomes = [o for o in load_outcomes(path) if o.sample < args.replies]
     meta = {
-        "model": "smollm2-135m-instruct (embedded)",
+        "model": args.model or "smollm2-135m-instruct (embedded)",
         "suite": args.suite,
         "replies": args.replies,
         "prompts": len({(o.source, o.language, o.id) for o in outcomes}),
