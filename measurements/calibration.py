@@ -286,12 +286,10 @@ def main() -> None:
     ap.add_argument("--data", type=Path, help="also write the per-reply outcomes here (compact, gzip JSON)")
     ap.add_argument("--model", help="the model to rerun (a checkpoint folder, a hub name; default: the embedded one)")
     ap.add_argument("--step", type=int, help="generate in rounds of this many more replies per prompt (resumable)")
-    ap.add_argument("--generate-only", action="store_true", help="generate, then stop (no report)")
+    ap.add_argument("--generate-only", action="store_true", help="generate (and write --data), no report")
     args = ap.parse_args()
     started = time.perf_counter()
     path = generate(args.out, args.replies, args.suite, args.model, args.step)
-    if args.generate_only:
-        return
     outcomes = [o for o in load_outcomes(path) if o.sample < args.replies]
     meta = {
         "model": args.model or "smollm2-135m-instruct (embedded)",
@@ -300,6 +298,10 @@ def main() -> None:
         "prompts": len({(o.source, o.language, o.id) for o in outcomes}),
         "source": str(path),
     }
+    if args.generate_only:  # and write --data
+        if args.data:
+            write_data(outcomes, args.data, meta)
+        return
     results = [calibrate(outcomes, k, args.resamples, args.pairs) for k in args.k]
     (args.out / "calibration.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     text = markdown(results, meta)
