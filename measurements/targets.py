@@ -336,7 +336,15 @@ def paragraph(models: dict, settings: dict, before: dict) -> dict:
         "- **Calibrated on reruns, two models** (`tests/test_calibration.py`, `python measurements/targets.py`: "
         "the tables below, seeded, from the committed keyed replies of the "
         f"{f(next(iter(models.values()))['prompts'], 'd')} lcb_demo prompts: "
-        + ", ".join(f"{n}, {f(r['replies'], 'd')} replies per prompt" for n, r in models.items())
+        + ", ".join(
+            f"{n}, {f(r['replies'], 'd')} replies per prompt"
+            + (
+                " (not the 20 the calibration asks for: what its generation finished on the shared machine)"
+                if r["replies"] < 20
+                else ""
+            )
+            for n, r in models.items()
+        )
         + "; sft is the cross-lingual SFT row, `recipes/cpu/crosslingual_sft.yaml` at the demo's "
         f"{f(32, 'd')} steps, training seed {f(0, 'd')}). The default permutation test between same-model passes "
         f"that share no reply ({f(settings['pairs'], 'd')} random pairs at K = {f(1, 'd')}) rejects "
@@ -362,6 +370,8 @@ def paragraph(models: dict, settings: dict, before: dict) -> dict:
             f"{pct(f, pooled_rate(r['this-prompt-set coverage'], 'wider'))} %"
             for n, r in models.items()
         )
+        + ". Judged bands outside the bounds as they are: "
+        + outside(f, models)
         + ". Per band, the mutations that stay inside the bounds (not caught): "
         + uncaught(f, models)
         + ".",
@@ -377,6 +387,17 @@ def paragraph(models: dict, settings: dict, before: dict) -> dict:
             "(languages, unscaled truth)."
         )
     return f.record(wrap("\n".join(text)) + "\n")
+
+
+def outside(f: Fill, models: dict) -> str:
+    """Each judged band whose intervals as they are cover outside BOUNDS, or "none"."""
+    out = []
+    for name, r in models.items():
+        for key, target in (("population coverage, K = 1", "population"), ("this-prompt-set coverage", "this set")):
+            for band, x in r[key].items():
+                if band != "k" and x["judged"] and not within(x["rate"]):
+                    out.append(f"{name} {target} {band} {pct(f, x['rate'])} %")
+    return "; ".join(out) or "none"
 
 
 def uncaught(f: Fill, models: dict) -> str:
@@ -422,7 +443,7 @@ def results_record(raw: list[dict], before: dict) -> dict:
         "before": before,
         "models": models,
         "paragraph": paragraph(models, settings, before),
-        "tables": {"false_positives": fp_table(models), "coverage": coverage_table(models)},
+        "fills": {"false_positives": fp_table(models), "coverage": coverage_table(models)},
     }
 
 
@@ -441,8 +462,8 @@ def main() -> None:
         raw = [json.loads(p.read_text(encoding="utf-8")) for p in args.combine]
         record = results_record(raw, old.get("before", {}))
         args.results.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(record["tables"]["false_positives"]["template"].format(*record["tables"]["false_positives"]["values"]))
-        print(record["tables"]["coverage"]["template"].format(*record["tables"]["coverage"]["values"]))
+        print(record["fills"]["false_positives"]["template"].format(*record["fills"]["false_positives"]["values"]))
+        print(record["fills"]["coverage"]["template"].format(*record["fills"]["coverage"]["values"]))
         return
     files = dict(x.split("=", 1) for x in args.data) if args.data else {k: p for k, p in DATA.items() if p.is_file()}
     result = {
