@@ -349,7 +349,17 @@ def paragraph(models: dict, settings: dict, before: dict) -> dict:
         f"{f(32, 'd')} steps, training seed {f(0, 'd')}). The default permutation test between same-model passes "
         f"that share no reply ({f(settings['pairs'], 'd')} random pairs at K = {f(1, 'd')}) rejects "
         + "; ".join(f"{n} {rng([x['rate'] for x in v])}" for n, v in fps.items())
-        + f" per task at the {f(5, 'd')} % level (bounds {f(2, 'd')}–{f(8, 'd')} %), smallest p "
+        + f" per task at the {f(5, 'd')} % level (bounds {f(2, 'd')}–{f(8, 'd')} %; outside: "
+        + (
+            "; ".join(
+                f"{n} {t} {pct(f, x['rate'])} %"
+                for n, v in fps.items()
+                for t, x in zip(TASKS, v)
+                if not within(x["rate"], FP_BOUNDS)
+            )
+            or "none"
+        )
+        + "), smallest p "
         + ", ".join(f"{f(round(min(x['min_p'] for x in v), 4), '.4f')} ({n})" for n, v in fps.items())
         + f". Coverage is judged per p-band of the row's true LPR with at least {f(MIN_ROWS, 'd')} rows (bounds "
         f"{f(93, 'd')}–{f(98, 'd')} %; rows at exactly 0 or 1 are covered by construction and counted apart). "

@@ -92,6 +92,26 @@ def judge(targets, bands: dict) -> tuple[dict, dict]:
     return judged, {b: (x["rows"], x["rate"]) for b, x in bands.items() if not x["judged"]}
 
 
+# Bands found outside the bounds on real data: findings, not bounds moved. The test asserts they stay outside
+# (so a fix shows, and the entry goes) and every other judged band inside.
+FINDINGS = {
+    ("sft", "population", "[0.95, 1)"): "the fine-tuned checkpoint's near-ceiling band (4 monolingual rows: all, hi, "
+    "pt, zh at 95-98 %, ~10 prompts a stratum) covers 90.5 % here (150 passes), 93.1 % at 400 passes "
+    "(measurements/targets.py): Wilson's coverage dips near the bound at n ~ 10",
+    ("sft", "set", "[0.8, 0.95)"): "the fine-tuned checkpoint's [0.8, 0.95) band (8 rows, 6 of them cross-lingual) "
+    "covers 90.9 % at 6 replies per prompt (K = 2, the truth the other 4; 100 passes); the same design on the base "
+    "model's first 4 replies covers 94.8-100 % per band: not explained yet",
+}
+
+
+def check_bands(targets, name: str, target: str, judged: dict) -> None:
+    for band, x in judged.items():
+        if (name, target, band) in FINDINGS:
+            assert not targets.within(x["rate"]), ("fixed? drop the finding", name, target, band, x["rate"])
+        else:
+            assert targets.within(x["rate"]), (name, target, band, x["rate"], x["rows"])
+
+
 def pooled(bands: dict, key: str) -> float:
     n = sum(x["intervals"] for x in bands.values())
     return sum(x[key] * x["intervals"] for x in bands.values()) / n
@@ -105,25 +125,19 @@ def test_population_intervals_cover_a_redrawn_prompt_set_per_p_band(targets, mod
     left out), for each model; over the judged bands together, the same intervals 10 % narrower and 25 % wider
     both fail the bounds (the test can fail both ways). Monte-Carlo error: a band holds 4-8 rows x 150 passes;
     passes share rows, so a band's rate moves ~0.5-1 pp with the seed. Measured (measurements/targets.py, 400
-    passes) in docs/results/calibration.json."""
+    passes) in docs/results/calibration.json: there the fine-tuned checkpoint's narrower intervals cover 93.2 %
+    over its judged bands (not caught), here (150 passes, this seed) they are caught: the 0.8 pp margin a correct
+    interval leaves is within the Monte-Carlo error."""
     name, outcomes, by_prompt, strata, truth = model
     bands = targets.by_band(targets.population_coverage(outcomes, by_prompt, strata, 150, 4), truth)
     judged, reported = judge(targets, bands)
     assert len(judged) >= 2, (name, reported)
-    for band, x in judged.items():
-        assert targets.within(x["rate"]), (name, band, x["rate"], x["rows"])
+    check_bands(targets, name, "population", judged)
     rates = {key: pooled(judged, key) for key in ("rate", "narrower", "wider")}
     assert not targets.within(rates["narrower"]) and not targets.within(rates["wider"]), (name, rates)
 
 
-SET_UNDER_COVERS = {
-    "sft": "the fine-tuned checkpoint's [0.8, 0.95) band (8 cross-lingual rows) covers 91.2 % at 4 replies per prompt "
-    "(K = 2, the truth the other 2): not explained yet. The same design on the base model's first 4 replies covers "
-    "94.8-100 % per band, so it is not the design alone; see docs/results/calibration.json"
-}
-
-
-def test_this_prompt_set_intervals_cover_the_other_replies_per_p_band(targets, model, set_bands, request):
+def test_this_prompt_set_intervals_cover_the_other_replies_per_p_band(targets, model, set_bands):
     """The `set` intervals (decoding noise only) of 60 passes of K = 4 replies per prompt (2 for a model with fewer
     than 16) hold the value of the same prompts' other replies between 93 % and 98 % of the time in every judged
     p-band (at least MIN_ROWS rows; the others are reported in the message), for each model. The
@@ -133,11 +147,8 @@ def test_this_prompt_set_intervals_cover_the_other_replies_per_p_band(targets, m
     passes; this test failed on it)."""
     judged, reported = judge(targets, set_bands)
     name = model[0]
-    if name in SET_UNDER_COVERS:  # a finding, not a bound moved: strict, so a fix shows
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=SET_UNDER_COVERS[name]))
     assert len(judged) >= 2, (name, reported)
-    for band, x in judged.items():
-        assert targets.within(x["rate"]), (name, band, x["rate"], x["rows"])
+    check_bands(targets, name, "set", judged)
 
 
 @pytest.mark.xfail(strict=True, reason="set intervals' coverage is too flat in their width: see the docstring")
@@ -161,7 +172,10 @@ def test_same_model_reruns_are_rarely_called_different_per_task(targets, model):
     that share no reply (150 random pairs, K = 1) rejects between 2 % and 8 % at the 5 % level in each task, for
     each model (the rate's Wilson interval is in the message); its smallest p stays above 0.0005 (the floor of
     1,000 draws is 1 / 1,001); a test that never rejects fails the lower bound (checked here). Monte-Carlo error:
-    150 tests at a true 5 % give a rate with sd 1.8 pp."""
+    150 tests at a true 5 % give a rate with sd 1.8 pp. At another seed (measurements/targets.py, 2,000 draws)
+    the fine-tuned checkpoint's monolingual rate is 0.7 % (1/150), under the bound: near its ceiling (LPR ~97 %,
+    12 of its language rows at 0 or 1) few prompts differ between passes and an exact test's level falls below
+    5 % (conservative, not anti-conservative)."""
     name, _outcomes, by_prompt, _strata, _truth = model
     fp = targets.false_positives(by_prompt, 1, 150, 2, n=1000, methods=("permutation",), family=False)
     for task in ("monolingual", "crosslingual"):
