@@ -95,12 +95,14 @@ def judge(targets, bands: dict) -> tuple[dict, dict]:
 # Bands found outside the bounds on real data: findings, not bounds moved. The test asserts they stay outside
 # (so a fix shows, and the entry goes) and every other judged band inside.
 FINDINGS = {
-    ("sft", "population", "[0.95, 1)"): "the fine-tuned checkpoint's near-ceiling band (4 monolingual rows: all, hi, "
-    "pt, zh at 95-98 %, ~10 prompts a stratum) covers 90.5 % here (150 passes), 93.1 % at 400 passes "
-    "(measurements/targets.py): Wilson's coverage dips near the bound at n ~ 10",
-    ("sft", "set", "[0.8, 0.95)"): "the fine-tuned checkpoint's [0.8, 0.95) band (8 rows, 6 of them cross-lingual) "
-    "covers 90.9 % at 6 replies per prompt (K = 2, the truth the other 4; 100 passes); the same design on the base "
-    "model's first 4 replies covers 94.8-100 % per band: not explained yet",
+    ("sft", "set", "[0.8, 0.95)"): "the fine-tuned checkpoint's [0.8, 0.95) band (7 rows, 5 of them cross-lingual) "
+    "covers 91.0 % at 8 replies per prompt (K = 2, the truth the other 6; 100 passes, measurements/targets.py)",
+    ("sft", "set", "[0.95, 1)"): "its near-ceiling band (monolingual all, hi, pt, zh and cross-lingual es at "
+    "95-99 %) covers 85.3 % here, 86.4 % at 100 passes. The same design on the base model's first 4 replies "
+    "covers 94.8-100 % per band: not the design alone; not explained yet",
+    ("sft", "population", "narrower"): "the fine-tuned checkpoint's population intervals 10 % narrower still cover "
+    "93.3 % over its judged bands here (93.6 % at 400 passes): they over-cover a little (95.8 and 96.8 % in two "
+    "bands), and a correct interval's narrower twin sits only 0.8 pp under the bound",
 }
 
 
@@ -125,16 +127,19 @@ def test_population_intervals_cover_a_redrawn_prompt_set_per_p_band(targets, mod
     left out), for each model; over the judged bands together, the same intervals 10 % narrower and 25 % wider
     both fail the bounds (the test can fail both ways). Monte-Carlo error: a band holds 4-8 rows x 150 passes;
     passes share rows, so a band's rate moves ~0.5-1 pp with the seed. Measured (measurements/targets.py, 400
-    passes) in docs/results/calibration.json: there the fine-tuned checkpoint's narrower intervals cover 93.2 %
-    over its judged bands (not caught), here (150 passes, this seed) they are caught: the 0.8 pp margin a correct
-    interval leaves is within the Monte-Carlo error."""
+    passes) in docs/results/calibration.json. The fine-tuned checkpoint's narrower intervals are not caught (a
+    finding, FINDINGS: asserted to stay so until fixed)."""
     name, outcomes, by_prompt, strata, truth = model
     bands = targets.by_band(targets.population_coverage(outcomes, by_prompt, strata, 150, 4), truth)
     judged, reported = judge(targets, bands)
     assert len(judged) >= 2, (name, reported)
     check_bands(targets, name, "population", judged)
     rates = {key: pooled(judged, key) for key in ("rate", "narrower", "wider")}
-    assert not targets.within(rates["narrower"]) and not targets.within(rates["wider"]), (name, rates)
+    for mutation in ("narrower", "wider"):
+        if (name, "population", mutation) in FINDINGS:
+            assert targets.within(rates[mutation]), ("fixed? drop the finding", name, mutation, rates)
+        else:
+            assert not targets.within(rates[mutation]), (name, mutation, rates)
 
 
 def test_this_prompt_set_intervals_cover_the_other_replies_per_p_band(targets, model, set_bands):
@@ -173,9 +178,9 @@ def test_same_model_reruns_are_rarely_called_different_per_task(targets, model):
     each model (the rate's Wilson interval is in the message); its smallest p stays above 0.0005 (the floor of
     1,000 draws is 1 / 1,001); a test that never rejects fails the lower bound (checked here). Monte-Carlo error:
     150 tests at a true 5 % give a rate with sd 1.8 pp. At another seed (measurements/targets.py, 2,000 draws)
-    the fine-tuned checkpoint's monolingual rate is 0.7 % (1/150), under the bound: near its ceiling (LPR ~97 %,
-    12 of its language rows at 0 or 1) few prompts differ between passes and an exact test's level falls below
-    5 % (conservative, not anti-conservative)."""
+    the fine-tuned checkpoint's monolingual rate is 2.0 % (3/150), at the bound (0.7 % at 6 replies per prompt):
+    near its ceiling (LPR ~97 %, 12 of its language rows at 0 or 1) few prompts differ between passes and an
+    exact test's level falls below 5 % (conservative, not anti-conservative)."""
     name, _outcomes, by_prompt, _strata, _truth = model
     fp = targets.false_positives(by_prompt, 1, 150, 2, n=1000, methods=("permutation",), family=False)
     for task in ("monolingual", "crosslingual"):
