@@ -18,6 +18,8 @@ For each K it reports, per task:
     python measurements/calibration.py                                  # generates 24 replies per prompt, then reports
     python measurements/calibration.py --replies 24 --k 4 --out runs/calibration
     python measurements/calibration.py --data tests/data/calibration_lcb_demo.json.gz   # also the test's data
+    python measurements/calibration.py --model runs/calib2/sft/final --out runs/calib2/gen --replies 8 --step 2 \
+        --generate-only --data tests/data/calibration_sft_lcb_demo.json.gz   # the fine-tuned checkpoint's data
 
 Generation is resumable (`mlft eval lcb_demo samples=M --out OUT/lcb_demo` does the same). Writes
 OUT/calibration.json and OUT/calibration.md.
