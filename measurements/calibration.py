@@ -18,6 +18,8 @@ For each K it reports, per task:
     python measurements/calibration.py                                  # generates 24 replies per prompt, then reports
     python measurements/calibration.py --replies 24 --k 4 --out runs/calibration
     python measurements/calibration.py --data tests/data/calibration_lcb_demo.json.gz   # also the test's data
+    python measurements/calibration.py --model runs/calib2/sft/final --out runs/calib2/gen --replies 8 --step 2 \
+        --generate-only --data tests/data/calibration_sft_lcb_demo.json.gz   # the fine-tuned checkpoint's data
 
 Generation is resumable (`mlft eval lcb_demo samples=M --out OUT/lcb_demo` does the same). Writes
 OUT/calibration.json and OUT/calibration.md.
@@ -48,15 +50,23 @@ from mlft.stats import (
 METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity")
 
 
-def generate(out: Path, replies: int, suite: str) -> Path:
+def generate(out: Path, replies: int, suite: str, model: str | None = None, step: int | None = None) -> Path:
+    """M replies per prompt of `suite` from `model` (default: the embedded model) into OUT/SUITE, resumably. With
+    `step`, in rounds of `step` more replies for every prompt (samples = step, 2 step, ..., M): the generator
+    finishes a prompt's replies together, so an interrupted run keeps whole rounds (reply j of every prompt for
+    j below the last finished round), not all M replies of some prompts and none of the others."""
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import load_suite
     from mlft.generation.target import Target
 
     folder = out / suite
     path = folder / "default" / "outcomes.jsonl"
-    if not path.is_file() or len({o.sample for o in load_outcomes(path)}) < replies:
-        run_suite(load_suite(suite, settings={"samples": replies}), Target(), folder)
+    target = Target(model_ref=model) if model else Target()
+    for m in sorted({*range(step or replies, replies, step or replies), replies}):
+        if not path.is_file() or len({o.sample for o in load_outcomes(path)}) < m:
+            started = time.perf_counter()
+            run_suite(load_suite(suite, settings={"samples": m}), target, folder)
+            print(f"{suite}: {m} replies per prompt ({time.perf_counter() - started:.0f} s)", flush=True)
     return path
 
 
@@ -276,17 +286,24 @@ def main() -> None:
     ap.add_argument("--resamples", type=int, default=2000)
     ap.add_argument("--pairs", type=int, default=200, help="random pairs of passes (false positives, coverage)")
     ap.add_argument("--data", type=Path, help="also write the per-reply outcomes here (compact, gzip JSON)")
+    ap.add_argument("--model", help="the model to rerun (a checkpoint folder, a hub name; default: the embedded one)")
+    ap.add_argument("--step", type=int, help="generate in rounds of this many more replies per prompt (resumable)")
+    ap.add_argument("--generate-only", action="store_true", help="generate (and write --data), no report")
     args = ap.parse_args()
     started = time.perf_counter()
-    path = generate(args.out, args.replies, args.suite)
+    path = generate(args.out, args.replies, args.suite, args.model, args.step)
     outcomes = [o for o in load_outcomes(path) if o.sample < args.replies]
     meta = {
-        "model": "smollm2-135m-instruct (embedded)",
+        "model": args.model or "smollm2-135m-instruct (embedded)",
         "suite": args.suite,
         "replies": args.replies,
         "prompts": len({(o.source, o.language, o.id) for o in outcomes}),
         "source": str(path),
     }
+    if args.generate_only:  # and write --data
+        if args.data:
+            write_data(outcomes, args.data, meta)
+        return
     results = [calibrate(outcomes, k, args.resamples, args.pairs) for k in args.k]
     (args.out / "calibration.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     text = markdown(results, meta)

@@ -3,10 +3,13 @@
 The data (tests/data/calibration_lcb_demo.json.gz, written by `measurements/calibration.py --data`): the embedded
 SmolLM2-135M-Instruct on the 290 lcb_demo prompts with the paper's decoding, 24 replies per prompt, each drawn
 with its own key (so any choice of replies per prompt is a rerun with other seeds); per reply LCB's verdict bits
-and lexical validity. One pass of this suite is one draw: its cross-lingual LPR spans ~16 pp across reruns."""
+and lexical validity. One pass of this suite is one draw: its cross-lingual LPR spans ~16 pp across reruns.
+A second model (tests/data/calibration_sft_lcb_demo.json.gz): the cross-lingual SFT checkpoint of the demo
+(recipes/cpu/crosslingual_sft.yaml, 32 steps, training seed 0), the same prompts and decoding, fewer replies per
+prompt (what its generation finished on the shared machine). The tests marked per model run on both; coverage is
+judged per p-band of the true LPR (measurements/targets.py: BANDS, MIN_ROWS)."""
 
 import importlib.util
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,7 @@ from mlft.stats import intervals, paired_test
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "calibration_lcb_demo.json.gz"
+MODELS = {"base": DATA, "sft": ROOT / "tests" / "data" / "calibration_sft_lcb_demo.json.gz"}
 
 
 @pytest.fixture(scope="module")
@@ -47,72 +51,143 @@ def test_one_pass_is_one_draw(cal, reruns):
     assert 100 * (max(values) - min(values)) > 10 and 100 * np.std(values, ddof=1) > 2.5
 
 
-def redrawn_pass(by_prompt: dict, strata: dict, rng) -> list:
-    """One pass of a redrawn prompt set: in each (task, source, language) stratum as many prompts as it holds,
-    drawn with replacement from its prompts, one random reply each (the 290 prompts x 24 replies stand for the
-    prompt population; a prompt drawn twice appears under two ids)."""
-    out = []
-    for prompts in strata.values():
-        for j, i in enumerate(rng.integers(0, len(prompts), len(prompts))):
-            replies = by_prompt[prompts[i]]
-            out.append(replace(replies[rng.integers(len(replies))], id=f"{prompts[i][3]}~{j}", sample=0))
-    return out
+@pytest.fixture(scope="module")
+def targets():
+    spec = importlib.util.spec_from_file_location("targets", ROOT / "measurements" / "targets.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def coverage(passes: list[dict], truth: dict, scale: float = 1.0) -> float:
-    """Share of LPR intervals (task averages and language rows) that hold the truth, each interval's two halves
-    scaled by `scale` about the value (a mutation: 0.9 = 10 % narrower); rows whose truth is 0 or 1 are left out
-    (every pass sits there too: covered by construction)."""
-    hits = total = 0
-    for iv in passes:
-        for row, ms in iv.items():
-            if row[1] != "all" or "lpr" not in ms or truth[row]["lpr"].value in (0.0, 1.0):
-                continue
-            e, v = ms["lpr"], truth[row]["lpr"].value
-            lo, hi = e.value - scale * (e.value - e.low), e.value + scale * (e.high - e.value)
-            hits += lo - 1e-12 <= v <= hi + 1e-12
-            total += 1
-    return hits / total
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def model(request, targets):
+    """One model's reruns: its name, outcomes, replies per prompt, prompts per stratum, and the truth (every
+    prompt x every reply)."""
+    outcomes, by_prompt, strata = targets.load(MODELS[request.param])
+    return request.param, outcomes, by_prompt, strata, intervals(outcomes, n=10)
 
 
-def test_population_intervals_cover_a_redrawn_prompt_set_within_bounds(reruns):
-    """The default intervals (the prompt population) of 150 passes over redrawn prompt sets hold the value of the
-    whole population (all 290 prompts x 24 replies) between 93 % and 98 % of the time: neither too narrow nor
-    too wide; the same intervals 10 % narrower and 25 % wider both fail the bounds (checked here: the test can
-    fail both ways). Measured: 95.5 %, 10 % narrower 91.9 %, 25 % wider 99.3 %. The bootstrap with a pooled
-    pseudo-unit that these intervals replaced (2,000 resamples): 95.2 %, narrower 93.3 %, wider 97.5 %: its
-    coverage moved too little with its width for the bounds to catch either mutation."""
-    outcomes, by_prompt = reruns
-    strata: dict = {}
-    for key in by_prompt:
-        strata.setdefault(key[:3], []).append(key)
-    truth = intervals(outcomes, n=10)
-    rng = np.random.default_rng(4)
-    passes = [intervals(redrawn_pass(by_prompt, strata, rng), n=10) for _ in range(150)]
-    within = lambda rate: 0.93 <= rate <= 0.98  # noqa: E731
-    rates = {scale: coverage(passes, truth, scale) for scale in (1.0, 0.9, 1.25)}
-    assert within(rates[1.0]), rates
-    assert not within(rates[0.9]) and not within(rates[1.25]), rates  # narrower, wider: caught
+@pytest.fixture(scope="module")
+def set_bands(targets, model):
+    """The `set` intervals' coverage per p-band: 60 passes of K replies per prompt (4; 2 with fewer than 16
+    replies per prompt), the truth the same prompts' other replies."""
+    name, _outcomes, by_prompt, _strata, truth = model
+    m = len(next(iter(by_prompt.values())))
+    return targets.by_band(targets.set_coverage(by_prompt, 4 if m >= 16 else 2, 60, 0), truth)
 
 
-def test_same_model_reruns_are_rarely_called_different(cal, reruns):
-    """`mlft compare` between two passes of the same model that share no reply: the default permutation test
-    rejects between 2 % and 8 % at the 5 % level (a test that never rejects fails the lower bound, checked here),
-    the paired bootstrap at most 10 % and McNemar at most 8 %. Measured at this seed: 3.0 %, 2.5 %, 2.5 % of 200;
-    the smallest permutation p is 0.0010 at 2,000 draws (a -9.4 pp monolingual difference, about 0.0011 at 20,000
-    draws: as extreme as 1 in ~900 same-model comparisons), so the floor asserted is 0.0002."""
-    rng = np.random.default_rng(2)
-    p = {"permutation": [], "bootstrap": [], "mcnemar": []}
-    for _ in range(100):
-        a, b, _rest = cal.random_pair(reruns[1], 1, rng)
-        for task in ("monolingual", "crosslingual"):
-            for method, values in p.items():
-                values.append(paired_test(a, b, "lpr", task=task, method=method, n=2000).p_value)
-    rate = {m: float(np.mean(np.array(v) < 0.05)) for m, v in p.items()}
-    within = lambda r: 0.02 <= r <= 0.08  # noqa: E731
-    assert within(rate["permutation"]) and min(p["permutation"]) > 0.0002, (rate, min(p["permutation"]))
-    assert rate["bootstrap"] <= 0.1 and rate["mcnemar"] <= 0.08, rate
-    assert not within(float(np.mean(np.ones(len(p["permutation"])) < 0.05)))  # a never-rejecting test: caught
+def test_each_model_has_several_keyed_replies_of_the_290_prompts(model):
+    """Every prompt holds as many replies as the others (passes pair reply by reply), at least 4 (this prompt
+    set's passes take K = 2 and check them against the other replies); the base model 24, the fine-tuned
+    checkpoint as many as its generation finished (measurements/calibration.py --step)."""
+    name, outcomes, by_prompt, _strata, _truth = model
+    assert len(by_prompt) == 290 and len({len(v) for v in by_prompt.values()}) == 1, name
+    assert len(next(iter(by_prompt.values()))) >= (24 if name == "base" else 4), name
+    assert {o.task for o in outcomes} == {"monolingual", "crosslingual"}
+
+
+def judge(targets, bands: dict) -> tuple[dict, dict]:
+    """The bands with enough rows to say (targets.MIN_ROWS) and those reported only."""
+    judged = {b: x for b, x in bands.items() if x["judged"]}
+    return judged, {b: (x["rows"], x["rate"]) for b, x in bands.items() if not x["judged"]}
+
+
+# Bands found outside the bounds on real data: findings, not bounds moved. The test asserts they stay outside
+# (so a fix shows, and the entry goes) and every other judged band inside.
+FINDINGS = {
+    ("sft", "set", "[0.8, 0.95)"): "the fine-tuned checkpoint's [0.8, 0.95) band (7 rows, 5 of them cross-lingual) "
+    "covers 91.0 % at 8 replies per prompt (K = 2, the truth the other 6; 100 passes, measurements/targets.py)",
+    ("sft", "set", "[0.95, 1)"): "its near-ceiling band (monolingual all, hi, pt, zh and cross-lingual es at "
+    "95-99 %) covers 85.3 % here, 86.4 % at 100 passes. The same design on the base model's first 4 replies "
+    "covers 94.8-100 % per band: not the design alone; not explained yet",
+    ("sft", "population", "narrower"): "the fine-tuned checkpoint's population intervals 10 % narrower still cover "
+    "93.3 % over its judged bands here (93.6 % at 400 passes): they over-cover a little (95.8 and 96.8 % in two "
+    "bands), and a correct interval's narrower twin sits only 0.8 pp under the bound",
+}
+
+
+def check_bands(targets, name: str, target: str, judged: dict) -> None:
+    for band, x in judged.items():
+        if (name, target, band) in FINDINGS:
+            assert not targets.within(x["rate"]), ("fixed? drop the finding", name, target, band, x["rate"])
+        else:
+            assert targets.within(x["rate"]), (name, target, band, x["rate"], x["rows"])
+
+
+def pooled(bands: dict, key: str) -> float:
+    n = sum(x["intervals"] for x in bands.values())
+    return sum(x[key] * x["intervals"] for x in bands.values()) / n
+
+
+def test_population_intervals_cover_a_redrawn_prompt_set_per_p_band(targets, model):
+    """The default intervals (the prompt population) of 150 passes over redrawn prompt sets (in each stratum as
+    many prompts as it holds, drawn with replacement, one random reply each) hold the value of the whole
+    population (every prompt x reply) between 93 % and 98 % of the time in every p-band of the true LPR with at
+    least MIN_ROWS rows (task averages and language rows; a row at exactly 0 or 1 is covered by construction and
+    left out), for each model; over the judged bands together, the same intervals 10 % narrower and 25 % wider
+    both fail the bounds (the test can fail both ways). Monte-Carlo error: a band holds 4-8 rows x 150 passes;
+    passes share rows, so a band's rate moves ~0.5-1 pp with the seed. Measured (measurements/targets.py, 400
+    passes) in docs/results/calibration.json. The fine-tuned checkpoint's narrower intervals are not caught (a
+    finding, FINDINGS: asserted to stay so until fixed)."""
+    name, outcomes, by_prompt, strata, truth = model
+    bands = targets.by_band(targets.population_coverage(outcomes, by_prompt, strata, 150, 4), truth)
+    judged, reported = judge(targets, bands)
+    assert len(judged) >= 2, (name, reported)
+    check_bands(targets, name, "population", judged)
+    rates = {key: pooled(judged, key) for key in ("rate", "narrower", "wider")}
+    for mutation in ("narrower", "wider"):
+        if (name, "population", mutation) in FINDINGS:
+            assert targets.within(rates[mutation]), ("fixed? drop the finding", name, mutation, rates)
+        else:
+            assert not targets.within(rates[mutation]), (name, mutation, rates)
+
+
+def test_this_prompt_set_intervals_cover_the_other_replies_per_p_band(targets, model, set_bands):
+    """The `set` intervals (decoding noise only) of 60 passes of K = 4 replies per prompt (2 for a model with fewer
+    than 16) hold the value of the same prompts' other replies between 93 % and 98 % of the time in every judged
+    p-band (at least MIN_ROWS rows; the others are reported in the message), for each model. The
+    truth is a finite draw too: each half is scaled by sqrt(1 + K / (M - K)) first (the sd of a difference of
+    two independent means; targets.set_coverage). Before `mlft.stats.set_design_effects` (1 - rho of the task's
+    conditional intra-prompt correlation) the base model's bands covered 89.0 / 92.7 / 89.0 / 94.4 % (60
+    passes; this test failed on it)."""
+    judged, reported = judge(targets, set_bands)
+    name = model[0]
+    assert len(judged) >= 2, (name, reported)
+    check_bands(targets, name, "set", judged)
+
+
+@pytest.mark.xfail(strict=True, reason="set intervals' coverage is too flat in their width: see the docstring")
+def test_this_prompt_set_mutations_fail_the_bounds(targets, model, set_bands):
+    """10 % narrower and 25 % wider `set` intervals should fail the bounds over the judged bands together. They do
+    not (base model, 60 passes: narrower 93.6 %): a correct normal interval covers 92.2 % at 0.9 of its width
+    and 98.6 % at 1.25, 0.8 and 0.6 pp beyond the bounds, so the check needs coverage close to 95 % in every row;
+    the set intervals take the larger of a stratum's and its task's design effect, which over-covers the rows
+    whose own is smaller and under-covers none much: a coverage that moves too little with the width. Tried on the
+    base model (60 passes): the mean of the two design effects catches the narrower (91.0 %) but not the wider
+    (97.3 %) and covers 93.1 and 93.3 % in two bands; their geometric mean 90.3 / 96.9 %, two bands under 93 %.
+    Strict: it passes (and this marker fails) once they are exact enough."""
+    name = model[0]
+    judged, _ = judge(targets, set_bands)
+    rates = {key: pooled(judged, key) for key in ("rate", "narrower", "wider")}
+    assert not targets.within(rates["narrower"]) and not targets.within(rates["wider"]), (name, rates)
+
+
+def test_same_model_reruns_are_rarely_called_different_per_task(targets, model):
+    """`mlft compare`'s default test (permutation over prompts, 1,000 draws) between two passes of the same model
+    that share no reply (150 random pairs, K = 1) rejects between 2 % and 8 % at the 5 % level in each task, for
+    each model (the rate's Wilson interval is in the message); its smallest p stays above 0.0005 (the floor of
+    1,000 draws is 1 / 1,001); a test that never rejects fails the lower bound (checked here). Monte-Carlo error:
+    150 tests at a true 5 % give a rate with sd 1.8 pp. At another seed (measurements/targets.py, 2,000 draws)
+    the fine-tuned checkpoint's monolingual rate is 2.0 % (3/150), at the bound (0.7 % at 6 replies per prompt):
+    near its ceiling (LPR ~97 %, 12 of its language rows at 0 or 1) few prompts differ between passes and an
+    exact test's level falls below 5 % (conservative, not anti-conservative)."""
+    name, _outcomes, by_prompt, _strata, _truth = model
+    fp = targets.false_positives(by_prompt, 1, 150, 2, n=1000, methods=("permutation",), family=False)
+    for task in ("monolingual", "crosslingual"):
+        x = fp[f"{task} permutation"]
+        msg = (name, task, f"{x['rejected']}/{x['tests']}", f"[{100 * x['low']:.1f}, {100 * x['high']:.1f}] %")
+        assert targets.within(x["rate"], targets.FP_BOUNDS) and x["min_p"] > 0.0005, (*msg, x["min_p"])
+    assert not targets.within(0.0, targets.FP_BOUNDS)  # a never-rejecting test: caught
 
 
 def test_two_replies_per_prompt_narrow_paired_comparisons(cal, reruns):

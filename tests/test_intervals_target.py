@@ -124,3 +124,19 @@ def test_within_share_estimates_a_planted_intra_prompt_correlation():
         y = rng.binomial(4, q)
         units.append(np.stack([np.full(200, 4.0), np.full(200, 4.0), 4.0 - y] + [np.zeros(200)] * 4, axis=1))
     assert within_share(units, "lpr") == pytest.approx(0.2, abs=0.05)
+
+
+def test_this_prompt_set_counts_the_replies_lcb_skips():
+    """Ten prompts whose four replies are one counted failure and three replies LCB skips, ten whose four replies
+    all pass: LPR 40 / 50 = 0.8. Given how many replies each prompt had counted, no prompt's replies disagree (the
+    conditional intra-prompt correlation is 1, and this set's interval was [0.8, 0.8]); but another draw of the
+    same prompts counts 0, 1 or 2 of the first kind's failures, and LPR moves. Linearised (u = pass - 0.8 counted):
+    the first kind's within variance 0.16 a reply, 6.4 in all, against a binomial 50 x 0.16 = 8: design effect
+    0.8, Wilson at n = 50 / 0.8."""
+    outs = []
+    for i in range(10):
+        outs += [Outcome(f"a{i}", "monolingual", "aya", "fr", j == 0, j == 0, False, False, sample=j) for j in range(4)]
+        outs += [Outcome(f"b{i}", "monolingual", "aya", "fr", True, False, False, False, sample=j) for j in range(4)]
+    est = intervals(outs, n=200)[("monolingual", "aya", "fr")]["lpr"]
+    assert est.value == pytest.approx(0.8)
+    assert (est.set_low, est.set_high) == pytest.approx(wilson_by_hand(0.8, 50 / 0.8))

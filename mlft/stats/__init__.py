@@ -26,6 +26,7 @@ from mlft.stats.intervals import (
     check_confidence,
     interval_rows,
     intervals,
+    set_design_effects,
     unknown_share_intervals,
     wilson,
     within_share,
@@ -81,5 +82,6 @@ __all__ = [
     "unknown_share_intervals",
     "unpaired_test",
     "wilson",
+    "set_design_effects",
     "within_share",
 ]

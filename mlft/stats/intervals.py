@@ -9,13 +9,14 @@
 - per-reply proportions (LPR, WPR, coverage, degeneracy, validity), every row (`group_method="wilson"`,
   default): score intervals (`_score_intervals`): a (source, language) group by Wilson, an aggregate by
   stratified Wilson (Yan & Su 2010: the variance evaluated at the candidate p, sum_s w_s^2 p (1 - p) deff_s /
-  N_s, w_s the official weights, N_s the stratum's denominator), with deff_s = 1 + (K_s - 1) rho (population)
-  or 1 - rho (this set), rho the task's intra-prompt correlation (`within_share`, one-way ANOVA pooled over
-  strata). A stratum at 0 % or 100 % still has width (the variance is taken at the candidate p, not at the
-  stratum's own), no stratum borrows from others, nothing is re-centred: a language at 10/10 gets Wilson's
-  [0.72, 1] whatever the task's other languages do (the pseudo-unit it replaces gave [0.90, 1] next to
-  languages at 90 % and [0.81, 1] next to 60 %). WPR's denominator (counted, line-clean replies)
-  is taken as fixed.
+  N_s, w_s the official weights, N_s the stratum's denominator), with deff_s = 1 + (K_s - 1) rho (population),
+  rho the task's intra-prompt correlation (`within_share`, one-way ANOVA pooled over strata), or this set's
+  (`set_design_effects`: the within-prompt variance of the ratio, linearised so that replies LCB skips count;
+  the larger of the stratum's and its task's). A stratum at 0 % or 100 % still has width (the variance is taken
+  at the candidate p, not at the stratum's own), no stratum borrows values from others (only the design effect
+  is the task's), nothing is re-centred: a language at 10/10 gets Wilson's [0.72, 1] whatever the task's other
+  languages do (the pseudo-unit it replaces gave [0.90, 1] next to languages at 90 % and [0.81, 1] next to
+  60 %). WPR's denominator (counted, line-clean replies) is taken as fixed for the population target.
 - LCPR (a harmonic mean, no score interval) and every row with `group_method="bootstrap"`: stratified
   percentile bootstrap over prompts (the population target). Units are resampled with replacement within each
   (source, language) stratum and the metric is recomputed with the official aggregation; a resample of a
@@ -134,6 +135,41 @@ def within_share(units_by_stratum: list[np.ndarray], metric: str) -> float | Non
     return float(np.clip((msb - msw) / (msb + (k0 - 1) * msw), 0.0, 1.0))
 
 
+def set_design_effects(units_by_stratum: list[np.ndarray], metric: str) -> list[float | None]:
+    """Per stratum, the design effect of "this prompt set" (decoding noise only): Var_set(p_hat) N / (p (1 - p)),
+    N the stratum's denominator. Var_set is the within-prompt variance of the ratio, linearised: each reply's
+    u = success - p trial (a reply's trial is itself random: a reply LCB skips leaves LPR's denominator), its
+    sample variance within each prompt of >= 2 replies, sum_i K_i var_i / N^2. Conditioning on the denominator
+    (as `within_share` does) leaves the skipped replies' variance out. A stratum's own estimate rests on ~10
+    prompts, most of them unanimous, and is often too small; each stratum takes the larger of its own and its
+    task's pooled one (the strata's within variances summed over their binomial variances summed), both at most 1
+    (decoding noise is at most a reply's whole variance: replies of a prompt that split more evenly than draws
+    would, as 1 of 2 in every prompt, give no more than the replies counted apart). On the base
+    model's reruns (lcb_demo, K = 4, 60 passes; measurements/targets.py) the set intervals covered per p-band of
+    the true LPR 89.0 / 92.7 / 89.0 / 94.4 % with 1 - rho (the task's `within_share`), 79.8 / 91.5 / 76.0 /
+    96.9 % with each stratum's own conditional share, 93.1 / 93.8 / 91.7 / 96.9 % linearised per stratum, and
+    95.0 / 96.9 / 94.0 / 96.9 % as here. None where not estimable (no prompt with two replies, or no spread)."""
+    per, num, den = [], 0.0, 0.0
+    for units in units_by_stratum:
+        y, m = _success_trials(units, metric)
+        k = units[:, 0]  # replies of the prompt
+        ok = k >= 2
+        if not ok.any() or m.sum() == 0:
+            per.append(None)
+            continue
+        p = float(y.sum() / m.sum())
+        y, m, k = y[ok], m[ok], k[ok]
+        sum_u, sum_u2 = y - p * m, y * (1 - 2 * p) + p * p * m  # binary replies: success^2 = success, trial^2 = trial
+        within = float(np.sum(k * (sum_u2 - sum_u**2 / k) / (k - 1)))
+        binomial = float(m.sum()) * p * (1 - p)
+        num, den = num + within, den + binomial
+        per.append(min(1.0, within / binomial) if binomial > 0 else None)
+    if den <= 0:
+        return [None] * len(per)
+    pooled = min(1.0, num / den)  # decoding noise is at most a reply's whole variance (1 - rho <= 1)
+    return [pooled if d is None else max(d, pooled) for d in per]
+
+
 def _weights(keys: list[tuple[str, str]], has: list[bool]) -> dict[tuple[str, str], np.ndarray]:
     """Per official row, the weight of each stratum in its value (the official unweighted averages): a
     (source, language) row is its stratum; (source, all) the mean over the source's languages, (all, lang) over
@@ -165,8 +201,9 @@ def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: 
     """Replace the bootstrap's interval of every per-reply proportion (LPR, WPR, coverage, degeneracy, validity)
     by a score interval for each target (module docstring, "Targets"): Wilson on the effective sample size of the
     row, stratified Wilson (Yan & Su 2010: the variance at the candidate p, sum_s w_s^2 p (1 - p) deff_s / N_s)
-    for an aggregate. deff_s = 1 + (K_s - 1) rho for the prompt population, 1 - rho for this prompt set (rho: the
-    task's pooled intra-prompt correlation, `within_share`; K_s = replies per prompt of stratum s). One reply per
+    for an aggregate. deff_s = 1 + (K_s - 1) rho for the prompt population (rho: the task's pooled intra-prompt
+    correlation, `within_share`; K_s = replies per prompt of stratum s), `set_design_effects` for this prompt set
+    (1 - rho where that is not estimable). One reply per
     prompt: deff = 1, and this prompt set is not estimable (None). No pseudo-units, no re-centring."""
     several = table is not _FEATURES  # several replies per prompt
     for metric in PER_REPLY:
@@ -183,7 +220,9 @@ def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: 
         else:
             rho_pop = rho_set = rho
         inv = 1.0 / np.maximum(trials, 1.0)  # an empty stratum counts as one trial (its official value is a guess)
-        factors = {"population": (1 + (per_prompt - 1) * rho_pop) * inv, "set": (1 - rho_set) * inv}
+        deff_set = set_design_effects(units, metric) if several else [None] * len(units)
+        deff_set = np.array([1 - rho_set if d is None else d for d in deff_set])
+        factors = {"population": (1 + (per_prompt - 1) * rho_pop) * inv, "set": deff_set * inv}
         for row, w in _weights(keys, has).items():
             est = out[(task, *row)][metric]
             bounds = {}
