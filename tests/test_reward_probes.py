@@ -65,7 +65,7 @@ def test_2_punctuation_digits_and_spaces_are_not_tokens(scorer):
 
 
 def test_2_word_tokens_drop_symbols_digits_and_jieba_spaces():
-    from mlft.benchmarks.lcb.guard import word_tokens
+    from mlft.benchmarks.lcb.reward_view import word_tokens
     from mlft.benchmarks.lcb.tokenize import tokenize
 
     assert len(tokenize("好 的 ， 1 2 3", "zh")) >= 5  # the official count: spaces and digits are tokens
@@ -90,14 +90,14 @@ def test_2_word_tokens_drop_symbols_digits_and_jieba_spaces():
 def test_3_near_exact_repeats_are_degenerate(prompt_id, key, scorer):
     """A zero-width space or one look-alike letter per copy, a template with one changing word, a loop tail under
     half the reply: the guard's exact-repeat rules (>= half the reply) pass them; the reward's view does not."""
-    from mlft.benchmarks.lcb.guard import strict_degeneracy_reason
+    from mlft.benchmarks.lcb.reward_view import strict_degeneracy_reason
 
     assert strict_degeneracy_reason(PROBES[prompt_id]["replies"][key]) is not None
     assert gated(prompt_id, key, scorer, floor=0.0) == 0.0
 
 
 def test_3_honest_replies_are_not_degenerate():
-    from mlft.benchmarks.lcb.guard import strict_degeneracy_reason
+    from mlft.benchmarks.lcb.reward_view import strict_degeneracy_reason
 
     honest = [(p["id"], k) for p in PROBES.values() for k in p["replies"] if k.startswith("honest")]
     assert len(honest) > 30

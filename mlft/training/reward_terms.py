@@ -13,11 +13,11 @@ second implementation of a rule lives here:
               word by the official word check (the verdict behind WPR), else 0.0; None (not applicable, no
               signal) for Latin-script targets
   validity    lexical validity in [0, 1]: the share of the reply's words that are words of the target language
-              (`mlft.benchmarks.lcb.guard.strict_lexical_validity`: the guard's measure of the visible text, and
+              (`mlft.benchmarks.lcb.reward_view.strict_lexical_validity`: the guard's measure of the visible text, and
               for a non-Latin target a word with a Latin letter is not a word of it); 0 for a reply without a word;
               None for a language without a lexicon
   degeneracy  -1.0 for a reply the reward's view of the guard flags degenerate
-              (`mlft.benchmarks.lcb.guard.strict_degeneracy_reason`: the guard's rules on the text with invisible
+              (`mlft.benchmarks.lcb.reward_view.strict_degeneracy_reason`: the guard's rules on the text with invisible
               characters and look-alike letters folded, plus templates and loop tails), else 0.0: a penalty
   gated_language
               a stricter language reward that LCB's blind spots cannot buy: r = L * (floor + (1 - floor) * G).
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlft.benchmarks.lcb.guard import (
+from mlft.benchmarks.lcb.reward_view import (
     bare_line,
     line_words,
     strict_degeneracy_reason,
