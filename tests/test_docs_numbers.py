@@ -186,6 +186,15 @@ PAGE_PHRASES = {
         ("± 1.96·stderr", "the normal 97.5 % quantile, a constant"),
         ("`lcb_monolingual_<lang>` (15) and `lcb_crosslingual_<lang>` (14)", "LCB's languages per task"),
         ("nucleus T=0.3, p=0.75", "the paper's decoding settings"),
+        # the guard's rules and limits ("Evidence: intervals, paired tests, and a guard next to every LPR")
+        ("can score LPR 100 %", "what the official rules allow, not a measurement"),
+        ("covering ≥ 50 % of the text", "the degeneracy rule's share, a setting"),
+        ("(score ≤ 0.3)", "the official LID score threshold"),
+        ("(coverage < 80 %, degeneracy > 5 %, validity < 80 %)", "the guard's limits, settings"),
+        (
+            "A file of 20 junk replies and 2 real ones scores LPR 100 %",
+            "tests/test_lcb_guard.py's example and what it asserts",
+        ),
     ],
     "docs/rl.md": [
         ("1.0 accuracy + 0.2 language", "a cited paper's reward weights"),
@@ -264,8 +273,7 @@ PAGE_PHRASES = {
 }
 # pages whose measured numbers are still typed by hand: how many each holds; lift them into a results file
 # (docs/results/rl.json shows how) and lower the count; it may never rise
-HAND_TYPED = {
-    "docs/measuring.md": 30,  # all in "Evidence: intervals, ...", which the calibration work rewrites
+HAND_TYPED: dict[str, int] = {
 }
 
 
