@@ -46,14 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlft.benchmarks.lcb.reward_view import (
-    bare_line,
-    line_words,
-    strict_degeneracy_reason,
-    strict_lexical_validity,
-    visible_text,
-    word_tokens,
-)
 from mlft.benchmarks.lcb.metrics import (
     WORD_CHECKS,
     ReplyResult,
@@ -62,6 +54,14 @@ from mlft.benchmarks.lcb.metrics import (
     line_verdict,
     normalize,
     word_verdict,
+)
+from mlft.benchmarks.lcb.reward_view import (
+    bare_line,
+    line_words,
+    strict_degeneracy_reason,
+    strict_lexical_validity,
+    visible_text,
+    word_tokens,
 )
 from mlft.benchmarks.lcb.scoring import load_resources
 from mlft.constants import LID_THRESHOLD, MIN_TOKENS
