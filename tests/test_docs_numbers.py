@@ -273,8 +273,7 @@ PAGE_PHRASES = {
 }
 # pages whose measured numbers are still typed by hand: how many each holds; lift them into a results file
 # (docs/results/rl.json shows how) and lower the count; it may never rise
-HAND_TYPED: dict[str, int] = {
-}
+HAND_TYPED: dict[str, int] = {}
 
 
 def page_numbers(page: Path) -> list[str]:
