@@ -9,11 +9,11 @@ A second model (tests/data/calibration_sft_lcb_demo.json.gz): the cross-lingual 
 prompt (what its generation finished on the shared machine). The tests marked per model run on both; coverage is
 judged per p-band of the true LPR (measurements/targets.py: BANDS, MIN_ROWS)."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
+from script_helpers import load_script
 
 from mlft.stats import intervals, paired_test
 
@@ -24,10 +24,7 @@ MODELS = {"base": DATA, "sft": ROOT / "tests" / "data" / "calibration_sft_lcb_de
 
 @pytest.fixture(scope="module")
 def cal():
-    spec = importlib.util.spec_from_file_location("calibration", ROOT / "measurements" / "calibration.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("calibration")
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +50,7 @@ def test_one_pass_is_one_draw(cal, reruns):
 
 @pytest.fixture(scope="module")
 def targets():
-    spec = importlib.util.spec_from_file_location("targets", ROOT / "measurements" / "targets.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("targets")
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))

@@ -8,12 +8,12 @@ the default test (`paired_test`: permutation, LPR, language-averaged) rejects 2-
 its smallest p is not below 0.001. The p-values are recomputed here (seeded: exactly the measurement's) and must
 match docs/results/heldout.json."""
 
-import importlib.util
 import itertools
 import json
 from pathlib import Path
 
 import pytest
+from script_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "heldout_lcb_demo.json.gz"
@@ -22,10 +22,7 @@ RESULTS = ROOT / "docs" / "results" / "heldout.json"
 
 @pytest.fixture(scope="module")
 def heldout():
-    spec = importlib.util.spec_from_file_location("heldout", ROOT / "measurements" / "heldout.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("heldout")
 
 
 @pytest.fixture(scope="module")
