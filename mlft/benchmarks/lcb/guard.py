@@ -394,14 +394,7 @@ def _is_known_key(key: str, lang: str) -> bool:
 ENGLISH_MARGIN = 1.0  # Latin-script targets: a word is English when English uses it >= 10 ** this times as often
 
 
-JUDGED_MAX = 1 << 18  # words remembered per language (`_judged`); the table starts again beyond
-
-
-@functools.cache
-def _judged(lang: str) -> dict[str, bool]:
-    """`counts_for` of the words of `lang` seen so far in this process (a dict keyed by the word alone: a look-up
-    is a third of an `lru_cache` hit's, and a reply's words are looked up by the million)."""
-    return {}
+JUDGED_MAX = 1 << 18  # pieces remembered per language (`_piece_kinds`); the table starts again beyond
 
 
 def counts_for(word: str, lang: str) -> bool:
@@ -409,14 +402,12 @@ def counts_for(word: str, lang: str) -> bool:
     script of its own (`mlft.languages.SCRIPT_RANGES`: ar, hi, ja, ko, ru, zh) the word must have a letter in that
     script; for the others (Latin-script targets, and any language but English) English's lexicon must not hold
     it `ENGLISH_MARGIN` Zipf or more above the target's (`the`, `would`, `weather` are in every lexicon; `la`, `a`,
-    `in` (de), `park` (fr) stay words of their languages). Remembered per language (`_judged`)."""
-    judged = _judged(lang)
-    verdict = judged.get(word)
-    if verdict is None:
-        if len(judged) >= JUDGED_MAX:
-            judged.clear()
-        verdict = judged[word] = _counts_for(word, lang)
-    return verdict
+    `in` (de), `park` (fr) stay words of their languages). Remembered per language with lexical validity's
+    verdicts (`_piece_kinds`); a piece without a letter is judged afresh (no caller asks for one)."""
+    kind = _piece_kinds(lang).get(word)
+    if kind is None:
+        kind = _piece_kind(word, lang)
+    return kind == _COUNTED if kind != _NOT_A_WORD else _counts_for(word, lang)
 
 
 def _counts_for(word: str, lang: str) -> bool:
@@ -471,9 +462,10 @@ _NOT_A_WORD, _WORD, _COUNTED = 0, 1, 2  # what a piece is to lexical validity (`
 
 @functools.cache
 def _piece_kinds(lang: str) -> dict[str, int]:
-    """What each piece `lexical_validity` has met in `lang` in this process is: `_NOT_A_WORD` (no letter), `_WORD`
-    (a word that does not count), `_COUNTED` (`counts_for`). One look-up per distinct piece answers both questions
-    (a letter? counts?); a new piece is judged once (`_piece_kind`)."""
+    """What each piece `lexical_validity` or `counts_for` has met in `lang` in this process is: `_NOT_A_WORD` (no
+    letter), `_WORD` (a word that does not count), `_COUNTED` (`counts_for`). One look-up per distinct piece answers
+    both questions (a letter? counts?); a new piece is judged once (`_piece_kind`). A dict keyed by the piece alone:
+    a look-up is a third of an `lru_cache` hit's, and a reply's words are looked up by the million."""
     return {}
 
 

@@ -147,6 +147,11 @@ def _analyze_chunk(chunk: list[tuple[str, str]], detail: bool, guard: bool = Fal
     return _analyze(chunk, w["predict"], w["words"], w["options"], detail, guard)
 
 
+def _cores() -> int:
+    """The cores this process may run on: the forked workers' default number."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _language_chunks(items: Sequence[tuple[str, str]], workers: int) -> list[list[int]]:
     """The forked workers' tasks: each language's replies in one task (a language larger than half a worker's
     share in near-equal parts), largest first. A language's tokeniser (jieba, MeCab), lexicon and judged words are
@@ -177,7 +182,7 @@ def analyze_all(
     the guard's per-reply part to each result (in the same workers, from the same tokens)."""
     from tqdm.auto import tqdm
 
-    workers = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    workers = workers or _cores()
     if workers <= 1 or len(items) < PARALLEL_MIN_REPLIES:
         return _analyze(items, lid.predict, words, options, detail, guard, progress)
     chunks = _language_chunks(items, workers)
@@ -379,7 +384,7 @@ def score_guard(
     by_model: dict[str, list[int]] = {}
     for i, c in enumerate(completions):
         by_model.setdefault(c.model, []).append(i)
-    workers = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    workers = workers or _cores()
     _WORKER.update(guard_input=(completions, replies, confidence, n, seed))  # inherited by forked workers
     try:
         if workers <= 1 or len(by_model) < 2 or len(completions) < PARALLEL_MIN_REPLIES:
