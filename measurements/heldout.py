@@ -345,6 +345,43 @@ def analyse(
     return result
 
 
+def null_draws(pool: list[list[Outcome]], passes: int, replicates: int, resamples: int = 2000, seed: int = 0) -> dict:
+    """The test's level on these prompts, and how surprising the held-out count is, under a null that holds exactly:
+    each replicate draws `passes` passes by giving every prompt `passes` of its pooled replies (the calibration's and
+    the held-out's, drawn without replacement, so every pass is exchangeable with every other), then tests every pair
+    as `analyse` does (LPR, language-averaged, `resamples` permutations). Per task: the rejection rate at 5 % over
+    all replicates' pairs (the test's actual level with these prompts' ties and ceilings: below 5 % only by
+    discreteness), and each replicate's count of rejected pairs (the pairs share passes: the count's spread is wide)."""
+    pool = canonical(pool)
+    keys = [(o.task, o.source, o.language, o.id) for o in pool[0]]
+    for j, p in enumerate(pool):
+        if [(o.task, o.source, o.language, o.id) for o in p] != keys:
+            raise ValueError(f"pooled pass {j}: not the same prompts as pass 0")
+    rng = np.random.default_rng(seed)
+    tasks = [t for t in TASKS if any(o.task == t for o in pool[0])]
+    pairs = list(itertools.combinations(range(passes), 2))
+    counts: dict[str, list[int]] = {t: [] for t in tasks}
+    mins: dict[str, list[float]] = {t: [] for t in tasks}
+    for r in range(replicates):
+        pick = np.argsort(rng.random((len(keys), len(pool))), axis=1)[:, :passes]  # per prompt, `passes` of the pool
+        drawn = [[pool[pick[i, j]][i] for i in range(len(keys))] for j in range(passes)]
+        for task in tasks:
+            ps = [paired_test(drawn[i], drawn[j], "lpr", task=task, n=resamples, seed=r).p_value for i, j in pairs]
+            counts[task].append(sum(p < ALPHA for p in ps))
+            mins[task].append(min(ps))
+        print(f"null replicate {r + 1}/{replicates}: " + ", ".join(f"{t} {counts[t][-1]}" for t in tasks), flush=True)
+    out = {"pool": len(pool), "passes": passes, "pairs": len(pairs), "replicates": replicates, "resamples": resamples}
+    for task in tasks:
+        c = np.array(counts[task])
+        out[task] = {
+            **rate(int(c.sum()), len(pairs) * replicates),
+            "counts": c.tolist(),
+            "count_quantiles": {q: float(np.quantile(c, q / 100)) for q in (5, 25, 50, 75, 95)},
+            "min_p": mins[task],
+        }
+    return out
+
+
 def binomial_band(tests: int, level: float = ALPHA) -> float:
     """The chance that `tests` independent tests of exact level `level` reject a share inside the goal's band (the
     band is narrow at 66 tests: 2 to 5 rejections)."""

@@ -158,8 +158,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seed",
         type=int,
         default=0,
-        help="the story's seed: every pass's decoding seed and every "
-        "run's training seed (rerun with other seeds to see which claims hold: measurements/demo_seeds.py)",
+        help="the story's seed: every run's training seed, and every pass's decoding seed unless --decode-seed "
+        "names another (rerun with other seeds to see which claims hold: measurements/demo_seeds.py)",
+    )
+    p.add_argument(
+        "--decode-seed",
+        type=int,
+        default=None,
+        help="every pass's decoding seed, apart from the training seed (default: --seed); measurements/demo_seeds.py "
+        "holds it fixed so that the seeds' spread is the training seed's",
     )
     p.add_argument(
         "--task",
@@ -340,7 +347,7 @@ def task_passes(
     folders = {}
     for key, model_ref, variant in jobs:
         s = copy.deepcopy(TASK_SETTINGS)
-        if seed:  # the story's seed (greedy decoding: only the prompts' draw depends on it)
+        if seed:  # the decoding seed (greedy decoding: only the keyed draws, not the prompts, depend on it)
             s["decoding"]["seed"] = seed
         name = variant.variant if variant else "model"
         s["variants"] = [{"name": name, "interventions": copy.deepcopy(variant.interventions) if variant else []}]
@@ -391,6 +398,7 @@ def _command(args) -> str:
         ("max_new_tokens", None),
         ("samples", None),
         ("seed", 0),
+        ("decode_seed", None),
     ):
         if getattr(args, flag) != default:
             parts.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
@@ -444,6 +452,12 @@ def demo_config(args, suite_settings: dict, runs: dict[str, Path], lcb_files: di
     }
 
 
+def decode_seed(args) -> int:
+    """Every pass's decoding seed: --decode-seed, else the story's --seed."""
+    d = getattr(args, "decode_seed", None)
+    return args.seed if d is None else d
+
+
 def suite_settings(args) -> dict:
     """The suite settings of every pass: max_new_tokens, replies per prompt, the decoding seed, the judge."""
     out: dict = {}
@@ -451,8 +465,8 @@ def suite_settings(args) -> dict:
         out.setdefault("decoding", {})["max_new_tokens"] = args.max_new_tokens
     if args.samples is not None:
         out["samples"] = args.samples
-    if args.seed:
-        out.setdefault("decoding", {})["seed"] = args.seed
+    if decode_seed(args):
+        out.setdefault("decoding", {})["seed"] = decode_seed(args)
     if args.rl:
         out["judge"] = SECOND_JUDGE
     return out
@@ -498,7 +512,7 @@ def run(args) -> int:
         )
     task, task_s = ({}, 0.0)
     if args.task:
-        task, task_s = task_passes(out, runs, decoding_row, args.seed)
+        task, task_s = task_passes(out, runs, decoding_row, decode_seed(args))
     page = write_report_page([base, *runs.values()], out / PAGE)  # every checkpoint's replies, one page
     log.info("\n=== mitigation table")
     spec = table_spec(out, runs, base, args.full, decoding_row, task)

@@ -36,6 +36,15 @@ def test_mlft_demo_is_the_front_door_of_the_shipped_script():
         "samples": 2,
         "judge": demo.SECOND_JUDGE,
     }
+    # the training seed and the decoding seed apart: --decode-seed moves every pass's draws, not the runs' seed
+    apart = parse_args(["demo", "--seed", "3", "--decode-seed", "0"])
+    assert demo._command(apart) == "mlft demo --seed 3 --decode-seed 0"
+    assert "decoding" not in demo.suite_settings(apart) and demo.decode_seed(apart) == 0
+    assert (
+        demo.run_settings(Path("r"), "english_sft", 4, False, None, {}, False, apart.seed)["training_args"]["seed"] == 3
+    )
+    moved = parse_args(["demo", "--decode-seed", "7"])
+    assert demo.suite_settings(moved) == {"decoding": {"seed": 7}} and moved.seed == 0
     own = subprocess.run(
         [sys.executable, str(script_path()), "--help"], capture_output=True, text=True, timeout=300, cwd=ROOT
     )

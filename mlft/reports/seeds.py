@@ -17,7 +17,7 @@ from mlft.constants import TASKS
 from mlft.errors import ConfigError
 from mlft.stats import seed_interval
 
-METRICS = ("lpr", "coverage", "degeneracy", "validity")
+METRICS = ("lpr", "task", "coverage", "degeneracy", "validity")  # "task": the task axis, where the runs had it
 
 
 def summarise(per_seed: dict[str, dict], metrics: tuple[str, ...] = METRICS) -> list[dict]:
