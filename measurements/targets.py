@@ -365,26 +365,32 @@ def paragraph(models: dict, settings: dict, before: dict) -> dict:
         f"{f(93, 'd')}–{f(98, 'd')} %; rows at exactly 0 or 1 are covered by construction and counted apart). "
         f"Population intervals over {f(settings['passes'], 'd')} redrawn prompt sets cover "
         + "; ".join(f"{n} {rng(judged_rates(r['population coverage, K = 1']))}" for n, r in models.items())
-        + "; 10 % narrower / 25 % wider over the judged bands together "
+        + "; 10 % narrower / 25 % wider (the test's per-band check, some judged band outside the bounds): "
+        + "; ".join(f"{n} {mutation_verdict(f, r['population coverage, K = 1'])}" for n, r in models.items())
+        + ". This-prompt-set intervals against the same prompts' other replies (each half first scaled by "
+        "sqrt(1 + K / (M - K)): the truth is a finite draw too) cover "
+        + "; ".join(f"{n} {rng(judged_rates(r['this-prompt-set coverage']))}" for n, r in models.items())
+        + "; 10 % narrower / 25 % wider "
+        + "; ".join(f"{n} {mutation_verdict(f, r['this-prompt-set coverage'])}" for n, r in models.items())
+        + " (pooled over the judged bands, as the test judged mutations before: population "
         + "; ".join(
             f"{n} {pct(f, pooled_rate(r['population coverage, K = 1'], 'narrower'))} / "
             f"{pct(f, pooled_rate(r['population coverage, K = 1'], 'wider'))} %"
             for n, r in models.items()
         )
-        + ". This-prompt-set intervals against the same prompts' other replies (each half first scaled by "
-        "sqrt(1 + K / (M - K)): the truth is a finite draw too) cover "
-        + "; ".join(f"{n} {rng(judged_rates(r['this-prompt-set coverage']))}" for n, r in models.items())
-        + "; 10 % narrower / 25 % wider "
+        + ", this set "
         + "; ".join(
             f"{n} {pct(f, pooled_rate(r['this-prompt-set coverage'], 'narrower'))} / "
             f"{pct(f, pooled_rate(r['this-prompt-set coverage'], 'wider'))} %"
             for n, r in models.items()
         )
-        + ". Judged bands outside the bounds as they are: "
+        + "). Judged bands outside the bounds as they are: "
         + outside(f, models)
-        + ". Per band, the mutations that stay inside the bounds (not caught): "
-        + uncaught(f, models)
-        + ".",
+        + ". Language rows one or two replies from 0 or 1 take Brown, Cai & DasGupta's modified Wilson interval "
+        "(`mlft.stats.modified_wilson`); plain Wilson dips far under 95 % there, which is what left the fine-tuned "
+        "checkpoint's near-ceiling band under the bounds before. With ~10 prompts at a true 96-99 % an interval "
+        "either holds nine of ten or not, so its coverage there is high or low, never 95 %: the band now over-covers "
+        "as the exact binomial sum says it must (tests/test_calibration.py).",
     ]
     if before:
         v = before["values"]
@@ -410,18 +416,13 @@ def outside(f: Fill, models: dict) -> str:
     return "; ".join(out) or "none"
 
 
-def uncaught(f: Fill, models: dict) -> str:
-    """Each judged band whose 10 % narrower or 25 % wider intervals still cover within BOUNDS, or "none"."""
-    out = []
-    for name, r in models.items():
-        for key, target in (("population coverage, K = 1", "population"), ("this-prompt-set coverage", "this set")):
-            for band, x in r[key].items():
-                if band == "k" or not x["judged"]:
-                    continue
-                for mutation in ("narrower", "wider"):
-                    if within(x[mutation]):
-                        out.append(f"{name} {target} {band} {mutation} {pct(f, x[mutation])} %")
-    return "; ".join(out) or "none"
+def mutation_verdict(f: Fill, bands: dict) -> str:
+    """`caught (92.8 %) / caught (99.9 %)`: whether 10 % narrower intervals take some judged band under the bounds
+    (its lowest rate) and 25 % wider ones some band over them (the highest)."""
+    judged = [x for b, x in bands.items() if b != "k" and x["judged"]]
+    low, high = min(x["narrower"] for x in judged), max(x["wider"] for x in judged)
+    verdict = lambda hit: "caught" if hit else "not caught"  # noqa: E731
+    return f"{verdict(low < BOUNDS[0])} ({pct(f, low)} %) / {verdict(high > BOUNDS[1])} ({pct(f, high)} %)"
 
 
 def wrap(text: str, width: int = 116) -> str:

@@ -62,6 +62,14 @@ def model(request, targets):
 
 
 @pytest.fixture(scope="module")
+def population_rows(targets, model):
+    """The default (population) intervals' coverage per row: 400 passes over redrawn prompt sets, seed 1:
+    measurements/targets.py's own draw, so the rates asserted are docs/results/calibration.json's."""
+    _name, outcomes, by_prompt, strata, _truth = model
+    return targets.population_coverage(outcomes, by_prompt, strata, 400, 1)
+
+
+@pytest.fixture(scope="module")
 def set_bands(targets, model):
     """The `set` intervals' coverage per p-band: 100 passes of K replies per prompt (4; 2 with fewer than 16
     replies per prompt), the truth the same prompts' other replies: measurements/targets.py's own draw (the same
@@ -91,11 +99,15 @@ def judge(targets, bands: dict) -> tuple[dict, dict]:
 # (so a fix shows, and the entry goes) and every other judged band inside.
 FINDINGS = {
     ("sft", "population", "[0.95, 1)"): "the fine-tuned checkpoint's near-ceiling band (cross-lingual ru, monolingual "
-    "all, hi, ru and zh at 96-99 %) covers 91.9 % here, 92.6 % at 400 passes (measurements/targets.py, 20 replies per "
-    "prompt); the base model's same band covers 94.9 %: not explained yet",
-    ("sft", "set", "[0.95, 1)"): "its near-ceiling band covers 91.6 % for this prompt set (K = 4, the truth the other "
-    "16 replies; 100 passes, the measurement's own draw). The same design on the base model covers 94.3-97.0 % per "
-    "band: not the design alone; not explained yet",
+    "all, hi, ru and zh at 96-99 %) over-covers: 98.5 % at measurements/targets.py's 400 passes. Explained by "
+    "discreteness (test_the_near_ceiling_band_is_the_exact_binomial_coverage): at ~10 prompts and a true 98-99 % "
+    "an interval either holds nine of ten (coverage >= 98.8 %) or not (<= 90 %); 93-98 % is not attainable there. "
+    "Plain Wilson, which drops nine of ten, covered 92.5 % (83.5 % for hi)",
+    ("sft", "population", "narrower"): "10 % narrower population intervals of the fine-tuned checkpoint keep every "
+    "judged band inside the bounds (94.0 / 94.3 / 94.0 %, 400 passes): not caught. Near its ceiling most rows sit "
+    "where a valid interval has slack (it must hold nine of ten to reach 95 %), so a tenth less width changes "
+    "little; borderline before the edge modification too (pooled: 92.4 % at 150 passes, 93.2 % at 400). The base "
+    "model's is caught (92.8 % in [0.5, 0.8))",
 }
 
 
@@ -107,33 +119,45 @@ def check_bands(targets, name: str, target: str, judged: dict) -> None:
             assert targets.within(x["rate"]), (name, target, band, x["rate"], x["rows"])
 
 
+def caught(targets, judged: dict, mutation: str) -> bool:
+    """Whether the per-band check fails on a mutation: 10 % narrower intervals take some judged band below the
+    bounds, 25 % wider ones some band above (the same test run on the mutated intervals fails)."""
+    if mutation == "narrower":
+        return any(x["narrower"] < targets.BOUNDS[0] for x in judged.values())
+    return any(x["wider"] > targets.BOUNDS[1] for x in judged.values())
+
+
+def check_mutations(targets, name: str, target: str, judged: dict) -> None:
+    for mutation in ("narrower", "wider"):
+        rates = {b: round(100 * x[mutation], 1) for b, x in judged.items()}
+        if (name, target, mutation) in FINDINGS:
+            assert not caught(targets, judged, mutation), ("fixed? drop the finding", name, target, mutation, rates)
+        else:
+            assert caught(targets, judged, mutation), (name, target, mutation, rates)
+
+
 def pooled(bands: dict, key: str) -> float:
     n = sum(x["intervals"] for x in bands.values())
     return sum(x[key] * x["intervals"] for x in bands.values()) / n
 
 
-def test_population_intervals_cover_a_redrawn_prompt_set_per_p_band(targets, model):
-    """The default intervals (the prompt population) of 150 passes over redrawn prompt sets (in each stratum as
-    many prompts as it holds, drawn with replacement, one random reply each) hold the value of the whole
-    population (every prompt x reply) between 93 % and 98 % of the time in every p-band of the true LPR with at
-    least MIN_ROWS rows (task averages and language rows; a row at exactly 0 or 1 is covered by construction and
-    left out), for each model; over the judged bands together, the same intervals 10 % narrower and 25 % wider
-    both fail the bounds (the test can fail both ways). Monte-Carlo error: a band holds 4-8 rows x 150 passes;
-    passes share rows, so a band's rate moves ~0.5-1 pp with the seed. Measured (measurements/targets.py, 400
-    passes) in docs/results/calibration.json. The fine-tuned checkpoint's narrower intervals are not caught (a
-    finding until the checkpoint had 20 replies per prompt: at 20, 10 % narrower covers 92.4 % here, caught; at
-    measurements/targets.py's 400 passes 93.2 %, not caught: a borderline mutation, within the Monte-Carlo error)."""
-    name, outcomes, by_prompt, strata, truth = model
-    bands = targets.by_band(targets.population_coverage(outcomes, by_prompt, strata, 150, 4), truth)
+def test_population_intervals_cover_a_redrawn_prompt_set_per_p_band(targets, model, population_rows):
+    """The default intervals (the prompt population) of 400 passes over redrawn prompt sets (in each stratum as
+    many prompts as it holds, drawn with replacement, one random reply each; measurements/targets.py's own draw)
+    hold the value of the whole population (every prompt x reply) between 93 % and 98 % of the time in every
+    p-band of the true LPR with at least MIN_ROWS rows (task averages and language rows; a row at exactly 0 or 1
+    is covered by construction and left out), for each model; the same check fails on the same intervals 10 %
+    narrower (some band under 93 %) and 25 % wider (some band over 98 %), so it can fail both ways. FINDINGS
+    holds what is outside as measured. Monte-Carlo error: a band holds 4-8 rows x 400 passes; passes share rows,
+    so a band's rate moves ~0.5-1 pp with the seed (at 150 passes, seed 4, the base model's narrower intervals
+    stayed inside: 94.1 % at least). Before the edge modification (plain Wilson) the checkpoint's near-ceiling
+    band covered 92.5 % and the mutations were judged pooled over the bands."""
+    name, _outcomes, _by_prompt, _strata, truth = model
+    bands = targets.by_band(population_rows, truth)
     judged, reported = judge(targets, bands)
     assert len(judged) >= 2, (name, reported)
     check_bands(targets, name, "population", judged)
-    rates = {key: pooled(judged, key) for key in ("rate", "narrower", "wider")}
-    for mutation in ("narrower", "wider"):
-        if (name, "population", mutation) in FINDINGS:
-            assert targets.within(rates[mutation]), ("fixed? drop the finding", name, mutation, rates)
-        else:
-            assert not targets.within(rates[mutation]), (name, mutation, rates)
+    check_mutations(targets, name, "population", judged)
 
 
 def test_this_prompt_set_intervals_cover_the_other_replies_per_p_band(targets, model, set_bands):
@@ -150,20 +174,46 @@ def test_this_prompt_set_intervals_cover_the_other_replies_per_p_band(targets, m
     check_bands(targets, name, "set", judged)
 
 
-@pytest.mark.xfail(strict=True, reason="set intervals' coverage is too flat in their width: see the docstring")
 def test_this_prompt_set_mutations_fail_the_bounds(targets, model, set_bands):
-    """10 % narrower and 25 % wider `set` intervals should fail the bounds over the judged bands together. They do
-    not (base model, 60 passes: narrower 93.6 %): a correct normal interval covers 92.2 % at 0.9 of its width
-    and 98.6 % at 1.25, 0.8 and 0.6 pp beyond the bounds, so the check needs coverage close to 95 % in every row;
-    the set intervals take the larger of a stratum's and its task's design effect, which over-covers the rows
-    whose own is smaller and under-covers none much: a coverage that moves too little with the width. Tried on the
-    base model (60 passes): the mean of the two design effects catches the narrower (91.0 %) but not the wider
-    (97.3 %) and covers 93.1 and 93.3 % in two bands; their geometric mean 90.3 / 96.9 %, two bands under 93 %.
-    Strict: it passes (and this marker fails) once they are exact enough."""
+    """10 % narrower and 25 % wider `set` intervals fail the per-band check (some judged band below 93 % / above
+    98 %), for each model. Pooled over the judged bands they would not be caught: a correct normal interval covers
+    92.2 % at 0.9 of its width and 98.6 % at 1.25, only 0.8 and 0.6 pp beyond the bounds, and the near-ceiling
+    rows (exact coverage ~99 % at any width that holds nine of ten) pull the pool back inside (base model, before
+    the edge modification: narrower 93.6 % pooled; this test was a strict xfail on the pooled rule)."""
     name = model[0]
     judged, _ = judge(targets, set_bands)
-    rates = {key: pooled(judged, key) for key in ("rate", "narrower", "wider")}
-    assert not targets.within(rates["narrower"]) and not targets.within(rates["wider"]), (name, rates)
+    check_mutations(targets, name, "set", judged)
+
+
+def test_the_near_ceiling_band_is_the_exact_binomial_coverage(targets, model, population_rows):
+    """Why the fine-tuned checkpoint's near-ceiling band over-covers (FINDINGS): with one reply per prompt a
+    language row of a redrawn prompt set is Binomial(n, p) (n its counted replies, p the true LPR), so the exact
+    coverage of the row's interval method is the binomial sum over the draws it holds. Summed over the band's
+    language rows at their true p and the number of prompts, it gives the measured rate within Monte-Carlo error
+    (the task average is left out); for plain Wilson it gives the checkpoint's old 92.5 %. Both models."""
+    from scipy.stats import binom
+
+    from mlft.stats import modified_wilson, wilson
+
+    name, _outcomes, _by_prompt, strata, truth = model
+    rows = population_rows
+    exact = {"modified": [], "wilson": []}
+    measured = []
+    for (task, lang), by in rows.items():
+        p = truth[(task, "all", lang)]["lpr"].value
+        if lang == "all" or targets.band_of(p) != "[0.95, 1)":
+            continue
+        n = sum(len(v) for k, v in strata.items() if k[0] == task and k[2] == lang)
+        x = np.arange(n + 1)
+        for name, method in (("modified", modified_wilson), ("wilson", wilson)):
+            lo, hi = method(x, np.full(n + 1, n))
+            exact[name].append(float(binom.pmf(x, n, p)[(lo <= p) & (p <= hi)].sum()))
+        measured.append(by[1.0][0] / by[1.0][1])
+    assert len(measured) >= 3, name
+    assert abs(np.mean(measured) - np.mean(exact["modified"])) < 0.015, (name, measured, exact)
+    assert min(exact["modified"]) > 0.95, (name, exact)
+    if name == "sft":  # rows at 96-99 %: over the bound by discreteness; plain Wilson dipped under it
+        assert np.mean(exact["modified"]) > targets.BOUNDS[1] and np.mean(exact["wilson"]) < targets.BOUNDS[0], exact
 
 
 def test_same_model_reruns_are_rarely_called_different_per_task(targets, model):

@@ -90,6 +90,34 @@ def test_a_language_at_10_of_10_does_not_borrow_from_the_other_languages():
         assert est.method == "wilson" and est.set_low is None  # one reply per prompt: this set is not estimable
 
 
+def exact_coverage(interval, n: int, ps: np.ndarray) -> np.ndarray:
+    """Exact coverage of an interval method for Binomial(n, p) at each p: the probability of the draws it holds."""
+    from scipy.stats import binom
+
+    x = np.arange(n + 1)
+    lo, hi = interval(x, np.full(n + 1, n))
+    return np.array([binom.pmf(x, n, p)[(lo <= p) & (p <= hi)].sum() for p in ps])
+
+
+def test_the_edges_take_the_modified_wilson_interval():
+    """Near the ceiling Wilson's coverage dips (the SFT checkpoint's language rows at 98-99 % true LPR, ~10 prompts,
+    were covered 83-93 % in the calibration): at n = 10 its exact coverage falls to 83.5 % for p just above 0.98.
+    Brown, Cai & DasGupta's modification (one-sided Poisson bounds for x or n - x in 1..2) keeps it at >= 95 % over
+    p in [0.95, 1) and >= 93 % over [0.9, 1), and the edge by symmetry; a language row at 9/10 now reaches 0.9949."""
+    from mlft.stats import modified_wilson, wilson
+
+    ceiling = np.linspace(0.95, 0.9995, 300)
+    assert exact_coverage(wilson, 10, ceiling).min() < 0.84  # the dip the calibration found
+    assert exact_coverage(modified_wilson, 10, ceiling).min() >= 0.95
+    for n in (10, 20, 40):
+        assert exact_coverage(modified_wilson, n, np.linspace(0.9, 0.9995, 300)).min() >= 0.91
+        assert exact_coverage(modified_wilson, n, np.linspace(0.0005, 0.1, 300)).min() >= 0.91  # the floor too
+    outs = group("aya", "fr", 10, 1) + group("aya", "de", 10, 0)
+    est = intervals(outs, n=500)[("monolingual", "all", "fr")]["lpr"]
+    assert est.value == pytest.approx(0.9) and est.high == pytest.approx(1 - 0.05129329 / 10, abs=1e-6)
+    assert est.low == pytest.approx(wilson_by_hand(0.9, 10)[0])  # the far side stays Wilson's
+
+
 def test_an_aggregate_is_a_stratified_wilson_interval():
     """fr from two sources: aya 18/20, dolly 24/30; the official row is their mean 0.85, its variance at p is
     p (1 - p) (1/4 / 20 + 1/4 / 30): Wilson at n_eff = 48 (Yan & Su's stratified Wilson)."""

@@ -168,11 +168,12 @@ def test_score_shows_the_guard_in_every_format(shared, capsys, junk_file):  # LC
         line = next(x for x in table.splitlines() if x.startswith(name))
         assert line.count("⚠") == 2, line  # avg and fr
     # 'la la la la', 'ok ok', 'ha ha', 'lalala' are French words (the degeneracy and coverage rows see them)
-    # one stratum: the average row's interval is the stratum's Wilson interval (2 of 22 replies counted)
-    assert "Coverage            9.1 [2.5,27.8] ⚠" in table and "Lexical validity  45.5 [26.9,65.3] ⚠" in table
+    # one stratum: the average row's interval is the stratum's (modified) Wilson interval (2 of 22 replies counted:
+    # two from 0, so its lower bound is the one-sided Poisson bound, 1.6 %; plain Wilson said 2.5 %)
+    assert "Coverage            9.1 [1.6,27.8] ⚠" in table and "Lexical validity  45.5 [26.9,65.3] ⚠" in table
     assert "validity 45.5% [26.9%, 65.3%] is below 80%" in table
     md = _score(capsys, str(junk_file), "--format", "markdown")
-    assert "| Coverage | 9.1 [2.5,27.8] ⚠ | 9.1 ⚠ |" in md and "| Lexical validity | 45.5 [26.9,65.3] ⚠ |" in md
+    assert "| Coverage | 9.1 [1.6,27.8] ⚠ | 9.1 ⚠ |" in md and "| Lexical validity | 45.5 [26.9,65.3] ⚠ |" in md
     assert "- ⚠ junk · monolingual · all: degeneracy 72.7%" in md
     for fmt in ("tsv", "csv"):
         text = _score(capsys, str(junk_file), "--format", fmt)

@@ -28,6 +28,7 @@ from mlft.stats.intervals import (
     intervals,
     set_design_effects,
     unknown_share_intervals,
+    modified_wilson,
     wilson,
     within_share,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "swap_test",
     "unknown_share_intervals",
     "unpaired_test",
+    "modified_wilson",
     "wilson",
     "set_design_effects",
     "within_share",

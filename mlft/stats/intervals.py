@@ -7,7 +7,8 @@
   replies would give: decoding noise only, sigma2_w / (K n). Only estimable with several replies per prompt
   (None with one: a single reply cannot split its variance).
 - per-reply proportions (LPR, WPR, coverage, degeneracy, validity), every row (`group_method="wilson"`,
-  default): score intervals (`_score_intervals`): a (source, language) group by Wilson, an aggregate by
+  default): score intervals (`_score_intervals`): a (source, language) group by Wilson (at the edges, one or
+  two successes or failures from 0 or n, Brown-Cai-DasGupta's modified Wilson: `modified_wilson`), an aggregate by
   stratified Wilson (Yan & Su 2010: the variance evaluated at the candidate p, sum_s w_s^2 p (1 - p) deff_s /
   N_s, w_s the official weights, N_s the stratum's denominator), with deff_s = 1 + (K_s - 1) rho (population),
   rho the task's intra-prompt correlation (`within_share`, one-way ANOVA pooled over strata), or this set's
@@ -86,6 +87,33 @@ def wilson(successes, trials, confidence: float = 0.95) -> tuple[np.ndarray, np.
     # the interval holds p (exactly, not up to rounding: at p = 1 the upper bound is 1, not 0.9999999999999998)
     low, high = np.minimum(centre - half, p), np.maximum(centre + half, p)
     return np.where(empty, 0.0, np.clip(low, 0, 1)), np.where(empty, 1.0, np.clip(high, 0, 1))
+
+
+def modified_wilson(successes, trials, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson's score interval with Brown, Cai & DasGupta's modification at the edges (Statistical Science 16(2),
+    2001, section 4.1.1): for x = successes in (0, x*] the lower bound becomes the one-sided Poisson bound
+    chi2_{2x}(alpha) / (2 n), and for n - x in (0, x*] the upper bound becomes 1 minus it (x* = 2 for n <= 50, 3
+    above; only on the side x is nearer to; alpha = 1 - confidence; x and n may be effective, non-integer counts).
+    Wilson alone dips at the edges:
+    at n = 10 its exact coverage falls to 83.5 % for p just above 0.98 (nine of ten is the likeliest draw there,
+    and its upper bound is 0.982); modified, the smallest coverage over p in [0.95, 1) is 95.1 %
+    (tests/test_intervals_target.py checks both by the exact binomial sum)."""
+    from scipy.stats import chi2
+
+    k, t = np.asarray(successes, np.float64), np.asarray(trials, np.float64)
+    low, high = wilson(k, t, confidence)
+    alpha = 1 - confidence
+    edge = np.where(t <= 50, 2.0, 3.0)
+    safe = np.maximum(t, 1)
+    for x, is_low in ((k, True), (t - k, False)):
+        near = (x > 1e-9) & (x <= edge) & (x < t / 2)  # the edge it is near (0 / 2, say, is near 0, not near 2)
+        if np.any(near):
+            bound = chi2.ppf(alpha, 2 * np.where(near, x, 1.0)) / (2 * safe)
+            if is_low:
+                low = np.where(near, np.minimum(bound, k / safe), low)
+            else:
+                high = np.where(near, np.maximum(1 - bound, k / safe), high)
+    return low, high
 
 
 def check_confidence(confidence: float, n: int) -> None:
@@ -234,7 +262,7 @@ def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: 
                     bounds[target] = (est.value, est.value)
                 else:
                     n_eff = 1.0 / var_unit
-                    lo, hi = wilson(est.value * n_eff, n_eff, confidence)
+                    lo, hi = modified_wilson(est.value * n_eff, n_eff, confidence)
                     # around the value itself: value * n_eff / n_eff can round below it (a high of 1 - 2e-16 at 1)
                     bounds[target] = (min(float(lo), est.value), max(float(hi), est.value))
             method = "wilson" if np.count_nonzero(w) == 1 else "stratified-wilson"
