@@ -12,6 +12,7 @@ import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from script_helpers import load_script
 
@@ -36,17 +37,29 @@ def recorded():
 
 
 @pytest.fixture(scope="module")
-def p_values(heldout, data, recorded):
-    """Per task: every pair's p, recomputed as the measurement computed it."""
+def p_values(recorded):
+    """Per task: every pair's recorded p (docs/results/heldout.json), checked against a recomputation below."""
+    return {task: recorded["tasks"][task]["p"] for task in ("monolingual", "crosslingual")}
+
+
+@pytest.fixture(scope="module")
+def recomputed(heldout, data, recorded):
+    """Per task: the p of every pair recorded below 0.05 and of 60 more drawn at random (seeded), recomputed as the
+    measurement computed them (all 435 pairs of both tasks would take ~2 min)."""
     passes, labels = data
     meta = recorded["meta"]
-    return {
-        task: {
-            f"{labels[i]}-{labels[j]}": heldout.pair_p(passes[i], passes[j], task, meta["resamples"], meta["fine"])
-            for i, j in itertools.combinations(range(len(passes)), 2)
-        }
-        for task in ("monolingual", "crosslingual")
-    }
+    index = {x: i for i, x in enumerate(labels)}
+    out = {}
+    for task in ("monolingual", "crosslingual"):
+        names = sorted(recorded["tasks"][task]["p"])
+        rng = np.random.default_rng(0)
+        pick = {n for n in names if recorded["tasks"][task]["p"][n] < 0.05}
+        pick |= {names[i] for i in rng.choice(len(names), min(60, len(names)), replace=False)}
+        out[task] = {}
+        for name in sorted(pick):
+            a, b = name.split("-")
+            out[task][name] = heldout.pair_p(passes[index[a]], passes[index[b]], task, meta["resamples"], meta["fine"])
+    return out
 
 
 def test_the_data_is_held_out_passes_of_two_generators(data):
@@ -59,9 +72,11 @@ def test_the_data_is_held_out_passes_of_two_generators(data):
     assert len(list(itertools.combinations(labels, 2))) >= 50
 
 
-def test_the_recorded_p_values_are_recomputed_exactly(p_values, recorded):
-    for task, ps in p_values.items():
-        assert ps == pytest.approx(recorded["tasks"][task]["p"], abs=1e-5)
+def test_the_recorded_p_values_are_recomputed_exactly(recomputed, recorded, data):
+    passes, labels = data
+    for task, ps in recomputed.items():
+        assert len(recorded["tasks"][task]["p"]) == len(labels) * (len(labels) - 1) // 2
+        assert len(ps) >= 60 and ps == pytest.approx({k: recorded["tasks"][task]["p"][k] for k in ps}, abs=1e-5)
 
 
 def test_no_p_below_0_001_on_held_out_reruns(heldout, p_values):
@@ -70,16 +85,32 @@ def test_no_p_below_0_001_on_held_out_reruns(heldout, p_values):
         assert min(ps.values()) >= heldout.GOAL["min_p"], task
 
 
-@pytest.mark.xfail(
+MONO_NOT_MET = pytest.mark.xfail(
     strict=True,
-    reason="not met on this draw: 0 of 153 monolingual and 1 of 153 cross-lingual comparisons rejected (18 passes: "
-    "12 of A, 6 of B); the held-out passes lie close together (LPR sd 1.39 / 2.55 pp against 2.36 / 3.46 pp over the "
-    "calibration's 24 passes), so their pairwise p-values sit high "
-    "(docs/results/heldout.json: spread)",
+    reason="not met: 4 of 435 monolingual comparisons rejected (0.9 %; 30 passes: 24 of A, 6 of B). The test's own "
+    "level on these prompts is 4.4 % (`null_draws`: 40 replicates of 30 passes drawn from the 54 passes pooled); as "
+    "few rejections came up in 4 of the 40 replicates, because the pairs share passes. The held-out monolingual "
+    "passes also spread less than the calibration's (LPR sd 1.42 against 2.36 pp), in both generators: not "
+    "explained (docs/results/heldout.json: null, spread)",
 )
-@pytest.mark.parametrize("task", ["monolingual", "crosslingual"])
+
+
+@pytest.mark.parametrize("task", [pytest.param("monolingual", marks=MONO_NOT_MET), "crosslingual"])
 def test_the_default_test_rejects_2_to_8_percent_of_held_out_comparisons(heldout, p_values, task):
+    """Cross-lingual: 9 of 435 (2.1 %), met since the second draw of A's passes (1 of 153 at 18 passes)."""
     assert heldout.goal_problems(list(p_values[task].values())) == []
+
+
+def test_the_null_draws_are_checked_and_shaped(heldout, data):
+    """`null_draws` refuses a pool whose passes hold other prompts, and tests every pair of every replicate (a small
+    pool: 6 passes of the held-out data, 3 drawn, 2 replicates, 200 swaps)."""
+    passes, _labels = data
+    with pytest.raises(ValueError, match="pooled pass 1"):
+        heldout.null_draws([passes[0], passes[1][:-1]], 2, 1)
+    out = heldout.null_draws(passes[:6], 3, 2, resamples=200)
+    assert (out["pool"], out["passes"], out["pairs"], out["replicates"]) == (6, 3, 3, 2)
+    for task in ("monolingual", "crosslingual"):
+        assert len(out[task]["counts"]) == 2 and out[task]["tests"] == 6 and 0 <= out[task]["rate"] <= 1
 
 
 def test_the_bounds_fail_a_never_rejecting_test_and_a_loose_one(heldout, p_values):
