@@ -573,16 +573,21 @@ def test_the_significance_level_in_a_rendered_table_is_checked(demo_results):
 
 
 def test_demo_seeds_renders_the_mean_gain_over_seeds_with_its_interval():
-    """The committed seeds file: cross-lingual SFT's cross-lingual gains +22.4, +12.4, +13.7 give +16.2 [+2.7, +29.7]
-    (t with 2 degrees of freedom); its monolingual gains +6.6, +2.6, +5.2 give an interval holding 0 (unclear)."""
+    """The committed seeds file (training seeds 0, 1, 2 at one decoding seed): cross-lingual SFT's cross-lingual
+    gains +24.5, +16.6, +16.0 give +19.0 [+7.2, +30.8] (t with 2 degrees of freedom); its monolingual gains +7.6,
+    +4.4, +4.5 give +5.5 [+1.0, +10.1] (up); the task axis is estimated too."""
     record = committed_records()["demo_seeds"]
     assert "provenance" in record and set(record["seeds"]) == {"0", "1", "2"}
+    runs = record["config"]["runs"]
+    assert {r["decoding_seed"] for r in runs.values()} == {0}  # the decoding seed held fixed
+    assert [r["training_seeds"]["crosslingual_sft"] for r in runs.values()] == [0, 1, 2]
     label = "+Cross-lingual SFT"
-    assert render_view(record, "estimate", [label, "crosslingual", "lpr"]) == "+16.2 pp [+2.7, +29.7]"
-    assert render_view(record, "estimate", [label, "monolingual", "lpr"]) == "+4.8 pp [-0.2, +9.8]"
+    assert render_view(record, "estimate", [label, "crosslingual", "lpr"]) == "+19.0 pp [+7.2, +30.8]"
+    assert render_view(record, "estimate", [label, "monolingual", "lpr"]) == "+5.5 pp [+1.0, +10.1]"
     table = render_view(record, "seeds", [])
-    assert "| +Cross-lingual SFT | monolingual | lpr | 96.5 ±2.9 | 93.4 ±3.1 | 96.6 ±2.4 |" in table
-    assert "+6.6 (0.004), +2.6 (0.366), +5.2 (0.009) | +4.8 [-0.2, +9.8] | unclear |" in table
+    assert "| +Cross-lingual SFT | monolingual | lpr | 98.0 ±3.0 | 94.8 ±4.8 | 94.9 ±4.3 |" in table
+    assert "+7.6 (0.008), +4.4 (0.099), +4.5 (0.265) | +5.5 [+1.0, +10.1] | up |" in table
+    assert "| +Cross-lingual SFT | crosslingual | task | 4.0 ±6.2 | 6.0 ±7.1 | 6.0 ±7.1 |" in table
     with pytest.raises(ConfigError, match="base row"):
         render_view(record, "estimate", ["base", "crosslingual", "lpr"])
 

@@ -47,3 +47,17 @@ def test_demo_seeds_states_each_claim_as_an_estimate():
     assert "+16.2 [+2.7, +29.7]" in text and "t-interval" in text
     noisy = {0: record(0.90, 0.81, 0.02), 1: record(0.908, 0.877, 0.37), 2: record(0.914, 0.827, 0.009)}
     assert next(r for r in seeds.summarise(noisy) if r["row"] == "+SFT")["verdict"] == "unclear"
+
+
+def test_the_task_axis_is_estimated_over_seeds_too():
+    """A row's task score lives in its capability columns ("Cross task"); the seeds table estimates it as it does
+    LPR (fails on a summarise that reads only the task's metrics)."""
+    per_seed = {}
+    for s, (b, t) in enumerate(((0.06, 0.04), (0.06, 0.10), (0.06, 0.08))):
+        rec = record(0.544, 0.7, 0.001)
+        rec["base"]["capability"] = {"Cross task": {"value": b, "low": 0.0, "high": 0.2, "p_vs_base": None}}
+        rec["+SFT"]["capability"] = {"Cross task": {"value": t, "low": 0.0, "high": 0.2, "p_vs_base": 0.5}}
+        per_seed[s] = rec
+    row = next(r for r in seeds.summarise(per_seed) if (r["row"], r["metric"]) == ("+SFT", "task"))
+    assert row["task"] == "crosslingual" and row["gains"] == pytest.approx([-2.0, 4.0, 2.0])
+    assert row["verdict"] == "unclear" and row["p"] == [0.5, 0.5, 0.5]

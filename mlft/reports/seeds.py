@@ -15,9 +15,17 @@ import statistics
 
 from mlft.constants import TASKS
 from mlft.errors import ConfigError
+from mlft.reports.task_axis import task_number
 from mlft.stats import seed_interval
 
 METRICS = ("lpr", "task", "coverage", "degeneracy", "validity")  # "task": the task axis, where the runs had it
+
+
+def _cell(row: dict, task: str, metric: str) -> dict | None:
+    """A row's cell: the task axis ("task") is a capability column of the row, the rest its task's metrics."""
+    if metric == "task":
+        return task_number(row, task)
+    return row.get("tasks", {}).get(task, {}).get(metric)
 
 
 def summarise(per_seed: dict[str, dict], metrics: tuple[str, ...] = METRICS) -> list[dict]:
@@ -30,8 +38,8 @@ def summarise(per_seed: dict[str, dict], metrics: tuple[str, ...] = METRICS) -> 
     for label in first:
         for task in TASKS:
             for metric in metrics:
-                cells = [per_seed[s].get(label, {}).get("tasks", {}).get(task, {}).get(metric) for s in seeds]
-                bases = [per_seed[s][base]["tasks"].get(task, {}).get(metric) for s in seeds]
+                cells = [_cell(per_seed[s].get(label, {}), task, metric) for s in seeds]
+                bases = [_cell(per_seed[s][base], task, metric) for s in seeds]
                 if any(c is None for c in cells) or any(b is None for b in bases):
                     continue
                 values = [100 * c["value"] for c in cells]

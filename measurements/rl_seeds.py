@@ -1,0 +1,205 @@
+"""The demo's RL row over training seeds, with the task axis: does GRPO that pays answering raise cross-lingual LPR
+and keep the answers?
+
+For each training seed S: `mlft train recipes/cpu/grpo_gated.yaml` from the embedded base model (the demo's RL row:
+the `answered_language` reward, the relevance judge on open prompts; `--steps` steps, `training_args.seed=S`; its
+evaluation callback scores the final checkpoint on `lcb_demo`, one reply per prompt, decoding seed 0, fastText and
+langdetect) into OUT/gated_sS (resumable; `--no-train` only reads finished runs), then the task axis of its final
+model (`mlft demo`'s `task_passes`: the arithmetic problems, ten per language in five languages, greedy), then one
+table against the base row of a demo run at the same decoding seed (`--base`: measurements/demo_seeds.py's seed 0
+folder, whose base pass is the same draw for every training seed). The per-seed tables become one seeds record
+(`docs/results/rl_seeds.json`, the layout of demo_seeds.json), rendered as docs/results/rl_seeds.md: per metric the
+value in each seed, the gain over base with its paired p (Holm), and the mean gain over seeds with its t-interval.
+
+    python measurements/rl_seeds.py --seeds 0 1 2 --base runs/demo_seeds/seed0 --out runs/rl_seeds
+    python measurements/rl_seeds.py --seeds 0 1 2 --base runs/demo_seeds/seed0 --out runs/rl_seeds --no-train
+
+The issue's goal per seed: cross-lingual LPR >= 92 % with the guard quiet, and the task score not below base (the
+paired interval excludes a drop of more than 2 pp); printed per seed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mlft.commands.demo import experiment
+from mlft.provenance import environment
+from mlft.reports.mitigation import tables, task_columns
+from mlft.reports.results import SCHEMA, table_record, update_blocks
+from mlft.reports.seeds import markdown, per_seed_tables, summarise
+from mlft.reports.table_spec import Capability, RowSpec, TableSpec, check_spec
+from mlft.reports.task_axis import task_number
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPE = "recipes/cpu/grpo_gated.yaml"
+LABEL = "+GRPO (answer x gated language)"
+PAGE = ROOT / "docs" / "results" / "rl_seeds.md"
+
+
+def train(seed: int, out: Path, steps: int) -> Path:
+    run = out / f"gated_s{seed}"
+    cmd = [
+        sys.executable, "-m", "mlft", "train", RECIPE,
+        f"training_args.max_steps={steps}", f"training_args.save_steps={steps}", f"training_args.seed={seed}",
+        f"run_dir={run}", "evaluation.at_start=false", "evaluation.suite_overrides.samples=1",
+    ]  # fmt: skip
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    return run
+
+
+def seed_table(seed: int, run: Path, base: Path) -> list[dict]:
+    """The RL run against the base row (the base run's step-0 pass and its task pass), with the task columns."""
+    demo = experiment()
+    task_base = run / "task" / "base"
+    if not task_base.exists() and (base / "task" / "base").is_dir():  # the same greedy pass: reused, not redrawn
+        shutil.copytree(base / "task" / "base", task_base)
+    task, _ = demo.task_passes(run, {"grpo": run}, decoding_row=False)
+    rows = [
+        RowSpec(
+            "base", run=str(base / "base"), step=0, capability_rows_file=str(task[("base", None)] / "scores.jsonl")
+        ),
+        RowSpec(LABEL, run=str(run), capability_rows_file=str(task[("grpo", None)] / "scores.jsonl")),
+    ]
+    spec = TableSpec(rows, title=f"GRPO (answered_language), training seed {seed}", base="base")
+    spec.capability = [Capability(**c) for c in task_columns()]
+    built = tables(check_spec(spec, f"rl seed {seed}", run))
+    (run / "table.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
+    return table_record(built[0], "base", spec.confidence, spec.resamples)["rows"]
+
+
+def top_rollouts(run: Path, n: int, from_step: int, seed: int = 0) -> dict:
+    """The `n` rollouts of highest total reward of `run` at steps >= `from_step` (ties drawn with `seed`, as
+    measurements/top_rollouts.py draws them), as a {template, values} table to read: step, task, language, the
+    reward, its group's mean, LCB's verdict, lexical validity and the reply on one line (cut at 110 characters)."""
+    import random
+
+    from mlft.benchmarks.lcb.guard import lexical_validity
+
+    rows = [json.loads(x) for x in (run / "rollouts.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    top = [r for r in rows if r.get("rank") == "top" and r["step"] >= from_step]
+    random.Random(seed).shuffle(top)
+    top.sort(key=lambda r: -r["total"])
+    values: list = []
+
+    def v(x, spec: str) -> str:
+        values.append(x)
+        return "{" + f"{len(values) - 1}:{spec}" + "}"
+
+    last = max(r["step"] for r in rows)
+    lines = [
+        "",
+        f"The {v(min(n, len(top)), 'd')} of highest reward of the {v(len(top), 'd')} top rollouts of steps "
+        f"{v(from_step, 'd')}-{v(last, 'd')} (the run logs each step's best and worst):",
+        "",
+        "| step | task | lang | reward | group mean | LCB | valid | reply |",
+        "|---:|---|---|---:|---:|---|---:|---|",
+    ]
+    for r in top[:n]:
+        valid = lexical_validity(r["completion"], r["language"])
+        text = r["completion"].replace("\n", " ⏎ ")
+        text = (text[:110] + "…" if len(text) > 110 else text).replace("|", "\\|").replace("{", "{{").replace("}", "}}")
+        lines.append(
+            f"| {v(r['step'], 'd')} | {r['task'][:5]} | {r['language']} | {v(r['total'], '.2f')} | "
+            f"{v(r['group']['mean'], '.2f')} | {r.get('verdict', '')} | "
+            f"{'–' if valid is None else v(valid, '.2f')} | {text} |"
+        )
+    return {"template": "\n".join(lines) + "\n", "values": values, "of": len(top), "from_step": from_step}
+
+
+GOAL_CROSS = 92.0  # the issue's goal: cross-lingual LPR >= 92 % in each seed
+TASK_DROP = 2.0  # ... and the task score's interval excludes a drop of more than 2 pp
+
+
+def findings(record: dict) -> dict:
+    """The docs' "What it shows" list as {template, values}: every number from the per-seed tables."""
+    values: list = []
+
+    def v(x, spec: str) -> str:
+        values.append(x)
+        return "{" + f"{len(values) - 1}:{spec}" + "}"
+
+    per_seed = per_seed_tables(record)
+    rows = {(r["row"], r["task"], r["metric"]): r for r in summarise(per_seed)}
+    cross, mono = rows[(LABEL, "crosslingual", "lpr")], rows[(LABEL, "monolingual", "lpr")]
+    task = rows[(LABEL, "crosslingual", "task")]
+    n = [task_number(t[LABEL], "crosslingual")["n"] for t in per_seed.values()]
+    moved = max(abs(g) for g in task["gains"]) * min(n) / 100
+    flagged = sum(bool(t[LABEL]["flagged"]) for t in per_seed.values())
+    why = sorted({f.split(": ")[1].split()[0] for t in per_seed.values() for f in t[LABEL].get("flags", [])})
+    walls = [r["train_wall_s"] / 60 for r in record["config"]["runs"].values()]
+    reached = sum(x >= GOAL_CROSS for x in cross["values"])
+    verdict = {"up": "rises", "down": "falls", "unclear": "is unclear"}
+    lines = [
+        "",
+        f"- **Cross-lingual LPR**: {v(min(cross['values']), '.1f')}-{v(max(cross['values']), '.1f')} % over the seeds, "
+        f"the goal ({v(GOAL_CROSS, '.0f')} %) reached in {v(reached, 'd')} of {v(len(cross['values']), 'd')}; the mean "
+        f"gain {verdict[cross['verdict']]} over the seeds (the seeds differ by up to "
+        f"{v(max(cross['values']) - min(cross['values']), '.1f')} pp). Monolingual LPR {verdict[mono['verdict']]}.",
+        f"- **The answers**: the cross-lingual task score moves by at most {v(round(moved), 'd')} of "
+        f"{v(min(n), 'd')} problems in a seed; the t-interval's lower end, {v(task['gain_low'], '+.1f')} pp, "
+        + ("rules out" if task["gain_low"] > -TASK_DROP else "does not rule out")
+        + f" a drop of {v(TASK_DROP, '.0f')} pp. On this model the axis sits near its floor (the base answers a few "
+        "cross-lingual problems and no monolingual one): it could show a collapse, hardly a small cost.",
+        f"- **The guard**: {v(flagged, 'd')} of the {v(len(per_seed), 'd')} seeds flagged ("
+        + (", ".join(why) or "none")
+        + "); cross-lingual degeneracy and validity over the seeds: "
+        + ", ".join(rows[(LABEL, "crosslingual", m)]["verdict"] for m in ("degeneracy", "validity"))
+        + ".",
+        f"- **Cost**: {v(min(walls), '.0f')}-{v(max(walls), '.0f')} min per RL row (training and its `lcb_demo` "
+        "evaluation) on 2 cores shared with other jobs.",
+    ]
+    return {"template": "\n".join(lines) + "\n", "values": values}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--base", type=Path, required=True, help="a demo run folder (its base pass and task/base)")
+    ap.add_argument("--out", type=Path, default=Path("runs/rl_seeds"))
+    ap.add_argument("--steps", type=int, default=16, help="GRPO steps (the demo's --rl-steps)")
+    ap.add_argument("--no-train", action="store_true", help="only read finished runs")
+    ap.add_argument("--results", type=Path, default=ROOT / "docs" / "results" / "rl_seeds.json")
+    args = ap.parse_args()
+    seeds, runs = {}, {}
+    for s in args.seeds:
+        run = args.out / f"gated_s{s}" if args.no_train else train(s, args.out, args.steps)
+        seeds[str(s)] = seed_table(s, run, args.base)
+        complete = json.loads((run / "complete").read_text(encoding="utf-8"))
+        runs[str(s)] = {"run": str(run), "training_seed": s, "decoding_seed": 0, "train_wall_s": complete.get("wall_s")}
+    command = " ".join(["python", "measurements/rl_seeds.py", *sys.argv[1:]])
+    record = {
+        "name": "rl_seeds",
+        "schema": SCHEMA,
+        "provenance": f"measured by {command} on {datetime.now(timezone.utc):%Y-%m-%d}",
+        "config": {"command": command, "recipe": RECIPE, "steps": args.steps, "base": str(args.base), "runs": runs},
+        "environment": environment(),
+        "seeds": seeds,
+        "fills": {"top_rollouts": top_rollouts(Path(runs[str(args.seeds[0])]["run"]), 20, args.steps // 2 + 1)},
+    }
+    record["fills"]["findings"] = findings(record)
+    args.results.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.results}")
+    if args.results.resolve() == (ROOT / "docs" / "results" / "rl_seeds.json").resolve() and PAGE.is_file():
+        PAGE.write_text(update_blocks(PAGE.read_text(encoding="utf-8"), {"rl_seeds": record}), encoding="utf-8")
+        print(f"updated {PAGE}")
+    summary = summarise(per_seed_tables(record))
+    print(markdown(summary, list(record["seeds"])))
+    for s, rows in per_seed_tables(record).items():
+        cross, task = rows[LABEL]["tasks"]["crosslingual"]["lpr"], task_number(rows[LABEL], "crosslingual")
+        base = task_number(rows["base"], "crosslingual")
+        print(
+            f"seed {s}: cross-lingual LPR {100 * cross['value']:.1f} % (goal >= 92), task {100 * task['value']:.1f} % "
+            f"against base {100 * base['value']:.1f} % (p {task.get('p_vs_base')}), flagged: {rows[LABEL]['flagged']}, "
+            f"{runs[s]['train_wall_s']:.0f} s training with its evaluation"
+        )
+
+
+if __name__ == "__main__":
+    main()
