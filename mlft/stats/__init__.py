@@ -26,9 +26,9 @@ from mlft.stats.intervals import (
     check_confidence,
     interval_rows,
     intervals,
+    modified_wilson,
     set_design_effects,
     unknown_share_intervals,
-    modified_wilson,
     wilson,
     within_share,
 )
