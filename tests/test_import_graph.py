@@ -125,7 +125,7 @@ LINE_BUDGET = {
     "mlft/harness/tasks/mlft_polyglot_mc": 50,
     "mlft/io": 600,
     "mlft/reports": 3150,
-    "mlft/stats": 1300,
+    "mlft/stats": 1350,  # 1300 until the edge-modified Wilson interval (modified_wilson), a decision of that change
     "mlft/training": 4000,
 }
 

@@ -6,10 +6,9 @@ official aggregation: a metric per (source, language) group, (all, lang) = mean 
 mean over languages, (all, all) = mean over (all, lang); LCPR = harmonic(LPR, WPR) per language, averaged over
 the non-Latin languages. Coverage (share of replies with >= 1 counted line), degeneracy (share of degenerate
 replies, `mlft.benchmarks.lcb.guard`) and lexical validity (share of replies whose words are mostly words of the
-language,
-`mlft.benchmarks.lcb.guard.lexical_validity`; defined for a (source, language) group whose replies carry it) are
-aggregated
-the same unweighted way. Point values are the official numbers, bit for bit (same formulas, same summation order).
+language, `mlft.benchmarks.lcb.guard.lexical_validity`; defined for a (source, language) group whose replies carry
+it) are aggregated the same unweighted way. Point values are the official numbers, bit for bit (same formulas,
+same summation order).
 
 The engine, one module per seam (each imports only those above it):
 - `mlft.stats.outcomes`: the per-reply `Outcome`, its file (`save_outcomes` / `load_outcomes`), metric names;
@@ -70,6 +69,7 @@ __all__ = [
     "intervals",
     "load_outcomes",
     "mean_interval",
+    "modified_wilson",
     "paired_mean_bootstrap",
     "paired_test",
     "paired_tests_by_language",
@@ -78,12 +78,11 @@ __all__ = [
     "ratio_interval",
     "save_outcomes",
     "seed_interval",
+    "set_design_effects",
     "sign_flip_p",
     "swap_test",
     "unknown_share_intervals",
     "unpaired_test",
-    "modified_wilson",
     "wilson",
-    "set_design_effects",
     "within_share",
 ]
