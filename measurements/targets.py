@@ -387,10 +387,10 @@ def paragraph(models: dict, settings: dict, before: dict) -> dict:
         + "). Judged bands outside the bounds as they are: "
         + outside(f, models)
         + ". Language rows one or two replies from 0 or 1 take Brown, Cai & DasGupta's modified Wilson interval "
-        "(`mlft.stats.intervals.modified_wilson`); plain Wilson dips far under 95 % there, which is what left the fine-tuned "
-        "checkpoint's near-ceiling band under the bounds before. With ~10 prompts at a true 96-99 % an interval "
-        "either holds nine of ten or not, so its coverage there is high or low, never 95 %: the band now over-covers "
-        "as the exact binomial sum says it must (tests/test_calibration.py).",
+        "(`mlft.stats.intervals.modified_wilson`); plain Wilson dips far under 95 % there, which is what left the "
+        "fine-tuned checkpoint's near-ceiling band under the bounds before. With ~10 prompts at a true 96-99 % an "
+        "interval either holds nine of ten or not, so its coverage there is high or low, never 95 %: the band now "
+        "over-covers as the exact binomial sum says it must (tests/test_calibration.py).",
     ]
     if before:
         v = before["values"]

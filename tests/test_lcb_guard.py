@@ -302,9 +302,9 @@ def test_the_guard_of_two_released_files_is_unchanged(shared):
     """Speed work on the guard changes no number: the per-reply checks, the rows' values and the flags' rows of
     13,172 released replies hash to what the code before it computed (digests of per_reply and values taken from
     that code, commit 6ae32a3). The rows with their intervals, and the flags that print them, changed once since,
-    on purpose: Brown-Cai-DasGupta's edge modification of Wilson (`mlft.stats.intervals.modified_wilson`; before it, rows
-    f483d286284f7c6d and flags 0cf7c5b8283fc70f; the values digest and the 67 flagged (language, metric) rows the
-    same before and after)."""
+    on purpose: Brown-Cai-DasGupta's edge modification of Wilson (`mlft.stats.intervals.modified_wilson`; before
+    it, rows f483d286284f7c6d and flags 0cf7c5b8283fc70f; the values digest and the 67 flagged (language, metric)
+    rows the same before and after)."""
     assert _guard_digests(shared) == {
         "replies": 13172,
         "degenerate": 1838,
