@@ -425,12 +425,9 @@ def spread_against_calibration(passes: list[list[Outcome]], data: Path) -> dict:
 def page(result: dict) -> dict:
     """docs/measuring.md's held-out paragraph and table as a {template, values} record (`fill` view): every
     number a value, so the page renders from the results file."""
-    values: list = []
+    from mlft.reports.results import Fill
 
-    def v(x, spec: str = "") -> str:
-        values.append(x)
-        return "{" + f"{len(values) - 1}" + (f":{spec}" if spec else "") + "}"
-
+    v = Fill()
     meta, tasks = result["meta"], result["tasks"]
     labels = result["passes"]
     na, nb = sum(x[0] == "A" for x in labels), sum(x[0] == "B" for x in labels)
@@ -504,8 +501,7 @@ def page(result: dict) -> dict:
             "the test's level is, the pooled null says.",
         ]
     lines.append("")
-    text = "\n".join(lines)
-    return {"template": text, "values": values}
+    return v.record("\n".join(lines))
 
 
 # --- compact data (the test's) ---------------------------------------------------------------------------------

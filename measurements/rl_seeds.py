@@ -31,7 +31,7 @@ from pathlib import Path
 from mlft.commands.demo import experiment
 from mlft.provenance import environment
 from mlft.reports.mitigation import tables, task_columns
-from mlft.reports.results import SCHEMA, table_record, update_blocks
+from mlft.reports.results import SCHEMA, Fill, table_record, update_blocks
 from mlft.reports.seeds import markdown, per_seed_tables, summarise
 from mlft.reports.table_spec import Capability, RowSpec, TableSpec, check_spec
 from mlft.reports.task_axis import task_number
@@ -78,19 +78,11 @@ def top_rollouts(run: Path, n: int, from_step: int, seed: int = 0) -> dict:
     """The `n` rollouts of highest total reward of `run` at steps >= `from_step` (ties drawn with `seed`, as
     measurements/top_rollouts.py draws them), as a {template, values} table to read: step, task, language, the
     reward, its group's mean, LCB's verdict, lexical validity and the reply on one line (cut at 110 characters)."""
-    import random
-
     from mlft.benchmarks.lcb.guard import lexical_validity
+    from mlft.training.rollouts import most_paid, read_rollouts
 
-    rows = [json.loads(x) for x in (run / "rollouts.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
-    top = [r for r in rows if r.get("rank") == "top" and r["step"] >= from_step]
-    random.Random(seed).shuffle(top)
-    top.sort(key=lambda r: -r["total"])
-    values: list = []
-
-    def v(x, spec: str) -> str:
-        values.append(x)
-        return "{" + f"{len(values) - 1}:{spec}" + "}"
+    top, rows = most_paid(run, from_step, seed), read_rollouts(run)
+    v = Fill()
 
     last = max(r["step"] for r in rows)
     lines = [
@@ -110,7 +102,7 @@ def top_rollouts(run: Path, n: int, from_step: int, seed: int = 0) -> dict:
             f"{v(r['group']['mean'], '.2f')} | {r.get('verdict', '')} | "
             f"{'–' if valid is None else v(valid, '.2f')} | {text} |"
         )
-    return {"template": "\n".join(lines) + "\n", "values": values, "of": len(top), "from_step": from_step}
+    return v.record("\n".join(lines) + "\n")
 
 
 GOAL_CROSS = 92.0  # the issue's goal: cross-lingual LPR >= 92 % in each seed
@@ -119,11 +111,7 @@ TASK_DROP = 2.0  # ... and the task score's interval excludes a drop of more tha
 
 def findings(record: dict) -> dict:
     """The docs' "What it shows" list as {template, values}: every number from the per-seed tables."""
-    values: list = []
-
-    def v(x, spec: str) -> str:
-        values.append(x)
-        return "{" + f"{len(values) - 1}:{spec}" + "}"
+    v = Fill()
 
     per_seed = per_seed_tables(record)
     rows = {(r["row"], r["task"], r["metric"]): r for r in summarise(per_seed)}
@@ -155,7 +143,7 @@ def findings(record: dict) -> dict:
         f"- **Cost**: {v(min(walls), '.0f')}-{v(max(walls), '.0f')} min per RL row (training and its `lcb_demo` "
         "evaluation) on 2 cores shared with other jobs.",
     ]
-    return {"template": "\n".join(lines) + "\n", "values": values}
+    return v.record("\n".join(lines) + "\n")
 
 
 def main() -> None:

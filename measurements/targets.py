@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlft.reports.results import Fill
 from mlft.stats import intervals, paired_test, paired_tests_by_language, wilson
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -239,20 +240,6 @@ def measure(path: Path, pairs: int, passes: int, family: bool = True) -> dict:
     out["population coverage, K = 1"] = by_band(population_coverage(outcomes, by_prompt, strata, passes, 1), truth)
     out["this-prompt-set coverage"] = {"k": k, **by_band(set_coverage(by_prompt, k, passes // 4, 0), truth)}
     return out
-
-
-class Fill:
-    """A {template, values} record (mlft.reports.results' `fill` view) built as text with its numbers."""
-
-    def __init__(self) -> None:
-        self.values: list = []
-
-    def __call__(self, value, spec: str) -> str:
-        self.values.append(value)
-        return f"{{{len(self.values) - 1}:{spec}}}"
-
-    def record(self, text: str) -> dict:
-        return {"template": text, "values": self.values}
 
 
 def pct(f: Fill, x: float) -> str:

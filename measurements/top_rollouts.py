@@ -12,11 +12,10 @@ reply on one line. Reading them is the check that the reward pays replies in the
 from __future__ import annotations
 
 import argparse
-import json
-import random
 from pathlib import Path
 
 from mlft.benchmarks.lcb.guard import degeneracy_reason, lexical_validity
+from mlft.training.rollouts import most_paid
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,10 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     path = args.run / "rollouts.jsonl"
     if not path.is_file():
         raise SystemExit(f"{path}: no rollouts file (a GRPO run of this mlft writes one)")
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    top = [r for r in rows if r.get("rank") == "top" and r["step"] >= args.from_step]
-    random.Random(args.seed).shuffle(top)
-    top.sort(key=lambda r: -r["total"])  # stable: ties stay in the drawn order
+    top = most_paid(args.run, args.from_step, args.seed)
     print(
         f"{len(top)} top rollouts at steps >= {args.from_step} in {path}; the {min(args.n, len(top))} of highest "
         f"total (ties drawn with seed {args.seed})\n"

@@ -692,3 +692,16 @@ def test_not_measured_rules_each_cover_what_they_say():
         "71",
         "2,626",
     ]
+
+
+def test_a_fill_built_with_its_numbers_renders_them_back():
+    """`Fill` (the measurement scripts' paragraph builder): each number becomes a placeholder with its format and is
+    kept, so the `fill` view renders the text with the numbers, and a changed value changes the page."""
+    from mlft.reports.results import Fill
+
+    f = Fill()
+    record = f.record(f"{f(4, 'd')} of {f(435, 'd')} rejected ({f(0.9195, '.1f')} %), smallest p {f(0.0181)}")
+    assert record["template"] == "{0:d} of {1:d} rejected ({2:.1f} %), smallest p {3}"
+    assert render_view({"x": record}, "fill", ["x"]) == "4 of 435 rejected (0.9 %), smallest p 0.0181"
+    record["values"][0] = 5
+    assert render_view({"x": record}, "fill", ["x"]).startswith("5 of 435")

@@ -493,3 +493,23 @@ def test_grpo_lora_run_trains_saves_is_evaluated_and_resumes_bit_identically(sha
         return sorted((r["step"], r["task"], r["language"], r["metric"], r["value"]) for r in curves.read_curves(d))
 
     assert keys(killed) == keys(whole)  # the same replies, scored the same, no duplicate points
+
+
+def test_most_paid_reads_the_top_rollouts_of_later_steps_with_ties_drawn(tmp_path):
+    """`most_paid` (measurements/top_rollouts.py and rl_seeds.py read the most-paid rollouts through it): only
+    "top" rows at steps >= from_step, highest total first; tied totals in an order drawn with the seed (the same
+    seed, the same order; all seeds together, every tied row gets drawn first)."""
+    from mlft.io.jsonl import write_jsonl
+    from mlft.training.rollouts import most_paid
+
+    rows = [
+        {"step": s, "rank": rank, "total": t, "completion": f"{s}{rank}{t}"}
+        for s in (1, 2, 3)
+        for rank, t in (("top", 1.0), ("bottom", 0.0))
+    ]
+    rows += [{"step": 3, "rank": "top", "total": 0.25, "completion": "low"}]
+    write_jsonl(tmp_path / "rollouts.jsonl", rows)
+    top = most_paid(tmp_path, from_step=2, seed=0)
+    assert [r["total"] for r in top] == [1.0, 1.0, 0.25] and {r["step"] for r in top} == {2, 3}
+    assert most_paid(tmp_path, 2, seed=0) == top
+    assert {most_paid(tmp_path, 2, seed=s)[0]["step"] for s in range(20)} == {2, 3}

@@ -46,6 +46,22 @@ VIEWS = ("table", "cell", "value", "diff", "key", "minutes", "fill", "seeds", "e
 TABLE_VIEWS = ("cell", "value", "diff")
 
 
+class Fill:
+    """A {template, values} record (the `fill` view) built as text with its numbers: `f(value, ".1f")` returns
+    the placeholder `{i:.1f}` and keeps the value; `f.record(text)` is the record. Measurement scripts write their
+    docs paragraphs with it, so every number on the page comes from the results file."""
+
+    def __init__(self) -> None:
+        self.values: list = []
+
+    def __call__(self, value, spec: str = "") -> str:
+        self.values.append(value)
+        return f"{{{len(self.values) - 1}{':' + spec if spec else ''}}}"
+
+    def record(self, text: str) -> dict:
+        return {"template": text, "values": self.values}
+
+
 def table_record(table: Table, base: str, confidence: float = 0.95, resamples: int = 4000) -> dict:
     """A built mitigation table's numbers (`Table.data`) as the `tables` entry of a results file."""
     return {

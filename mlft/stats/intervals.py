@@ -11,9 +11,8 @@
   edges), an aggregate by stratified Wilson (Yan & Su 2010: the variance evaluated at the candidate p, sum_s w_s^2
   p (1 - p) deff_s / N_s, w_s the official weights, N_s the stratum's denominator), with deff_s = 1 + (K_s - 1)
   rho (population), rho the task's intra-prompt correlation (`within_share`, one-way ANOVA pooled over strata), or
-  this set's
-  (`set_design_effects`: the within-prompt variance of the ratio, linearised so that replies LCB skips count;
-  the larger of the stratum's and its task's). A stratum at 0 % or 100 % still has width (the variance is taken
+  this set's (`set_design_effects`: the within-prompt variance of the ratio, linearised so that replies LCB skips
+  count; the larger of the stratum's and its task's). A stratum at 0 % or 100 % still has width (the variance is taken
   at the candidate p, not at the stratum's own), no stratum borrows values from others (only the design effect
   is the task's), nothing is re-centred: a language at 10/10 gets Wilson's [0.72, 1] whatever the task's other
   languages do (the pseudo-unit it replaces gave [0.90, 1] next to languages at 90 % and [0.81, 1] next to
@@ -97,10 +96,10 @@ def modified_wilson(successes, trials, confidence: float = 0.95) -> tuple[np.nda
 
     k, t = np.asarray(successes, np.float64), np.asarray(trials, np.float64)
     (low, high), safe = wilson(k, t, confidence), np.maximum(t, 1)
-    for x in (k, t - k):  # successes near 0 move the lower bound, failures near 0 the upper one (0 / 2: near 0)
-        near = (x > 1e-9) & (x <= np.where(t <= 50, 2.0, 3.0)) & (x < t / 2)
+    for x, lower in ((k, True), (t - k, False)):  # successes near 0 move the lower bound, failures the upper one
+        near = (x > 1e-9) & (x <= np.where(t <= 50, 2.0, 3.0)) & (x < t / 2)  # 0 / 2 is near 0, not near 2
         bound = chi2.ppf(1 - confidence, 2 * np.where(near, x, 1.0)) / (2 * safe)
-        if x is k:
+        if lower:
             low = np.where(near, np.minimum(bound, k / safe), low)
         else:
             high = np.where(near, np.maximum(1 - bound, k / safe), high)

@@ -159,6 +159,16 @@ def read_rollouts(run_dir: str | Path) -> list[dict]:
     return read_jsonl(Path(run_dir) / ROLLOUTS)
 
 
+def most_paid(run_dir: str | Path, from_step: int = 1, seed: int = 0) -> list[dict]:
+    """The "top" rollouts of a run's rollouts.jsonl at steps >= `from_step`, highest total first; ties (common with
+    a gated 0/1 reward) in an order drawn with `seed`, so a reader's sample of the most-paid replies is fair."""
+    import random
+
+    top = [r for r in read_rollouts(run_dir) if r.get("rank") == "top" and r["step"] >= from_step]
+    random.Random(seed).shuffle(top)
+    return sorted(top, key=lambda r: -r["total"])  # stable: ties stay in the drawn order
+
+
 # -- the reward curve file ---------------------------------------------------------------------------------
 def curve_row(step: int, logs: dict, weights: dict[str, float]) -> dict | None:
     """One row of rewards.jsonl from a trl log dict (None if it holds no reward)."""
