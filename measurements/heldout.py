@@ -47,7 +47,15 @@ from pathlib import Path
 import numpy as np
 
 from mlft.constants import TASKS
-from mlft.stats import Outcome, load_outcomes, paired_test, paired_tests_by_language, save_outcomes, wilson
+from mlft.stats import (
+    Outcome,
+    load_outcomes,
+    paired_test,
+    paired_tests_by_language,
+    pass_values,
+    save_outcomes,
+    wilson,
+)
 
 SUITE = "lcb_demo"
 ALPHA = 0.05
@@ -65,13 +73,18 @@ def _calibration():
 # --- generator A: mlft's keyed sampler -------------------------------------------------------------------------
 
 
-def generate_a(out: Path, passes: int, seed: int) -> list[list[Outcome]]:
+def a_folder(out: Path, seeds: list[int], seed: int) -> Path:
+    """Where A's passes at decoding seed `seed` live: OUT/a for the first seed, OUT/a<seed> for later blocks."""
+    return out / "a" if seed == seeds[0] else out / f"a{seed}"
+
+
+def generate_a(out: Path, passes: int, seed: int, folder: Path | None = None) -> list[list[Outcome]]:
     """`passes` replies per prompt from `run_suite` (resumable) at decoding seed `seed`; pass j = reply j."""
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import load_suite
     from mlft.generation.target import Target
 
-    folder = out / "a"
+    folder = folder or out / "a"
     path = folder / "default" / "outcomes.jsonl"
     if not path.is_file() or len({o.sample for o in load_outcomes(path)}) < passes:
         run_suite(load_suite(SUITE, settings={"samples": passes, "decoding": {"seed": seed}}), Target(), folder)
@@ -262,12 +275,15 @@ def canonical(passes: list[list[Outcome]]) -> list[list[Outcome]]:
     return [sorted(p, key=lambda o: (o.task, o.source, o.language, o.id)) for p in passes]
 
 
-def pairings(labels: list[str]) -> dict[str, list[tuple[int, int]]]:
-    """Every pair of passes, by pairing: A-A, B-B, A-B (labels 'A0', 'B3'...)."""
+def pairings(labels: list[str], blocks: dict[str, list[int]] | None = None) -> dict[str, list[tuple[int, int]]]:
+    """Every pair of passes, by pairing: A-A, B-B, A-B (labels 'A0', 'B3'...); then, per named block of passes
+    (`blocks`: A's passes at one decoding seed), the pairs within it (each pair also counts in its pairing)."""
     out: dict[str, list[tuple[int, int]]] = {"A-A": [], "B-B": [], "A-B": []}
     for i, j in itertools.combinations(range(len(labels)), 2):
         gi, gj = labels[i][0], labels[j][0]
         out["A-B" if gi != gj else f"{gi}-{gj}"].append((i, j))
+    for name, members in (blocks or {}).items():
+        out[name] = list(itertools.combinations(sorted(members), 2))
     return out
 
 
@@ -297,25 +313,29 @@ def pair_p(a: list[Outcome], b: list[Outcome], task: str, n: int, fine: int) -> 
 
 
 def analyse(
-    passes: list[list[Outcome]], labels: list[str], resamples: int = 10000, fine: int = 20000, family_n: int = 1000
+    passes: list[list[Outcome]],
+    labels: list[str],
+    resamples: int = 10000,
+    fine: int = 20000,
+    family_n: int = 1000,
+    blocks: dict[str, list[int]] | None = None,
 ) -> dict:
-    """Per task: every pair's p, the rejection rate and smallest p per pairing and over all pairs, the per-language
-    Holm family's rate (any language rejected), and the spread of LPR over the passes."""
-    from mlft.stats import intervals
-
+    """Per task: every pair's p, the rejection rate and smallest p per pairing (and per block, `pairings`) and over
+    all pairs, the per-language Holm family's rate (any language rejected), and the spread of LPR over the passes."""
     passes = canonical(passes)
     tasks = [t for t in TASKS if any(o.task == t for o in passes[0])]
-    groups = pairings(labels)
+    groups = pairings(labels, blocks)
     result: dict = {"passes": labels, "pairs": {g: len(v) for g, v in groups.items()}, "tasks": {}}
+    every_pair = sorted(set(itertools.chain(*groups.values())))
     for task in tasks:
-        lpr = [100 * intervals(p, n=10, seed=0)[(task, "all", "all")]["lpr"].value for p in passes]
+        lpr = (100 * pass_values(passes, task)).tolist()
         ps, fam = {}, {}
-        for i, j in itertools.chain(*groups.values()):
+        for i, j in every_pair:
             ps[(i, j)] = pair_p(passes[i], passes[j], task, resamples, fine)
             family = paired_tests_by_language(passes[i], passes[j], "lpr", task=task, n=family_n)
             fam[(i, j)] = min(r.p_adjusted for r in family.values())
         rows = {}
-        for g, pairs in {**groups, "all": list(ps)}.items():
+        for g, pairs in {**groups, "all": every_pair}.items():
             if not pairs:
                 continue
             k = sum(ps[q] < ALPHA for q in pairs)
@@ -400,26 +420,72 @@ def calibration_passes(data: Path = CALIBRATION) -> list[list[Outcome]]:
     return [[replace(o, sample=0) for o in flat if o.sample == j] for j in sorted({o.sample for o in flat})]
 
 
-def spread_against_calibration(passes: list[list[Outcome]], data: Path) -> dict:
-    """Per task: the sd of LPR over these passes and over the calibration's 24 (the committed data), and how
-    rarely (chi-square, the calibration's variance taken as the truth) passes spread this little or less."""
-    from scipy.stats import chi2
+def _shuffled(codes: list[list[Outcome]], rng: np.random.Generator, take: int | None = None) -> list[list[Outcome]]:
+    """Each prompt's replies dealt to the passes in a random order of their own (`take`: only that many passes,
+    drawn per prompt without replacement): every prompt keeps its replies, any tie between prompts within a pass
+    is broken."""
+    order = np.argsort(rng.random((len(codes[0]), len(codes))), axis=1)[:, : take or len(codes)]
+    return [[codes[order[i, j]][i] for i in range(len(codes[0]))] for j in range(order.shape[1])]
 
-    from mlft.stats import intervals
 
-    cal = calibration_passes(data)
-    out = {}
+def spread(groups: dict[str, list[list[Outcome]]], heldout: str, draws: int = 1000, seed: int = 0) -> dict:
+    """Do the passes' LPRs spread as independent prompts make them spread? Per task and group of passes
+    (calibration, held out, each generator and block): the sd of LPR over its passes beside its prompt-independent
+    null (each prompt's replies dealt to the group's passes at random, `draws` times: every prompt keeps its own
+    rate, any dependence between prompts within a pass is gone; the permutation test assumes there is none), as the
+    share of null draws that spread as little or less. Then the `heldout` group against the exact null of every
+    group pooled (as many passes drawn per prompt without replacement from all): how often it spreads this little.
+    (Before, the calibration's sd was taken as the truth in a chi-square: its own draw was left out.)"""
+    rng = np.random.default_rng(seed)
+    groups = {name: canonical(ps) for name, ps in groups.items() if len(ps) > 1}
+    pool = [p for name, ps in groups.items() if name in ("calibration", heldout) for p in ps]
+    out: dict = {}
     for task in TASKS:
-        sd = {}
-        for name, ps in (("heldout", passes), ("calibration", cal)):
-            sd[name] = float(np.std([100 * intervals(p, n=10)[(task, "all", "all")]["lpr"].value for p in ps], ddof=1))
-        df = len(passes) - 1
+        rows = {}
+        for name, ps in groups.items():
+            sd = float(np.std(100 * pass_values(ps, task), ddof=1))
+            null = np.array([np.std(100 * pass_values(_shuffled(ps, rng), task), ddof=1) for _ in range(draws)])
+            rows[name] = {
+                "passes": len(ps),
+                "sd": sd,
+                "independent_sd": float(np.median(null)),
+                "as_tight": float(np.mean(null <= sd)),
+            }
+        k = len(groups[heldout])
+        null = np.array([np.std(100 * pass_values(_shuffled(pool, rng, k), task), ddof=1) for _ in range(draws)])
+        sd = rows[heldout]["sd"]
         out[task] = {
-            **sd,
-            "calibration_passes": len(cal),
-            "chance_this_tight": float(chi2.cdf(df * sd["heldout"] ** 2 / sd["calibration"] ** 2, df)),
+            "groups": rows,
+            "pooled": {"passes": len(pool), "sd": float(np.median(null)), "as_tight": float(np.mean(null <= sd))},
         }
+    out["draws"] = draws
     return out
+
+
+def spread_lines(sp: dict, v) -> list[str]:
+    """The spread table: per group of passes and task, LPR's sd beside the prompt-independent null's (`spread`)."""
+    lines = [
+        "",
+        "| passes | n | monolingual LPR sd, pp (independent prompts) | as tight or tighter, % of "
+        f"{v(sp['draws'], ',d')} draws | cross-lingual LPR sd, pp (independent prompts) | as tight or tighter, % |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    mono, cross = sp["monolingual"], sp["crosslingual"]
+    for name, m in mono["groups"].items():
+        c = cross["groups"][name]
+        lines.append(
+            f"| {name} | {v(m['passes'], 'd')} | {v(m['sd'], '.2f')} ({v(m['independent_sd'], '.2f')}) | "
+            f"{v(100 * m['as_tight'], '.1f')} | {v(c['sd'], '.2f')} ({v(c['independent_sd'], '.2f')}) | "
+            f"{v(100 * c['as_tight'], '.1f')} |"
+        )
+    pm, pc = mono["pooled"], cross["pooled"]
+    lines += [
+        f"| held out against all passes pooled (the exact null) | {v(mono['groups']['held out']['passes'], 'd')} of "
+        f"{v(pm['passes'], 'd')} | ({v(pm['sd'], '.2f')}) | {v(100 * pm['as_tight'], '.1f')} | "
+        f"({v(pc['sd'], '.2f')}) | {v(100 * pc['as_tight'], '.1f')} |",
+        "",
+    ]
+    return lines
 
 
 def page(result: dict) -> dict:
@@ -464,7 +530,6 @@ def page(result: dict) -> dict:
                 f"{v(h['rejected'], 'd')}/{v(h['tests'], 'd')} |"
             )
     n_all = tasks[next(iter(tasks))]["pairings"]["all"]["tests"]
-    sp, sc = result["spread"]["monolingual"], result["spread"]["crosslingual"]
     lines += [
         "",
         "Goal: " + "; ".join(verdicts).replace("{", "(").replace("}", ")") + f". Both tasks together: "
@@ -473,9 +538,9 @@ def page(result: dict) -> dict:
         "The pairs share passes, so the tests "
         "are dependent and the intervals only a guide; even independent tests of exact level 5 % land inside "
         f"2-8 % at {v(n_all, 'd')} tests only {v(100 * binomial_band(n_all), '.0f')} % of the time. The "
-        f"{v(n_all, 'd')} tests are functions of {v(len(labels), 'd')} passes (LPR sd {v(sp['heldout'], '.2f')} pp "
-        f"monolingual and {v(sc['heldout'], '.2f')} pp cross-lingual, against {v(sp['calibration'], '.2f')} and "
-        f"{v(sc['calibration'], '.2f')} pp over the calibration's {v(sp['calibration_passes'], 'd')} passes).",
+        f"{v(n_all, 'd')} tests are functions of {v(len(labels), 'd')} passes, so how much the passes spread "
+        "decides the rate:",
+        *spread_lines(result["spread"], v),
     ]
     null = result.get("null")
     if null:
@@ -520,34 +585,50 @@ def read_data(path: Path) -> tuple[list[list[Outcome]], list[str]]:
     return canonical([[replace(o, sample=0) for o in flat if o.sample == j] for j in range(len(labels))]), labels
 
 
-def available(out: Path) -> tuple[list[list[Outcome]], list[list[Outcome]]]:
-    """The passes already generated, without generating (A's finished replies scored as `score_b` scores B's, the
-    same scorer `run_suite` uses, when its run has not finished): complete passes only."""
+def available(out: Path, seeds: list[int] | None = None) -> tuple[list[list[Outcome]], list[list[Outcome]]]:
+    """The passes already generated, without generating: A's blocks in the order of `seeds` (default: OUT/a
+    only), then B's. Complete passes only."""
+    a = []
+    for seed in seeds or [None]:
+        a += _available_a(out / "a" if seed is None else a_folder(out, seeds, seed))
+    n = len(_suite_run()[1])
+    paths = sorted((out / "b").glob("pass*[0-9].jsonl"))
+    b = score_b([p for p in paths if len(p.read_text(encoding="utf-8").splitlines()) == n])
+    return a, b
+
+
+def _available_a(folder: Path) -> list[list[Outcome]]:
+    """One block of A's passes (its finished replies scored as `score_b` scores B's, the same scorer `run_suite`
+    uses, when its run has not finished): complete passes only."""
     from mlft.io.jsonl import read_jsonl
 
     n = len(_suite_run()[1])
-    done = out / "a" / "default" / "outcomes.jsonl"
+    done = folder / "default" / "outcomes.jsonl"
     if done.is_file():
         outcomes = load_outcomes(done)
         a = [[replace(o, sample=0) for o in outcomes if o.sample == j] for j in sorted({o.sample for o in outcomes})]
     else:
-        records = [r for r in read_jsonl(out / "a" / "default" / "completions.jsonl") if not r.get("error")]
+        records = [r for r in read_jsonl(folder / "default" / "completions.jsonl") if not r.get("error")]
         a = []
         for j in sorted({r.get("sample") or 0 for r in records}):
-            path = out / "a" / f"pass{j}.jsonl"
+            path = folder / f"pass{j}.jsonl"
             rows = [r for r in records if (r.get("sample") or 0) == j]
             if len(rows) == n:
                 path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
                 a += score_b([path])
-    paths = sorted((out / "b").glob("pass*[0-9].jsonl"))
-    b = score_b([p for p in paths if len(p.read_text(encoding="utf-8").splitlines()) == n])
-    return [p for p in a if len(p) == n], b
+    return [p for p in a if len(p) == n]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--passes", type=int, default=6, help="passes of each generator (one reply per prompt each)")
-    ap.add_argument("--seed-a", type=int, default=901, help="A's decoding seed (the calibration used 0)")
+    ap.add_argument(
+        "--seed-a",
+        type=int,
+        nargs="+",
+        default=[901],
+        help="A's decoding seeds (the calibration used 0), a block of --passes passes each: OUT/a, then OUT/a<seed>",
+    )
     ap.add_argument("--seed-b", type=int, default=902, help="B's torch seeds derive from it (per pass and batch)")
     ap.add_argument("--out", type=Path, default=Path("runs/heldout"))
     ap.add_argument(
@@ -579,14 +660,23 @@ def main() -> None:
     if args.time:
         for name, gen in (("a", generate_a), ("b", generate_b)):
             started = time.perf_counter()
-            gen(args.out / "timing", 1, args.seed_a if name == "a" else args.seed_b)
+            gen(args.out / "timing", 1, args.seed_a[0] if name == "a" else args.seed_b)
             print(f"one pass of {name}: {time.perf_counter() - started:.0f} s")
         return
+    blocks = {}
     if args.no_generate:
-        a, b = available(args.out)
+        a, b = [], []
+        for seed in args.seed_a:
+            block = _available_a(a_folder(args.out, args.seed_a, seed))
+            blocks[seed] = list(range(len(a), len(a) + len(block)))
+            a += block
+        b = available(args.out, args.seed_a)[1]
     else:
-        if args.only != "b":
-            a = generate_a(args.out, args.passes, args.seed_a)
+        a = []
+        for seed in args.seed_a if args.only != "b" else []:
+            block = generate_a(args.out, args.passes, seed, a_folder(args.out, args.seed_a, seed))
+            blocks[seed] = list(range(len(a), len(a) + len(block)))
+            a += block
         if args.only != "a":
             paths = generate_b(args.out, args.passes, args.seed_b, args.batch_size, which=args.b_passes)
         if args.only:
@@ -598,12 +688,14 @@ def main() -> None:
         cached.write_text(json.dumps(warper_check()) + "\n", encoding="utf-8")
     check = json.loads(cached.read_text(encoding="utf-8"))
     labels = [f"A{j}" for j in range(len(a))] + [f"B{j}" for j in range(len(b))]
+    named = {f"A, seed {s}": m for s, m in blocks.items()} if len(blocks) > 1 else {}
     passes = a + b
     meta = {
         "model": "smollm2-135m-instruct (embedded)",
         "suite": SUITE,
         "prompts": len(passes[0]),
         "seed_a": args.seed_a,
+        "a_blocks": {str(s): len(m) for s, m in blocks.items()},
         "seed_b": args.seed_b,
         "resamples": args.resamples,
         "fine": args.fine,
@@ -620,8 +712,16 @@ def main() -> None:
         "paired test; the outcomes are tests/data/heldout_lcb_demo.json.gz (tests/test_heldout.py recomputes "
         "every p).",
         "meta": meta,
-        **analyse(passes, labels, args.resamples, args.fine),
-        "spread": spread_against_calibration(passes, CALIBRATION),
+        **analyse(passes, labels, args.resamples, args.fine, blocks=named),
+        "spread": spread(
+            {
+                "calibration": calibration_passes(),
+                "held out": passes,
+                **{f"A, seed {s}": [passes[i] for i in m] for s, m in blocks.items()},
+                "B": b,
+            },
+            "held out",
+        ),
     }
     if args.null:
         result["null"] = null_draws(calibration_passes() + passes, len(passes), args.null)

@@ -37,24 +37,39 @@ from mlft.reports.table_spec import Capability, RowSpec, TableSpec, check_spec
 from mlft.reports.task_axis import task_number
 
 ROOT = Path(__file__).resolve().parent.parent
-RECIPE = "recipes/cpu/grpo_gated.yaml"
-LABEL = "+GRPO (answer x gated language)"
 PAGE = ROOT / "docs" / "results" / "rl_seeds.md"
+# the RL rows this measures: recipe, row label, results file (docs/results/) and the overrides that make its
+# evaluation callback score lcb_demo (one reply per prompt, langdetect beside fastText) after the last step
+PRESETS = {
+    "gated": {
+        "recipe": "recipes/cpu/grpo_gated.yaml",
+        "label": "+GRPO (answer x gated language)",
+        "results": "rl_seeds.json",
+        "overrides": ["evaluation.suite_overrides.samples=1"],
+    },
+    "answered": {  # the verifiable-prompt mix: arithmetic problems, the reply's number checked against `answer`
+        "recipe": "recipes/cpu/grpo_answered.yaml",
+        "label": "+GRPO (correct x gated language, arithmetic mix)",
+        "results": "rl_seeds_answered.json",
+        "overrides": ["evaluation.suite=lcb_demo", "evaluation.suite_overrides={judge: langdetect, samples: 1}"],
+    },
+}
+RECIPE, LABEL = PRESETS["gated"]["recipe"], PRESETS["gated"]["label"]
 
 
-def train(seed: int, out: Path, steps: int) -> Path:
-    run = out / f"gated_s{seed}"
+def train(seed: int, out: Path, steps: int, preset: str = "gated") -> Path:
+    run = out / f"{preset}_s{seed}"
     cmd = [
-        sys.executable, "-m", "mlft", "train", RECIPE,
+        sys.executable, "-m", "mlft", "train", PRESETS[preset]["recipe"],
         f"training_args.max_steps={steps}", f"training_args.save_steps={steps}", f"training_args.seed={seed}",
-        f"run_dir={run}", "evaluation.at_start=false", "evaluation.suite_overrides.samples=1",
+        f"run_dir={run}", "evaluation.at_start=false", *PRESETS[preset]["overrides"],
     ]  # fmt: skip
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     return run
 
 
-def seed_table(seed: int, run: Path, base: Path) -> list[dict]:
+def seed_table(seed: int, run: Path, base: Path, label: str = LABEL) -> list[dict]:
     """The RL run against the base row (the base run's step-0 pass and its task pass), with the task columns."""
     demo = experiment()
     task_base = run / "task" / "base"
@@ -65,9 +80,9 @@ def seed_table(seed: int, run: Path, base: Path) -> list[dict]:
         RowSpec(
             "base", run=str(base / "base"), step=0, capability_rows_file=str(task[("base", None)] / "scores.jsonl")
         ),
-        RowSpec(LABEL, run=str(run), capability_rows_file=str(task[("grpo", None)] / "scores.jsonl")),
+        RowSpec(label, run=str(run), capability_rows_file=str(task[("grpo", None)] / "scores.jsonl")),
     ]
-    spec = TableSpec(rows, title=f"GRPO (answered_language), training seed {seed}", base="base")
+    spec = TableSpec(rows, title=f"GRPO {label}, training seed {seed}", base="base")
     spec.capability = [Capability(**c) for c in task_columns()]
     built = tables(check_spec(spec, f"rl seed {seed}", run))
     (run / "table.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
@@ -112,15 +127,15 @@ TASK_DROP = 2.0  # ... and the task score's interval excludes a drop of more tha
 def findings(record: dict) -> dict:
     """The docs' "What it shows" list as {template, values}: every number from the per-seed tables."""
     v = Fill()
-
+    label = record["config"].get("label", LABEL)
     per_seed = per_seed_tables(record)
     rows = {(r["row"], r["task"], r["metric"]): r for r in summarise(per_seed)}
-    cross, mono = rows[(LABEL, "crosslingual", "lpr")], rows[(LABEL, "monolingual", "lpr")]
-    task = rows[(LABEL, "crosslingual", "task")]
-    n = [task_number(t[LABEL], "crosslingual")["n"] for t in per_seed.values()]
+    cross, mono = rows[(label, "crosslingual", "lpr")], rows[(label, "monolingual", "lpr")]
+    task = rows[(label, "crosslingual", "task")]
+    n = [task_number(t[label], "crosslingual")["n"] for t in per_seed.values()]
     moved = max(abs(g) for g in task["gains"]) * min(n) / 100
-    flagged = sum(bool(t[LABEL]["flagged"]) for t in per_seed.values())
-    why = sorted({f.split(": ")[1].split()[0] for t in per_seed.values() for f in t[LABEL].get("flags", [])})
+    flagged = sum(bool(t[label]["flagged"]) for t in per_seed.values())
+    why = sorted({f.split(": ")[1].split()[0] for t in per_seed.values() for f in t[label].get("flags", [])})
     walls = [r["train_wall_s"] / 60 for r in record["config"]["runs"].values()]
     reached = sum(x >= GOAL_CROSS for x in cross["values"])
     verdict = {"up": "rises", "down": "falls", "unclear": "is unclear"}
@@ -138,7 +153,7 @@ def findings(record: dict) -> dict:
         f"- **The guard**: {v(flagged, 'd')} of the {v(len(per_seed), 'd')} seeds flagged ("
         + (", ".join(why) or "none")
         + "); cross-lingual degeneracy and validity over the seeds: "
-        + ", ".join(rows[(LABEL, "crosslingual", m)]["verdict"] for m in ("degeneracy", "validity"))
+        + ", ".join(rows[(label, "crosslingual", m)]["verdict"] for m in ("degeneracy", "validity"))
         + ".",
         f"- **Cost**: {v(min(walls), '.0f')}-{v(max(walls), '.0f')} min per RL row (training and its `lcb_demo` "
         "evaluation) on 2 cores shared with other jobs.",
@@ -152,39 +167,43 @@ def main() -> None:
     ap.add_argument("--base", type=Path, required=True, help="a demo run folder (its base pass and task/base)")
     ap.add_argument("--out", type=Path, default=Path("runs/rl_seeds"))
     ap.add_argument("--steps", type=int, default=16, help="GRPO steps (the demo's --rl-steps)")
+    ap.add_argument("--recipe", choices=sorted(PRESETS), default="gated", help="which RL row (PRESETS)")
     ap.add_argument("--no-train", action="store_true", help="only read finished runs")
-    ap.add_argument("--results", type=Path, default=ROOT / "docs" / "results" / "rl_seeds.json")
+    ap.add_argument("--results", type=Path, help="default: docs/results/ and the preset's file")
     args = ap.parse_args()
+    preset = PRESETS[args.recipe]
+    label, results = preset["label"], args.results or ROOT / "docs" / "results" / preset["results"]
     seeds, runs = {}, {}
     for s in args.seeds:
-        run = args.out / f"gated_s{s}" if args.no_train else train(s, args.out, args.steps)
-        seeds[str(s)] = seed_table(s, run, args.base)
+        run = args.out / f"{args.recipe}_s{s}" if args.no_train else train(s, args.out, args.steps, args.recipe)
+        seeds[str(s)] = seed_table(s, run, args.base, label)
         complete = json.loads((run / "complete").read_text(encoding="utf-8"))
         runs[str(s)] = {"run": str(run), "training_seed": s, "decoding_seed": 0, "train_wall_s": complete.get("wall_s")}
     command = " ".join(["python", "measurements/rl_seeds.py", *sys.argv[1:]])
+    config = {"command": command, "recipe": preset["recipe"], "label": label, "steps": args.steps}
     record = {
-        "name": "rl_seeds",
+        "name": Path(preset["results"]).stem,
         "schema": SCHEMA,
         "provenance": f"measured by {command} on {datetime.now(timezone.utc):%Y-%m-%d}",
-        "config": {"command": command, "recipe": RECIPE, "steps": args.steps, "base": str(args.base), "runs": runs},
+        "config": {**config, "base": str(args.base), "runs": runs},
         "environment": environment(),
         "seeds": seeds,
         "fills": {"top_rollouts": top_rollouts(Path(runs[str(args.seeds[0])]["run"]), 20, args.steps // 2 + 1)},
     }
     record["fills"]["findings"] = findings(record)
-    args.results.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {args.results}")
-    if args.results.resolve() == (ROOT / "docs" / "results" / "rl_seeds.json").resolve() and PAGE.is_file():
-        PAGE.write_text(update_blocks(PAGE.read_text(encoding="utf-8"), {"rl_seeds": record}), encoding="utf-8")
+    results.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {results}")
+    if results.resolve().parent == (ROOT / "docs" / "results").resolve() and PAGE.is_file():
+        PAGE.write_text(update_blocks(PAGE.read_text(encoding="utf-8"), {record["name"]: record}), encoding="utf-8")
         print(f"updated {PAGE}")
     summary = summarise(per_seed_tables(record))
     print(markdown(summary, list(record["seeds"])))
     for s, rows in per_seed_tables(record).items():
-        cross, task = rows[LABEL]["tasks"]["crosslingual"]["lpr"], task_number(rows[LABEL], "crosslingual")
+        cross, task = rows[label]["tasks"]["crosslingual"]["lpr"], task_number(rows[label], "crosslingual")
         base = task_number(rows["base"], "crosslingual")
         print(
             f"seed {s}: cross-lingual LPR {100 * cross['value']:.1f} % (goal >= 92), task {100 * task['value']:.1f} % "
-            f"against base {100 * base['value']:.1f} % (p {task.get('p_vs_base')}), flagged: {rows[LABEL]['flagged']}, "
+            f"against base {100 * base['value']:.1f} % (p {task.get('p_vs_base')}), flagged: {rows[label]['flagged']}, "
             f"{runs[s]['train_wall_s']:.0f} s training with its evaluation"
         )
 

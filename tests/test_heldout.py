@@ -10,6 +10,7 @@ match docs/results/heldout.json."""
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -121,3 +122,45 @@ def test_the_bounds_fail_a_never_rejecting_test_and_a_loose_one(heldout, p_value
     assert any("rejected" in x for x in heldout.goal_problems([1.0] * len(values)))
     assert any("rejected" in x for x in heldout.goal_problems(values, alpha=0.2))
     assert any("smallest p" in x for x in heldout.goal_problems([p / 100 for p in values]))
+
+
+def test_pass_values_are_the_official_value_of_each_pass(data):
+    """`pass_values` aggregates many passes at once: each equals the scorer's (all, all) value of that pass alone
+    (`intervals`' point value), on both tasks and for WPR too."""
+    from mlft.stats import intervals, pass_values
+
+    passes, _labels = data
+    for task in ("monolingual", "crosslingual"):
+        for metric in ("lpr", "wpr"):
+            each = [intervals(p, n=10)[(task, "all", "all")][metric].value for p in passes[:4]]
+            assert pass_values(passes[:4], task, metric).tolist() == pytest.approx(each, abs=1e-12)
+    with pytest.raises(ValueError, match="no reply of task"):
+        pass_values(passes[:2], "fewshot")
+
+
+def test_the_spread_check_sees_dependence_between_prompts_within_a_pass(heldout, data):
+    """`spread` compares a group's LPR sd with its prompt-independent null. Deal every prompt's replies so that
+    passing ones go to the first passes (prompts move together: the sd is far above the null's, no null draw as
+    high) and round-robin, each prompt's passing replies starting where the last prompt's stopped (every pass
+    gets its even share: prompts cancel, as tight as no null draw); the held-out data sit in between."""
+    passes, _labels = data
+    passes = heldout.canonical(passes)
+
+    def dealt(even: bool) -> list:
+        cols, at = [], 0
+        for i in range(len(passes[0])):
+            col = sorted((p[i] for p in passes), key=lambda o: o.counted and not o.line_error, reverse=True)
+            if even:  # round-robin (every reply counted: a stratum's LPR is a share of a fixed n)
+                col = [replace(o, counted=True, line_error=o.line_error or not o.counted) for o in col]
+                col = col[-at:] + col[:-at] if at else col
+                at = (at + sum(not o.line_error for o in col)) % len(col)
+            cols.append(col)
+        return [[cols[i][j] for i in range(len(cols))] for j in range(len(passes))]
+
+    out = heldout.spread({"together": dealt(False), "cancel": dealt(True), "as drawn": passes}, "as drawn", draws=50)
+    for task in ("monolingual", "crosslingual"):
+        g = out[task]["groups"]
+        assert g["together"]["sd"] > 2 * g["together"]["independent_sd"] and g["together"]["as_tight"] == 1.0
+        assert g["cancel"]["sd"] < g["cancel"]["independent_sd"] and g["cancel"]["as_tight"] == 0.0
+        assert 0.0 < g["as drawn"]["as_tight"] < 1.0
+        assert out[task]["pooled"]["passes"] == len(passes)  # "as drawn" pooled alone: no calibration group here

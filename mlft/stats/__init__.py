@@ -19,7 +19,7 @@ The engine, one module per seam (each imports only those above it):
 The public names are re-exported here: callers import them from `mlft.stats`.
 """
 
-from mlft.stats.aggregate import PSEUDO, clustered
+from mlft.stats.aggregate import PSEUDO, clustered, pass_values
 from mlft.stats.intervals import (
     Estimate,
     check_confidence,
@@ -72,6 +72,7 @@ __all__ = [
     "modified_wilson",
     "paired_mean_bootstrap",
     "paired_test",
+    "pass_values",
     "paired_tests_by_language",
     "prompt_means",
     "proportion_halfwidth",

@@ -84,6 +84,22 @@ def _aggregate(keys: list[tuple[str, str]], x: np.ndarray) -> dict[tuple[str, st
     return rows
 
 
+def pass_values(passes: Sequence[Sequence[Outcome]], task: str, metric: str = "lpr") -> np.ndarray:
+    """The official (all, all) value of `metric` on `task` for each of several passes over the same prompts (one
+    reply per prompt per pass), aggregated at once: what the scorer reports for each pass, as one array."""
+    index: dict[tuple[str, str], int] = {}
+    rows = [[(index.setdefault((o.source, o.language), len(index)), o.code) for o in p if o.task == task] for p in passes]
+    if not index:
+        raise ValueError(f"no reply of task {task!r} in the passes")
+    keys = sorted(index)
+    order = np.array([keys.index(k) for k in index])  # first-seen stratum -> its sorted position
+    x = np.zeros((len(rows), len(keys), _NFEAT))
+    for j, row in enumerate(rows):
+        s, c = np.array(row, np.int64).T
+        np.add.at(x[j], order[s], _FEATURES[c])
+    return _aggregate(keys, x)[("all", "all")][metric]
+
+
 def clustered(outcomes: Sequence) -> bool:
     """Whether the outcomes hold several replies per prompt (any `sample` > 0): then a prompt's replies form one
     resampling unit (a cluster), since they share the prompt."""
