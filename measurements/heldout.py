@@ -462,6 +462,21 @@ def spread(groups: dict[str, list[list[Outcome]]], heldout: str, draws: int = 10
     return out
 
 
+def group_name(name: str, v) -> str:
+    """A group's name on the page, its seed a value ("A, seed 903" -> "A, seed {i:d}")."""
+    head, sep, seed = name.rpartition("seed ")
+    return head + sep + v(int(seed), "d") if sep and seed.isdigit() else name
+
+
+def seeds_text(meta: dict, v) -> str:
+    """A's decoding seeds in words, each with its block's passes when there are several."""
+    blocks = meta.get("a_blocks") or {}
+    if len(blocks) < 2:
+        return "a decoding seed the calibration never used"
+    parts = "; ".join(f"{v(int(s), 'd')}: {v(n, 'd')} passes" for s, n in blocks.items())
+    return f"decoding seeds the calibration never used ({parts}; a block per seed, each drawn on its own)"
+
+
 def spread_lines(sp: dict, v) -> list[str]:
     """The spread table: per group of passes and task, LPR's sd beside the prompt-independent null's (`spread`)."""
     lines = [
@@ -474,7 +489,8 @@ def spread_lines(sp: dict, v) -> list[str]:
     for name, m in mono["groups"].items():
         c = cross["groups"][name]
         lines.append(
-            f"| {name} | {v(m['passes'], 'd')} | {v(m['sd'], '.2f')} ({v(m['independent_sd'], '.2f')}) | "
+            f"| {group_name(name, v)} | {v(m['passes'], 'd')} | "
+            f"{v(m['sd'], '.2f')} ({v(m['independent_sd'], '.2f')}) | "
             f"{v(100 * m['as_tight'], '.1f')} | {v(c['sd'], '.2f')} ({v(c['independent_sd'], '.2f')}) | "
             f"{v(100 * c['as_tight'], '.1f')} |"
         )
@@ -507,7 +523,7 @@ def page(result: dict) -> dict:
     lines = [
         "",
         f"**Held out** (`measurements/heldout.py`, tests/test_heldout.py): {v(na, 'd')} passes of mlft's keyed "
-        f"sampler at a decoding seed the calibration never used and {v(nb, 'd')} passes of plain `transformers` "
+        f"sampler at {seeds_text(meta, v)} and {v(nb, 'd')} passes of plain `transformers` "
         f"`generate(do_sample=True)` (the suite's temperature and top-p, no top-k, the same chat template, its own "
         f"torch seeds), one reply per prompt on the {v(meta['prompts'], 'd')} `lcb_demo` prompts: "
         f"{v(sum(pairs.values()), 'd')} same-model comparisons per task ({v(pairs['A-A'], 'd')} within A, "
@@ -525,7 +541,8 @@ def page(result: dict) -> dict:
         for g, r in t["pairings"].items():
             h = r["holm_any"]
             lines.append(
-                f"| {task} | {g} | {v(r['rejected'], 'd')}/{v(r['tests'], 'd')} | {v(100 * r['rate'], '.1f')} "
+                f"| {task} | {group_name(g, v)} | {v(r['rejected'], 'd')}/{v(r['tests'], 'd')} | "
+                f"{v(100 * r['rate'], '.1f')} "
                 f"[{v(100 * r['low'], '.1f')}, {v(100 * r['high'], '.1f')}] | {v(r['min_p'], '.4f')} | "
                 f"{v(h['rejected'], 'd')}/{v(h['tests'], 'd')} |"
             )
@@ -545,8 +562,21 @@ def page(result: dict) -> dict:
     null = result.get("null")
     if null:
         nm, nc = null["monolingual"], null["crosslingual"]
-        seen = {t: tasks[t]["pairings"]["all"]["rejected"] for t in ("monolingual", "crosslingual")}
+        # the held-out count beside the null's per-replicate counts: of the pairs of as many passes as a replicate
+        # draws (all held-out passes when the null was drawn for them, else the block of that size)
+        group = next(
+            (g for g, r in tasks["monolingual"]["pairings"].items() if r["tests"] == null["pairs"] and g != "A-A"),
+            "all",
+        )
+        seen = {t: tasks[t]["pairings"][group]["rejected"] for t in ("monolingual", "crosslingual")}
         at_most = {t: sum(c <= seen[t] for c in null[t]["counts"]) for t in seen}
+        whose = (
+            "the held-out one"
+            if group == "all"
+            else (
+                f"the block {group_name(group, v)}'s ({v(seen['monolingual'], 'd')} and {v(seen['crosslingual'], 'd')})"
+            )
+        )
         lines += [
             "",
             f"**The test's own level on these prompts** (`null_draws`, {v(null['replicates'], 'd')} replicates): "
@@ -560,7 +590,7 @@ def page(result: dict) -> dict:
             f"of rejected pairs of {v(null['pairs'], 'd')} spreads wide (5th-95th percentile "
             f"{v(nm['count_quantiles']['5'], '.0f')}-{v(nm['count_quantiles']['95'], '.0f')} monolingual, "
             f"{v(nc['count_quantiles']['5'], '.0f')}-{v(nc['count_quantiles']['95'], '.0f')} cross-lingual), because "
-            "the pairs share passes; a count at or below the held-out one came up in "
+            f"the pairs share passes; a count at or below {whose} came up in "
             f"{v(at_most['monolingual'], 'd')} and {v(at_most['crosslingual'], 'd')} of the "
             f"{v(null['replicates'], 'd')} replicates. So a held-out rate is mostly the draw of its passes; what "
             "the test's level is, the pooled null says.",
@@ -654,6 +684,7 @@ def main() -> None:
         help="replicates of `null_draws` (the test's level under an exact null, as many passes as held out, drawn "
         "from the calibration's and the held-out replies pooled; ~30 s each on a busy core)",
     )
+    ap.add_argument("--null-from", type=Path, help="without --null: keep the null draws of this earlier results file")
     ap.add_argument("--data", type=Path, help="also write the held-out outcomes here (compact, gzip JSON)")
     ap.add_argument("--results", type=Path, help="also write the results file here (docs/results/heldout.json)")
     args = ap.parse_args()
@@ -725,6 +756,8 @@ def main() -> None:
     }
     if args.null:
         result["null"] = null_draws(calibration_passes() + passes, len(passes), args.null)
+    elif args.null_from:  # an earlier run's null draws (their pool and pass count say what they were drawn for)
+        result["null"] = json.loads(args.null_from.read_text(encoding="utf-8"))["null"]
     result["page"] = page(result)
     text = json.dumps(result, indent=1) + "\n"
     (args.out / "heldout.json").write_text(text, encoding="utf-8")
