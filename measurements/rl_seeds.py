@@ -57,13 +57,18 @@ PRESETS = {
 RECIPE, LABEL = PRESETS["gated"]["recipe"], PRESETS["gated"]["label"]
 
 
-def train(seed: int, out: Path, steps: int, preset: str = "gated") -> Path:
-    run = out / f"{preset}_s{seed}"
-    cmd = [
-        sys.executable, "-m", "mlft", "train", PRESETS[preset]["recipe"],
+def train_overrides(seed: int, run: Path, steps: int, preset: str = "gated") -> list[str]:
+    """The `mlft train` overrides of one seed's run: its steps, seed, folder, and an evaluation of lcb_demo after
+    the last step only."""
+    return [
         f"training_args.max_steps={steps}", f"training_args.save_steps={steps}", f"training_args.seed={seed}",
         f"run_dir={run}", "evaluation.at_start=false", *PRESETS[preset]["overrides"],
     ]  # fmt: skip
+
+
+def train(seed: int, out: Path, steps: int, preset: str = "gated") -> Path:
+    run = out / f"{preset}_s{seed}"
+    cmd = [sys.executable, "-m", "mlft", "train", PRESETS[preset]["recipe"], *train_overrides(seed, run, steps, preset)]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
     return run
