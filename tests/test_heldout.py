@@ -2,7 +2,7 @@
 
 The data (tests/data/heldout_lcb_demo.json.gz, written by `measurements/heldout.py --data`): the embedded
 SmolLM2-135M-Instruct on the 290 lcb_demo prompts, one reply per prompt per pass, from two generators: A, mlft's
-keyed sampler at a decoding seed the calibration never used; B, plain `transformers` `generate(do_sample=True)`
+keyed sampler at decoding seeds the calibration never used (a block of passes per seed); B, plain `transformers` `generate(do_sample=True)`
 with the suite's decoding and its own torch seeds. Every pair of passes is a same-model comparison; the goal:
 the default test (`paired_test`: permutation, LPR, language-averaged) rejects 2-8 % of them at 5 % and
 its smallest p is not below 0.001. The p-values are recomputed here (seeded: exactly the measurement's) and must
@@ -80,26 +80,38 @@ def test_the_recorded_p_values_are_recomputed_exactly(recomputed, recorded, data
         assert len(ps) >= 60 and ps == pytest.approx({k: recorded["tasks"][task]["p"][k] for k in ps}, abs=1e-5)
 
 
-def test_no_p_below_0_001_on_held_out_reruns(heldout, p_values):
-    """The goal's tail: no same-model comparison at p < 0.001 (resolvable: those below 0.01 at 20,000 swaps)."""
-    for task, ps in p_values.items():
-        assert min(ps.values()) >= heldout.GOAL["min_p"], task
-
-
-MONO_NOT_MET = pytest.mark.xfail(
+CROSS_MIN_P = pytest.mark.xfail(
     strict=True,
-    reason="not met: 4 of 435 monolingual comparisons rejected (0.9 %; 30 passes: 24 of A, 6 of B). The test's own "
-    "level on these prompts is 4.4 % (`null_draws`: 40 replicates of 30 passes drawn from the 54 passes pooled); as "
-    "few rejections came up in 4 of the 40 replicates, because the pairs share passes. The held-out monolingual "
-    "passes also spread less than the calibration's (LPR sd 1.42 against 2.36 pp), in both generators: not "
-    "explained (docs/results/heldout.json: null, spread)",
+    reason="the goal's literal tail, not met on the cross-lingual comparisons: one of 1770 at p 0.0008 (A35-A43, "
+    "both of the second block of A). The goal was written for about fifty comparisons; at 1770 an exact test is "
+    "expected to give 1.8 p-values below 0.001, so the count is checked too (test_the_tail_is_no_heavier_...)",
 )
 
 
-@pytest.mark.parametrize("task", [pytest.param("monolingual", marks=MONO_NOT_MET), "crosslingual"])
+@pytest.mark.parametrize("task", ["monolingual", pytest.param("crosslingual", marks=CROSS_MIN_P)])
+def test_no_p_below_0_001_on_held_out_reruns(heldout, p_values, task):
+    """The goal's tail as written: no same-model comparison at p < 0.001 (resolvable: those below 0.01 at 20,000
+    swaps)."""
+    assert min(p_values[task].values()) >= heldout.GOAL["min_p"]
+
+
+def test_the_tail_is_no_heavier_than_an_exact_tests(heldout, p_values):
+    """Per task and over both, p falls below 0.01 and below 0.001 no more often than tests of exact level allow
+    (the chance of at least as many among independent exact tests is not under 1 %): the p-values are not too sure.
+    A test that reports p / 10 fails it."""
+    every = [p for ps in p_values.values() for p in ps.values()]
+    for ps in [list(v.values()) for v in p_values.values()] + [every]:
+        assert all(r["chance"] >= 0.01 for r in heldout.tail(ps)), heldout.tail(ps)
+    assert any(r["chance"] < 0.01 for r in heldout.tail([p / 10 for p in every]))
+
+
+@pytest.mark.parametrize("task", ["monolingual", "crosslingual"])
 def test_the_default_test_rejects_2_to_8_percent_of_held_out_comparisons(heldout, p_values, task):
-    """Cross-lingual: 9 of 435 (2.1 %), met since the second draw of A's passes (1 of 153 at 18 passes)."""
-    assert heldout.goal_problems(list(p_values[task].values())) == []
+    """Monolingual: 60 of 1770 (3.4 %), met since the second block of A (seed 903, 30 passes, drawn after the first
+    block's 0.9 % was reported and added whatever it showed: 33 of its own 435 pairs, 7.6 %). Cross-lingual: 80 of
+    1770 (4.5 %)."""
+    share = sum(p < 0.05 for p in p_values[task].values()) / len(p_values[task])
+    assert heldout.GOAL["rate_low"] <= share <= heldout.GOAL["rate_high"]
 
 
 def test_the_null_draws_are_checked_and_shaped(heldout, data):
