@@ -2,11 +2,11 @@
 
 The data (tests/data/heldout_lcb_demo.json.gz, written by `measurements/heldout.py --data`): the embedded
 SmolLM2-135M-Instruct on the 290 lcb_demo prompts, one reply per prompt per pass, from two generators: A, mlft's
-keyed sampler at decoding seeds the calibration never used (a block of passes per seed); B, plain `transformers` `generate(do_sample=True)`
-with the suite's decoding and its own torch seeds. Every pair of passes is a same-model comparison; the goal:
-the default test (`paired_test`: permutation, LPR, language-averaged) rejects 2-8 % of them at 5 % and
-its smallest p is not below 0.001. The p-values are recomputed here (seeded: exactly the measurement's) and must
-match docs/results/heldout.json."""
+keyed sampler at decoding seeds the calibration never used (a block of passes per seed); B, plain `transformers`
+`generate(do_sample=True)` with the suite's decoding and its own torch seeds. Every pair of passes is a same-model
+comparison; the goal: the default test (`paired_test`: permutation, LPR, language-averaged) rejects 2-8 % of them
+at 5 % and its smallest p is not below 0.001. The p-values are recomputed here (seeded: exactly the measurement's)
+and must match docs/results/heldout.json."""
 
 import itertools
 import json
@@ -139,6 +139,7 @@ def test_the_bounds_fail_a_never_rejecting_test_and_a_loose_one(heldout, p_value
 def test_pass_values_are_the_official_value_of_each_pass(data):
     """`pass_values` aggregates many passes at once: each equals the scorer's (all, all) value of that pass alone
     (`intervals`' point value), on both tasks and for WPR too."""
+    from mlft.errors import DataError
     from mlft.stats import intervals, pass_values
 
     passes, _labels = data
@@ -146,7 +147,7 @@ def test_pass_values_are_the_official_value_of_each_pass(data):
         for metric in ("lpr", "wpr"):
             each = [intervals(p, n=10)[(task, "all", "all")][metric].value for p in passes[:4]]
             assert pass_values(passes[:4], task, metric).tolist() == pytest.approx(each, abs=1e-12)
-    with pytest.raises(ValueError, match="no reply of task"):
+    with pytest.raises(DataError, match="no reply of task"):
         pass_values(passes[:2], "fewshot")
 
 

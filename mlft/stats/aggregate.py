@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mlft.errors import DataError
 from mlft.languages import NON_LATIN
 from mlft.stats.outcomes import _COUNTED, _DEGEN, _INVALID, _LINE, _MEASURED, _NCODE, _WORD, Outcome
 
@@ -88,9 +89,11 @@ def pass_values(passes: Sequence[Sequence[Outcome]], task: str, metric: str = "l
     """The official (all, all) value of `metric` on `task` for each of several passes over the same prompts (one
     reply per prompt per pass), aggregated at once: what the scorer reports for each pass, as one array."""
     index: dict[tuple[str, str], int] = {}
-    rows = [[(index.setdefault((o.source, o.language), len(index)), o.code) for o in p if o.task == task] for p in passes]
+    rows = [
+        [(index.setdefault((o.source, o.language), len(index)), o.code) for o in p if o.task == task] for p in passes
+    ]
     if not index:
-        raise ValueError(f"no reply of task {task!r} in the passes")
+        raise DataError(f"no reply of task {task!r} in the passes")
     keys = sorted(index)
     order = np.array([keys.index(k) for k in index])  # first-seen stratum -> its sorted position
     x = np.zeros((len(rows), len(keys), _NFEAT))
