@@ -374,19 +374,14 @@ def null_draws(pool: list[list[Outcome]], passes: int, replicates: int, resample
     as `analyse` does (LPR, language-averaged, `resamples` permutations). Per task: the rejection rate at 5 % over
     all replicates' pairs (the test's actual level with these prompts' ties and ceilings: below 5 % only by
     discreteness), and each replicate's count of rejected pairs (the pairs share passes: the count's spread is wide)."""
-    pool = canonical(pool)
-    keys = [(o.task, o.source, o.language, o.id) for o in pool[0]]
-    for j, p in enumerate(pool):
-        if [(o.task, o.source, o.language, o.id) for o in p] != keys:
-            raise ValueError(f"pooled pass {j}: not the same prompts as pass 0")
+    pool = aligned(pool)
     rng = np.random.default_rng(seed)
     tasks = [t for t in TASKS if any(o.task == t for o in pool[0])]
     pairs = list(itertools.combinations(range(passes), 2))
     counts: dict[str, list[int]] = {t: [] for t in tasks}
     mins: dict[str, list[float]] = {t: [] for t in tasks}
     for r in range(replicates):
-        pick = np.argsort(rng.random((len(keys), len(pool))), axis=1)[:, :passes]  # per prompt, `passes` of the pool
-        drawn = [[pool[pick[i, j]][i] for i in range(len(keys))] for j in range(passes)]
+        drawn = _shuffled(pool, rng, passes)  # per prompt, `passes` of its pooled replies
         for task in tasks:
             ps = [paired_test(drawn[i], drawn[j], "lpr", task=task, n=resamples, seed=r).p_value for i, j in pairs]
             counts[task].append(sum(p < ALPHA for p in ps))
@@ -455,12 +450,22 @@ def calibration_passes(data: Path = CALIBRATION) -> list[list[Outcome]]:
     return [[replace(o, sample=0) for o in flat if o.sample == j] for j in sorted({o.sample for o in flat})]
 
 
-def _shuffled(codes: list[list[Outcome]], rng: np.random.Generator, take: int | None = None) -> list[list[Outcome]]:
-    """Each prompt's replies dealt to the passes in a random order of their own (`take`: only that many passes,
-    drawn per prompt without replacement): every prompt keeps its replies, any tie between prompts within a pass
-    is broken."""
-    order = np.argsort(rng.random((len(codes[0]), len(codes))), axis=1)[:, : take or len(codes)]
-    return [[codes[order[i, j]][i] for i in range(len(codes[0]))] for j in range(order.shape[1])]
+def aligned(passes: list[list[Outcome]]) -> list[list[Outcome]]:
+    """The passes in canonical order, checked to hold the same prompts (a pool whose replies are dealt per prompt)."""
+    passes = canonical(passes)
+    keys = [(o.task, o.source, o.language, o.id) for o in passes[0]]
+    for j, p in enumerate(passes):
+        if [(o.task, o.source, o.language, o.id) for o in p] != keys:
+            raise ValueError(f"pooled pass {j}: not the same prompts as pass 0")
+    return passes
+
+
+def _shuffled(passes: list[list[Outcome]], rng: np.random.Generator, take: int | None = None) -> list[list[Outcome]]:
+    """Each prompt's replies (`aligned` passes) dealt to the passes in a random order of their own (`take`: only
+    that many passes, drawn per prompt without replacement): every prompt keeps its replies, any tie between prompts
+    within a pass is broken."""
+    order = np.argsort(rng.random((len(passes[0]), len(passes))), axis=1)[:, : take or len(passes)]
+    return [[passes[order[i, j]][i] for i in range(len(passes[0]))] for j in range(order.shape[1])]
 
 
 def spread(groups: dict[str, list[list[Outcome]]], heldout: str, draws: int = 1000, seed: int = 0) -> dict:
@@ -472,7 +477,7 @@ def spread(groups: dict[str, list[list[Outcome]]], heldout: str, draws: int = 10
     group pooled (as many passes drawn per prompt without replacement from all): how often it spreads this little.
     (Before, the calibration's sd was taken as the truth in a chi-square: its own draw was left out.)"""
     rng = np.random.default_rng(seed)
-    groups = {name: canonical(ps) for name, ps in groups.items() if len(ps) > 1}
+    groups = {name: aligned(ps) for name, ps in groups.items() if len(ps) > 1}
     pool = [p for name, ps in groups.items() if name in ("calibration", heldout) for p in ps]
     out: dict = {}
     for task in TASKS:
@@ -600,10 +605,9 @@ def page(result: dict) -> dict:
         nm, nc = null["monolingual"], null["crosslingual"]
         # the held-out count beside the null's per-replicate counts: of the pairs of as many passes as a replicate
         # draws (all held-out passes when the null was drawn for them, else the block of that size)
-        group = next(
-            (g for g, r in tasks["monolingual"]["pairings"].items() if r["tests"] == null["pairs"] and g != "A-A"),
-            "all",
-        )
+        pairings = tasks["monolingual"]["pairings"]
+        sized = [g for g in pairings if g == "all" or g.startswith("A, seed ")]
+        group = next((g for g in sized if pairings[g]["tests"] == null["pairs"]), "all")
         seen = {t: tasks[t]["pairings"][group]["rejected"] for t in ("monolingual", "crosslingual")}
         at_most = {t: sum(c <= seen[t] for c in null[t]["counts"]) for t in seen}
         whose = (
@@ -651,12 +655,10 @@ def read_data(path: Path) -> tuple[list[list[Outcome]], list[str]]:
     return canonical([[replace(o, sample=0) for o in flat if o.sample == j] for j in range(len(labels))]), labels
 
 
-def available(out: Path, seeds: list[int] | None = None) -> tuple[list[list[Outcome]], list[list[Outcome]]]:
-    """The passes already generated, without generating: A's blocks in the order of `seeds` (default: OUT/a
-    only), then B's. Complete passes only."""
-    a = []
-    for seed in seeds or [None]:
-        a += _available_a(out / "a" if seed is None else a_folder(out, seeds, seed))
+def available(out: Path, seeds: list[int]) -> tuple[dict[int, list[list[Outcome]]], list[list[Outcome]]]:
+    """The passes already generated, without generating: A's per decoding seed (its block), and B's. Complete
+    passes only."""
+    a = {seed: _available_a(a_folder(out, seeds, seed)) for seed in seeds}
     n = len(_suite_run()[1])
     paths = sorted((out / "b").glob("pass*[0-9].jsonl"))
     b = score_b([p for p in paths if len(p.read_text(encoding="utf-8").splitlines()) == n])
@@ -744,25 +746,22 @@ def main() -> None:
             gen(args.out / "timing", 1, args.seed_a[0] if name == "a" else args.seed_b)
             print(f"one pass of {name}: {time.perf_counter() - started:.0f} s")
         return
-    blocks = {}
     if args.no_generate:
-        a, b = [], []
-        for seed in args.seed_a:
-            block = _available_a(a_folder(args.out, args.seed_a, seed))
-            blocks[seed] = list(range(len(a), len(a) + len(block)))
-            a += block
-        b = available(args.out, args.seed_a)[1]
+        by_seed, b = available(args.out, args.seed_a)
     else:
-        a = []
-        for seed in args.seed_a if args.only != "b" else []:
-            block = generate_a(args.out, args.passes, seed, a_folder(args.out, args.seed_a, seed))
-            blocks[seed] = list(range(len(a), len(a) + len(block)))
-            a += block
+        by_seed = {
+            seed: generate_a(args.out, args.passes, seed, a_folder(args.out, args.seed_a, seed))
+            for seed in (args.seed_a if args.only != "b" else [])
+        }
         if args.only != "a":
             paths = generate_b(args.out, args.passes, args.seed_b, args.batch_size, which=args.b_passes)
         if args.only:
             return
         b = score_b(paths)
+    a, blocks = [], {}
+    for seed, block in by_seed.items():  # A's passes in seed order; each block's indices among them
+        blocks[seed] = list(range(len(a), len(a) + len(block)))
+        a += block
     started = time.perf_counter()
     cached = args.out / "warper_check.json"  # the same model and decoding every time: checked once
     if not cached.is_file():

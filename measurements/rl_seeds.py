@@ -54,7 +54,7 @@ PRESETS = {
         "overrides": ["evaluation.suite=lcb_demo", "evaluation.suite_overrides={judge: langdetect, samples: 1}"],
     },
 }
-RECIPE, LABEL = PRESETS["gated"]["recipe"], PRESETS["gated"]["label"]
+LABEL = PRESETS["gated"]["label"]  # results files written before `config.label` was recorded
 
 
 def train_overrides(seed: int, run: Path, steps: int, preset: str = "gated") -> list[str]:
