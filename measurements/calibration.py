@@ -28,7 +28,6 @@ OUT/calibration.json and OUT/calibration.md.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import time
 from collections import defaultdict
@@ -44,6 +43,7 @@ from mlft.stats import (
     load_outcomes,
     paired_test,
     paired_tests_by_language,
+    save_compact,
     wilson,
 )
 
@@ -240,43 +240,6 @@ def markdown(results: list[dict], meta: dict) -> str:
     return "\n".join(lines)
 
 
-def write_data(outcomes: list[Outcome], path: Path, meta: dict) -> None:
-    """The per-reply outcomes, compact (a test's data): prompts and, per prompt, each reply's category bits and
-    validity."""
-    prompts: dict[tuple, dict] = {}
-    for o in outcomes:
-        p = prompts.setdefault((o.task, o.source, o.language, o.id), {"replies": {}})
-        bits = o.counted + 2 * o.line_error + 4 * o.word_error + 8 * o.degenerate
-        p["replies"][o.sample] = [bits, None if o.validity is None else round(o.validity, 4)]
-    rows = [[*key, [v["replies"][s] for s in sorted(v["replies"])]] for key, v in prompts.items()]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt", encoding="utf-8") as fh:
-        json.dump({"meta": meta, "prompts": rows}, fh, separators=(",", ":"))
-
-
-def read_data(path: Path) -> list[Outcome]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        data = json.load(fh)
-    out = []
-    for task, source, lang, pid, replies in data["prompts"]:
-        for sample, (bits, validity) in enumerate(replies):
-            out.append(
-                Outcome(
-                    pid,
-                    task,
-                    source,
-                    lang,
-                    bool(bits & 1),
-                    bool(bits & 2),
-                    bool(bits & 4),
-                    bool(bits & 8),
-                    validity=validity,
-                    sample=sample,
-                )
-            )
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--suite", default="lcb_demo")
@@ -302,14 +265,14 @@ def main() -> None:
     }
     if args.generate_only:  # and write --data
         if args.data:
-            write_data(outcomes, args.data, meta)
+            save_compact(args.data, outcomes, meta)
         return
     results = [calibrate(outcomes, k, args.resamples, args.pairs) for k in args.k]
     (args.out / "calibration.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
     text = markdown(results, meta)
     (args.out / "calibration.md").write_text(text, encoding="utf-8")
     if args.data:
-        write_data(outcomes, args.data, meta)
+        save_compact(args.data, outcomes, meta)
     print(text)
     print(f"({time.perf_counter() - started:.0f} s; {args.out / 'calibration.md'})")
 

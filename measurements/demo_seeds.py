@@ -5,8 +5,9 @@ held fixed (`--decode-seed`, default 0: every pass's keyed draws; resumable), th
 collects each run's mitigation table into one results file (`docs/results/demo_seeds.json` by default: per seed the
 table's rows, with the command, seeds and git commit) and renders `docs/results/demo_seeds.md` from it: per row and
 task, LPR and the guard in each seed, its mean and spread, the gain over the base row in each seed with its paired p
-(Holm-adjusted, as the table prints it), and the claim as an estimate: the mean gain over seeds with its t-interval
-(`mlft.reports.seeds`, `mlft.stats.means.seed_interval`; "up" / "down" when the interval excludes 0, else
+(Holm-adjusted, as the table prints it), and the claim as an estimate: the mean gain over seeds with its t-interval,
+widened by the shared base pass's own draw (measured on `--base-reruns`, else bounded by its interval;
+`mlft.reports.seeds`, `mlft.stats.means.seed_interval`; "up" / "down" when the interval excludes 0, else
 "unclear"). The training seed varies and the decoding seed does not, so the spread over seeds is the training seed's
 (each seed's paired test covers the decoding draw); `--decode-seed -1` gives each training seed its own decoding
 seed (the old coupling). With the task axis (`mlft demo`'s default), the `task` metric is estimated the same way.
@@ -30,10 +31,11 @@ from pathlib import Path
 
 from mlft.provenance import environment
 from mlft.reports.results import SCHEMA, update_blocks
-from mlft.reports.seeds import markdown, per_seed_tables, summarise
+from mlft.reports.seeds import attach_draw, greedy_metrics, markdown, summarise_record
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "results" / "demo_seeds.md"
+RERUNS = ROOT / "tests" / "data" / "calibration_lcb_demo.json.gz"  # 24 keyed reruns of the demo's base pass
 
 
 def run_demo(seed: int, out: Path, extra: list[str], decode_seed: int | None = None) -> Path:
@@ -87,6 +89,13 @@ def main() -> None:
     )
     ap.add_argument("--no-run", action="store_true", help="only read finished runs")
     ap.add_argument("--results", type=Path, default=ROOT / "docs" / "results" / "demo_seeds.json")
+    ap.add_argument(
+        "--base-reruns",
+        type=Path,
+        default=RERUNS,
+        help="K = 1 reruns of the base pass (a save_compact file) that measure its own draw; default: the "
+        "calibration's (lcb_demo, the embedded model, decoding seed 0); else its interval bounds it",
+    )
     args, extra = ap.parse_known_args()
     if args.samples is not None:
         extra += ["--samples", str(args.samples)]
@@ -97,13 +106,14 @@ def main() -> None:
             path = run_demo(s, args.out, extra, None if args.decode_seed < 0 else args.decode_seed)
         per_seed[s] = path
     record = seeds_record(per_seed, " ".join(["python", "measurements/demo_seeds.py", *sys.argv[1:]]))
+    print(attach_draw(record, args.base_reruns, greedy_metrics(table_rows(per_seed[args.seeds[0]])[1])))
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {args.results}")
     if args.results.resolve() == (ROOT / "docs" / "results" / "demo_seeds.json").resolve():
         PAGE.write_text(update_blocks(PAGE.read_text(encoding="utf-8"), {"demo_seeds": record}), encoding="utf-8")
         print(f"updated {PAGE}")
-    print(markdown(summarise(per_seed_tables(record)), list(record["seeds"])))
+    print(markdown(summarise_record(record), list(record["seeds"])))
 
 
 if __name__ == "__main__":

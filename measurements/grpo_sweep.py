@@ -1,7 +1,8 @@
 """GRPO dev sweep: which reward weights, KL (beta) and group size keep the guard intact?
 
-Each configuration is a short GRPO LoRA run of recipes/cpu/grpo_summed_control.yaml on the embedded model, evaluated
-at its last step on the dev split eval/grpo_dev.yaml (held-out seed items, never LCB; fastText and langdetect),
+Each configuration is a short GRPO LoRA run of recipes/cpu/grpo_summed_control.yaml (or the recipe RECIPES names)
+on the embedded model, evaluated at its last step on the dev split eval/grpo_dev.yaml (held-out seed items, never
+LCB; fastText and langdetect),
 against one shared step-0 pass of the base model. Prints one line per configuration: cross-lingual / monolingual
 LPR (fastText), cross-lingual LPR (langdetect), coverage, degeneracy, validity (cross-lingual), NLL, the last
 logged reward terms and s/step; writes OUT/sweep.json, then the same rows as a Table 11 (OUT/sweep.md: intervals,
@@ -73,7 +74,15 @@ CONFIGS = {  # name -> recipe overrides
         ]
         for seed in (0, 1, 2)
     },
+    # the verifiable recipe (recipes/cpu/grpo_answered.yaml: its own mix, reward, lr and reply length) with its KL
+    # (beta) as shipped and five times it: does a stronger pull to the base keep the monolingual NLL in the guard?
+    **{
+        f"answered b={beta} seed={seed}": [f"training_args.beta={beta}", f"training_args.seed={seed}"]
+        for beta in (0.04, 0.2)
+        for seed in (0, 1, 2)
+    },
 }
+RECIPES = {name: "recipes/cpu/grpo_answered.yaml" for name in CONFIGS if name.startswith("answered ")}
 
 
 def _slug(name: str) -> str:
@@ -111,7 +120,7 @@ def main(argv=None) -> int:
         run_dir = out / _slug(name)
         t0 = time.time()
         recipe = load_recipe(
-            RECIPE,
+            RECIPES.get(name, RECIPE),
             [
                 *overrides,
                 f"run_dir={run_dir}",

@@ -35,9 +35,7 @@ Writes OUT/heldout.json (and OUT/a, OUT/b: completions and outcomes).
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import importlib.util
 import itertools
 import json
 import time
@@ -49,10 +47,12 @@ import numpy as np
 from mlft.constants import TASKS
 from mlft.stats import (
     Outcome,
+    load_compact,
     load_outcomes,
     paired_test,
     paired_tests_by_language,
     pass_values,
+    save_compact,
     save_outcomes,
     wilson,
 )
@@ -60,14 +60,6 @@ from mlft.stats import (
 SUITE = "lcb_demo"
 ALPHA = 0.05
 GOAL = {"rate_low": 0.02, "rate_high": 0.08, "min_p": 0.001}
-
-
-def _calibration():
-    """measurements/calibration.py (a script, not a package): its compact data format is shared."""
-    spec = importlib.util.spec_from_file_location("calibration", Path(__file__).with_name("calibration.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # --- generator A: mlft's keyed sampler -------------------------------------------------------------------------
@@ -446,7 +438,7 @@ CALIBRATION = Path("tests/data/calibration_lcb_demo.json.gz")
 
 def calibration_passes(data: Path = CALIBRATION) -> list[list[Outcome]]:
     """The calibration's keyed replies of the same model as passes (reply j of every prompt)."""
-    flat = _calibration().read_data(data)
+    flat, _ = load_compact(data)
     return [[replace(o, sample=0) for o in flat if o.sample == j] for j in sorted({o.sample for o in flat})]
 
 
@@ -643,15 +635,14 @@ def page(result: dict) -> dict:
 
 
 def write_data(passes: list[list[Outcome]], labels: list[str], path: Path, meta: dict) -> None:
-    """The passes as one outcome list with sample = pass index, in calibration.py's compact format."""
+    """The passes as one outcome list with sample = pass index, in the compact format (`save_compact`)."""
     flat = [replace(o, sample=j) for j, p in enumerate(passes) for o in p]
-    _calibration().write_data(flat, path, {**meta, "passes": labels})
+    save_compact(path, flat, {**meta, "passes": labels})
 
 
 def read_data(path: Path) -> tuple[list[list[Outcome]], list[str]]:
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        labels = json.load(fh)["meta"]["passes"]
-    flat = _calibration().read_data(path)
+    flat, meta = load_compact(path)
+    labels = meta["passes"]
     return canonical([[replace(o, sample=0) for o in flat if o.sample == j] for j in range(len(labels))]), labels
 
 

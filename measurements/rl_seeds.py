@@ -9,7 +9,8 @@ model (`mlft demo`'s `task_passes`: the arithmetic problems, ten per language in
 table against the base row of a demo run at the same decoding seed (`--base`: measurements/demo_seeds.py's seed 0
 folder, whose base pass is the same draw for every training seed). The per-seed tables become one seeds record
 (`docs/results/rl_seeds.json`, the layout of demo_seeds.json), rendered as docs/results/rl_seeds.md: per metric the
-value in each seed, the gain over base with its paired p (Holm), and the mean gain over seeds with its t-interval.
+value in each seed, the gain over base with its paired p (Holm), and the mean gain over seeds with its interval
+(the seeds' t-interval and the shared base pass's own draw, `mlft.reports.seeds`).
 
     python measurements/rl_seeds.py --seeds 0 1 2 --base runs/demo_seeds/seed0 --out runs/rl_seeds
     python measurements/rl_seeds.py --seeds 0 1 2 --base runs/demo_seeds/seed0 --out runs/rl_seeds --no-train
@@ -32,7 +33,7 @@ from mlft.commands.demo import experiment
 from mlft.provenance import environment
 from mlft.reports.mitigation import tables, task_columns
 from mlft.reports.results import SCHEMA, Fill, table_record, update_blocks
-from mlft.reports.seeds import markdown, per_seed_tables, summarise
+from mlft.reports.seeds import attach_draw, greedy_metrics, markdown, per_seed_tables, summarise_record
 from mlft.reports.table_spec import Capability, RowSpec, TableSpec, check_spec
 from mlft.reports.task_axis import task_number
 
@@ -134,7 +135,7 @@ def findings(record: dict) -> dict:
     v = Fill()
     label = record["config"].get("label", LABEL)
     per_seed = per_seed_tables(record)
-    rows = {(r["row"], r["task"], r["metric"]): r for r in summarise(per_seed)}
+    rows = {(r["row"], r["task"], r["metric"]): r for r in summarise_record(record)}
     cross, mono = rows[(label, "crosslingual", "lpr")], rows[(label, "monolingual", "lpr")]
     task = rows[(label, "crosslingual", "task")]
     n = [task_number(t[label], "crosslingual")["n"] for t in per_seed.values()]
@@ -152,9 +153,10 @@ def findings(record: dict) -> dict:
         f"gain {verdict[cross['verdict']]} over the seeds (the seeds differ by up to "
         f"{v(max(cross['values']) - min(cross['values']), '.1f')} pp). Monolingual LPR {verdict[mono['verdict']]}.",
         f"- **The answers**: the cross-lingual task score moves by at most {v(round(moved), 'd')} of "
-        f"{v(min(n), 'd')} problems in a seed; the t-interval's lower end, {v(task['gain_low'], '+.1f')} pp, "
+        f"{v(min(n), 'd')} problems in a seed; the interval's lower end, {v(task['gain_low'], '+.1f')} pp, "
         + ("rules out" if task["gain_low"] > -TASK_DROP else "does not rule out")
-        + f" a drop of {v(TASK_DROP, '.0f')} pp. The t-interval covers the training seeds on these problems; each "
+        + f" a drop of {v(TASK_DROP, '.0f')} pp. The interval covers the training seeds on these problems (the "
+        "greedy base pass has no draw); each "
         f"seed's own paired test over the problems gives p {v(min(ps), '.2f')}"
         + (f"-{v(max(ps), '.2f')}" if max(ps) > min(ps) else " in each")
         + ". On this model "
@@ -180,6 +182,12 @@ def main() -> None:
     ap.add_argument("--recipe", choices=sorted(PRESETS), default="gated", help="which RL row (PRESETS)")
     ap.add_argument("--no-train", action="store_true", help="only read finished runs")
     ap.add_argument("--results", type=Path, help="default: docs/results/ and the preset's file")
+    ap.add_argument(
+        "--base-reruns",
+        type=Path,
+        default=ROOT / "tests" / "data" / "calibration_lcb_demo.json.gz",
+        help="K = 1 reruns of the base pass that measure its own draw (measurements/demo_seeds.py's default)",
+    )
     args = ap.parse_args()
     preset = PRESETS[args.recipe]
     label, results = preset["label"], args.results or ROOT / "docs" / "results" / preset["results"]
@@ -200,13 +208,15 @@ def main() -> None:
         "seeds": seeds,
         "fills": {"top_rollouts": top_rollouts(Path(runs[str(args.seeds[0])]["run"]), 20, args.steps // 2 + 1)},
     }
+    base_config = json.loads((args.base / "results.json").read_text(encoding="utf-8"))["config"]
+    print(attach_draw(record, args.base_reruns, greedy_metrics(base_config)))
     record["fills"]["findings"] = findings(record)
     results.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {results}")
     if results.resolve().parent == (ROOT / "docs" / "results").resolve() and PAGE.is_file():
         PAGE.write_text(update_blocks(PAGE.read_text(encoding="utf-8"), {record["name"]: record}), encoding="utf-8")
         print(f"updated {PAGE}")
-    summary = summarise(per_seed_tables(record))
+    summary = summarise_record(record)
     print(markdown(summary, list(record["seeds"])))
     for s, rows in per_seed_tables(record).items():
         cross, task = rows[label]["tasks"]["crosslingual"]["lpr"], task_number(rows[label], "crosslingual")

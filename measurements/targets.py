@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from mlft.reports.results import Fill
-from mlft.stats import intervals, paired_test, paired_tests_by_language, wilson
+from mlft.stats import intervals, load_compact, paired_test, paired_tests_by_language, wilson
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = {
@@ -50,7 +50,7 @@ DATA = {
 _spec = importlib.util.spec_from_file_location("calibration", Path(__file__).with_name("calibration.py"))
 calibration = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(calibration)
-random_pair, read_data = calibration.random_pair, calibration.read_data
+random_pair = calibration.random_pair
 TASKS = ("monolingual", "crosslingual")
 BANDS = ((0.0, 0.5), (0.5, 0.8), (0.8, 0.95), (0.95, 1.0))  # [low, high) of the row's true LPR; the last up to 1
 SCALES = (1.0, 0.9, 1.25)  # as they are, 10 % narrower, 25 % wider (each half about the value)
@@ -72,7 +72,7 @@ def band_of(value: float) -> str | None:
 def load(path: Path) -> tuple[list, dict, dict]:
     """The outcomes, the replies per prompt ({(task, source, language, id): [Outcome]}) and the prompts per
     (task, source, language) stratum."""
-    outcomes = read_data(path)
+    outcomes, _ = load_compact(path)
     by_prompt: dict[tuple, list] = defaultdict(list)
     for o in outcomes:
         by_prompt[(o.task, o.source, o.language, o.id)].append(o)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from script_helpers import load_script
 
-from mlft.stats import intervals, paired_test
+from mlft.stats import intervals, load_compact, paired_test
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data" / "calibration_lcb_demo.json.gz"
@@ -29,7 +29,7 @@ def cal():
 
 @pytest.fixture(scope="module")
 def reruns(cal):
-    outcomes = cal.read_data(DATA)
+    outcomes, _ = load_compact(DATA)
     by_prompt = {}
     for o in outcomes:
         by_prompt.setdefault((o.task, o.source, o.language, o.id), []).append(o)

@@ -574,19 +574,22 @@ def test_the_significance_level_in_a_rendered_table_is_checked(demo_results):
 
 def test_demo_seeds_renders_the_mean_gain_over_seeds_with_its_interval():
     """The committed seeds file (training seeds 0, 1, 2 at one decoding seed): cross-lingual SFT's cross-lingual
-    gains +24.5, +16.6, +16.0 give +19.0 [+7.2, +30.8] (t with 2 degrees of freedom); its monolingual gains +7.6,
-    +4.4, +4.5 give +5.5 [+1.0, +10.1] (up); the task axis is estimated too."""
+    gains +24.5, +16.6, +16.0 give +19.0 +- 11.8 over seeds (t with 2 degrees of freedom), and the base pass they
+    share has its own draw (sd 3.46 pp on 24 reruns: +- 7.2), so +19.0 [+5.2, +32.8] in quadrature; its
+    monolingual gains +7.6, +4.4, +4.5 give +5.5 [+1.0, +10.1] over seeds alone, [-1.2, +12.2] with the base
+    draw (sd 2.36): unclear; the task axis (greedy: no draw) is estimated too."""
     record = committed_records()["demo_seeds"]
     assert "provenance" in record and set(record["seeds"]) == {"0", "1", "2"}
     runs = record["config"]["runs"]
     assert {r["decoding_seed"] for r in runs.values()} == {0}  # the decoding seed held fixed
     assert [r["training_seeds"]["crosslingual_sft"] for r in runs.values()] == [0, 1, 2]
     label = "+Cross-lingual SFT"
-    assert render_view(record, "estimate", [label, "crosslingual", "lpr"]) == "+19.0 pp [+7.2, +30.8]"
-    assert render_view(record, "estimate", [label, "monolingual", "lpr"]) == "+5.5 pp [+1.0, +10.1]"
+    assert render_view(record, "estimate", [label, "crosslingual", "lpr"]) == "+19.0 pp [+5.2, +32.8]"
+    assert render_view(record, "estimate", [label, "monolingual", "lpr"]) == "+5.5 pp [-1.2, +12.2]"
     table = render_view(record, "seeds", [])
     assert "| +Cross-lingual SFT | monolingual | lpr | 98.0 ±3.0 | 94.8 ±4.8 | 94.9 ±4.3 |" in table
-    assert "+7.6 (0.008), +4.4 (0.099), +4.5 (0.265) | +5.5 [+1.0, +10.1] | up |" in table
+    assert "+7.6 (0.008), +4.4 (0.099), +4.5 (0.265) | +5.5 [-1.2, +12.2] | unclear |" in table
+    assert "monolingual lpr 2.36 (measured on reruns); monolingual task 0.00 (greedy: no draw)" in table
     assert "| +Cross-lingual SFT | crosslingual | task | 4.0 ±6.2 | 6.0 ±7.1 | 6.0 ±7.1 |" in table
     with pytest.raises(ConfigError, match="base row"):
         render_view(record, "estimate", ["base", "crosslingual", "lpr"])
@@ -613,8 +616,11 @@ def test_measurements_demo_seeds_writes_the_results_file_the_page_renders(demo_r
     assert written["schema"] == "mlft.results/1" and list(written["seeds"]) == ["0", "1", "2"]
     assert written["config"]["runs"]["1"]["command"] == "mlft demo --max-new-tokens 16"
     assert written["provenance"].startswith("measured by python measurements/demo_seeds.py --no-run on ")
-    # synthetic rows: base 40.0, cross-lingual SFT 70.0 then -10 and +5 pp: gains 30, 20, 35
-    assert render_view(written, "estimate", ["+Cross-lingual SFT", "crosslingual", "lpr"]) == "+28.3 pp [+9.4, +47.3]"
+    # synthetic rows: base 40.0, cross-lingual SFT 70.0 then -10 and +5 pp: gains 30, 20, 35 (+-18.97 over seeds);
+    # the one base pass's draw bounded by its cell's interval (+-5.1 pp), so [+8.7, +48.0] in quadrature
+    assert render_view(written, "estimate", ["+Cross-lingual SFT", "crosslingual", "lpr"]) == "+28.3 pp [+8.7, +48.0]"
+    said = script.attach_draw(written, ROOT / "tests" / "data" / "calibration_lcb_demo.json.gz")
+    assert "not reruns of this pass" in said and written["base_draw"] == {"greedy": []}  # another pass: bounded
     assert "| +English SFT | crosslingual | lpr | 10.0 ±5.0 | 0.0 ±5.0 | 15.0 ±5.0 |" in render_view(
         written, "seeds", []
     )

@@ -3,10 +3,12 @@
 the docs/results/demo_seeds.json that measurements/demo_seeds.py writes)."""
 
 import math
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from mlft.errors import DataError
+from mlft.errors import ConfigError, DataError
 from mlft.reports import seeds
 from mlft.stats import seed_interval
 
@@ -61,3 +63,89 @@ def test_the_task_axis_is_estimated_over_seeds_too():
     row = next(r for r in seeds.summarise(per_seed) if (r["row"], r["metric"]) == ("+SFT", "task"))
     assert row["task"] == "crosslingual" and row["gains"] == pytest.approx([-2.0, 4.0, 2.0])
     assert row["verdict"] == "unclear" and row["p"] == [0.5, 0.5, 0.5]
+
+
+def test_a_shared_base_draw_widens_the_interval_in_quadrature():
+    """Gains taken against one base pass share its decoding draw (cross-lingual LPR sd 3.46 pp over the
+    calibration's 24 reruns, 23 df): half-widths 13.507 (seeds) and t(0.975, 23) 2.0687 x 3.46 = 7.158 give
+    15.286. Three seeds that agree exactly still get the shared draw's width (normal quantile: known sd)."""
+    est = seed_interval([22.4, 12.4, 13.7], shared_sd=3.46, shared_df=23)
+    assert (est.low, est.high) == pytest.approx((0.881, 31.453), abs=1e-3) and est.shared_sd == 3.46
+    flat = seed_interval([-6.0, -6.0, -6.0], shared_sd=3.36)
+    assert (flat.low, flat.high) == pytest.approx((-12.585, 0.585), abs=1e-3) and not flat.excludes_zero()
+    assert seed_interval([-6.0, -6.0, -6.0]).excludes_zero()  # the seeds alone: no width, a "down" claim
+    with pytest.raises(ConfigError):
+        seed_interval([1.0, 2.0], shared_sd=-1.0)
+
+
+@pytest.mark.parametrize("tau", [0.5, 3.46, 15.0])
+def test_the_seeds_interval_covers_its_target_whatever_the_seeds_spread(tau):
+    """Simulated claims: three seeds' gains, each its training draw (sd tau) plus one shared base draw (sd 3.46,
+    itself estimated on 24 reruns). The interval must cover the true mean gain 94-98.5 % of the time, from seeds
+    that agree (tau 0.5) to seeds that spread (tau 15). The seeds' t-interval alone fails where the shared draw
+    dominates (25 % at tau 0.5); the same interval 25 % wider over-covers where the two are alike (99.6 %); 10 %
+    narrower under-covers where the shared draw dominates (93.5 %)."""
+    rng = np.random.default_rng(1)
+    covered, alone, wider, narrower, n = 0, 0, 0, 0, 2000
+    for _ in range(n):
+        gains = rng.normal(0, tau, 3) + rng.normal(0, 3.46)
+        est = seed_interval(gains, shared_sd=3.46 * math.sqrt(rng.chisquare(23) / 23), shared_df=23)
+        half = (est.high - est.low) / 2
+        covered += abs(est.mean) < half
+        wider += abs(est.mean) < 1.25 * half
+        narrower += abs(est.mean) < 0.9 * half
+        seeds_only = seed_interval(gains)
+        alone += seeds_only.low < 0 < seeds_only.high
+    assert 0.94 <= covered / n <= 0.985
+    if tau == 0.5:
+        assert alone / n < 0.5 and narrower / n < 0.94
+    if tau == 3.46:
+        assert wider / n > 0.985
+
+
+def shared_record(sft: float, p: float) -> dict:
+    return record(0.529, sft, p)
+
+
+def test_seeds_against_one_base_pass_carry_its_draw():
+    """The seeds' base rows are one pass (the demo's runs at one decoding seed): its draw enters every gain's
+    interval, bounded by the base cell's own interval (half-width 5 pp / 1.96 = 2.551 pp) or measured where the
+    results file records reruns of that pass (`base_draw`). Base rows that differ are each seed's own pass: no
+    term is added (the seeds' sd holds their draws)."""
+    per_seed = {0: shared_record(0.60, 0.01), 1: shared_record(0.60, 0.01), 2: shared_record(0.60, 0.01)}
+    sft = next(r for r in seeds.summarise(per_seed) if r["row"] == "+SFT")
+    assert sft["base_sd"] == pytest.approx(2.551, abs=1e-3) and sft["base_sd_from"] == "bound"
+    assert (sft["gain_low"], sft["gain_high"]) == pytest.approx((7.1 - 5.0, 7.1 + 5.0), abs=1e-9)
+    draw = {"tasks": {"crosslingual": {"lpr": {"sd": 3.46, "df": 23}}}}
+    measured = next(r for r in seeds.summarise(per_seed, draw=draw) if r["row"] == "+SFT")
+    assert measured["base_sd_from"] == "measured" and measured["gain_high"] - 7.1 == pytest.approx(7.158, abs=1e-3)
+    assert "bounded by its interval" in seeds.markdown(seeds.summarise(per_seed), [0, 1, 2])
+    own = {0: record(0.544, 0.768, 0.001), 1: record(0.549, 0.673, 0.001), 2: record(0.573, 0.710, 0.001)}
+    row = next(r for r in seeds.summarise(own) if r["row"] == "+SFT")
+    assert row["base_sd"] == 0.0 and (row["gain_low"], row["gain_high"]) == pytest.approx((2.660, 29.673), abs=1e-3)
+
+
+def test_the_base_draw_is_measured_on_reruns_of_that_very_pass():
+    """The calibration's 24 keyed reruns of the base on lcb_demo hold the demo's base pass (reply 0): LPR sd 2.36
+    monolingual, 3.46 cross-lingual. Reruns that do not hold the pass are refused."""
+    import json
+
+    from mlft.stats import load_compact
+
+    root = Path(__file__).resolve().parents[1]
+    rec = json.loads((root / "docs" / "results" / "demo_seeds.json").read_text(encoding="utf-8"))
+    base = next(r for r in rec["seeds"]["0"] if r.get("base"))
+    reruns, meta = load_compact(root / "tests" / "data" / "calibration_lcb_demo.json.gz")
+    draw = seeds.measured_draw(reruns, base, "calibration")
+    assert draw["reruns"] == meta["replies"] == 24
+    assert draw["tasks"]["monolingual"]["lpr"] == {"sd": pytest.approx(2.3555, abs=1e-4), "df": 23}
+    assert draw["tasks"]["crosslingual"]["lpr"]["sd"] == pytest.approx(3.4639, abs=1e-4)
+    recorded = rec["base_draw"]  # what measurements/demo_seeds.py wrote: the same numbers, the task axis greedy
+    assert {k: recorded[k] for k in ("tasks", "reruns", "source")} == json.loads(json.dumps(draw)) | {
+        "source": "tests/data/calibration_lcb_demo.json.gz"
+    }
+    assert recorded["greedy"] == ["task"]
+    other = json.loads(json.dumps(base))
+    other["tasks"]["crosslingual"]["lpr"]["value"] += 0.01
+    with pytest.raises(DataError, match="not reruns of this pass"):
+        seeds.measured_draw(reruns, other, "calibration")

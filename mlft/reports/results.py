@@ -36,7 +36,7 @@ from mlft.constants import TASKS
 from mlft.errors import ConfigError
 from mlft.format import render
 from mlft.reports.mitigation import Table
-from mlft.reports.seeds import estimate, estimate_row, markdown, per_seed_tables, summarise
+from mlft.reports.seeds import estimate, estimate_row, markdown, summarise_record
 from mlft.reports.task_axis import task_number
 
 SCHEMA = "mlft.results/1"
@@ -194,7 +194,7 @@ def lookup(record: dict, path: str):
 
 def _key_view(record: dict, view: str, args: list[str]) -> str:
     if view == "seeds":
-        return "\n" + markdown(summarise(per_seed_tables(record)), list(record["seeds"])) + "\n"
+        return "\n" + markdown(summarise_record(record), list(record["seeds"])) + "\n"
     if view == "estimate":
         if len(args) != 3:
             raise ConfigError(f"results view estimate {args}: use `estimate LABEL TASK METRIC`")

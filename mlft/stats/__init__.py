@@ -11,7 +11,8 @@ it) are aggregated the same unweighted way. Point values are the official number
 same summation order).
 
 The engine, one module per seam (each imports only those above it):
-- `mlft.stats.outcomes`: the per-reply `Outcome`, its file (`save_outcomes` / `load_outcomes`), metric names;
+- `mlft.stats.outcomes`: the per-reply `Outcome`, its file (`save_outcomes` / `load_outcomes`), reruns' compact file
+  (`save_compact` / `load_compact`), metric names;
 - `mlft.stats.aggregate`: the official aggregation on count arrays and the stratified resampling;
 - `mlft.stats.intervals`: intervals for a named target (`intervals`, `interval_rows`, `wilson`, ...);
 - `mlft.stats.means`: means, ratios, single proportions and seeds outside LCB's aggregation;
@@ -39,7 +40,16 @@ from mlft.stats.means import (
     ratio_interval,
     seed_interval,
 )
-from mlft.stats.outcomes import METHODS, METRICS, PER_REPLY, Outcome, load_outcomes, save_outcomes
+from mlft.stats.outcomes import (
+    METHODS,
+    METRICS,
+    PER_REPLY,
+    Outcome,
+    load_compact,
+    load_outcomes,
+    save_compact,
+    save_outcomes,
+)
 from mlft.stats.paired import (
     PairedResult,
     adjust,
@@ -67,6 +77,7 @@ __all__ = [
     "holm",
     "interval_rows",
     "intervals",
+    "load_compact",
     "load_outcomes",
     "mean_interval",
     "modified_wilson",
@@ -77,6 +88,7 @@ __all__ = [
     "prompt_means",
     "proportion_halfwidth",
     "ratio_interval",
+    "save_compact",
     "save_outcomes",
     "seed_interval",
     "set_design_effects",

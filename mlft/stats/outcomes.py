@@ -2,11 +2,14 @@
 
 An `Outcome` says what the statistics need to know about one scored reply (counted, line error, word error,
 degenerate, optional NLL, lexical validity, LID detail, sample index); an eval pass writes them once
-(`save_outcomes`) so intervals and tests never need rescoring. The metric names and test methods the engine knows
-live here too, since every other module of the engine checks against them."""
+(`save_outcomes`) so intervals and tests never need rescoring. Reruns of a pass (many replies per prompt) keep
+compact (`save_compact` / `load_compact`: per prompt each reply's category bits and validity, gzipped; the
+calibration's and held-out sets' data). The metric names and test methods the engine knows live here too, since
+every other module of the engine checks against them."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -106,3 +109,35 @@ def load_outcomes(path: str | Path) -> list[Outcome]:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     return [Outcome.from_dict(rec, f"{path}: line {n}") for n, rec in iter_objects(path)]
+
+
+def save_compact(path: str | Path, outcomes: Iterable[Outcome], meta: dict) -> None:
+    """Outcomes of many replies per prompt, compact: {meta, prompts: [[task, source, language, id, [[bits,
+    validity] per reply in sample order]]]}, gzipped JSON (bits: counted 1, line error 2, word error 4,
+    degenerate 8)."""
+    prompts: dict[tuple, dict] = {}
+    for o in outcomes:
+        p = prompts.setdefault((o.task, o.source, o.language, o.id), {})
+        p[o.sample] = [o.counted + 2 * o.line_error + 4 * o.word_error + 8 * o.degenerate, o.validity]
+        if o.validity is not None:
+            p[o.sample][1] = round(o.validity, 4)
+    rows = [[*key, [v[s] for s in sorted(v)]] for key, v in prompts.items()]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump({"meta": meta, "prompts": rows}, fh, separators=(",", ":"))
+
+
+def load_compact(path: str | Path) -> tuple[list[Outcome], dict]:
+    """(outcomes, meta) of a `save_compact` file; reply j of a prompt is its sample j."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            data = json.load(fh)
+        out = [
+            Outcome(pid, task, source, lang, *(bool(bits & b) for b in (1, 2, 4, 8)), validity=valid, sample=j)
+            for task, source, lang, pid, replies in data["prompts"]
+            for j, (bits, valid) in enumerate(replies)
+        ]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{path}: not a compact outcomes file ({type(exc).__name__}: {exc})") from None
+    return out, data.get("meta") or {}
