@@ -8,20 +8,24 @@ LPR (fastText), cross-lingual LPR (langdetect), coverage, degeneracy, validity (
 logged reward terms and s/step; writes OUT/sweep.json, then the same rows as a Table 11 (OUT/sweep.md: intervals,
 paired tests against base, the guard's flags). Resumable: finished runs are kept.
 
-    python measurements/grpo_sweep.py --out runs/grpo_sweep --steps 8 [--only NAME ...]
+    python measurements/grpo_sweep.py --out runs/grpo_sweep --steps 8 [--only NAME ...] [--results docs/results/X.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
 
 from mlft.io import curve_file as curves
+from mlft.provenance import environment
 from mlft.reports.mitigation import tables
+from mlft.reports.results import SCHEMA, table_record
 from mlft.reports.table_spec import judge_columns, load_spec
 from mlft.training.passes import EvaluationOptions, Step, evaluate_step, evaluation_target
 from mlft.training.recipe import load_recipe
@@ -101,6 +105,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="runs/grpo_sweep")
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--only", nargs="*", help="configuration names (default: all)")
+    p.add_argument("--results", type=Path, help="also write the Table 11 as a results file (docs/results/NAME.json)")
     p.add_argument(
         "--samples",
         type=int,
@@ -182,6 +187,26 @@ def main(argv=None) -> int:
     built = tables(load_spec(out / "sweep_table.yaml"))
     (out / "sweep.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
     print("\n" + built[0].render("table"))
+    if args.results:
+        command = " ".join(["python", "measurements/grpo_sweep.py", *(argv if argv is not None else sys.argv[1:])])
+        record = {
+            "name": args.results.stem,
+            "schema": SCHEMA,
+            "provenance": f"measured by {command} on {datetime.now(timezone.utc):%Y-%m-%d}",
+            "config": {
+                "command": command,
+                "suite": SUITE,
+                "steps": args.steps,
+                "samples": args.samples,
+                "configs": {name: CONFIGS[name] for name in results if name in CONFIGS},
+                "recipes": {name: RECIPES.get(name, RECIPE) for name in results if name in CONFIGS},
+            },
+            "environment": environment(),
+            "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "tables": {"mitigation": table_record(built[0], "base")},
+        }
+        args.results.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {args.results}")
     return 0
 
 

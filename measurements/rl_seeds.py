@@ -54,6 +54,16 @@ PRESETS = {
         "results": "rl_seeds_answered.json",
         "overrides": ["evaluation.suite=lcb_demo", "evaluation.suite_overrides={judge: langdetect, samples: 1}"],
     },
+    "answered_kl": {  # the same with five times the KL to the base (beta 0.2): the dev sweep's pick for the guard
+        "recipe": "recipes/cpu/grpo_answered.yaml",
+        "label": "+GRPO (correct x gated language, arithmetic mix, beta 0.2)",
+        "results": "rl_seeds_answered_kl.json",
+        "overrides": [
+            "training_args.beta=0.2",
+            "evaluation.suite=lcb_demo",
+            "evaluation.suite_overrides={judge: langdetect, samples: 1}",
+        ],
+    },
 }
 LABEL = PRESETS["gated"]["label"]  # results files written before `config.label` was recorded
 
