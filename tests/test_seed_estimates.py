@@ -120,6 +120,10 @@ def test_seeds_against_one_base_pass_carry_its_draw():
     measured = next(r for r in seeds.summarise(per_seed, draw=draw) if r["row"] == "+SFT")
     assert measured["base_sd_from"] == "measured" and measured["gain_high"] - 7.1 == pytest.approx(7.158, abs=1e-3)
     assert "bounded by its interval" in seeds.markdown(seeds.summarise(per_seed), [0, 1, 2])
+    for rec in per_seed.values():  # a base cell with no interval cannot bound its draw: said, not guessed
+        rec["base"]["tasks"]["crosslingual"]["lpr"].update(low=None, high=None)
+    with pytest.raises(DataError, match="no interval to bound"):
+        seeds.summarise(per_seed)
     own = {0: record(0.544, 0.768, 0.001), 1: record(0.549, 0.673, 0.001), 2: record(0.573, 0.710, 0.001)}
     row = next(r for r in seeds.summarise(own) if r["row"] == "+SFT")
     assert row["base_sd"] == 0.0 and (row["gain_low"], row["gain_high"]) == pytest.approx((2.660, 29.673), abs=1e-3)

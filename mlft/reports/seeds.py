@@ -50,7 +50,7 @@ def _half(cell: dict) -> float:
 
 def shared_base(per_seed: dict[str, dict], base: str) -> bool:
     """Whether every seed's base row is the same pass (one base pass the gains of every seed are taken against)."""
-    rows = [per_seed[s][base].get("tasks") for s in per_seed]
+    rows = [(per_seed[s][base].get("tasks"), per_seed[s][base].get("capability")) for s in per_seed]
     return len(rows) > 1 and all(r == rows[0] for r in rows)
 
 
@@ -65,9 +65,10 @@ def base_sd(base_row: dict, task: str, metric: str, draw: dict | None = None) ->
     got = (draw.get("tasks") or {}).get(task, {}).get(metric)
     if got:
         return float(got["sd"]), float(got["df"]), "measured"
-    cell = _cell(base_row, task, metric)
-    z = NormalDist().inv_cdf(0.975)
-    return 100 * _half(cell) / z, None, "bound"
+    cell = _cell(base_row, task, metric) or {}
+    if cell.get("half") is None and None in (cell.get("low"), cell.get("high")):
+        raise DataError(f"the base row's {task} {metric} has no interval to bound its own draw (no `base_draw` entry)")
+    return 100 * _half(cell) / NormalDist().inv_cdf(0.975), None, "bound"
 
 
 def greedy_metrics(demo_config: dict) -> list[str]:
