@@ -45,7 +45,10 @@ def _cell(row: dict, task: str, metric: str) -> dict | None:
 
 
 def _half(cell: dict) -> float:
-    return cell["half"] if "half" in cell else (cell["high"] - cell["low"]) / 2
+    """The cell's half-width: its printed `half`, or half its bounds; NaN where it has neither."""
+    if cell.get("half") is not None:
+        return cell["half"]
+    return float("nan") if None in (cell.get("low"), cell.get("high")) else (cell["high"] - cell["low"]) / 2
 
 
 def shared_base(per_seed: dict[str, dict], base: str) -> bool:
@@ -65,10 +68,10 @@ def base_sd(base_row: dict, task: str, metric: str, draw: dict | None = None) ->
     got = (draw.get("tasks") or {}).get(task, {}).get(metric)
     if got:
         return float(got["sd"]), float(got["df"]), "measured"
-    cell = _cell(base_row, task, metric) or {}
-    if cell.get("half") is None and None in (cell.get("low"), cell.get("high")):
+    half = _half(_cell(base_row, task, metric) or {})
+    if half != half:  # NaN: no interval
         raise DataError(f"the base row's {task} {metric} has no interval to bound its own draw (no `base_draw` entry)")
-    return 100 * _half(cell) / NormalDist().inv_cdf(0.975), None, "bound"
+    return 100 * half / NormalDist().inv_cdf(0.975), None, "bound"
 
 
 def greedy_metrics(demo_config: dict) -> list[str]:
