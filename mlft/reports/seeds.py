@@ -46,9 +46,9 @@ def _cell(row: dict, task: str, metric: str) -> dict | None:
 
 def _half(cell: dict) -> float:
     """The cell's half-width: its printed `half`, or half its bounds; NaN where it has neither."""
-    if cell.get("half") is not None:
-        return cell["half"]
-    return float("nan") if None in (cell.get("low"), cell.get("high")) else (cell["high"] - cell["low"]) / 2
+    if cell.get("half") is None and None in (cell.get("low"), cell.get("high")):
+        return float("nan")
+    return cell["half"] if cell.get("half") is not None else (cell["high"] - cell["low"]) / 2
 
 
 def shared_base(per_seed: dict[str, dict], base: str) -> bool:
@@ -75,8 +75,7 @@ def base_sd(base_row: dict, task: str, metric: str, draw: dict | None = None) ->
 
 
 def greedy_metrics(demo_config: dict) -> list[str]:
-    """The metrics whose base pass decodes greedily, from a demo results file's config: the task axis
-    (`task_suite`) at temperature 0."""
+    """The metrics whose base pass decodes greedily (a demo config's task axis, `task_suite`, at temperature 0)."""
     decoding = ((demo_config.get("task_suite") or {}).get("settings") or {}).get("decoding") or {}
     return ["task"] if decoding.get("temperature") == 0 else []
 
@@ -193,8 +192,7 @@ def per_seed_tables(record: dict) -> dict[str, dict]:
     return {s: {r["label"]: r for r in rows} for s, rows in seeds.items()}
 
 
-def summarise_record(record: dict) -> list[dict]:
-    """`summarise` of a seeds results file, with the base pass's measured draw where the file records one."""
+def summarise_record(record: dict) -> list[dict]:  # with the base pass's measured draw, where recorded
     return summarise(per_seed_tables(record), draw=record.get("base_draw"))
 
 
@@ -232,12 +230,7 @@ def markdown(rows: list[dict], seeds: list[str]) -> str:
     shared = {(r["task"], r["metric"]): (r["base_sd"], r["base_sd_from"]) for r in rows if r.get("base_sd_from")}
     if not shared:
         return "\n".join(lines + ["", "Mean gain: the t-interval over the seeds' gains (each seed its own base pass)."])
-    lines += [
-        "",
-        "Mean gain: the t-interval over the seeds' gains, with the variance of the one base pass they share "
-        "added (its own decoding draw, which the seeds' sd cannot see): the two half-widths in quadrature. "
-        "That pass's sd, pp: "
-        + "; ".join(f"{t} {m} {sd:.2f} ({HOW[how]})" for (t, m), (sd, how) in shared.items())
-        + ".",
-    ]
-    return "\n".join(lines)
+    sds = "; ".join(f"{t} {m} {sd:.2f} ({HOW[how]})" for (t, m), (sd, how) in shared.items())
+    note = "Mean gain: the t-interval over the seeds' gains, with the variance of the one base pass they share added"
+    note += " (its own decoding draw, which the seeds' sd cannot see): the two half-widths in quadrature. That pass's"
+    return "\n".join([*lines, "", f"{note} sd, pp: {sds}."])
