@@ -2,11 +2,11 @@
 
 Each configuration is a short GRPO LoRA run of recipes/cpu/grpo_summed_control.yaml (or the recipe RECIPES names)
 on the embedded model, evaluated at its last step on the dev split eval/grpo_dev.yaml (held-out seed items, never
-LCB; fastText and langdetect),
-against one shared step-0 pass of the base model. Prints one line per configuration: cross-lingual / monolingual
-LPR (fastText), cross-lingual LPR (langdetect), coverage, degeneracy, validity (cross-lingual), NLL, the last
-logged reward terms and s/step; writes OUT/sweep.json, then the same rows as a Table 11 (OUT/sweep.md: intervals,
-paired tests against base, the guard's flags). Resumable: finished runs are kept.
+LCB; fastText and langdetect), against one shared step-0 pass of the base model. Prints one line per configuration:
+cross-lingual / monolingual LPR (fastText), cross-lingual LPR (langdetect), coverage, degeneracy, validity
+(cross-lingual), NLL, the last logged reward terms and s/step; writes OUT/sweep.json, then the same rows as a Table 11
+(OUT/sweep.md: intervals, paired tests against base, the guard's flags; `--results`: also as a results file).
+Resumable: finished runs are kept.
 
     python measurements/grpo_sweep.py --out runs/grpo_sweep --steps 8 [--only NAME ...] [--results docs/results/X.json]
 """

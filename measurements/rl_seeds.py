@@ -166,12 +166,10 @@ def findings(record: dict) -> dict:
         f"{v(min(n), 'd')} problems in a seed; the interval's lower end, {v(task['gain_low'], '+.1f')} pp, "
         + ("rules out" if task["gain_low"] > -TASK_DROP else "does not rule out")
         + f" a drop of {v(TASK_DROP, '.0f')} pp. The interval covers the training seeds on these problems (the "
-        "greedy base pass has no draw); each "
-        f"seed's own paired test over the problems gives p {v(min(ps), '.2f')}"
+        f"greedy base pass has no draw); each seed's own paired test over the problems gives p {v(min(ps), '.2f')}"
         + (f"-{v(max(ps), '.2f')}" if max(ps) > min(ps) else " in each")
-        + ". On this model "
-        "the axis sits near its floor (the base answers a few "
-        "cross-lingual problems and no monolingual one): it could show a collapse, hardly a small cost.",
+        + ". On this model the axis sits near its floor (the base answers a few cross-lingual problems and no "
+        "monolingual one): it could show a collapse, hardly a small cost.",
         f"- **The guard**: {v(flagged, 'd')} of the {v(len(per_seed), 'd')} seeds flagged ("
         + (", ".join(why) or "none")
         + "); cross-lingual degeneracy and validity over the seeds: "

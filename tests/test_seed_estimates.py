@@ -153,3 +153,16 @@ def test_the_base_draw_is_measured_on_reruns_of_that_very_pass():
     other["tasks"]["crosslingual"]["lpr"]["value"] += 0.01
     with pytest.raises(DataError, match="not reruns of this pass"):
         seeds.measured_draw(reruns, other, "calibration")
+
+
+def test_a_reruns_file_that_is_missing_or_unreadable_is_named(tmp_path):
+    """--base-reruns pointing at nothing, or at a file that is not a compact outcomes file, fails naming it (no
+    silent fallback to the bound); reruns of another pass are said and bounded instead (test_docs_numbers)."""
+    per_seed = {s: shared_record(0.60, 0.01) for s in ("0", "1", "2")}
+    rec = {"name": "x", "seeds": {s: list(rows.values()) for s, rows in per_seed.items()}}
+    with pytest.raises(DataError, match="nowhere.json.gz: no such reruns file"):
+        seeds.attach_draw(rec, tmp_path / "nowhere.json.gz")
+    (tmp_path / "bad.json.gz").write_text("not gzip")
+    with pytest.raises(DataError, match="bad.json.gz: not a compact outcomes file"):
+        seeds.attach_draw(rec, tmp_path / "bad.json.gz")
+    assert "bounded by its interval" in seeds.attach_draw(rec, None) and rec["base_draw"] == {"greedy": []}

@@ -163,7 +163,8 @@ def attach_draw(record: dict, reruns: Path | None, greedy: Sequence[str] = ()) -
     """Record in a seeds results file (`base_draw`) its shared base pass's draw: measured on `reruns` (a
     `save_compact` file of K = 1 reruns that hold the pass), none for the `greedy` metrics (`greedy_metrics`);
     says what it did. Without reruns, or where they do not hold the pass, the draw stays bounded by the base cell's
-    interval; where the seeds have no shared base pass nothing is added (their sd holds its draws)."""
+    interval; where the seeds have no shared base pass nothing is added (their sd holds its draws). A reruns file
+    that is missing or unreadable is a DataError naming it."""
     per_seed = per_seed_tables(record)
     first = next(iter(per_seed.values()))
     base = next(label for label, r in first.items() if r.get("base"))
@@ -171,14 +172,16 @@ def attach_draw(record: dict, reruns: Path | None, greedy: Sequence[str] = ()) -
     if not shared_base(per_seed, base):
         return "each seed has its own base pass: the seeds' sd holds its draw"
     draw: dict = {"greedy": list(greedy)}
-    if reruns is None or not Path(reruns).is_file():
+    if reruns is None:
         said = "no reruns of the base pass: its draw is bounded by its interval"
     else:
+        if not Path(reruns).is_file():
+            raise DataError(f"{reruns}: no such reruns file (--base-reruns)")
+        outcomes, where = load_compact(reruns)[0], os.path.relpath(reruns)
         try:
-            where = os.path.relpath(reruns) if not os.path.relpath(reruns).startswith("..") else str(reruns)
-            draw.update(measured_draw(load_compact(reruns)[0], first[base], where))
-            said = f"the base pass's draw measured on {draw['reruns']} reruns ({reruns})"
-        except DataError as exc:
+            draw.update(measured_draw(outcomes, first[base], str(reruns) if where.startswith("..") else where))
+            said = f"the base pass's draw measured on {draw['reruns']} reruns ({draw['source']})"
+        except DataError as exc:  # reruns of another pass (another model, suite or decoding): said, then bounded
             said = f"{exc}; the base pass's draw is bounded by its interval"
     record["base_draw"] = draw
     return said + (f"; greedy (no draw): {', '.join(greedy)}" if greedy else "")
