@@ -48,17 +48,29 @@ def run_demo(seed: int, out: Path, extra: list[str], decode_seed: int | None = N
     return folder / "results.json"
 
 
-def table_rows(path: Path) -> tuple[list[dict], dict]:
+def table_rows(path: Path, retable: bool = False) -> tuple[list[dict], dict]:
+    """A seed's mitigation rows and its demo's config; `retable`: the rows rebuilt by this mlft from the table spec
+    the demo wrote beside its results (table.yaml: the same runs, the same seeded tests), e.g. for fields a newer
+    table record holds."""
     record = json.loads(path.read_text(encoding="utf-8"))
-    return record["tables"]["mitigation"]["rows"], record.get("config", {})
+    rows = record["tables"]["mitigation"]["rows"]
+    if retable:
+        from mlft.reports.mitigation import tables
+        from mlft.reports.results import table_record
+        from mlft.reports.table_spec import load_spec
+
+        spec = load_spec(path.parent / "table.yaml")
+        built = tables(spec)[0]
+        rows = table_record(built, spec.base or spec.rows[0].label, spec.confidence, spec.resamples)["rows"]
+    return rows, record.get("config", {})
 
 
-def seeds_record(per_seed: dict[int, Path], command: str) -> dict:
+def seeds_record(per_seed: dict[int, Path], command: str, retable: bool = False) -> dict:
     """The seeds results file: each seed's mitigation rows and its demo's command, git commit, training seeds (per
     run) and decoding seed."""
     seeds, runs = {}, {}
     for s, path in per_seed.items():
-        rows, config = table_rows(path)
+        rows, config = table_rows(path, retable)
         seeds[str(s)] = rows
         runs[str(s)] = {
             "results": str(path),
@@ -88,6 +100,9 @@ def main() -> None:
         help="every pass's decoding seed, the same for every training seed (-1: each training seed's own)",
     )
     ap.add_argument("--no-run", action="store_true", help="only read finished runs")
+    ap.add_argument(
+        "--retable", action="store_true", help="rebuild each seed's table from its table.yaml (this mlft's record)"
+    )
     ap.add_argument("--results", type=Path, default=ROOT / "docs" / "results" / "demo_seeds.json")
     ap.add_argument(
         "--base-reruns",
@@ -105,7 +120,7 @@ def main() -> None:
         if not args.no_run:
             path = run_demo(s, args.out, extra, None if args.decode_seed < 0 else args.decode_seed)
         per_seed[s] = path
-    record = seeds_record(per_seed, " ".join(["python", "measurements/demo_seeds.py", *sys.argv[1:]]))
+    record = seeds_record(per_seed, " ".join(["python", "measurements/demo_seeds.py", *sys.argv[1:]]), args.retable)
     print(attach_draw(record, args.base_reruns, greedy_metrics(table_rows(per_seed[args.seeds[0]])[1])))
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -165,8 +165,9 @@ def findings(record: dict) -> dict:
         f"- **The answers**: the cross-lingual task score moves by at most {v(round(moved), 'd')} of "
         f"{v(min(n), 'd')} problems in a seed; the interval's lower end, {v(task['gain_low'], '+.1f')} pp, "
         + ("rules out" if task["gain_low"] > -TASK_DROP else "does not rule out")
-        + f" a drop of {v(TASK_DROP, '.0f')} pp. The interval covers the training seeds on these problems (the "
-        f"greedy base pass has no draw); each seed's own paired test over the problems gives p {v(min(ps), '.2f')}"
+        + f" a drop of {v(TASK_DROP, '.0f')} pp. The interval holds the training seeds and the problems' own "
+        "sampling (the greedy base pass has no draw; each seed's discordant problems, `paired_share_sd`); each "
+        f"seed's own paired test over the problems gives p {v(min(ps), '.2f')}"
         + (f"-{v(max(ps), '.2f')}" if max(ps) > min(ps) else " in each")
         + ". On this model the axis sits near its floor (the base answers a few cross-lingual problems and no "
         "monolingual one): it could show a collapse, hardly a small cost.",

@@ -577,7 +577,9 @@ def test_demo_seeds_renders_the_mean_gain_over_seeds_with_its_interval():
     gains +24.5, +16.6, +16.0 give +19.0 +- 11.8 over seeds (t with 2 degrees of freedom), and the base pass they
     share has its own draw (sd 3.46 pp on 24 reruns: +- 7.2), so +19.0 [+5.2, +32.8] in quadrature; its
     monolingual gains +7.6, +4.4, +4.5 give +5.5 [+1.0, +10.1] over seeds alone, [-1.2, +12.2] with the base
-    draw (sd 2.36): unclear; the task axis (greedy: no draw) is estimated too."""
+    draw (sd 2.36): unclear; the task axis (greedy: no draw) is estimated too, over the problems' sampling: seeds
+    losing 3, 2, 2 and gaining 2, 2, 2 problems of 50 against the base (the table's `discordant`) give paired sd's
+    of 4.70, 4.30, 4.30 pp (Agresti-Min), mean 4.43, so -0.7 [-9.8, +8.5]."""
     record = committed_records()["demo_seeds"]
     assert "provenance" in record and set(record["seeds"]) == {"0", "1", "2"}
     runs = record["config"]["runs"]
@@ -589,7 +591,9 @@ def test_demo_seeds_renders_the_mean_gain_over_seeds_with_its_interval():
     table = render_view(record, "seeds", [])
     assert "| +Cross-lingual SFT | monolingual | lpr | 98.0 ±3.0 | 94.8 ±4.8 | 94.9 ±4.3 |" in table
     assert "+7.6 (0.008), +4.4 (0.099), +4.5 (0.265) | +5.5 [-1.2, +12.2] | unclear |" in table
-    assert "monolingual lpr 2.36 (measured on reruns); monolingual task 0.00 (greedy: no draw)" in table
+    assert "monolingual lpr 2.36 (measured on reruns); monolingual task 1.92 (greedy: the problems' sampling)" in table
+    assert "crosslingual task 4.43 (greedy: the problems' sampling)" in table
+    assert render_view(record, "estimate", [label, "crosslingual", "task"]) == "-0.7 pp [-9.8, +8.5]"
     assert "| +Cross-lingual SFT | crosslingual | task | 4.0 ±6.2 | 6.0 ±7.1 | 6.0 ±7.1 |" in table
     with pytest.raises(ConfigError, match="base row"):
         render_view(record, "estimate", ["base", "crosslingual", "lpr"])

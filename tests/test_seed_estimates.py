@@ -65,6 +65,56 @@ def test_the_task_axis_is_estimated_over_seeds_too():
     assert row["verdict"] == "unclear" and row["p"] == [0.5, 0.5, 0.5]
 
 
+def test_paired_share_sd_by_hand():
+    """Agresti-Min's paired sd of two shares of 50 problems: 3 answered only by the base, none only by the row:
+    p10 = 3.5 / 52, p01 = 0.5 / 52, var = (0.076923 - 0.057692^2) / 52 = 0.0014153, sd 3.762 pp; two passes that
+    agree on all 50 still get 1.923 pp (0.5 / 52 each way), and the sd is symmetric in the two directions."""
+    from mlft.stats import paired_share_sd
+
+    assert 100 * paired_share_sd(0, 3, 50) == pytest.approx(3.7621, abs=1e-4)
+    assert 100 * paired_share_sd(0, 0, 50) == pytest.approx(1.9231, abs=1e-4)
+    assert paired_share_sd(3, 0, 50) == paired_share_sd(0, 3, 50) < paired_share_sd(2, 3, 50)
+
+
+def greedy_seeds(discordant: list[dict] | None) -> dict:
+    """Three seeds of a row whose greedy task score falls from 3 to 0 of 50 problems in each (the verifiable RL row),
+    against one shared base pass; `discordant`: the table's counts per seed (None: a record without them)."""
+    per_seed = {}
+    for s in range(3):
+        rec = record(0.544, 0.7, 0.001)
+        rec["base"]["capability"] = {"Cross task": {"value": 0.06, "low": 0.02, "high": 0.16, "n": 50}}
+        cell = {"value": 0.0, "low": 0.0, "high": 0.07, "n": 50, "p_vs_base": 0.25}
+        if discordant:
+            cell["discordant"] = discordant[s]
+        rec["+SFT"]["capability"] = {"Cross task": cell}
+        per_seed[s] = rec
+    return per_seed
+
+
+def task_row(per_seed: dict, draw: dict) -> dict:
+    return next(r for r in seeds.summarise(per_seed, draw=draw) if (r["row"], r["metric"]) == ("+SFT", "task"))
+
+
+def test_a_greedy_axis_where_the_seeds_agree_keeps_the_problems_width():
+    """Seeds that score the same on a greedy axis gave a point for an interval (-6.0 [-6.0, -6.0], "down"); with
+    the problems' sampling added (3 of 50 lost in each seed: sd 3.762 pp, z 1.96: 7.374) it is -6.0 [-13.4, +1.4],
+    unclear, as each seed's paired test (p 0.25). A record without the counts takes the most discordant problems the
+    scores allow (here the same 3), and a row that agrees with the base everywhere still has a width."""
+    draw = {"greedy": ["task"]}
+    lost = {"up": 0, "down": 3, "n": 50}
+    row = task_row(greedy_seeds([lost] * 3), draw)
+    assert row["gains"] == pytest.approx([-6.0] * 3) and row["base_sd"] == pytest.approx(3.7621, abs=1e-4)
+    assert (row["gain_low"], row["gain_high"]) == pytest.approx((-13.374, 1.374), abs=1e-3)
+    assert row["verdict"] == "unclear" and row["base_sd_from"] == "greedy"
+    assert task_row(greedy_seeds(None), draw)["base_sd"] == pytest.approx(row["base_sd"])
+    same = greedy_seeds([{"up": 0, "down": 0, "n": 50}] * 3)
+    for rec in same.values():
+        rec["+SFT"]["capability"]["Cross task"]["value"] = 0.06
+    agree = task_row(same, draw)
+    assert agree["gain_mean"] == 0 and agree["gain_high"] - agree["gain_low"] == pytest.approx(2 * 1.96 * 1.9231, 1e-3)
+    assert "crosslingual task 3.76 (greedy: the problems' sampling)" in seeds.markdown([row], [0, 1, 2])
+
+
 def test_a_shared_base_draw_widens_the_interval_in_quadrature():
     """Gains taken against one base pass share its decoding draw (cross-lingual LPR sd 3.46 pp over the
     calibration's 24 reruns, 23 df): half-widths 13.507 (seeds) and t(0.975, 23) 2.0687 x 3.46 = 7.158 give

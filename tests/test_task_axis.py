@@ -119,6 +119,32 @@ def test_the_mitigation_tables_task_column_is_tested_and_a_drop_flagged(eval_fol
     assert not any(same.body[1][c].endswith("*") for c in cols) and same.body[1][0] == "same"
     record = next(r for r in table.data if r["label"] == "fix")["capability"]["Mono task"]
     assert record["value"] < 0.3 and record["p_vs_base"] < 0.001
+    # the record holds each task cell's discordant problems (what the seeds' estimate needs): counted from the
+    # verdict files themselves, they give the cell's difference
+    from mlft.reports.task_axis import discordant, load_verdicts
+
+    a, b = (load_verdicts(folder / v / "task.jsonl") for v in ("base", "fix"))
+    got = discordant(a, b, "monolingual")
+    assert record["discordant"] == got and got["n"] == 50 and got["down"] > got["up"]
+    base_cell = next(r for r in table.data if r["label"] == "base")["capability"]["Mono task"]
+    assert (got["up"] - got["down"]) / got["n"] == pytest.approx(record["value"] - base_cell["value"])
+    same_cell = next(r for r in same.data if r["label"] == "same")["capability"]["Cross task"]
+    assert same_cell["discordant"] == {"up": 0, "down": 0, "n": 50}
+
+
+def test_discordant_counts_only_one_verdict_a_side():
+    """Two verdicts of a prompt a side (K = 2) give fractional differences: no discordant counts."""
+    base = _verdicts(0.6, 0)
+    two = {**base, **{(t, lang, pid, 1): v for (t, lang, pid, _), v in _verdicts(0.4, 5).items()}}
+    from mlft.reports.task_axis import discordant
+
+    assert discordant(two, {k: not v for k, v in two.items()}, "monolingual") is None
+    flipped = {k: not v for k, v in base.items()}
+    assert discordant(base, flipped, "crosslingual") == {
+        "up": sum(not v for k, v in base.items() if k[0] == "crosslingual"),
+        "down": sum(v for k, v in base.items() if k[0] == "crosslingual"),
+        "n": 50,
+    }
 
 
 def test_the_report_page_shows_the_task_score_and_each_replys_verdict(eval_folder, tmp_path, shared):  # word list

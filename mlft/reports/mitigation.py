@@ -218,7 +218,7 @@ def mitigation_table(
         notes += [
             f"{label} vs base, {col}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}], p = {q:.3g} "
             f"({pairs} paired {'prompts' if (label, col) in task_p else 'documents'})"
-            for (label, col), (d, lo, hi, q, pairs) in cap_p.items()
+            for (label, col), (d, lo, hi, q, pairs, *_) in cap_p.items()
         ]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
     return Table(title, header, body, notes, data)
@@ -347,13 +347,7 @@ def _number(row: MetricRow | None) -> dict | None:
 
 
 def _row_data(
-    row: Row,
-    base: Row,
-    p: dict,
-    flags: list[str],
-    capability,
-    cap_p: dict,
-    judged: dict[str, dict[str, JudgeCell]] | None = None,
+    row: Row, base: Row, p: dict, flags: list[str], capability, cap_p: dict, judged: dict[str, dict] | None = None
 ) -> dict:
     """One row's numbers as data: per task, LPR / WPR / LCPR and the guard's metrics (coverage, degeneracy,
     validity, NLL) as {value, low, high, n} (fractions; NLL in nats), the Holm-adjusted p against the base row
@@ -372,8 +366,9 @@ def _row_data(
     for c in capability:
         number = _number(row.values.get((c.task, c.language, c.metric)))
         if number is not None:
-            if (row.label, c.header) in cap_p:
-                number["p_vs_base"] = cap_p[(row.label, c.header)][3]
+            tested = cap_p.get((row.label, c.header), ())
+            if tested:  # the task axis's tests add its discordant prompts (`discordant`)
+                number.update(p_vs_base=tested[3], **({"discordant": tested[5]} if tested[5:] and tested[5] else {}))
             test = (judged or {}).get(c.header, {}).get(row.label)
             if test is not None and test.test is not None:
                 number["p_vs_base"] = test.test.p_adjusted

@@ -12,9 +12,10 @@ When every seed's gain is taken against one base pass (the seeds' base rows are 
 decoding draw is in every gain and the seeds' sd cannot see it: its variance is added to the interval
 (`seed_interval(shared_sd=...)`: its half-width and the seeds' in quadrature). Its sd is measured where the results
 file records reruns of the base pass (`base_draw`, written by `measured_draw`: its LPR, WPR, LCPR, coverage,
-degeneracy and validity over K = 1 reruns that include the pass itself), none where the pass decodes greedily (the
-task axis), and bounded otherwise by the base cell's own interval (the prompt population's: prompt sampling and
-decoding together, so at least the decoding draw's sd).
+degeneracy and validity over K = 1 reruns that include the pass itself), bounded otherwise by the base cell's own
+interval (prompt sampling and decoding together, so at least the draw's sd). A greedy pass (the task axis) has no
+draw: there the problems' own sampling, which every seed shares, is added (`paired_share_sd` of each seed's
+discordant problems, recorded by the table, else the most its scores allow), so agreeing seeds keep a width.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ import numpy as np
 from mlft.constants import TASKS
 from mlft.errors import ConfigError, DataError
 from mlft.reports.task_axis import task_number
-from mlft.stats import Outcome, load_compact, pass_values, seed_interval
+from mlft.stats import Outcome, load_compact, paired_share_sd, pass_values, seed_interval
 
 METRICS = ("lpr", "task", "coverage", "degeneracy", "validity")  # "task": the task axis, where the runs had it
 RERUN_METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity")  # what reruns of a pass measure
-HOW = {"measured": "measured on reruns", "greedy": "greedy: no draw", "bound": "bounded by its interval"}
+HOW = {"measured": "measured on reruns", "greedy": "greedy: the problems' sampling", "bound": "bounded by its interval"}
 
 
 def _cell(row: dict, task: str, metric: str) -> dict | None:
@@ -49,6 +50,13 @@ def _half(cell: dict) -> float:
     if cell.get("half") is None and None in (cell.get("low"), cell.get("high")):
         return float("nan")
     return cell["half"] if cell.get("half") is not None else (cell["high"] - cell["low"]) / 2
+
+
+def _discordant(base: dict, cell: dict) -> tuple[float, float, int]:
+    """A task cell's discordant problems against the base's (`discordant`), else the most its shares allow."""
+    n, a, b = cell["n"], base["value"], cell["value"]
+    got = cell.get("discordant") or {"up": n * min(b, 1 - a), "down": n * min(a, 1 - b), "n": n}
+    return got["up"], got["down"], got["n"]
 
 
 def shared_base(per_seed: dict[str, dict], base: str) -> bool:
@@ -95,7 +103,8 @@ def summarise(per_seed: dict[str, dict], metrics: tuple[str, ...] = METRICS, dra
             for metric in metrics:
                 cells = [_cell(per_seed[s].get(label, {}), task, metric) for s in seeds]
                 bases = [_cell(per_seed[s][base], task, metric) for s in seeds]
-                if any(c is None for c in cells) or any(b is None for b in bases):
+                pairs = list(zip(bases, cells))
+                if any(None in q for q in pairs):
                     continue
                 values = [100 * c["value"] for c in cells]
                 row = {
@@ -108,20 +117,14 @@ def summarise(per_seed: dict[str, dict], metrics: tuple[str, ...] = METRICS, dra
                     "halfwidths": [100 * _half(c) for c in cells],
                 }
                 if label != base:
-                    gains = [v - 100 * b["value"] for v, b in zip(values, bases)]
+                    gains = [100 * c["value"] - 100 * b["value"] for b, c in pairs]
                     b_sd, b_df, b_how = base_sd(first[base], task, metric, draw) if shared else (0.0, None, "")
+                    if b_how == "greedy":  # no draw; the problems every seed shares (else agreeing seeds: no width)
+                        b_sd = 100 * statistics.mean(paired_share_sd(*_discordant(b, c)) for b, c in pairs)
                     est = seed_interval(gains, shared_sd=b_sd, shared_df=b_df)
-                    row.update(
-                        gains=gains,
-                        p=[c.get("p_vs_base") for c in cells],
-                        gain_mean=est.mean,
-                        gain_sd=est.sd,
-                        gain_low=est.low,
-                        gain_high=est.high,
-                        base_sd=b_sd,
-                        base_sd_from=b_how,
-                        verdict=("up" if est.mean > 0 else "down") if est.excludes_zero() else "unclear",
-                    )
+                    row.update(gains=gains, p=[c.get("p_vs_base") for c in cells], gain_mean=est.mean)
+                    row.update(gain_sd=est.sd, gain_low=est.low, gain_high=est.high, base_sd=b_sd, base_sd_from=b_how)
+                    row["verdict"] = ("up" if est.mean > 0 else "down") if est.excludes_zero() else "unclear"
                 out.append(row)
     return out
 

@@ -74,15 +74,17 @@ def prompt_differences(a: dict, b: dict, task: str, language: str | None = None)
     return d, float(np.mean([x for x, _ in flat])), float(np.mean([y for _, y in flat]))
 
 
+def discordant(a: dict, b: dict, task: str, language: str | None = None) -> dict | None:
+    """{up, down, n}: the paired prompts only B answers, only A, and all, where a side has one verdict a prompt
+    (greedy): what a paired interval of the two shares needs (`mlft.stats.paired_share_sd`); else None."""
+    keys = [k for k in a if k[0] == task and language in (None, k[1]) and k in b]
+    if not keys or len({k[1:3] for k in keys}) < len(keys):  # none, or several replies of a prompt
+        return None
+    return {"up": sum(b[k] > a[k] for k in keys), "down": sum(a[k] > b[k] for k in keys), "n": len(keys)}
+
+
 def paired_task_test(
-    a: dict,
-    b: dict,
-    task: str,
-    language: str | None = None,
-    *,
-    n: int = 10000,
-    seed: int = 0,
-    confidence: float = 0.95,
+    a: dict, b: dict, task: str, language: str | None = None, *, n: int = 10000, seed: int = 0, confidence: float = 0.95
 ) -> PairedResult | None:
     """B − A of the task score on `task` (and `language`) over the replies both sides hold: the paired permutation
     test's p and the paired bootstrap's interval over prompts; None when no reply is shared."""
@@ -114,8 +116,8 @@ def paired_task_test(
 
 
 def task_column_tests(rows, base, capability, resamples: int, confidence: float = 0.95) -> dict:
-    """{(row label, column header): (difference, low, high, Holm p, prompts)} for the task columns (metric `task`)
-    of a mitigation table whose rows name their task.jsonl verdicts, Holm-adjusted down each column."""
+    """{(row label, column header): (difference, low, high, Holm p, prompts, `discordant`)} for the task columns
+    (metric `task`) of a mitigation table whose rows name their task.jsonl verdicts, Holm-adjusted down each column."""
     out = {}
     for cap in capability:
         if cap.metric != METRIC:
@@ -131,18 +133,19 @@ def task_column_tests(rows, base, capability, resamples: int, confidence: float 
             if row is base or path_b is None or not path_b.is_file():
                 continue
             lang = None if cap.language == "avg" else cap.language
-            res = paired_task_test(a, load_verdicts(path_b), cap.task, lang, n=resamples, confidence=confidence)
+            b = load_verdicts(path_b)
+            res = paired_task_test(a, b, cap.task, lang, n=resamples, confidence=confidence)
             if res is not None:
-                family.append((row.label, res))
-        for (label, res), q in zip(family, holm([r.p_value for _, r in family])):
-            out[(label, cap.header)] = (res.diff, res.ci_low, res.ci_high, q, res.n_pairs)
+                family.append((row.label, res, discordant(a, b, cap.task, lang)))
+        for (label, res, pairs), q in zip(family, holm([r.p_value for _, r, _ in family])):
+            out[(label, cap.header)] = (res.diff, res.ci_low, res.ci_high, q, res.n_pairs, pairs)
     return out
 
 
 def task_drop_flags(tests: dict, confidence: float = 0.95) -> dict[str, list[str]]:
     """{row label: [reason]} for task columns whose score dropped at Holm p < 1 - confidence (the guard's flag)."""
     out: dict[str, list[str]] = {}
-    for (label, header), (d, lo, hi, q, pairs) in tests.items():
+    for (label, header), (d, lo, hi, q, pairs, *_) in tests.items():
         if d < 0 and q < 1 - confidence:
             out.setdefault(label, []).append(
                 f"task {header}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}] vs base, p = {q:.3g} "

@@ -35,6 +35,7 @@ from mlft.stats.intervals import (
 from mlft.stats.means import (
     SeedEstimate,
     mean_interval,
+    paired_share_sd,
     prompt_means,
     proportion_halfwidth,
     ratio_interval,
@@ -90,6 +91,7 @@ __all__ = [
     "ratio_interval",
     "save_compact",
     "save_outcomes",
+    "paired_share_sd",
     "seed_interval",
     "set_design_effects",
     "sign_flip_p",

@@ -99,6 +99,14 @@ def seed_interval(
     return SeedEstimate(m, m - half, m + half, sd, k, confidence, shared_sd)
 
 
+def paired_share_sd(up: float, down: float, n: int) -> float:
+    """The sd of a paired difference of two shares over the same n binary items (problems, one greedy reply a side):
+    `up` items only B gets right, `down` only A. Agresti-Min: half an item added to each of the four cells, so two
+    sides that agree everywhere keep a width: sd = sqrt((p01 + p10 - (p01 - p10)^2) / (n + 2))."""
+    p01, p10 = (up + 0.5) / (n + 2), (down + 0.5) / (n + 2)
+    return math.sqrt((p01 + p10 - (p01 - p10) ** 2) / (n + 2))
+
+
 def ratio_interval(
     a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95, n: int = 10000, seed: int = 0
 ) -> tuple[float, float, float]:
