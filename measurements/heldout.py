@@ -311,9 +311,11 @@ def analyse(
     fine: int = 20000,
     family_n: int = 1000,
     blocks: dict[str, list[int]] | None = None,
+    disjoint: list[tuple[int, int]] | None = None,
 ) -> dict:
     """Per task: every pair's p, the rejection rate and smallest p per pairing (and per block, `pairings`) and over
-    all pairs, the per-language Holm family's rate (any language rejected), and the spread of LPR over the passes."""
+    all pairs, the per-language Holm family's rate (any language rejected), and the spread of LPR over the passes.
+    `disjoint`: pairs that share no pass (independent tests), counted apart; default pass i against i + n/2."""
     passes = canonical(passes)
     tasks = [t for t in TASKS if any(o.task == t for o in passes[0])]
     groups = pairings(labels, blocks)
@@ -336,7 +338,7 @@ def analyse(
                 "min_p": min(ps[q] for q in pairs),
                 "holm_any": rate(sum(fam[q] < ALPHA for q in pairs), len(pairs)),
             }
-        disjoint = [(i, i + len(labels) // 2) for i in range(len(labels) // 2)]
+        disjoint = disjoint or [(i, i + len(labels) // 2) for i in range(len(labels) // 2)]
         result["tasks"][task] = {
             "lpr": {
                 "passes": [round(v, 2) for v in lpr],
@@ -344,7 +346,10 @@ def analyse(
                 "sd": float(np.std(lpr, ddof=1)),
             },
             "pairings": rows,
-            "disjoint": rate(sum(ps[q] < ALPHA for q in disjoint if q in ps), len(disjoint)),
+            "disjoint": {
+                **rate(sum(ps[q] < ALPHA for q in disjoint if q in ps), len(disjoint)),
+                "min_p": min(ps[q] for q in disjoint if q in ps),
+            },
             "p": {f"{labels[i]}-{labels[j]}": round(p, 5) for (i, j), p in sorted(ps.items())},
             "goal_problems": goal_problems(list(ps.values())),
             "tail": tail(list(ps.values())),
@@ -631,6 +636,151 @@ def page(result: dict) -> dict:
     return v.record("\n".join(lines))
 
 
+# --- a fresh block, declared before it was drawn -----------------------------------------------------------------
+
+FRESH_RULE = (
+    "declared before any of its passes was drawn: pass 2i against pass 2i + 1 of one new block of A (no pass "
+    "shared, and the tasks' prompts are disjoint, so the tests are independent); met iff their smallest p is at "
+    "least 0.001. Every pair within the block is reported beside it, not judged."
+)
+
+
+def adjacent(n: int) -> list[tuple[int, int]]:
+    """The declared independent pairs of a block of n passes: (0, 1), (2, 3), ..."""
+    return [(2 * i, 2 * i + 1) for i in range(n // 2)]
+
+
+def fresh(passes: list[list[Outcome]], resamples: int = 10000, fine: int = 20000) -> dict:
+    """The fresh block's check (FRESH_RULE): `analyse` on the block with the adjacent pairs as its disjoint ones,
+    then the independent comparisons of both tasks together: their count at 5 %, smallest p, tail and verdict."""
+    labels = [f"A{j}" for j in range(len(passes))]
+    pairs = [f"A{i}-A{j}" for i, j in adjacent(len(passes))]
+    out = analyse(passes, labels, resamples, fine, disjoint=adjacent(len(passes)))
+    ps = [t["p"][q] for t in out["tasks"].values() for q in pairs]
+    out["independent"] = {
+        "rule": FRESH_RULE,
+        "pairs": pairs,
+        **rate(sum(p < ALPHA for p in ps), len(ps)),
+        "min_p": min(ps),
+        "met": min(ps) >= GOAL["min_p"],
+        "tail": tail(ps),
+    }
+    return out
+
+
+def fresh_page(result: dict) -> dict:
+    """docs/measuring.md's paragraph on the fresh block, every number a value (`fill` view)."""
+    from mlft.reports.results import Fill
+
+    v = Fill()
+    meta, ind, tasks = result["meta"], result["independent"], result["tasks"]
+    n = len(result["passes"])
+    per_task = "; ".join(
+        f"{task} {v(t['disjoint']['rejected'], 'd')} of {v(t['disjoint']['tests'], 'd')}, smallest p "
+        f"{v(t['disjoint']['min_p'], '.4f')}"
+        for task, t in tasks.items()
+    )
+    every = "; ".join(
+        f"{task} {v(t['pairings']['all']['rejected'], 'd')}/{v(t['pairings']['all']['tests'], ',d')} "
+        f"({v(100 * t['pairings']['all']['rate'], '.1f')} % [{v(100 * t['pairings']['all']['low'], '.1f')}, "
+        f"{v(100 * t['pairings']['all']['high'], '.1f')}]), smallest p {v(t['pairings']['all']['min_p'], '.4f')}"
+        for task, t in tasks.items()
+    )
+    pooled = result["pooled"]
+    earlier = result.get("earlier_disjoint") or {}
+    joint = ""
+    if earlier:  # the earlier held-out set's disjoint pairs with these: every independent comparison so far
+        from scipy.stats import binom
+
+        k = ind["rejected"] + sum(e["rejected"] for e in earlier.values())
+        n = ind["tests"] + sum(e["tests"] for e in earlier.values())
+        rate_all = result["all_pairs_rate"]
+        joint = (
+            f" With the earlier held-out set's disjoint pairs ({v(sum(e['tests'] for e in earlier.values()), 'd')} "
+            f"comparisons, {v(sum(e['rejected'] for e in earlier.values()), 'd')} rejected), {v(k, 'd')} of "
+            f"{v(n, 'd')} independent comparisons reject at 5 %: tests of exact level 5 % reject that few "
+            f"{v(100 * binom.cdf(k, n, ALPHA), '.1f')} % of the time, tests at both sets' all-pairs rate "
+            f"({v(100 * rate_all, '.1f')} %) {v(100 * binom.cdf(k, n, rate_all), '.0f')} % of the time. Here the "
+            "test sits at or under its level: not too sure, if anything cautious."
+        )
+    sp = result.get("spread")
+    if sp:  # a block whose passes spread little rejects few of its pairs
+        m, c = (sp[t]["groups"]["fresh"] for t in ("monolingual", "crosslingual"))
+        joint += (
+            f" The block's passes spread as independent prompts make passes spread, or less: LPR sd "
+            f"{v(m['sd'], '.2f')} pp monolingual ({v(m['independent_sd'], '.2f')} with every prompt's replies dealt "
+            f"at random; as tight in {v(100 * m['as_tight'], '.0f')} % of {v(sp['draws'], ',d')} such draws) and "
+            f"{v(c['sd'], '.2f')} cross-lingual ({v(c['independent_sd'], '.2f')}; {v(100 * c['as_tight'], '.0f')} "
+            "%): a block that spreads this little rejects few of its pairs."
+        )
+    text = (
+        f"\n**A fresh block, declared before it was drawn** (`heldout.py --fresh`, tests/test_heldout.py): "
+        f"{v(n, 'd')} passes of mlft's keyed sampler at decoding seed {v(meta['seed_a'][0], 'd')}, which no earlier "
+        f"run used, on the same {v(meta['prompts'], 'd')} prompts. The rule was "
+        + ind["rule"].replace("0.001", v(GOAL["min_p"], "g"))
+        + f" **Goal {'met' if ind['met'] else 'not met'}: the smallest p of the {v(ind['tests'], 'd')} independent "
+        f"comparisons is {v(ind['min_p'], '.4f')}.** They reject {v(ind['rejected'], 'd')} at 5 % "
+        f"({v(100 * ind['rate'], '.1f')} % [{v(100 * ind['low'], '.1f')}, {v(100 * ind['high'], '.1f')}]; an exact "
+        f"test expects {v(ind['tests'] * ALPHA, '.1f')}): {per_task}. Every pair within the block (dependent: "
+        f"the pairs share passes): {every}. " + tail_text(pooled["tail"], pooled["tests"], v) + joint + "\n"
+    )
+    return v.record(text)
+
+
+def fresh_main(args: argparse.Namespace) -> None:
+    """`--fresh`: generate (resumable) or read one block of A at `--seed-a` (its first seed), then its check."""
+    seed = args.seed_a[0]
+    folder = args.out / "a"
+    passes = _available_a(folder) if args.no_generate else generate_a(args.out, args.passes, seed, folder)
+    if len(passes) < 2 or len(passes) % 2:
+        raise SystemExit(
+            f"--fresh: {folder} holds {len(passes)} complete passes; the declared pairs need an even number"
+        )
+    started = time.perf_counter()
+    meta = {"model": "smollm2-135m-instruct (embedded)", "suite": SUITE, "prompts": len(passes[0]), "seed_a": [seed]}
+    meta.update({"seed_b": None, "resamples": args.resamples, "fine": args.fine, "goal": GOAL})
+    from mlft.reports.results import SCHEMA
+
+    result = {
+        "name": "heldout_fresh",
+        "schema": SCHEMA,
+        "provenance": "measurements/heldout.py --fresh: one block of held-out passes of the embedded model on "
+        "lcb_demo, declared before it was drawn; the outcomes are tests/data/heldout_fresh_lcb_demo.json.gz "
+        "(tests/test_heldout.py recomputes every declared p).",
+        "meta": meta,
+        **fresh(passes, args.resamples, args.fine),
+    }
+    write_outputs(args, with_earlier(result, passes), passes, "heldout_fresh.json", started)
+
+
+def with_earlier(result: dict, passes: list | None = None, earlier: Path = Path("docs/results/heldout.json")) -> dict:
+    """The fresh block's record with the earlier held-out set's independent (disjoint) pairs and both sets'
+    all-pairs rate beside it (when that results file is there), how its passes spread (`spread`, given the
+    passes), and its page."""
+    if passes is not None:
+        result["spread"] = spread({"calibration": calibration_passes(), "fresh": passes}, "fresh")
+    if earlier.is_file():
+        old = json.loads(earlier.read_text(encoding="utf-8"))
+        result["earlier_disjoint"] = {t: x["disjoint"] for t, x in old["tasks"].items()}
+        both = [old["pooled"], result["pooled"]]
+        result["all_pairs_rate"] = sum(x["rejected"] for x in both) / sum(x["tests"] for x in both)
+    result["page"] = fresh_page(result)
+    return result
+
+
+def write_outputs(args: argparse.Namespace, result: dict, passes: list, name: str, started: float) -> None:
+    """The results file in OUT (and at --results), the passes as the test's data (--data), the page printed."""
+    text = json.dumps(result, indent=1) + "\n"
+    (args.out / name).write_text(text, encoding="utf-8")
+    if args.results:
+        args.results.write_text(text, encoding="utf-8")
+    if args.data:
+        meta = {k: result["meta"][k] for k in ("model", "suite", "seed_a", "seed_b")}
+        write_data(passes, result["passes"], args.data, meta)
+    print(result["page"]["template"].format(*result["page"]["values"]))
+    print(f"({time.perf_counter() - started:.0f} s; {args.out / name})")
+
+
 # --- compact data (the test's) ---------------------------------------------------------------------------------
 
 
@@ -705,6 +855,11 @@ def main() -> None:
         "--b-passes", type=int, nargs="+", help="with --only b: only these passes of B (one worker's share)"
     )
     ap.add_argument("--no-generate", action="store_true", help="analyse the complete passes already generated")
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="one new block of A at the first --seed-a in OUT/a, checked by the declared rule (FRESH_RULE)",
+    )
     ap.add_argument("--time", action="store_true", help="time one pass of each generator, then stop")
     ap.add_argument(
         "--null",
@@ -722,6 +877,12 @@ def main() -> None:
         help="only re-derive the tail counts and the page of this results file from its recorded p-values, in place",
     )
     args = ap.parse_args()
+    if args.repage and args.fresh:  # the fresh block's page again (its earlier set's counts re-read)
+        passes = read_data(args.data)[0] if args.data and args.data.is_file() else None
+        result = with_earlier(json.loads(args.repage.read_text(encoding="utf-8")), passes)
+        args.repage.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(result["page"]["template"].format(*result["page"]["values"]))
+        return
     if args.repage:
         result = json.loads(args.repage.read_text(encoding="utf-8"))
         for t in result["tasks"].values():
@@ -730,6 +891,9 @@ def main() -> None:
         result["page"] = page(result)
         args.repage.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(result["page"]["template"].format(*result["page"]["values"]))
+        return
+    if args.fresh:
+        fresh_main(args)
         return
     if args.time:
         for name, gen in (("a", generate_a), ("b", generate_b)):
@@ -799,14 +963,7 @@ def main() -> None:
     elif args.null_from:  # an earlier run's null draws (their pool and pass count say what they were drawn for)
         result["null"] = json.loads(args.null_from.read_text(encoding="utf-8"))["null"]
     result["page"] = page(result)
-    text = json.dumps(result, indent=1) + "\n"
-    (args.out / "heldout.json").write_text(text, encoding="utf-8")
-    if args.results:
-        args.results.write_text(text, encoding="utf-8")
-    if args.data:
-        write_data(passes, labels, args.data, {k: meta[k] for k in ("model", "suite", "seed_a", "seed_b")})
-    print(result["page"]["template"].format(*result["page"]["values"]))
-    print(f"({time.perf_counter() - started:.0f} s; {args.out / 'heldout.json'})")
+    write_outputs(args, result, passes, "heldout.json", started)
 
 
 if __name__ == "__main__":
