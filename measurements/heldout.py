@@ -693,14 +693,14 @@ def fresh_page(result: dict) -> dict:
         from scipy.stats import binom
 
         k = ind["rejected"] + sum(e["rejected"] for e in earlier.values())
-        n = ind["tests"] + sum(e["tests"] for e in earlier.values())
+        total = ind["tests"] + sum(e["tests"] for e in earlier.values())
         rate_all = result["all_pairs_rate"]
         joint = (
             f" With the earlier held-out set's disjoint pairs ({v(sum(e['tests'] for e in earlier.values()), 'd')} "
             f"comparisons, {v(sum(e['rejected'] for e in earlier.values()), 'd')} rejected), {v(k, 'd')} of "
-            f"{v(n, 'd')} independent comparisons reject at 5 %: tests of exact level 5 % reject that few "
-            f"{v(100 * binom.cdf(k, n, ALPHA), '.1f')} % of the time, tests at both sets' all-pairs rate "
-            f"({v(100 * rate_all, '.1f')} %) {v(100 * binom.cdf(k, n, rate_all), '.0f')} % of the time. Here the "
+            f"{v(total, 'd')} independent comparisons reject at 5 %: tests of exact level 5 % reject that few "
+            f"{v(100 * binom.cdf(k, total, ALPHA), '.1f')} % of the time, tests at both sets' all-pairs rate "
+            f"({v(100 * rate_all, '.1f')} %) {v(100 * binom.cdf(k, total, rate_all), '.0f')} % of the time. Here the "
             "test sits at or under its level: not too sure, if anything cautious."
         )
     sp = result.get("spread")

@@ -217,6 +217,10 @@ def test_the_fresh_block_is_one_new_seed_and_its_declared_pairs(heldout, fresh_d
     old, _ = heldout.read_data(DATA)
     key = [(o.task, o.source, o.language, o.id) for o in old[0]]
     assert all([(o.task, o.source, o.language, o.id) for o in p] == key for p in passes)
+    page = fresh_recorded["page"]["template"].format(*fresh_recorded["page"]["values"])
+    assert f"{len(passes)} passes of mlft's keyed sampler at decoding seed {seed[0]}" in page
+    assert f"{ind['rejected']} of {ind['tests'] + 60} independent comparisons" in page  # with the earlier 60
+    assert page == heldout.fresh_page(fresh_recorded)["template"].format(*heldout.fresh_page(fresh_recorded)["values"])
 
 
 def test_the_declared_comparisons_are_recomputed_exactly(heldout, fresh_data, fresh_recorded):
