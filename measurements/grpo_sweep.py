@@ -79,10 +79,11 @@ CONFIGS = {  # name -> recipe overrides
         for seed in (0, 1, 2)
     },
     # the verifiable recipe (recipes/cpu/grpo_answered.yaml: its own mix, reward, lr and reply length) with its KL
-    # (beta) as shipped and five times it: does a stronger pull to the base keep the monolingual NLL in the guard?
+    # (beta) as shipped, five times it and in between: does a stronger pull to the base keep the monolingual NLL in
+    # the guard, and what does it cost in LPR?
     **{
         f"answered b={beta} seed={seed}": [f"training_args.beta={beta}", f"training_args.seed={seed}"]
-        for beta in (0.04, 0.2)
+        for beta in (0.04, 0.1, 0.2)
         for seed in (0, 1, 2)
     },
 }

@@ -66,6 +66,16 @@ PRESETS = {
             "evaluation.suite_overrides={judge: langdetect, samples: 1}",
         ],
     },
+    "answered_b01": {  # in between (beta 0.1): the dev split's best, run on LCB by the same rule
+        "recipe": "recipes/cpu/grpo_answered.yaml",
+        "label": "+GRPO (correct x gated language, arithmetic mix, beta 0.1)",
+        "results": "rl_seeds_answered_b01.json",
+        "overrides": [
+            "training_args.beta=0.1",
+            "evaluation.suite=lcb_demo",
+            "evaluation.suite_overrides={judge: langdetect, samples: 1}",
+        ],
+    },
 }
 LABEL = PRESETS["gated"]["label"]  # results files written before `config.label` was recorded
 

@@ -15,7 +15,7 @@ def rl_seeds():
     return load_script("rl_seeds")
 
 
-@pytest.mark.parametrize("preset", ["gated", "answered", "answered_kl"])
+@pytest.mark.parametrize("preset", ["gated", "answered", "answered_kl", "answered_b01"])
 def test_every_preset_trains_a_valid_recipe_evaluated_on_lcb_demo(rl_seeds, preset, tmp_path):
     run = tmp_path / f"{preset}_s1"
     recipe = load_recipe(rl_seeds.PRESETS[preset]["recipe"], rl_seeds.train_overrides(1, run, 32, preset))
@@ -25,7 +25,8 @@ def test_every_preset_trains_a_valid_recipe_evaluated_on_lcb_demo(rl_seeds, pres
     assert ev.suite == "lcb_demo" and not ev.at_start
     assert ev.suite_overrides == {"judge": "langdetect", "samples": 1}  # nothing of the recipe's own suite left
     assert recipe.rewards[0].name == "answered_language"
-    assert recipe.training_args["beta"] == (0.2 if preset == "answered_kl" else 0.04)  # the KL to the base model
+    beta = {"answered_kl": 0.2, "answered_b01": 0.1}.get(preset, 0.04)
+    assert recipe.training_args["beta"] == beta  # the KL to the base model
 
 
 def test_the_presets_write_apart(rl_seeds):
