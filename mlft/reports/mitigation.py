@@ -101,8 +101,8 @@ def capability_drops(rows: list[Row], base: Row, capability: list[Capability] | 
 def capability_tests(
     rows: list[Row], base: Row, capability: list[Capability] | tuple, resamples: int
 ) -> dict[tuple[str, str], tuple]:
-    """{(row label, column header): (difference, low, high, p, pairs)}: paired bootstrap over the documents both
-    rows evaluated, where both rows name lm-eval per-document samples (Holm-adjusted down each column)."""
+    """{(row label, column header): (difference, low, high, p, pairs, None: `task_column_tests`' counts)}: paired
+    bootstrap over the documents both rows evaluated, where both name lm-eval samples (Holm-adjusted per column)."""
 
     out = {}
     for cap in capability:
@@ -117,7 +117,7 @@ def capability_tests(
             if res is not None:
                 family.append((row.label, res))
         for (label, res), q in zip(family, holm([r[3] for _, r in family])):
-            out[(label, cap.header)] = (*res[:3], q, res[4])
+            out[(label, cap.header)] = (*res[:3], q, res[4], None)
     return out
 
 
@@ -218,7 +218,7 @@ def mitigation_table(
         notes += [
             f"{label} vs base, {col}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}], p = {q:.3g} "
             f"({pairs} paired {'prompts' if (label, col) in task_p else 'documents'})"
-            for (label, col), (d, lo, hi, q, pairs, *_) in cap_p.items()
+            for (label, col), (d, lo, hi, q, pairs, _) in cap_p.items()
         ]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
     return Table(title, header, body, notes, data)
@@ -366,9 +366,9 @@ def _row_data(
     for c in capability:
         number = _number(row.values.get((c.task, c.language, c.metric)))
         if number is not None:
-            tested = cap_p.get((row.label, c.header), ())
-            if tested:  # the task axis's tests add its discordant prompts (`discordant`)
-                number.update(p_vs_base=tested[3], **({"discordant": tested[5]} if tested[5:] and tested[5] else {}))
+            if (row.label, c.header) in cap_p:  # the task axis's tests add their discordant prompts (`discordant`)
+                _, _, _, number["p_vs_base"], _, counts = cap_p[(row.label, c.header)]
+                number.update({"discordant": counts} if counts else {})
             test = (judged or {}).get(c.header, {}).get(row.label)
             if test is not None and test.test is not None:
                 number["p_vs_base"] = test.test.p_adjusted

@@ -145,7 +145,7 @@ def task_column_tests(rows, base, capability, resamples: int, confidence: float 
 def task_drop_flags(tests: dict, confidence: float = 0.95) -> dict[str, list[str]]:
     """{row label: [reason]} for task columns whose score dropped at Holm p < 1 - confidence (the guard's flag)."""
     out: dict[str, list[str]] = {}
-    for (label, header), (d, lo, hi, q, pairs, *_) in tests.items():
+    for (label, header), (d, lo, hi, q, pairs, _) in tests.items():
         if d < 0 and q < 1 - confidence:
             out.setdefault(label, []).append(
                 f"task {header}: {100 * d:+.1f} pp [{100 * lo:+.1f}, {100 * hi:+.1f}] vs base, p = {q:.3g} "
