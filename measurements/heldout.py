@@ -338,7 +338,7 @@ def analyse(
                 "min_p": min(ps[q] for q in pairs),
                 "holm_any": rate(sum(fam[q] < ALPHA for q in pairs), len(pairs)),
             }
-        disjoint = disjoint or [(i, i + len(labels) // 2) for i in range(len(labels) // 2)]
+        disjoint = disjoint or adjacent_halves(len(labels))
         result["tasks"][task] = {
             "lpr": {
                 "passes": [round(v, 2) for v in lpr],
@@ -645,6 +645,11 @@ FRESH_RULE = (
 )
 
 
+def adjacent_halves(n: int) -> list[tuple[int, int]]:
+    """The default disjoint pairs of n passes: pass i against pass i + n / 2."""
+    return [(i, i + n // 2) for i in range(n // 2)]
+
+
 def adjacent(n: int) -> list[tuple[int, int]]:
     """The declared independent pairs of a block of n passes: (0, 1), (2, 3), ..."""
     return [(2 * i, 2 * i + 1) for i in range(n // 2)]
@@ -713,6 +718,24 @@ def fresh_page(result: dict) -> dict:
             f"{v(c['sd'], '.2f')} cross-lingual ({v(c['independent_sd'], '.2f')}; {v(100 * c['as_tight'], '.0f')} "
             "%): a block that spreads this little rejects few of its pairs."
         )
+    st = result.get("standardized")
+    if st:  # the declared comparisons as standardized differences: more power than the count at 5 %
+        h, c = st["held_out"], st["with_calibration"]
+        kc = c["tests"] - h["tests"]
+        joint += (
+            f" The same comparisons read as standardized differences (z = T over the sd of T under the test's own "
+            f"swaps, `PairedResult.null_sd`; under an exact null with independent prompts the mean of z² is 1) say "
+            f"more than the count. Each test's own level, given its replies, is {v(100 * h['mean_level'], '.2f')} % "
+            f"on average (never under {v(100 * h['min_level'], '.2f')} %): discreteness takes almost nothing, and an "
+            f"exact test expects {v(h['expected'], '.1f')} rejections of the {v(h['tests'], 'd')}, none "
+            f"{v(100 * h['none'], '.1f')} % of the time. Their mean z² is {v(h['mean_z2'], '.2f')} "
+            f"[{v(h['low'], '.2f')}, {v(h['high'], '.2f')}] (chi-square; this low or lower "
+            f"{v(100 * h['p_below'], '.1f')} % of the time): these pairs of passes lie closer together than the "
+            f"swaps make them, so the test is cautious on them. The calibration's own rerun pairs "
+            f"({v(kc, 'd')} comparisons, seen by the calibration code) lie farther apart (mean z² "
+            f"{v((c['mean_z2'] * c['tests'] - h['mean_z2'] * h['tests']) / kc, '.2f')}); with them the mean z² is "
+            f"{v(c['mean_z2'], '.2f')} [{v(c['low'], '.2f')}, {v(c['high'], '.2f')}]."
+        )
     text = (
         f"\n**A fresh block, declared before it was drawn** (`heldout.py --fresh`, tests/test_heldout.py): "
         f"{v(n, 'd')} passes of mlft's keyed sampler at decoding seed {v(meta['seed_a'][0], 'd')}, which no earlier "
@@ -753,12 +776,58 @@ def fresh_main(args: argparse.Namespace) -> None:
     write_outputs(args, with_earlier(result, passes), passes, "heldout_fresh.json", started)
 
 
+EARLIER_DATA = Path("tests/data/heldout_lcb_demo.json.gz")
+
+
+def standardized(sets: dict[str, tuple[list[list[Outcome]], list[tuple[int, int]]]], resamples: int = 10000) -> dict:
+    """The declared independent comparisons of each set (its passes, its pairs), read as standardized differences
+    z = T / sd(T*) (`PairedResult.null_sd`) beside each test's own level (`PairedResult.level`). Under the null with
+    independent prompts E[z^2] = 1, so the mean of z^2 over k independent comparisons (k mean ~ chi2 with k degrees
+    of freedom) says whether the passes lie as far apart as the swap test assumes (< 1: closer, the test cautious;
+    > 1: farther, too sure), with more power than the count at 5 %. The levels' sum is the count an exact test
+    expects; the product of (1 - level) the chance that it rejects none."""
+    from scipy.stats import chi2
+
+    rows, z, levels = {}, [], []
+    for name, (passes, pairs) in sets.items():
+        for task in [t for t in TASKS if any(o.task == t for o in passes[0])]:
+            res = [paired_test(passes[i], passes[j], "lpr", task=task, n=resamples) for i, j in pairs]
+            zs = [r.diff / r.null_sd if r.null_sd else 0.0 for r in res]
+            rows[f"{name}/{task}"] = {
+                "tests": len(zs),
+                "mean_z2": float(np.mean(np.square(zs))),
+                "max_abs_z": max(map(abs, zs)),
+            }
+            z, levels = z + zs, levels + [r.level for r in res]
+    k, s = len(z), float(np.sum(np.square(z)))
+    return {
+        "sets": rows,
+        "tests": k,
+        "mean_z2": s / k,
+        "low": s / float(chi2.ppf(0.975, k)),
+        "high": s / float(chi2.ppf(0.025, k)),
+        "p_below": float(chi2.cdf(s, k)),
+        "mean_level": float(np.mean(levels)),
+        "min_level": float(np.min(levels)),
+        "expected": float(np.sum(levels)),
+        "none": float(np.prod(1 - np.array(levels))),
+    }
+
+
 def with_earlier(result: dict, passes: list | None = None, earlier: Path = Path("docs/results/heldout.json")) -> dict:
     """The fresh block's record with the earlier held-out set's independent (disjoint) pairs and both sets'
     all-pairs rate beside it (when that results file is there), how its passes spread (`spread`, given the
     passes), and its page."""
     if passes is not None:
         result["spread"] = spread({"calibration": calibration_passes(), "fresh": passes}, "fresh")
+        if EARLIER_DATA.is_file():  # every independent comparison's standardized difference (`standardized`)
+            old, labels = read_data(EARLIER_DATA)
+            held = {"fresh": (passes, adjacent(len(passes))), "earlier": (old, adjacent_halves(len(labels)))}
+            cal = calibration_passes()
+            result["standardized"] = {
+                "held_out": standardized(held),
+                "with_calibration": standardized({**held, "calibration": (cal, adjacent_halves(len(cal)))}),
+            }
     if earlier.is_file():
         old = json.loads(earlier.read_text(encoding="utf-8"))
         result["earlier_disjoint"] = {t: x["disjoint"] for t, x in old["tasks"].items()}

@@ -257,5 +257,36 @@ def test_the_fresh_check_fails_on_a_pass_of_another_model(heldout, fresh_data):
     assert out["tasks"]["crosslingual"]["p"]["A0-A1"] < 0.001 <= out["tasks"]["monolingual"]["p"]["A0-A1"]
 
 
+def test_the_standardized_differences_are_recomputed(heldout, fresh_data, fresh_recorded):
+    """Every independent comparison so far (the fresh block's declared pairs and the earlier set's disjoint ones),
+    read as z = T / sd(T*) with each test's own level, recomputed from the committed outcomes, matches the results
+    file; the levels are near 5 % (discreteness does not explain the few rejections) and the page states the
+    mean z^2 with its interval."""
+    passes, _ = fresh_data
+    old, labels = heldout.read_data(DATA)
+    got = heldout.standardized(
+        {"fresh": (passes, heldout.adjacent(len(passes))), "earlier": (old, heldout.adjacent_halves(len(labels)))}
+    )
+    want = fresh_recorded["standardized"]["held_out"]
+    assert got["tests"] == want["tests"] == 112
+    for key in ("mean_z2", "low", "high", "p_below", "mean_level", "expected", "none"):
+        assert got[key] == pytest.approx(want[key], rel=1e-9), key
+    assert 0.045 < got["min_level"] <= got["mean_level"] <= 0.05
+    assert got["low"] < got["mean_z2"] < got["high"]
+    page = fresh_recorded["page"]["template"].format(*fresh_recorded["page"]["values"])
+    assert f"Their mean z² is {want['mean_z2']:.2f} [{want['low']:.2f}, {want['high']:.2f}]" in page
+
+
+def test_the_standardized_differences_see_a_pass_of_another_model(heldout, fresh_data):
+    """The same reading can fail the other way: a pass whose cross-lingual replies are all in the wrong language
+    against a real one lies far outside the swaps (z of 8.6), so the interval of mean z^2 excludes 1
+    from above."""
+    passes, _ = fresh_data
+    wrong = [replace(o, line_error=True, counted=True) if o.task == "crosslingual" else o for o in passes[1]]
+    got = heldout.standardized({"wrong": ([passes[0], wrong], [(0, 1)])}, resamples=2000)
+    assert got["tests"] == 2 and got["low"] > 1 and got["sets"]["wrong/crosslingual"]["max_abs_z"] > 8
+
+
 def test_adjacent_pairs(heldout):
     assert heldout.adjacent(5) == [(0, 1), (2, 3)] and heldout.adjacent(2) == [(0, 1)] and heldout.adjacent(1) == []
+    assert heldout.adjacent_halves(6) == [(0, 3), (1, 4), (2, 5)] and heldout.adjacent_halves(1) == []

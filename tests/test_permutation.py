@@ -58,6 +58,27 @@ def test_sign_flip_count_on_twelve_prompts_and_the_monte_carlo_branch():
     assert far.p_value == pytest.approx(1 / 1000)
 
 
+def test_null_sd_and_the_tests_own_level_by_hand():
+    """The swap distribution's sd and the share of its patterns the test would reject (`PairedResult.null_sd`,
+    `.level`). 12 differing prompts of 20 (the sign-flip test): T* = S / 20 with S a sum of 12 signs, sd =
+    sqrt(12) / 20; p <= 0.05 exactly when |S| >= 8 (p = 158 / 4096; |S| >= 6 gives 598 / 4096), so the test's
+    own level is 158 / 4096 = 3.86 %, not 5 %. 5 prompts all one way: no pattern reaches 0.05, level 0. 40 such
+    prompts (Monte Carlo): near the exact binomial level."""
+    a = [reply(i, 8 <= i < 12) for i in range(20)]
+    b = [reply(i, i < 8) for i in range(20)]
+    r = paired_test(a, b, "lpr", n=4096)
+    assert r.exact and r.null_sd == pytest.approx(12**0.5 / 20) and r.level == pytest.approx(158 / 4096)
+    assert r.diff / r.null_sd == pytest.approx(-4 / 12**0.5)  # the standardized difference
+    assert paired_test(a, b, "lpr", n=4096, confidence=0.99).level == pytest.approx(26 / 4096)  # |S| >= 10
+    five = paired_test([reply(i, False) for i in range(5)], [reply(i, True) for i in range(5)], "lpr")
+    assert five.level == 0.0 and five.null_sd == pytest.approx(5**0.5 / 5)
+    tails = [2 * sum(comb(40, j) for j in range(k + 1)) / 2**40 for k in range(20)]  # P(|S| >= 40 - 2k)
+    exact = max(t for t in tails if t <= 0.05)
+    mc = paired_test([reply(i, False) for i in range(40)], [reply(i, True) for i in range(40)], "lpr", n=20000)
+    assert not mc.exact and abs(mc.level - exact) < 0.005 and mc.null_sd == pytest.approx(40**0.5 / 40, rel=0.02)
+    assert paired_test(a, b, "lpr", method="bootstrap").level is None  # the swap test's alone
+
+
 def test_a_prompts_replies_move_together():
     """K = 2 replies per prompt. B fails both replies of prompt 0 and one of prompt 1; prompt 2 is the same.
     T = -3/6. Prompts as units (2 differ): swapping prompt 0 gives +1/6, prompt 1 -1/6, both +3/6: p = 2/4.

@@ -65,6 +65,8 @@ class PairedResult:
     p_adjusted: float | None = None  # set by paired_tests_by_language / holm families
     permutations: int = 0  # permutation: swap patterns behind p (all 2^m when exact, else seeded draws)
     exact: bool = False  # permutation: every swap pattern enumerated
+    null_sd: float | None = None  # permutation: sd of T* over the swap patterns (diff / null_sd: the standardized T)
+    level: float | None = None  # permutation: share of swap patterns this test would reject at 1 - confidence
 
     def significant(self, alpha: float | None = None) -> bool:
         alpha = 1 - self.confidence if alpha is None else alpha
@@ -164,13 +166,22 @@ def paired_mean_bootstrap(
 
 
 def swap_test(
-    codes: list[np.ndarray], keys: list, feat_a: np.ndarray, feat_b: np.ndarray, metric: str, n: int, seed: int
-) -> tuple[float, int, bool]:
-    """(p, swap patterns, exact) of the paired permutation test (module docstring): per unit (a prompt with its
-    replies) A's and B's replies trade places or not; T = B - A at the official ("all", "all") row of the strata
-    `keys`. Units whose two sides carry the same counts change nothing and are left out; the remaining m are
-    enumerated (2^m patterns, p = #{|T*| >= |T|} / 2^m, the identity included) when 2^m <= n, else `n` seeded
-    random patterns (p = (1 + #{|T*| >= |T|}) / (1 + n))."""
+    codes: list[np.ndarray],
+    keys: list,
+    feat_a: np.ndarray,
+    feat_b: np.ndarray,
+    metric: str,
+    n: int,
+    seed: int,
+    alpha: float = 0.05,
+) -> tuple[float, int, bool, float, float]:
+    """(p, swap patterns, exact, null sd, level) of the paired permutation test (module docstring): per unit (a
+    prompt with its replies) A's and B's replies trade places or not; T = B - A at the official ("all", "all") row
+    of the strata `keys`. Units whose two sides carry the same counts change nothing and are left out; the
+    remaining m are enumerated (2^m patterns, p = #{|T*| >= |T|} / 2^m, the identity included) when 2^m <= n,
+    else `n` seeded random patterns (p = (1 + #{|T*| >= |T|}) / (1 + n)). Null sd: T*'s sd over the patterns
+    (under the null, E[(T / sd)^2] = 1 when prompts are independent). Level: the share of patterns whose own p is
+    <= alpha, the test's level given these replies (under alpha when T* takes few values: few prompts differ)."""
     obs_a, obs_b = _observed(codes, feat_a), _observed(codes, feat_b)
     t_obs = (_aggregate(keys, obs_b)[("all", "all")][metric] - _aggregate(keys, obs_a)[("all", "all")][metric])[0]
     diffs = [feat_b[c] - feat_a[c] for c in codes]  # per stratum: (units, _NFEAT), B minus A
@@ -191,7 +202,10 @@ def swap_test(
     t = rows_b[("all", "all")][metric] - rows_a[("all", "all")][metric]
     hits = int(np.sum(np.abs(t) >= abs(t_obs) - 1e-12 * max(1.0, abs(t_obs))))  # ties count (float round-off)
     p = hits / patterns if exact else (1 + hits) / (1 + n)
-    return float(min(1.0, p)), patterns, exact
+    at = np.sort(np.abs(t))  # each pattern's own p, from the same patterns
+    own = len(at) - np.searchsorted(at, at - 1e-12 * np.maximum(1.0, at)) + (0 if exact else 1)
+    level = float(np.mean(own / (patterns if exact else n + 1) <= alpha + 1e-12))
+    return float(min(1.0, p)), patterns, exact, float(np.std(t)), level
 
 
 def paired_test(
@@ -236,13 +250,15 @@ def paired_test(
     xa, xb = _resample_counts(codes, n, np.random.default_rng(seed), [feat_a, feat_b])
     d = _aggregate(keys, xb)[("all", "all")][metric] - _aggregate(keys, xa)[("all", "all")][metric]
     lo, hi, p = _percentile_test(d, confidence)
-    patterns, exact = 0, False
+    patterns, exact, null_sd, level = 0, False, None, None
     if method == "permutation":  # the p-value from the swap test; the interval stays the bootstrap's
-        p, patterns, exact = swap_test(codes, keys, feat_a, feat_b, metric, n, seed)
+        p, patterns, exact, null_sd, level = swap_test(codes, keys, feat_a, feat_b, metric, n, seed, 1 - confidence)
     return PairedResult(
         method=method,
         permutations=patterns,
         exact=exact,
+        null_sd=null_sd,
+        level=level,
         a=float(va),
         b=float(vb),
         diff=float(vb - va),
