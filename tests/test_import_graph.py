@@ -124,7 +124,7 @@ LINE_BUDGET = {
     "mlft/harness/tasks/lcb": 50,
     "mlft/harness/tasks/mlft_polyglot_mc": 50,
     "mlft/io": 600,
-    "mlft/reports": 3150,
+    "mlft/reports": 3155,  # 3150 until compare's mark for a test that cannot reject (the swap test's own level)
     # 1300 until the edge-modified Wilson interval (modified_wilson); 1350 until the reruns' compact file
     # (save_compact, moved from measurements/calibration.py) and the seeds interval's shared term; 1400 until the
     # swap test's null sd and level (the held-out comparisons' standardized differences)

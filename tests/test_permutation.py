@@ -163,3 +163,19 @@ def test_compare_reports_the_permutation_p_beside_the_bootstrap_interval():
     assert "paired permutation test" in text and "95 % CI: paired bootstrap" in text
     boot = compare(a, b, ("lpr",), method="bootstrap", n=500)
     assert [r["ci_low"] for r in boot] == [r["ci_low"] for r in rows]  # same interval, another p
+
+
+def test_compare_marks_a_row_whose_test_cannot_reject():
+    """Per-language slices of a few prompts: with 4 prompts differing, all one way, the smallest p the swap test can
+    give is 2 / 16, so its own level is 0 and compare marks the row (†) with a footnote; 40 prompts all one way can
+    reject, no mark. The mark reads the test's level, not its p: a row at p = 0.125 of a slice that could reject is
+    not marked."""
+    a = [reply(i, False, lang="fr") for i in range(4)] + [reply(i, False, lang="de") for i in range(40)]
+    b = [reply(i, True, lang="fr") for i in range(4)] + [reply(i, True, lang="de") for i in range(40)]
+    rows = compare(a, b, ("lpr",), n=2000)
+    by = {r["language"]: r for r in rows}
+    assert by["fr"]["level"] == 0.0 and by["fr"]["p"] == pytest.approx(2 / 16)
+    assert by["de"]["level"] > 0.04 and by["de"]["p"] < 0.001
+    text = render_compare(rows, "A", "B")
+    assert "0.125†" in text and "† = too few prompts differ" in text
+    assert "†" not in render_compare([by["de"]], "A", "B")

@@ -222,6 +222,7 @@ def _row(task, lang, res, p_holm) -> dict:
         "n_dropped": res.n_dropped,
         "method": res.method,
         "exact": res.exact,
+        "level": res.level,  # the swap test's own level given these replies (0: it cannot reject here)
     }
 
 
@@ -248,7 +249,7 @@ def render_compare(rows: list[dict], label_a: str, label_b: str, fmt: str = "tab
                 f"{100 * r['b']:.1f}",
                 f"{100 * r['diff']:+.1f}{sig}",
                 f"[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]",
-                f"{r['p']:.3g}",
+                f"{r['p']:.3g}" + ("†" if r.get("level") == 0 else ""),
                 "" if r["language"] == "avg" else f"{r['p_holm']:.3g}",
                 f"{r['n_pairs']}" + (f" (-{r['n_dropped']})" if r["n_dropped"] else ""),
             ]
@@ -261,4 +262,6 @@ def render_compare(rows: list[dict], label_a: str, label_b: str, fmt: str = "tab
             "\ntask = share of replies that answer the verifiable prompt (p: paired permutation test over prompts, "
             "CI: paired bootstrap); ⚠ = the task score drops at p < 0.05: the fix costs answers"
         )
+    if any(r.get("level") == 0 for r in rows):
+        title += "\n† = too few prompts differ for this test to reach p < 0.05 here, whatever the replies say"
     return render(header, body, fmt, title)
