@@ -274,7 +274,15 @@ def test_the_standardized_differences_are_recomputed(heldout, fresh_data, fresh_
     assert 0.045 < got["min_level"] <= got["mean_level"] <= 0.05
     assert got["low"] < got["mean_z2"] < got["high"]
     page = fresh_recorded["page"]["template"].format(*fresh_recorded["page"]["values"])
-    assert f"Their mean z² is {want['mean_z2']:.2f} [{want['low']:.2f}, {want['high']:.2f}]" in page
+    assert f"Their mean z² is {want['mean_z2']:.2f}." in page
+    # the exact null on these replies: seeded, so its first draws are recomputed; its summary is its draws'
+    held = {"fresh": (passes, heldout.adjacent(len(passes))), "earlier": (old, heldout.adjacent_halves(len(labels)))}
+    null = fresh_recorded["standardized"]["null"]
+    first = heldout.standardized_null(held, draws=2, resamples=null["resamples"])["means"]
+    assert first == pytest.approx(null["means"][:2], rel=1e-9) and len(null["means"]) == null["draws"] >= 100
+    assert null["mean"] == pytest.approx(np.mean(null["means"]))
+    assert null["as_low"] == pytest.approx(np.mean(np.array(null["means"]) <= want["mean_z2"]))
+    assert f"one as low as {want['mean_z2']:.2f} in {100 * null['as_low']:.1f} % of draws" in page
 
 
 def test_the_standardized_differences_see_a_pass_of_another_model(heldout, fresh_data):
