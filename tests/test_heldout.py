@@ -295,6 +295,37 @@ def test_the_standardized_differences_see_a_pass_of_another_model(heldout, fresh
     assert got["tests"] == 2 and got["low"] > 1 and got["sets"]["wrong/crosslingual"]["max_abs_z"] > 8
 
 
+Z_DATA = ROOT / "tests" / "data" / "heldout_z_lcb_demo.json.gz"
+Z_RESULTS = ROOT / "docs" / "results" / "heldout_z.json"
+
+
+def test_the_z_check_block_is_new_and_recomputed(heldout, fresh_recorded):
+    """The block that tests the closer-passes reading (Z_RULE): one decoding seed no earlier block or the
+    calibration used, declared pairs (0, 1), (2, 3), ..., 40 comparisons or more. Its declared comparisons' mean z^2
+    and levels, and the first draws of its seeded exact null, recomputed from the committed outcomes, match the
+    results file; the verdict is the rule applied to them; the page is the recorded one."""
+    passes, labels = heldout.read_data(Z_DATA)
+    got = json.loads(Z_RESULTS.read_text(encoding="utf-8"))
+    z, meta = got["z_check"], got["meta"]
+    used = [0, *json.loads(RESULTS.read_text(encoding="utf-8"))["meta"]["seed_a"], *fresh_recorded["meta"]["seed_a"]]
+    assert len(meta["seed_a"]) == 1 and meta["seed_a"][0] not in used
+    assert z["rule"] == heldout.Z_RULE and z["tests"] == len(passes) >= 40 and labels == got["passes"]
+    block = {"block": (passes, heldout.adjacent(len(passes)))}
+    again = heldout.standardized(block, meta["resamples"])
+    for key in ("mean_z2", "mean_level", "expected", "none"):
+        assert again[key] == pytest.approx(z[key], rel=1e-9), key
+    first = heldout.standardized_null(block, draws=2, resamples=z["null"]["resamples"])["means"]
+    assert first == pytest.approx(z["null"]["means"][:2], rel=1e-9) and len(z["null"]["means"]) == 200
+    assert z["null"]["as_low"] == pytest.approx(np.mean(np.array(z["null"]["means"]) <= z["mean_z2"]))
+    assert z["supported"] == (z["null"]["as_low"] < 0.05)
+    pooled = heldout.with_fresh({k: v for k, v in got.items() if k != "pooled_independent"})["pooled_independent"]
+    assert pooled == got["pooled_independent"] and pooled["tests"] == z["tests"] + 112
+    page = heldout.z_page(got)
+    text = page["template"].format(*page["values"])
+    assert text == got["page"]["template"].format(*got["page"]["values"])
+    assert ("**Supported" if z["supported"] else "**Not reproduced") in text
+
+
 def test_adjacent_pairs(heldout):
     assert heldout.adjacent(5) == [(0, 1), (2, 3)] and heldout.adjacent(2) == [(0, 1)] and heldout.adjacent(1) == []
     assert heldout.adjacent_halves(6) == [(0, 3), (1, 4), (2, 5)] and heldout.adjacent_halves(1) == []
