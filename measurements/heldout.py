@@ -774,7 +774,7 @@ def z_check(passes: list[list[Outcome]], resamples: int = 10000, fine: int = 200
     out = fresh(passes, resamples, fine)
     block = {"block": (passes, adjacent(len(passes)))}
     st, null = standardized(block, resamples), standardized_null(block, draws)
-    null["as_low"] = float(np.mean(np.array(null["means"]) <= st["mean_z2"]))
+    null["as_low"] = as_low(null, st["mean_z2"])
     out["z_check"] = {"rule": Z_RULE, **st, "null": null, "supported": null["as_low"] < 0.05}
     return out
 
@@ -784,15 +784,14 @@ def with_fresh(result: dict, fresh_file: Path = Path("docs/results/heldout_fresh
     `standardized`'s held_out) pooled with its own: how many reject, how many an exact test expects, and how often
     it rejects none (read after the fact: the rule judges the block alone)."""
     if fresh_file.is_file():
-        h = json.loads(fresh_file.read_text(encoding="utf-8"))["standardized"]["held_out"]
-        z, before = result["z_check"], (h["tests"], h["expected"], h["none"])
         old = json.loads(fresh_file.read_text(encoding="utf-8"))
+        h, z = old["standardized"]["held_out"], result["z_check"]
         rejected = old["independent"]["rejected"] + sum(e["rejected"] for e in old["earlier_disjoint"].values())
         result["pooled_independent"] = {
-            "tests": before[0] + z["tests"],
+            "tests": h["tests"] + z["tests"],
             "rejected": rejected + result["independent"]["rejected"],
-            "expected": before[1] + z["expected"],
-            "none": before[2] * z["none"],
+            "expected": h["expected"] + z["expected"],
+            "none": h["none"] * z["none"],
         }
     return result
 
@@ -918,8 +917,8 @@ def standardized_null(
 ) -> dict:
     """The mean z^2 of `standardized` under a null that holds exactly on these replies: per draw, each set's passes
     re-dealt (every prompt's replies to its passes in a random order of their own, `_shuffled`: exchangeable passes,
-    independent prompts), then the same pairs read again. Its mean is the reference for the observed mean z^2, and
-    `as_low` (set by `with_earlier`) the share of draws at or under the observed."""
+    independent prompts), then the same pairs read again. Its mean is the reference for the observed mean z^2
+    (`as_low`: the share of draws at or under it)."""
     rng = np.random.default_rng(0)
     means = []
     for r in range(draws):
@@ -938,26 +937,29 @@ def standardized_null(
     }
 
 
+def as_low(null: dict, observed: float) -> float:
+    """The share of `standardized_null`'s draws whose mean z^2 is at or under the observed one."""
+    return float(np.mean(np.array(null["means"]) <= observed))
+
+
 def with_earlier(result: dict, passes: list | None = None, earlier: Path = Path("docs/results/heldout.json")) -> dict:
     """The fresh block's record with the earlier held-out set's independent (disjoint) pairs and both sets'
     all-pairs rate beside it (when that results file is there), how its passes spread (`spread`, given the
     passes), and its page."""
     if passes is not None:
-        result["spread"] = spread({"calibration": calibration_passes(), "fresh": passes}, "fresh")
+        cal = calibration_passes()
+        result["spread"] = spread({"calibration": cal, "fresh": passes}, "fresh")
         if EARLIER_DATA.is_file():  # every independent comparison's standardized difference (`standardized`)
             old, labels = read_data(EARLIER_DATA)
             held = {"fresh": (passes, adjacent(len(passes))), "earlier": (old, adjacent_halves(len(labels)))}
-            cal = calibration_passes()
             kept = (result.get("standardized") or {}).get("null")  # 10 min: kept on a repage
             result["standardized"] = {
                 "held_out": standardized(held),
                 "with_calibration": standardized({**held, "calibration": (cal, adjacent_halves(len(cal)))}),
                 "null": kept or standardized_null(held),
             }
-            obs = result["standardized"]["held_out"]["mean_z2"]
-            result["standardized"]["null"]["as_low"] = float(
-                np.mean(np.array(result["standardized"]["null"]["means"]) <= obs)
-            )
+            st = result["standardized"]
+            st["null"]["as_low"] = as_low(st["null"], st["held_out"]["mean_z2"])
     if earlier.is_file():
         old = json.loads(earlier.read_text(encoding="utf-8"))
         result["earlier_disjoint"] = {t: x["disjoint"] for t, x in old["tasks"].items()}

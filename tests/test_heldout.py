@@ -272,6 +272,14 @@ def test_the_standardized_differences_are_recomputed(heldout, fresh_data, fresh_
     for key in ("mean_z2", "low", "high", "p_below", "mean_level", "expected", "none"):
         assert got[key] == pytest.approx(want[key], rel=1e-9), key
     assert 0.045 < got["min_level"] <= got["mean_level"] <= 0.05
+    cal = heldout.calibration_passes()  # with the calibration's own pairs, as the page reads them
+    both = heldout.standardized(
+        {"fresh": (passes, heldout.adjacent(len(passes))), "calibration": (cal, heldout.adjacent_halves(len(cal)))}
+    )
+    mixed = fresh_recorded["standardized"]["with_calibration"]["sets"]
+    assert both["sets"]["calibration/crosslingual"]["mean_z2"] == pytest.approx(
+        mixed["calibration/crosslingual"]["mean_z2"], rel=1e-9
+    )
     assert got["low"] < got["mean_z2"] < got["high"]
     page = fresh_recorded["page"]["template"].format(*fresh_recorded["page"]["values"])
     assert f"Their mean z² is {want['mean_z2']:.2f}." in page
