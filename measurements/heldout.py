@@ -1083,6 +1083,8 @@ def main() -> None:
         help="only re-derive the tail counts and the page of this results file from its recorded p-values, in place",
     )
     args = ap.parse_args()
+    if args.z_check and not args.fresh:
+        ap.error("--z-check judges a fresh block: give it with --fresh (and --seed-a, --passes)")
     if args.repage and args.fresh:  # the fresh block's page again (its earlier set's counts re-read)
         passes = read_data(args.data)[0] if args.data and args.data.is_file() else None
         result = with_earlier(json.loads(args.repage.read_text(encoding="utf-8")), passes)
