@@ -337,3 +337,18 @@ def test_the_z_check_block_is_new_and_recomputed(heldout, fresh_recorded):
 def test_adjacent_pairs(heldout):
     assert heldout.adjacent(5) == [(0, 1), (2, 3)] and heldout.adjacent(2) == [(0, 1)] and heldout.adjacent(1) == []
     assert heldout.adjacent_halves(6) == [(0, 3), (1, 4), (2, 5)] and heldout.adjacent_halves(1) == []
+
+
+def test_z_check_without_fresh_is_refused():
+    """`--z-check` judges a fresh block; alone it used to be ignored silently (the script then generated the
+    default held-out set). Now argparse refuses it, naming the flag it needs."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "measurements" / "heldout.py"), "--z-check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "--z-check judges a fresh block: give it with --fresh" in run.stderr
