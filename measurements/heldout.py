@@ -779,6 +779,93 @@ def z_check(passes: list[list[Outcome]], resamples: int = 10000, fine: int = 200
     return out
 
 
+LANG_RULE = (
+    "declared before this block was drawn and before any per-language test of an earlier block was read (the "
+    "task-level comparisons before it: 0 of 152 reject at 5 %; mean z^2 0.73, then 0.77 on a declared block, as low "
+    "in 14 % of its null): pass 2i against pass 2i + 1 of one new block of A, one test per (task, language) row of "
+    "LPR (the members of `mlft compare`'s per-language family, raw p; independent across languages and pairs; rows "
+    "where no prompt differs left out and counted); their mean z^2 against the exact null of this block's re-dealt "
+    'replies (200 draws). As low in under 5 % of the draws: "passes lie closer than exchangeable ones" holds at the '
+    "language level; as high in under 5 %: the per-language tests are too sure; otherwise consistent with "
+    "exchangeable passes. Rejections at 5 % against the count the tests' own levels expect, and the task-level "
+    "comparisons, are reported beside it, not judged."
+)
+
+
+def poisson_binomial(levels: list[float]) -> np.ndarray:
+    """P(X = k), k = 0..len(levels), of the number of rejections of independent tests with these levels."""
+    pmf = np.array([1.0])
+    for q in levels:
+        pmf = np.convolve(pmf, [1 - q, q])
+    return pmf
+
+
+def lang_check(passes: list[list[Outcome]], resamples: int = 10000, fine: int = 20000, draws: int = 200) -> dict:
+    """The per-language check (LANG_RULE) on one new block: `fresh`'s task-level counts and their standardized
+    differences beside it, then the declared pairs' per-language standardized differences against their exact
+    null, and their rejections against the count the tests' levels expect."""
+    out = fresh(passes, resamples, fine)
+    block = {"block": (passes, adjacent(len(passes)))}
+    task_level = standardized(block, resamples)
+    st = standardized(block, resamples, languages=True)
+    null = standardized_null(block, draws, languages=True)
+    null["as_low"] = as_low(null, st["mean_z2"])
+    null["as_high"] = float(np.mean(np.array(null["means"]) >= st["mean_z2"]))
+    pmf = poisson_binomial(st["levels"])
+    k = st["rejected"]
+    verdict = "closer" if null["as_low"] < 0.05 else "too sure" if null["as_high"] < 0.05 else "consistent"
+    out["lang_check"] = {
+        "rule": LANG_RULE,
+        **st,
+        "null": null,
+        "at_most": float(pmf[: k + 1].sum()),
+        "at_least": float(pmf[k:].sum()),
+        "verdict": verdict,
+    }
+    out["task_level"] = task_level
+    out["busiest"] = busiest(out)
+    return out
+
+
+def busiest(result: dict) -> dict:
+    """The pass in most rejected pairs of the task whose all-pairs rate is highest: pairs that share a pass share
+    its draw, so one pass far from the others lifts the all-pairs rate (its LPR beside the block's mean and sd)."""
+    task, t = max(result["tasks"].items(), key=lambda kv: kv[1]["pairings"]["all"]["rate"])
+    rejected = [pair.split("-") for pair, p in t["p"].items() if p < ALPHA]
+    counts = {lab: sum(lab in pair for pair in rejected) for lab in result["passes"]}
+    lab = max(counts, key=counts.get)
+    lpr = t["lpr"]
+    return {
+        "task": task,
+        "pass": lab,
+        "in_rejected": counts[lab],
+        "rejected": len(rejected),
+        "lpr": lpr["passes"][result["passes"].index(lab)],
+        "mean": lpr["mean"],
+        "sd": lpr["sd"],
+    }
+
+
+def with_z(result: dict, z_file: Path = Path("docs/results/heldout_z.json")) -> dict:
+    """The per-language check's record with every task-level independent comparison before it (`with_fresh`'s
+    pool) and its own pooled: rejected, tests, the count an exact test expects, and how often a binomial at their
+    average level gives as few (read after the fact: the rule judges the block's per-language tests alone)."""
+    if z_file.is_file():
+        from scipy.stats import binom
+
+        old = json.loads(z_file.read_text(encoding="utf-8"))["pooled_independent"]
+        tests = old["tests"] + result["independent"]["tests"]
+        rejected = old["rejected"] + result["independent"]["rejected"]
+        expected = old["expected"] + result["task_level"]["expected"]
+        result["pooled_independent"] = {
+            "tests": tests,
+            "rejected": rejected,
+            "expected": expected,
+            "as_few": float(binom.cdf(rejected, tests, expected / tests)),
+        }
+    return result
+
+
 def with_fresh(result: dict, fresh_file: Path = Path("docs/results/heldout_fresh.json")) -> dict:
     """The z check's record with every independent comparison before it (the fresh block's and the earlier set's,
     `standardized`'s held_out) pooled with its own: how many reject, how many an exact test expects, and how often
@@ -796,6 +883,15 @@ def with_fresh(result: dict, fresh_file: Path = Path("docs/results/heldout_fresh
     return result
 
 
+def every_pair(v, result: dict) -> str:
+    """ "monolingual 17/780 (2.2 %); ...": every pair within the block, per task, its rate at 5 % (`fill` view)."""
+    return "; ".join(
+        f"{task} {v(t['pairings']['all']['rejected'], 'd')}/{v(t['pairings']['all']['tests'], ',d')} "
+        f"({v(100 * t['pairings']['all']['rate'], '.1f')} %)"
+        for task, t in result["tasks"].items()
+    )
+
+
 def z_page(result: dict) -> dict:
     """docs/measuring.md's paragraph on the z check's block, every number a value (`fill` view)."""
     from mlft.reports.results import Fill
@@ -803,11 +899,7 @@ def z_page(result: dict) -> dict:
     v = Fill()
     meta, z, ind = result["meta"], result["z_check"], result["independent"]
     null = z["null"]
-    every = "; ".join(
-        f"{task} {v(t['pairings']['all']['rejected'], 'd')}/{v(t['pairings']['all']['tests'], ',d')} "
-        f"({v(100 * t['pairings']['all']['rate'], '.1f')} %)"
-        for task, t in result["tasks"].items()
-    )
+    every = every_pair(v, result)
     text = (
         f"\n**The closer-passes reading, tested on a block declared after it** (`heldout.py --z-check`, "
         f"tests/test_heldout.py): {v(len(result['passes']), 'd')} passes at decoding seed "
@@ -834,6 +926,57 @@ def z_page(result: dict) -> dict:
     return v.record(text + "\n")
 
 
+VERDICTS = {
+    "closer": "Passes lie closer than exchangeable ones at the language level",
+    "too sure": "The per-language tests are too sure",
+    "consistent": "Consistent with exchangeable passes",
+}
+
+
+def lang_page(result: dict) -> dict:
+    """docs/measuring.md's paragraph on the per-language check's block, every number a value (`fill` view)."""
+    from mlft.reports.results import Fill
+
+    v = Fill()
+    meta, c, ind, t = result["meta"], result["lang_check"], result["independent"], result["task_level"]
+    null = c["null"]
+    every = every_pair(v, result)
+    text = (
+        f"\n**Per-language tests, on a block declared before it was drawn** (`heldout.py --fresh --lang-check`, "
+        f"tests/test_heldout.py): {v(len(result['passes']), 'd')} passes at decoding seed {v(meta['seed_a'][0], 'd')},"
+        " which no earlier run used. The rule was "
+        + c["rule"]
+        + f" **{VERDICTS[c['verdict']]}: the {v(c['tests'], 'd')} per-language comparisons (of "
+        f"{v(c['tests'] + c['silent'], 'd')} rows; in {v(c['silent'], 'd')} no prompt differs) give a mean z² of "
+        f"{v(c['mean_z2'], '.2f')}; the block's exact null gives {v(null['mean'], '.2f')} (90 % of draws in "
+        f"[{v(null['q05'], '.2f')}, {v(null['q95'], '.2f')}]), as low in {v(100 * null['as_low'], '.1f')} % of "
+        f"draws, as high in {v(100 * null['as_high'], '.1f')} %.** Beside it: they reject {v(c['rejected'], 'd')} "
+        f"at 5 % (raw p), where their own levels expect {v(c['expected'], '.1f')} (each test's level is "
+        f"{v(100 * c['mean_level'], '.1f')} % on average: ten prompts a row, few of them differing; as few "
+        f"rejections {v(100 * c['at_most'], '.0f')} % of the time, as many {v(100 * c['at_least'], '.0f')} %). The "
+        f"block's task-level declared comparisons: {v(ind['rejected'], 'd')} of {v(ind['tests'], 'd')} reject "
+        f"(an exact test expects {v(t['expected'], '.1f')}), mean z² {v(t['mean_z2'], '.2f')}, smallest p "
+        f"{v(ind['min_p'], '.4f')}; every pair within the block: {every}."
+    )
+    b, pool = result["busiest"], result.get("pooled_independent")
+    text += (
+        f" Pairs that share a pass share its draw: in the {b['task']} task pass {b['pass']} (LPR "
+        f"{v(b['lpr'], '.1f')} % against the block's {v(b['mean'], '.1f')} ± {v(b['sd'], '.1f')}) is in "
+        f"{v(b['in_rejected'], 'd')} of the {v(b['rejected'], 'd')} rejected pairs."
+    )
+    if pool:  # read after the fact, beside the rule
+        text += (
+            f" Read after the fact with every task-level independent comparison before it: "
+            f"{v(pool['rejected'], 'd')} of {v(pool['tests'], 'd')} reject at 5 %, where an exact test expects "
+            f"{v(pool['expected'], '.1f')} (a binomial at their average level gives as few "
+            f"{v(100 * pool['as_few'], '.1f')} % of the time): pooled, the task-level count still sits under its "
+            "level (the test cautious there, never too sure), but block to block it swings both ways (none in "
+            "any block before, three here), and one level down, where the comparisons are many, the passes "
+            "spread as exchangeable ones do."
+        )
+    return v.record(text + "\n")
+
+
 def fresh_main(args: argparse.Namespace) -> None:
     """`--fresh`: generate (resumable) or read one block of A at `--seed-a` (its first seed), then its check."""
     seed = args.seed_a[0]
@@ -848,6 +991,19 @@ def fresh_main(args: argparse.Namespace) -> None:
     meta.update({"seed_b": None, "resamples": args.resamples, "fine": args.fine, "goal": GOAL})
     from mlft.reports.results import SCHEMA
 
+    if args.lang_check:  # the per-language check's block (LANG_RULE): its own results file and page
+        result = {
+            "name": "heldout_lang",
+            "schema": SCHEMA,
+            "provenance": "measurements/heldout.py --fresh --lang-check: one block of held-out passes declared "
+            "before it was drawn, its per-language tests read as standardized differences; the outcomes are "
+            "tests/data/heldout_lang_lcb_demo.json.gz (tests/test_heldout.py recomputes them).",
+            "meta": meta,
+        }
+        result.update(lang_check(passes, args.resamples, args.fine))
+        result["page"] = lang_page(with_z(result))
+        write_outputs(args, result, passes, "heldout_lang.json", started)
+        return
     if args.z_check:  # the z check's block (Z_RULE): its own results file and page
         result = {
             "name": "heldout_z",
@@ -876,29 +1032,42 @@ def fresh_main(args: argparse.Namespace) -> None:
 EARLIER_DATA = Path("tests/data/heldout_lcb_demo.json.gz")
 
 
-def standardized(sets: dict[str, tuple[list[list[Outcome]], list[tuple[int, int]]]], resamples: int = 10000) -> dict:
+def standardized(
+    sets: dict[str, tuple[list[list[Outcome]], list[tuple[int, int]]]], resamples: int = 10000, languages: bool = False
+) -> dict:
     """The declared independent comparisons of each set (its passes, its pairs), read as standardized differences
     z = T / sd(T*) (`PairedResult.null_sd`) beside each test's own level (`PairedResult.level`). Under the null with
     independent prompts E[z^2] = 1, so the mean of z^2 over k independent comparisons (k mean ~ chi2 with k degrees
     of freedom) says whether the passes lie as far apart as the swap test assumes (< 1: closer, the test cautious;
     > 1: farther, too sure), with more power than the count at 5 %. The levels' sum is the count an exact test
-    expects; the product of (1 - level) the chance that it rejects none."""
+    expects; the product of (1 - level) the chance that it rejects none. With `languages`, one test per (task,
+    language) row of each pair (the per-language members of `mlft compare`'s Holm family, raw p: independent across
+    languages and pairs); a row where no prompt differs has no null spread and is left out (counted in `silent`)."""
     from scipy.stats import chi2
 
-    rows, z, levels = {}, [], []
+    rows, z, levels, ps, silent = {}, [], [], [], 0
     for name, (passes, pairs) in sets.items():
         passes = canonical(passes)  # the swaps' draws follow the prompts' order: one order, one number
         for task in [t for t in TASKS if any(o.task == t for o in passes[0])]:
-            res = [paired_test(passes[i], passes[j], "lpr", task=task, n=resamples) for i, j in pairs]
+            langs = sorted({o.language for o in passes[0] if o.task == task}) if languages else [None]
+            res = [
+                paired_test(passes[i], passes[j], "lpr", task=task, language=lang, n=resamples)
+                for i, j in pairs
+                for lang in langs
+            ]
+            silent += sum(not r.null_sd for r in res) if languages else 0
+            res = [r for r in res if r.null_sd or not languages]
             zs = [r.diff / r.null_sd if r.null_sd else 0.0 for r in res]
             rows[f"{name}/{task}"] = {
                 "tests": len(zs),
                 "mean_z2": float(np.mean(np.square(zs))),
                 "max_abs_z": max(map(abs, zs)),
             }
-            z, levels = z + zs, levels + [r.level for r in res]
+            z, levels, ps = z + zs, levels + [r.level for r in res], ps + [r.p_value for r in res]
     k, s = len(z), float(np.sum(np.square(z)))
+    counts = {"rejected": int(sum(p <= ALPHA for p in ps)), "silent": silent, "levels": levels} if languages else {}
     return {
+        **counts,
         "sets": rows,
         "tests": k,
         "mean_z2": s / k,
@@ -913,7 +1082,10 @@ def standardized(sets: dict[str, tuple[list[list[Outcome]], list[tuple[int, int]
 
 
 def standardized_null(
-    sets: dict[str, tuple[list[list[Outcome]], list[tuple[int, int]]]], draws: int = 200, resamples: int = 2000
+    sets: dict[str, tuple[list[list[Outcome]], list[tuple[int, int]]]],
+    draws: int = 200,
+    resamples: int = 2000,
+    languages: bool = False,
 ) -> dict:
     """The mean z^2 of `standardized` under a null that holds exactly on these replies: per draw, each set's passes
     re-dealt (every prompt's replies to its passes in a random order of their own, `_shuffled`: exchangeable passes,
@@ -923,7 +1095,7 @@ def standardized_null(
     means = []
     for r in range(draws):
         dealt = {name: (_shuffled(aligned(p), rng), pairs) for name, (p, pairs) in sets.items()}
-        means.append(standardized(dealt, resamples)["mean_z2"])
+        means.append(standardized(dealt, resamples, languages)["mean_z2"])
         if (r + 1) % 20 == 0:
             print(f"standardized null draw {r + 1}/{draws}: mean z^2 {np.mean(means):.3f}", flush=True)
     m = np.array(means)
@@ -1066,6 +1238,11 @@ def main() -> None:
         action="store_true",
         help="with --fresh: judge the block by Z_RULE (its declared pairs' mean z^2 against their exact null)",
     )
+    ap.add_argument(
+        "--lang-check",
+        action="store_true",
+        help="with --fresh: judge the block by LANG_RULE (its declared pairs' per-language tests against their null)",
+    )
     ap.add_argument("--time", action="store_true", help="time one pass of each generator, then stop")
     ap.add_argument(
         "--null",
@@ -1083,8 +1260,9 @@ def main() -> None:
         help="only re-derive the tail counts and the page of this results file from its recorded p-values, in place",
     )
     args = ap.parse_args()
-    if args.z_check and not args.fresh:
-        ap.error("--z-check judges a fresh block: give it with --fresh (and --seed-a, --passes)")
+    for flag in ("z_check", "lang_check"):
+        if getattr(args, flag) and not args.fresh:
+            ap.error(f"--{flag.replace('_', '-')} judges a fresh block: give it with --fresh (and --seed-a, --passes)")
     if args.repage and args.fresh:  # the fresh block's page again (its earlier set's counts re-read)
         passes = read_data(args.data)[0] if args.data and args.data.is_file() else None
         result = with_earlier(json.loads(args.repage.read_text(encoding="utf-8")), passes)

@@ -334,21 +334,81 @@ def test_the_z_check_block_is_new_and_recomputed(heldout, fresh_recorded):
     assert ("**Supported" if z["supported"] else "**Not reproduced") in text
 
 
+LANG_DATA = ROOT / "tests" / "data" / "heldout_lang_lcb_demo.json.gz"
+LANG_RESULTS = ROOT / "docs" / "results" / "heldout_lang.json"
+
+
+def test_the_per_language_block_is_new_and_recomputed(heldout, fresh_recorded):
+    """The block of the per-language check (LANG_RULE): a decoding seed no earlier block or the calibration used,
+    declared pairs (0, 1), (2, 3), ...; one test per (task, language) row of each pair. Its per-language
+    standardized differences, levels, rejections and the first draws of its seeded exact null, recomputed from the
+    committed outcomes, match the results file; the verdict is the rule applied to them; the page is the recorded
+    one."""
+    passes, labels = heldout.read_data(LANG_DATA)
+    got = json.loads(LANG_RESULTS.read_text(encoding="utf-8"))
+    c, meta = got["lang_check"], got["meta"]
+    used = [
+        0,
+        *json.loads(RESULTS.read_text(encoding="utf-8"))["meta"]["seed_a"],
+        *fresh_recorded["meta"]["seed_a"],
+        *json.loads(Z_RESULTS.read_text(encoding="utf-8"))["meta"]["seed_a"],
+    ]
+    assert len(meta["seed_a"]) == 1 and meta["seed_a"][0] not in used
+    rows = sum(len({o.language for o in passes[0] if o.task == t}) for t in ("monolingual", "crosslingual"))
+    assert c["rule"] == heldout.LANG_RULE and labels == got["passes"] and len(passes) >= 20
+    assert c["tests"] + c["silent"] == rows * (len(passes) // 2) and c["tests"] >= 200
+    block = {"block": (passes, heldout.adjacent(len(passes)))}
+    again = heldout.standardized(block, meta["resamples"], languages=True)
+    for key in ("mean_z2", "mean_level", "expected", "none", "rejected", "silent"):
+        assert again[key] == pytest.approx(c[key], rel=1e-9), key
+    first = heldout.standardized_null(block, draws=2, languages=True)["means"]
+    assert first == pytest.approx(c["null"]["means"][:2], rel=1e-9) and len(c["null"]["means"]) == 200
+    means = np.array(c["null"]["means"])
+    assert c["null"]["as_low"] == pytest.approx(np.mean(means <= c["mean_z2"]))
+    assert c["null"]["as_high"] == pytest.approx(np.mean(means >= c["mean_z2"]))
+    want = "closer" if c["null"]["as_low"] < 0.05 else "too sure" if c["null"]["as_high"] < 0.05 else "consistent"
+    assert c["verdict"] == want
+    pmf = heldout.poisson_binomial(c["levels"])
+    assert c["at_most"] == pytest.approx(pmf[: c["rejected"] + 1].sum())
+    assert heldout.busiest(got) == got["busiest"] and got["busiest"]["in_rejected"] <= got["busiest"]["rejected"]
+    pooled = heldout.with_z({k: v for k, v in got.items() if k != "pooled_independent"})["pooled_independent"]
+    assert pooled == got["pooled_independent"] and pooled["tests"] == got["independent"]["tests"] + 152
+    page = heldout.lang_page(got)
+    text = page["template"].format(*page["values"])
+    assert text == got["page"]["template"].format(*got["page"]["values"])
+    assert f"**{heldout.VERDICTS[c['verdict']]}:" in text
+
+
+def test_the_per_language_reading_can_fail_both_ways(heldout, fresh_data):
+    """Per-language standardized differences see a pass of another model (every cross-lingual reply in the wrong
+    language: far outside the swaps), and the rejection count's tails are the Poisson-binomial of the levels (two
+    fair tests: 1/4, 1/2, 1/4)."""
+    passes, _ = fresh_data
+    wrong = [replace(o, line_error=True, counted=True) if o.task == "crosslingual" else o for o in passes[1]]
+    got = heldout.standardized({"wrong": ([passes[0], wrong], [(0, 1)])}, resamples=2000, languages=True)
+    same = heldout.standardized({"same": ([passes[0], passes[1]], [(0, 1)])}, resamples=2000, languages=True)
+    assert got["sets"]["wrong/crosslingual"]["mean_z2"] > 3 * max(1.0, same["sets"]["same/crosslingual"]["mean_z2"])
+    assert got["rejected"] > same["rejected"] and got["tests"] + got["silent"] == same["tests"] + same["silent"]
+    assert heldout.poisson_binomial([0.5, 0.5]) == pytest.approx([0.25, 0.5, 0.25])
+    assert heldout.poisson_binomial([]) == pytest.approx([1.0])
+
+
 def test_adjacent_pairs(heldout):
     assert heldout.adjacent(5) == [(0, 1), (2, 3)] and heldout.adjacent(2) == [(0, 1)] and heldout.adjacent(1) == []
     assert heldout.adjacent_halves(6) == [(0, 3), (1, 4), (2, 5)] and heldout.adjacent_halves(1) == []
 
 
-def test_z_check_without_fresh_is_refused():
-    """`--z-check` judges a fresh block; alone it used to be ignored silently (the script then generated the
-    default held-out set). Now argparse refuses it, naming the flag it needs."""
+@pytest.mark.parametrize("flag", ["--z-check", "--lang-check"])
+def test_block_checks_without_fresh_are_refused(flag):
+    """`--z-check` and `--lang-check` judge a fresh block; alone `--z-check` used to be ignored silently (the
+    script then generated the default held-out set). Now argparse refuses either, naming the flag it needs."""
     import subprocess
     import sys
 
     run = subprocess.run(
-        [sys.executable, str(ROOT / "measurements" / "heldout.py"), "--z-check"],
+        [sys.executable, str(ROOT / "measurements" / "heldout.py"), flag],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert run.returncode == 2 and "--z-check judges a fresh block: give it with --fresh" in run.stderr
+    assert run.returncode == 2 and f"{flag} judges a fresh block: give it with --fresh" in run.stderr
