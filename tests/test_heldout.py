@@ -373,6 +373,9 @@ def test_the_per_language_block_is_new_and_recomputed(heldout, fresh_recorded):
     assert heldout.busiest(got) == got["busiest"] and got["busiest"]["in_rejected"] <= got["busiest"]["rejected"]
     pooled = heldout.with_z({k: v for k, v in got.items() if k != "pooled_independent"})["pooled_independent"]
     assert pooled == got["pooled_independent"] and pooled["tests"] == got["independent"]["tests"] + 152
+    every = heldout.every_block(got)  # every held-out pair: pooled per task, and each block of A's own rate
+    assert every == got["all_pairs"] and sorted(every["monolingual"]["passes"]) == [20, 24, 30, 40, 52]
+    assert all(e["tests"] == 4066 and min(e["blocks"]) <= e["rate"] <= max(e["blocks"]) for e in every.values())
     page = heldout.lang_page(got)
     text = page["template"].format(*page["values"])
     assert text == got["page"]["template"].format(*got["page"]["values"])
