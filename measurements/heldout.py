@@ -792,14 +792,6 @@ LANG_RULE = (
 )
 
 
-def poisson_binomial(levels: list[float]) -> np.ndarray:
-    """P(X = k), k = 0..len(levels), of the number of rejections of independent tests with these levels."""
-    pmf = np.array([1.0])
-    for q in levels:
-        pmf = np.convolve(pmf, [1 - q, q])
-    return pmf
-
-
 def lang_check(passes: list[list[Outcome]], resamples: int = 10000, fine: int = 20000, draws: int = 200) -> dict:
     """The per-language check (LANG_RULE) on one new block: `fresh`'s task-level counts and their standardized
     differences beside it, then the declared pairs' per-language standardized differences against their exact
@@ -811,15 +803,16 @@ def lang_check(passes: list[list[Outcome]], resamples: int = 10000, fine: int = 
     null = standardized_null(block, draws, languages=True)
     null["as_low"] = as_low(null, st["mean_z2"])
     null["as_high"] = float(np.mean(np.array(null["means"]) >= st["mean_z2"]))
-    pmf = poisson_binomial(st["levels"])
+    from scipy.stats import poisson_binom  # the rejections of independent tests with these levels
+
     k = st["rejected"]
     verdict = "closer" if null["as_low"] < 0.05 else "too sure" if null["as_high"] < 0.05 else "consistent"
     out["lang_check"] = {
         "rule": LANG_RULE,
         **st,
         "null": null,
-        "at_most": float(pmf[: k + 1].sum()),
-        "at_least": float(pmf[k:].sum()),
+        "at_most": float(poisson_binom.cdf(k, st["levels"])),
+        "at_least": float(poisson_binom.sf(k - 1, st["levels"])),
         "verdict": verdict,
     }
     out["task_level"] = task_level
