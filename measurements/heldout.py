@@ -1019,31 +1019,21 @@ def fresh_main(args: argparse.Namespace) -> None:
     meta.update({"seed_b": None, "resamples": args.resamples, "fine": args.fine, "goal": GOAL})
     from mlft.reports.results import SCHEMA
 
-    if args.lang_check:  # the per-language check's block (LANG_RULE): its own results file and page
+    check = "lang" if args.lang_check else "z" if args.z_check else None
+    if check:  # a block judged by its own rule (LANG_RULE, Z_RULE): its own results file and page
+        run, page, pool = {"lang": (lang_check, lang_page, with_z), "z": (z_check, z_page, with_fresh)}[check]
+        flag = f"--{check}-check"
         result = {
-            "name": "heldout_lang",
+            "name": f"heldout_{check}",
             "schema": SCHEMA,
-            "provenance": "measurements/heldout.py --fresh --lang-check: one block of held-out passes declared "
-            "before it was drawn, its per-language tests read as standardized differences; the outcomes are "
-            "tests/data/heldout_lang_lcb_demo.json.gz (tests/test_heldout.py recomputes them).",
+            "provenance": f"measurements/heldout.py --fresh {flag}: one block of held-out passes declared before it "
+            "was drawn, read as standardized differences; the outcomes are "
+            f"tests/data/heldout_{check}_lcb_demo.json.gz (tests/test_heldout.py recomputes them).",
             "meta": meta,
         }
-        result.update(lang_check(passes, args.resamples, args.fine))
-        result["page"] = lang_page(with_z(result))
-        write_outputs(args, result, passes, "heldout_lang.json", started)
-        return
-    if args.z_check:  # the z check's block (Z_RULE): its own results file and page
-        result = {
-            "name": "heldout_z",
-            "schema": SCHEMA,
-            "provenance": "measurements/heldout.py --z-check: one block "
-            "of held-out passes declared before it was drawn, read as standardized differences; the outcomes are "
-            "tests/data/heldout_z_lcb_demo.json.gz (tests/test_heldout.py recomputes them).",
-            "meta": meta,
-        }
-        result.update(z_check(passes, args.resamples, args.fine))
-        result["page"] = z_page(with_fresh(result))
-        write_outputs(args, result, passes, "heldout_z.json", started)
+        result.update(run(passes, args.resamples, args.fine))
+        result["page"] = page(pool(result))
+        write_outputs(args, result, passes, f"heldout_{check}.json", started)
         return
     result = {
         "name": "heldout_fresh",
