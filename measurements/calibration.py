@@ -18,8 +18,14 @@ For each K it reports, per task:
     python measurements/calibration.py                                  # generates 24 replies per prompt, then reports
     python measurements/calibration.py --replies 24 --k 4 --out runs/calibration
     python measurements/calibration.py --data tests/data/calibration_lcb_demo.json.gz   # also the test's data
-    python measurements/calibration.py --model runs/calib2/sft/final --out runs/calib2/gen --replies 8 --step 2 \
-        --generate-only --data tests/data/calibration_sft_lcb_demo.json.gz   # the fine-tuned checkpoint's data
+    python measurements/calibration.py --model runs/calib2/sft/final --out runs/calib2/gen --per-language 30 \
+        --replies 20 --step 4 --generate-only --data tests/data/calibration_sft_lcb_demo.json.gz   # the checkpoint's
+
+The fine-tuned checkpoint (runs/calib2/sft/final): `mlft train recipes/cpu/crosslingual_sft.yaml
+run_dir=runs/calib2/sft training_args.max_steps=32 training_args.save_steps=32 evaluation.enabled=false` (the
+demo's cross-lingual SFT row, training seed 0; ~5 min on 2 cores). Its data holds 30 prompts per (task,
+language): near its ceiling, 10 prompts leave a language row's coverage at the mercy of discreteness (an interval
+holds nine of ten or not). `sample_per_language` deals prompts round robin, so the 30 hold lcb_demo's 10.
 
 Generation is resumable (`mlft eval lcb_demo samples=M --out OUT/lcb_demo` does the same). Writes
 OUT/calibration.json and OUT/calibration.md.
@@ -50,11 +56,19 @@ from mlft.stats import (
 METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity")
 
 
-def generate(out: Path, replies: int, suite: str, model: str | None = None, step: int | None = None) -> Path:
+def generate(
+    out: Path,
+    replies: int,
+    suite: str,
+    model: str | None = None,
+    step: int | None = None,
+    per_language: int | None = None,
+) -> Path:
     """M replies per prompt of `suite` from `model` (default: the embedded model) into OUT/SUITE, resumably. With
     `step`, in rounds of `step` more replies for every prompt (samples = step, 2 step, ..., M): the generator
     finishes a prompt's replies together, so an interrupted run keeps whole rounds (reply j of every prompt for
-    j below the last finished round), not all M replies of some prompts and none of the others."""
+    j below the last finished round), not all M replies of some prompts and none of the others. `per_language`
+    replaces the suite's prompts per (task, language)."""
     from mlft.evals.runner import run_suite
     from mlft.evals.suite import load_suite
     from mlft.generation.target import Target
@@ -65,7 +79,8 @@ def generate(out: Path, replies: int, suite: str, model: str | None = None, step
     for m in sorted({*range(step or replies, replies, step or replies), replies}):
         if not path.is_file() or len({o.sample for o in load_outcomes(path)}) < m:
             started = time.perf_counter()
-            run_suite(load_suite(suite, settings={"samples": m}), target, folder)
+            settings = {"samples": m, **({"per_language": per_language} if per_language else {})}
+            run_suite(load_suite(suite, settings=settings), target, folder)
             print(f"{suite}: {m} replies per prompt ({time.perf_counter() - started:.0f} s)", flush=True)
     return path
 
@@ -251,14 +266,16 @@ def main() -> None:
     ap.add_argument("--data", type=Path, help="also write the per-reply outcomes here (compact, gzip JSON)")
     ap.add_argument("--model", help="the model to rerun (a checkpoint folder, a hub name; default: the embedded one)")
     ap.add_argument("--step", type=int, help="generate in rounds of this many more replies per prompt (resumable)")
+    ap.add_argument("--per-language", type=int, help="prompts per (task, language) (default: the suite's)")
     ap.add_argument("--generate-only", action="store_true", help="generate (and write --data), no report")
     args = ap.parse_args()
     started = time.perf_counter()
-    path = generate(args.out, args.replies, args.suite, args.model, args.step)
+    path = generate(args.out, args.replies, args.suite, args.model, args.step, args.per_language)
     outcomes = [o for o in load_outcomes(path) if o.sample < args.replies]
     meta = {
         "model": args.model or "smollm2-135m-instruct (embedded)",
         "suite": args.suite,
+        **({"per_language": args.per_language} if args.per_language else {}),
         "replies": args.replies,
         "prompts": len({(o.source, o.language, o.id) for o in outcomes}),
         "source": str(path),

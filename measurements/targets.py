@@ -1,9 +1,10 @@
 """What the default test and intervals of mlft.stats cover, on the committed reruns (no generation), per model,
 task, target and p-band.
 
-The data (`measurements/calibration.py --data`; 290 lcb_demo prompts, keyed replies per prompt):
-tests/data/calibration_lcb_demo.json.gz (the embedded SmolLM2-135M-Instruct, 24 replies) and
-tests/data/calibration_sft_lcb_demo.json.gz (its cross-lingual SFT checkpoint). For each it reports, per task:
+The data (`measurements/calibration.py --data`; lcb_demo's prompts, keyed replies per prompt):
+tests/data/calibration_lcb_demo.json.gz (the embedded SmolLM2-135M-Instruct: 290 prompts, 10 per task and
+language, 24 replies) and tests/data/calibration_sft_lcb_demo.json.gz (its cross-lingual SFT checkpoint: 870
+prompts, 30 per task and language, 20 replies). For each it reports, per task:
 
 - false positives: the rejection rate at 5 % of the permutation test (the default; with its Wilson interval), the
   paired bootstrap and McNemar on LPR of the task average, and of the per-language Holm family (any language),
@@ -23,7 +24,7 @@ sits there too, so it is covered by construction; it is counted apart ("at 0 or 
 MIN_ROWS rows is reported, not judged: its intervals are many but its rows few, and one row's coverage is mostly
 that row's own shape (a skewed language), not the method's.
 
-    python measurements/targets.py --out runs/targets.json       # both models (~10 min a model on a busy core)
+    python measurements/targets.py --out runs/targets.json       # both models (~10 min per 290 prompts on a busy core)
     python measurements/targets.py --data base=tests/data/calibration_lcb_demo.json.gz --out runs/targets_base.json
     python measurements/targets.py --combine runs/targets_base.json runs/targets_sft.json   # the results file
 """
@@ -233,6 +234,7 @@ def measure(path: Path, pairs: int, passes: int, family: bool = True) -> dict:
         "data": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
         "replies": m,
         "prompts": len(by_prompt),
+        "per_language": len(by_prompt) // len({(t, lang) for t, _s, lang in strata}),
         "false positives, K = 1": false_positives(by_prompt, 1, pairs, 11, family=family),
     }
     if m >= 8:
@@ -312,19 +314,25 @@ def pooled_rate(bands: dict, key: str) -> float:
     return sum(x[key] * x["intervals"] for x in judged) / sum(x["intervals"] for x in judged)
 
 
-def paragraph(models: dict, settings: dict, before: dict) -> dict:
+def paragraph(models: dict, settings: dict, before: dict, earlier: dict | None = None) -> dict:
     """The docs' "Calibrated on reruns" bullet: what was checked on which data, the ranges per model, what the
-    mutations did, and the base-only numbers it replaced (`before`)."""
+    mutations did, what a model's smaller prompt set showed (`earlier`), and the base-only numbers it replaced
+    (`before`)."""
     f = Fill()
     fps = {n: [r["false positives, K = 1"][f"{t} permutation"] for t in TASKS] for n, r in models.items()}
-    rng = lambda xs: f"{pct(f, min(xs))}–{pct(f, max(xs))} %"  # noqa: E731
+
+    def rng(xs: list[float]) -> str:
+        if round(min(xs), 3) == round(max(xs), 3):
+            return f"{pct(f, min(xs))} % in each"
+        return f"{pct(f, min(xs))}–{pct(f, max(xs))} %"
+
     text = [
         "",
         "- **Calibrated on reruns, two models** (`tests/test_calibration.py`, `python measurements/targets.py`: "
-        "the tables below, seeded, from the committed keyed replies of the "
-        f"{f(next(iter(models.values()))['prompts'], 'd')} lcb_demo prompts: "
+        "the tables below, seeded, from the committed keyed replies of lcb_demo's prompts: "
         + ", ".join(
-            f"{n}, {f(r['replies'], 'd')} replies per prompt"
+            f"{n}, {f(r['prompts'], 'd')} prompts ({f(per_language(r), 'd')} per task and language) x "
+            f"{f(r['replies'], 'd')} replies"
             + (
                 " (not the 20 the calibration asks for: what its generation finished on the shared machine)"
                 if r["replies"] < 20
@@ -375,9 +383,8 @@ def paragraph(models: dict, settings: dict, before: dict) -> dict:
         + outside(f, models)
         + ". Language rows one or two replies from 0 or 1 take Brown, Cai & DasGupta's modified Wilson interval "
         "(`mlft.stats.intervals.modified_wilson`); plain Wilson dips far under 95 % there, which is what left the "
-        "fine-tuned checkpoint's near-ceiling band under the bounds before. With ~10 prompts at a true 96-99 % an "
-        "interval either holds nine of ten or not, so its coverage there is high or low, never 95 %: the band now "
-        "over-covers as the exact binomial sum says it must (tests/test_calibration.py).",
+        "fine-tuned checkpoint's near-ceiling band under the bounds before."
+        + "".join(earlier_sentence(f, n, r, models[n]) for n, r in (earlier or {}).items() if n in models),
     ]
     if before:
         v = before["values"]
@@ -390,6 +397,46 @@ def paragraph(models: dict, settings: dict, before: dict) -> dict:
             "(languages, unscaled truth)."
         )
     return f.record(wrap("\n".join(text)) + "\n")
+
+
+def per_language(r: dict) -> int:
+    """Prompts per (task, language) row of a measured model (lcb_demo's 29 rows)."""
+    return r.get("per_language") or r["prompts"] // 29
+
+
+def misses(f: Fill, r: dict) -> tuple[list[str], list[str]]:
+    """A measured model's judged bands outside the bounds, and the mutations its per-band check does not catch."""
+    out, missed = [], []
+    for target, k in (("population", "population coverage, K = 1"), ("this set", "this-prompt-set coverage")):
+        judged = {b: x for b, x in r[k].items() if b != "k" and x["judged"]}
+        out += [f"{target} {b} {pct(f, x['rate'])} %" for b, x in judged.items() if not within(x["rate"])]
+        low, high = min(x["narrower"] for x in judged.values()), max(x["wider"] for x in judged.values())
+        if low >= BOUNDS[0]:
+            missed.append(f"{target} 10 % narrower (lowest band {pct(f, low)} %)")
+        if high <= BOUNDS[1]:
+            missed.append(f"{target} 25 % wider (highest band {pct(f, high)} %)")
+    return out, missed
+
+
+def earlier_sentence(f: Fill, name: str, old: dict, new: dict) -> str:
+    """What a model's earlier, smaller prompt set showed that its data now replaces: the judged bands outside the
+    bounds and the mutations not caught, then and now."""
+    said = []
+    for r in (old, new):
+        out, missed = misses(f, r)
+        said.append(
+            "every judged band inside the bounds and every mutation caught"
+            if not out and not missed
+            else f"judged bands outside the bounds {'; '.join(out) or 'none'}, mutations not caught "
+            f"{'; '.join(missed) or 'none'}"
+        )
+    return (
+        f" At {f(per_language(old), 'd')} prompts per task and language ({f(old['prompts'], 'd')} prompts x "
+        f"{f(old['replies'], 'd')} replies, which the {f(new['prompts'], 'd')} hold) {name}'s rows near its ceiling "
+        "were at the mercy of discreteness (an interval of ten prompts at a true 96-99 % holds nine of ten or not, "
+        f"so its coverage there is high or low, never 95 %): {said[0]}. At {f(per_language(new), 'd')} per task "
+        f"and language: {said[1]}."
+    )
 
 
 def outside(f: Fill, models: dict) -> str:
@@ -425,9 +472,10 @@ def wrap(text: str, width: int = 116) -> str:
     return "\n".join(out)
 
 
-def results_record(raw: list[dict], before: dict) -> dict:
+def results_record(raw: list[dict], before: dict, earlier: dict | None = None) -> dict:
     """docs/results/calibration.json: the measured models (raw, as `main` writes them), the tables and paragraph
-    the docs render (`fill` records), and `before`: the base-only paragraph docs/measuring.md carried before."""
+    the docs render (`fill` records), `before`: the base-only paragraph docs/measuring.md carried before, and
+    `earlier`: a model's measurement on a smaller prompt set that its data now replaces."""
     models = {name: r for one in raw for name, r in one["models"].items()}
     settings = raw[0]["settings"]
     return {
@@ -439,8 +487,9 @@ def results_record(raw: list[dict], before: dict) -> dict:
             + json.dumps(settings)
         ),
         "before": before,
+        "earlier": earlier or {},
         "models": models,
-        "paragraph": paragraph(models, settings, before),
+        "paragraph": paragraph(models, settings, before, earlier),
         "fills": {"false_positives": fp_table(models), "coverage": coverage_table(models)},
     }
 
@@ -458,7 +507,13 @@ def main() -> None:
     if args.combine:
         old = json.loads(args.results.read_text(encoding="utf-8")) if args.results.is_file() else {}
         raw = [json.loads(p.read_text(encoding="utf-8")) for p in args.combine]
-        record = results_record(raw, old.get("before", {}))
+        earlier = dict(old.get("earlier") or {})
+        for one in raw:  # a model measured again on more prompts: its earlier measurement is kept, and said
+            for name, r in one["models"].items():
+                was = old.get("models", {}).get(name)
+                if was and was["prompts"] < r["prompts"]:
+                    earlier[name] = was
+        record = results_record(raw, old.get("before", {}), earlier)
         args.results.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(record["fills"]["false_positives"]["template"].format(*record["fills"]["false_positives"]["values"]))
         print(record["fills"]["coverage"]["template"].format(*record["fills"]["coverage"]["values"]))

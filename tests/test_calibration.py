@@ -5,9 +5,11 @@ SmolLM2-135M-Instruct on the 290 lcb_demo prompts with the paper's decoding, 24 
 with its own key (so any choice of replies per prompt is a rerun with other seeds); per reply LCB's verdict bits
 and lexical validity. One pass of this suite is one draw: its cross-lingual LPR spans ~16 pp across reruns.
 A second model (tests/data/calibration_sft_lcb_demo.json.gz): the cross-lingual SFT checkpoint of the demo
-(recipes/cpu/crosslingual_sft.yaml, 32 steps, training seed 0), the same prompts and decoding, fewer replies per
-prompt (what its generation finished on the shared machine). The tests marked per model run on both; coverage is
-judged per p-band of the true LPR (measurements/targets.py: BANDS, MIN_ROWS)."""
+(recipes/cpu/crosslingual_sft.yaml, 32 steps, training seed 0), the same decoding, 20 replies per prompt of 870
+prompts: lcb_demo's sample at 30 per (task, language), which holds its 290 (near the checkpoint's ceiling, ten
+prompts a row leave coverage to discreteness: test_the_near_ceiling_band_is_the_exact_binomial_coverage). The
+tests marked per model run on both; coverage is judged per p-band of the true LPR (measurements/targets.py:
+BANDS, MIN_ROWS)."""
 
 from pathlib import Path
 
@@ -79,14 +81,19 @@ def set_bands(targets, model):
     return targets.by_band(targets.set_coverage(by_prompt, 4 if m >= 16 else 2, 100, 0), truth)
 
 
-def test_each_model_has_several_keyed_replies_of_the_290_prompts(model):
-    """Every prompt holds as many replies as the others (passes pair reply by reply), at least 4 (this prompt
-    set's passes take K = 2 and check them against the other replies); the base model 24, the fine-tuned
-    checkpoint as many as its generation finished (measurements/calibration.py --step)."""
-    name, outcomes, by_prompt, _strata, _truth = model
-    assert len(by_prompt) == 290 and len({len(v) for v in by_prompt.values()}) == 1, name
-    assert len(next(iter(by_prompt.values()))) >= (24 if name == "base" else 4), name
+def test_each_model_has_20_keyed_replies_or_more_of_lcb_demos_prompts(model, reruns):
+    """Every prompt holds as many replies as the others (passes pair reply by reply), at least 20 (the issue's
+    reruns per model); the base model 24 of the 290 lcb_demo prompts (10 per task and language), the fine-tuned
+    checkpoint 20 of 870 (30 per task and language; the 290 among them), every (task, language) row as full."""
+    name, outcomes, by_prompt, strata, _truth = model
+    rows = {}
+    for task, _source, lang in strata:
+        rows[(task, lang)] = rows.get((task, lang), 0) + len(strata[(task, _source, lang)])
+    replies, prompts = (24, 10) if name == "base" else (20, 30)
+    assert len(rows) == 29 and set(rows.values()) == {prompts}, (name, rows)
+    assert {len(v) for v in by_prompt.values()} == {replies}, name
     assert {o.task for o in outcomes} == {"monolingual", "crosslingual"}
+    assert {k[3] for k in reruns[1]} <= {k[3] for k in by_prompt}, name
 
 
 def judge(targets, bands: dict) -> tuple[dict, dict]:
@@ -97,18 +104,11 @@ def judge(targets, bands: dict) -> tuple[dict, dict]:
 
 # Bands found outside the bounds on real data: findings, not bounds moved. The test asserts they stay outside
 # (so a fix shows, and the entry goes) and every other judged band inside.
-FINDINGS = {
-    ("sft", "population", "[0.95, 1)"): "the fine-tuned checkpoint's near-ceiling band (cross-lingual ru, monolingual "
-    "all, hi, ru and zh at 96-99 %) over-covers: 98.5 % at measurements/targets.py's 400 passes. Explained by "
-    "discreteness (test_the_near_ceiling_band_is_the_exact_binomial_coverage): at ~10 prompts and a true 98-99 % "
-    "an interval either holds nine of ten (coverage >= 98.8 %) or not (<= 90 %); 93-98 % is not attainable there. "
-    "Plain Wilson, which drops nine of ten, covered 92.5 % (83.5 % for hi)",
-    ("sft", "population", "narrower"): "10 % narrower population intervals of the fine-tuned checkpoint keep every "
-    "judged band inside the bounds (94.0 / 94.3 / 94.0 %, 400 passes): not caught. Near its ceiling most rows sit "
-    "where a valid interval has slack (it must hold nine of ten to reach 95 %), so a tenth less width changes "
-    "little; borderline before the edge modification too (pooled: 92.4 % at 150 passes, 93.2 % at 400). The base "
-    "model's is caught (92.8 % in [0.5, 0.8))",
-}
+FINDINGS: dict[tuple[str, str, str], str] = {}
+# Emptied when the fine-tuned checkpoint's data grew from 10 to 30 prompts per (task, language): its near-ceiling
+# population band over-covered (98.5 %, 400 passes: discreteness, test_the_near_ceiling_band_is_the_exact_binomial_
+# coverage) and its 10 % narrower population intervals were not caught (lowest band 94.0 %); both are inside / caught
+# at 30 (docs/results/calibration.json: "earlier" holds the 10-prompt measurement).
 
 
 def check_bands(targets, name: str, target: str, judged: dict) -> None:
@@ -186,34 +186,40 @@ def test_this_prompt_set_mutations_fail_the_bounds(targets, model, set_bands):
 
 
 def test_the_near_ceiling_band_is_the_exact_binomial_coverage(targets, model, population_rows):
-    """Why the fine-tuned checkpoint's near-ceiling band over-covers (FINDINGS): with one reply per prompt a
-    language row of a redrawn prompt set is Binomial(n, p) (n its counted replies, p the true LPR), so the exact
-    coverage of the row's interval method is the binomial sum over the draws it holds. Summed over the band's
-    language rows at their true p and the number of prompts, it gives the measured rate within Monte-Carlo error
-    (the task average is left out); for plain Wilson it gives the checkpoint's old 92.5 %. Both models."""
+    """What sets coverage near the ceiling: with one reply per prompt a language row of a redrawn prompt set is
+    Binomial(n, p) (n its counted replies, p the true LPR), so the exact coverage of the row's interval method is
+    the binomial sum over the draws it holds. Summed over the band's language rows at their true p and number of
+    prompts, it gives the measured rate within Monte-Carlo error (the task average is left out), for both models.
+    For the fine-tuned checkpoint (rows at 95-99 %) the same sum at ten prompts a row, the size of its earlier
+    data, is over the bounds (98.7 %): at ten prompts an interval
+    either holds nine of ten (coverage >= 98.8 % at p = 0.99) or not (<= 90 %), and 93-98 % is not attainable;
+    that was the earlier data's finding (98.5 % measured, docs/results/calibration.json "earlier"). At thirty a row
+    the sum is inside the bounds: this is why the checkpoint's data holds 30 prompts a row."""
     from scipy.stats import binom
 
-    from mlft.stats import modified_wilson, wilson
+    from mlft.stats import modified_wilson
+
+    def exact(method, n: int, p: float) -> float:
+        x = np.arange(n + 1)
+        lo, hi = method(x, np.full(n + 1, n))
+        return float(binom.pmf(x, n, p)[(lo <= p) & (p <= hi)].sum())
 
     name, _outcomes, _by_prompt, strata, truth = model
-    rows = population_rows
-    exact = {"modified": [], "wilson": []}
-    measured = []
-    for (task, lang), by in rows.items():
+    rows, measured = [], []
+    for (task, lang), by in population_rows.items():
         p = truth[(task, "all", lang)]["lpr"].value
         if lang == "all" or targets.band_of(p) != "[0.95, 1)":
             continue
-        n = sum(len(v) for k, v in strata.items() if k[0] == task and k[2] == lang)
-        x = np.arange(n + 1)
-        for name, method in (("modified", modified_wilson), ("wilson", wilson)):
-            lo, hi = method(x, np.full(n + 1, n))
-            exact[name].append(float(binom.pmf(x, n, p)[(lo <= p) & (p <= hi)].sum()))
+        rows.append((sum(len(v) for k, v in strata.items() if k[0] == task and k[2] == lang), p))
         measured.append(by[1.0][0] / by[1.0][1])
     assert len(measured) >= 3, name
-    assert abs(np.mean(measured) - np.mean(exact["modified"])) < 0.015, (name, measured, exact)
-    assert min(exact["modified"]) > 0.95, (name, exact)
-    if name == "sft":  # rows at 96-99 %: over the bound by discreteness; plain Wilson dipped under it
-        assert np.mean(exact["modified"]) > targets.BOUNDS[1] and np.mean(exact["wilson"]) < targets.BOUNDS[0], exact
+    here = [exact(modified_wilson, n, p) for n, p in rows]
+    assert abs(np.mean(measured) - np.mean(here)) < 0.015, (name, measured, here)
+    assert min(here) > targets.BOUNDS[0], (name, here)
+    if name == "sft":
+        ten = np.mean([exact(modified_wilson, 10, p) for _n, p in rows])
+        assert ten > targets.BOUNDS[1], (ten, rows)
+        assert targets.within(np.mean(here)), (here, rows)
 
 
 def test_same_model_reruns_are_rarely_called_different_per_task(targets, model):
@@ -222,9 +228,9 @@ def test_same_model_reruns_are_rarely_called_different_per_task(targets, model):
     each model (the rate's Wilson interval is in the message); its smallest p stays above 0.0005 (the floor of
     1,000 draws is 1 / 1,001); a test that never rejects fails the lower bound (checked here). Monte-Carlo error:
     150 tests at a true 5 % give a rate with sd 1.8 pp. At another seed (measurements/targets.py, 2,000 draws)
-    the fine-tuned checkpoint's monolingual rate is 2.0 % (3/150), at the bound (0.7 % at 6 replies per prompt):
-    near its ceiling (LPR ~97 %, 12 of its language rows at 0 or 1) few prompts differ between passes and an
-    exact test's level falls below 5 % (conservative, not anti-conservative)."""
+    the fine-tuned checkpoint rejects 6.7 % in each task (10/150); on its earlier 290 prompts its monolingual rate
+    was 2.0 %, at the bound (0.7 % at 6 replies per prompt): near its ceiling few of ten prompts a row differ
+    between passes and an exact test's level falls below 5 % (conservative, not anti-conservative)."""
     name, _outcomes, by_prompt, _strata, _truth = model
     fp = targets.false_positives(by_prompt, 1, 150, 2, n=1000, methods=("permutation",), family=False)
     for task in ("monolingual", "crosslingual"):
