@@ -404,18 +404,25 @@ def per_language(r: dict) -> int:
     return r.get("per_language") or r["prompts"] // 29
 
 
+TARGETS = (("population coverage, K = 1", "population"), ("this-prompt-set coverage", "this set"))
+
+
+def extremes(bands: dict) -> tuple[float, float]:
+    """The lowest coverage of 10 % narrower intervals and the highest of 25 % wider ones over the judged bands."""
+    judged = [x for b, x in bands.items() if b != "k" and x["judged"]]
+    return min(x["narrower"] for x in judged), max(x["wider"] for x in judged)
+
+
 def misses(f: Fill, r: dict) -> tuple[list[str], list[str]]:
     """A measured model's judged bands outside the bounds, and the mutations its per-band check does not catch."""
-    out, missed = [], []
-    for target, k in (("population", "population coverage, K = 1"), ("this set", "this-prompt-set coverage")):
-        judged = {b: x for b, x in r[k].items() if b != "k" and x["judged"]}
-        out += [f"{target} {b} {pct(f, x['rate'])} %" for b, x in judged.items() if not within(x["rate"])]
-        low, high = min(x["narrower"] for x in judged.values()), max(x["wider"] for x in judged.values())
+    missed = []
+    for key, target in TARGETS:
+        low, high = extremes(r[key])
         if low >= BOUNDS[0]:
             missed.append(f"{target} 10 % narrower (lowest band {pct(f, low)} %)")
         if high <= BOUNDS[1]:
             missed.append(f"{target} 25 % wider (highest band {pct(f, high)} %)")
-    return out, missed
+    return outside_bands(f, r), missed
 
 
 def earlier_sentence(f: Fill, name: str, old: dict, new: dict) -> str:
@@ -439,22 +446,25 @@ def earlier_sentence(f: Fill, name: str, old: dict, new: dict) -> str:
     )
 
 
+def outside_bands(f: Fill, r: dict) -> list[str]:
+    """A measured model's judged bands whose intervals as they are cover outside BOUNDS."""
+    return [
+        f"{target} {band} {pct(f, x['rate'])} %"
+        for key, target in TARGETS
+        for band, x in r[key].items()
+        if band != "k" and x["judged"] and not within(x["rate"])
+    ]
+
+
 def outside(f: Fill, models: dict) -> str:
     """Each judged band whose intervals as they are cover outside BOUNDS, or "none"."""
-    out = []
-    for name, r in models.items():
-        for key, target in (("population coverage, K = 1", "population"), ("this-prompt-set coverage", "this set")):
-            for band, x in r[key].items():
-                if band != "k" and x["judged"] and not within(x["rate"]):
-                    out.append(f"{name} {target} {band} {pct(f, x['rate'])} %")
-    return "; ".join(out) or "none"
+    return "; ".join(f"{name} {band}" for name, r in models.items() for band in outside_bands(f, r)) or "none"
 
 
 def mutation_verdict(f: Fill, bands: dict) -> str:
     """`caught (92.8 %) / caught (99.9 %)`: whether 10 % narrower intervals take some judged band under the bounds
     (its lowest rate) and 25 % wider ones some band over them (the highest)."""
-    judged = [x for b, x in bands.items() if b != "k" and x["judged"]]
-    low, high = min(x["narrower"] for x in judged), max(x["wider"] for x in judged)
+    low, high = extremes(bands)
     verdict = lambda hit: "caught" if hit else "not caught"  # noqa: E731
     return f"{verdict(low < BOUNDS[0])} ({pct(f, low)} %) / {verdict(high > BOUNDS[1])} ({pct(f, high)} %)"
 

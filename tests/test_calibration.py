@@ -87,8 +87,8 @@ def test_each_model_has_20_keyed_replies_or_more_of_lcb_demos_prompts(model, rer
     checkpoint 20 of 870 (30 per task and language; the 290 among them), every (task, language) row as full."""
     name, outcomes, by_prompt, strata, _truth = model
     rows = {}
-    for task, _source, lang in strata:
-        rows[(task, lang)] = rows.get((task, lang), 0) + len(strata[(task, _source, lang)])
+    for (task, _source, lang), prompts in strata.items():
+        rows[(task, lang)] = rows.get((task, lang), 0) + len(prompts)
     replies, prompts = (24, 10) if name == "base" else (20, 30)
     assert len(rows) == 29 and set(rows.values()) == {prompts}, (name, rows)
     assert {len(v) for v in by_prompt.values()} == {replies}, name
@@ -191,10 +191,10 @@ def test_the_near_ceiling_band_is_the_exact_binomial_coverage(targets, model, po
     the binomial sum over the draws it holds. Summed over the band's language rows at their true p and number of
     prompts, it gives the measured rate within Monte-Carlo error (the task average is left out), for both models.
     For the fine-tuned checkpoint (rows at 95-99 %) the same sum at ten prompts a row, the size of its earlier
-    data, is over the bounds (98.7 %): at ten prompts an interval
-    either holds nine of ten (coverage >= 98.8 % at p = 0.99) or not (<= 90 %), and 93-98 % is not attainable;
-    that was the earlier data's finding (98.5 % measured, docs/results/calibration.json "earlier"). At thirty a row
-    the sum is inside the bounds: this is why the checkpoint's data holds 30 prompts a row."""
+    data, is over the bounds (98.7 %): at ten prompts an interval either holds nine of ten (coverage >= 98.8 % at
+    p = 0.99) or not (<= 90 %), and 93-98 % is not attainable; that was the earlier data's finding (98.5 %
+    measured, docs/results/calibration.json "earlier"). At thirty a row the sum is inside the bounds: this is why
+    the checkpoint's data holds 30 prompts a row."""
     from scipy.stats import binom
 
     from mlft.stats import modified_wilson
