@@ -79,7 +79,7 @@ def generate(
     for m in sorted({*range(step or replies, replies, step or replies), replies}):
         if not path.is_file() or len({o.sample for o in load_outcomes(path)}) < m:
             started = time.perf_counter()
-            settings = {"samples": m, **({"per_language": per_language} if per_language else {})}
+            settings = {"samples": m, **({"per_language": per_language} if per_language is not None else {})}
             run_suite(load_suite(suite, settings=settings), target, folder)
             print(f"{suite}: {m} replies per prompt ({time.perf_counter() - started:.0f} s)", flush=True)
     return path
@@ -275,7 +275,7 @@ def main() -> None:
     meta = {
         "model": args.model or "smollm2-135m-instruct (embedded)",
         "suite": args.suite,
-        **({"per_language": args.per_language} if args.per_language else {}),
+        **({"per_language": args.per_language} if args.per_language is not None else {}),
         "replies": args.replies,
         "prompts": len({(o.source, o.language, o.id) for o in outcomes}),
         "source": str(path),
