@@ -55,7 +55,7 @@ def test_demo_refuses_without_import_and_names_both_ways(clone, capsys):
 @pytest.mark.parametrize("what", ["zip", "folder"])
 def test_demo_finds_the_prompts_after_lcb_from(clone, shared, capsys, what):
     src = shared / "lcb" / ("test_sets.zip" if what == "zip" else "")
-    assert main(["lcb", "--from", str(src)]) == 0
+    assert main(["data", "lcb", "--from", str(src)]) == 0
     out = capsys.readouterr().out
     assert "imported into" in out and "total: 6586 prompts" in out
     assert (lcb_cache() / "test_sets.zip").is_file()
@@ -64,7 +64,7 @@ def test_demo_finds_the_prompts_after_lcb_from(clone, shared, capsys, what):
             demo._ensure_lcb_data()
         assert clone == [WORDS.url]  # it tried to download the word list only
         clone.clear()
-        assert main(["lcb", "--from", str(shared / "lcb")]) == 0
+        assert main(["data", "lcb", "--from", str(shared / "lcb")]) == 0
     assert {"words", "few_shot_examples.json", "outputs"} <= {p.name for p in lcb_cache().iterdir()}
     files = demo._ensure_lcb_data(full=True)  # --full also needs the few-shot examples
     assert files["test_sets.zip"] == lcb_cache() / "test_sets.zip" and files["words"] == lcb_cache() / "words"

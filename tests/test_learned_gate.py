@@ -332,11 +332,11 @@ def test_gate_on_a_live_model_reads_the_last_hidden_state(tmp_path):
 def test_cli_refuses_bad_input(tmp_path, capsys):
     from mlft.cli import main
 
-    assert main(["gate", "train", "--out", str(tmp_path / "g.bin")]) == ConfigError.exit_code
+    assert main(["build", "gate", "--out", str(tmp_path / "g.bin")]) == ConfigError.exit_code
     assert "--out: a .safetensors file" in capsys.readouterr().err
-    assert main(["gate", "train", "--out", str(tmp_path / "g.safetensors"), "--from", "nope.csv"]) != 0
+    assert main(["build", "gate", "--out", str(tmp_path / "g.safetensors"), "--from", "nope.csv"]) != 0
     assert "not `seed`, `polyglot` or a file" in capsys.readouterr().err
-    assert main(["gate", "train", "--out", str(tmp_path / "g.safetensors"), "--languages", "xx"]) != 0
+    assert main(["build", "gate", "--out", str(tmp_path / "g.safetensors"), "--languages", "xx"]) != 0
     assert "--languages: xx not in the seed data" in capsys.readouterr().err
 
 
