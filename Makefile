@@ -36,8 +36,8 @@ demo: install
 	$(PY) -m mlft demo
 
 test: install
-	$(PY) -m ruff check mlft tests measurements recipes
-	$(PY) -m ruff format --check mlft tests measurements recipes
+	$(PY) -m ruff check mlft tests measurements recipes devtools
+	$(PY) -m ruff format --check mlft tests measurements recipes devtools
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 	$(MAKE) test-vllm
 
