@@ -136,7 +136,7 @@ def test_steer_shift_size_source_and_skips(tmp_path):
     assert torch.equal(shifts[2][1:], torch.zeros(2, 32))
     with pytest.raises(ConfigError, match="layers"):
         build_interventions([{"name": "steer", "vectors": str(path), "layers": [9]}], "x")
-    with pytest.raises(ConfigError, match="mlft steer build"):
+    with pytest.raises(ConfigError, match="mlft build steer"):
         build_interventions([{"name": "steer", "vectors": str(tmp_path / "none.safetensors")}], "x")
     with pytest.raises(ConfigError, match="no vector for 'ja'"):
         build_interventions([{"name": "steer", "vectors": str(path), "source": "ja"}], "x")
@@ -283,7 +283,7 @@ def test_user_text_file_and_errors(tmp_path):
 
 
 def test_steer_build_refuses_unknown_language_and_too_few_texts(tmp_path, capsys, monkeypatch):
-    """`mlft steer build` stops before any model loads: a language code nobody knows (row named, did-you-mean,
+    """`mlft build steer` stops before any model loads: a language code nobody knows (row named, did-you-mean,
     valid codes), too few texts per language for a vector (the minimum named), a too small --per-language."""
     from mlft import cli
     from mlft.errors import DataError
