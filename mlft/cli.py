@@ -2,7 +2,7 @@
 
 Each subcommand lives in `mlft/commands/<name>.py` and exposes `add_parser(subparsers)` (which sets
 `func=run` on its parser) — so `make_parser()` is the single parser used by the CLI and by the tests. The nouns are
-grouped (issue 58): `mlft data` (lcb, multisense, polyglot, mix), `mlft show` (table, curves, report, card,
+grouped: `mlft data` (lcb, multisense, polyglot, mix), `mlft show` (table, curves, report, card,
 paper-tables, multisense) and `mlft build` (steer, gate) are groups over the per-command modules
 (mlft/commands/group.py); the old spellings (`mlft lcb`, `mlft steer build`, ...) still parse, hidden from
 `mlft --help`, to the same namespace, with a one-line notice on stderr (mlft/commands/renamed.py).
@@ -32,7 +32,7 @@ class CommandParser(argparse.ArgumentParser):
     def __init__(self, *args, later=None, renamed=None, **kwargs):
         super().__init__(*args, **kwargs)
         self._later = later
-        self._renamed = renamed  # an old spelling's notice, said on stderr each time it is parsed
+        self._renamed = renamed  # an old spelling's notice, said on stderr the first time it is parsed
 
     def _complete(self) -> None:
         if self._later is not None:
@@ -40,8 +40,9 @@ class CommandParser(argparse.ArgumentParser):
             later(self)
 
     def parse_known_args(self, args=None, namespace=None):
-        if self._renamed:
+        if self._renamed:  # once (a bad command line is parsed again for argparse's message)
             print(self._renamed, file=sys.stderr)
+            self._renamed = None
         self._complete()
         return super().parse_known_args(args, namespace)
 

@@ -1,4 +1,4 @@
-"""The front door's shape (issue 58): `mlft --help` lists at most 12 commands, the nouns grouped under `mlft data`,
+"""The front door's shape: `mlft --help` lists at most 12 commands, the nouns grouped under `mlft data`,
 `mlft show` and `mlft build`; every old spelling still runs, hidden from the list, parsing to exactly the namespace
 of its new spelling (the same `run`, the same arguments) and saying its new name on stderr in one line."""
 
@@ -112,7 +112,12 @@ def test_mlft_results_left_the_package(capsys):
     """`mlft results` renders the project's own docs numbers: a development tool of the source tree now
     (`python -m devtools.results`); the old name says where it went."""
     assert cli.main(["results", "docs/results/demo.json", "--check", "README.md"]) == 2
-    assert capsys.readouterr().err.splitlines() == [MOVED, MOVED]
+    assert capsys.readouterr().err.splitlines() == [MOVED]
+    with pytest.raises(SystemExit) as exc:  # its help says it too
+        cli.main(["results", "--help"])
+    assert exc.value.code == 0 and " ".join(capsys.readouterr().out.split()).endswith(
+        "`python -m devtools.results ARGS` options: -h, --help show this help message and exit"
+    )
 
 
 def test_a_recipe_file_alone_still_trains():

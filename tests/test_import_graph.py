@@ -112,7 +112,7 @@ LINE_BUDGET = {
     "mlft/benchmarks/lcb": 2600,
     "mlft/benchmarks/multisense": 650,
     "mlft/benchmarks/polyglot": 250,
-    "mlft/commands": 1950,  # 1850 until the groups (data, show, build) and the old spellings kept (issue 58)
+    "mlft/commands": 1950,  # 1850 until the groups (data, show, build) and the old spellings kept
     "mlft/data": 2850,
     "mlft/evals": 1500,
     "mlft/evals/multisense": 450,
@@ -125,7 +125,7 @@ LINE_BUDGET = {
     "mlft/harness/tasks/mlft_polyglot_mc": 50,
     "mlft/io": 600,
     # 3155 (3150 until compare's mark for a test that cannot reject) until the docs-number machinery (results blocks,
-    # lifting, seeds) left the package for devtools/ (issue 58)
+    # lifting, seeds) left the package for devtools/
     "mlft/reports": 2550,
     # 1300 until the edge-modified Wilson interval (modified_wilson); 1350 until the reruns' compact file
     # (save_compact, moved from measurements/calibration.py) and the seeds interval's shared term; 1400 until the

@@ -1,4 +1,4 @@
-"""The lab behind the face (issue 58): every import of an mlft internal module left in measurements/*.py and
+"""The lab behind the face: every import of an mlft internal module left in measurements/*.py and
 measurements/gpu/*.py, each with its reason. A measurement uses the public API (`import mlft`; `mlft.score`,
 `mlft.evaluate`, ...: the names in `mlft.__all__`) where it can; where it measures a piece the API hides (the kernel
 it times, the statistics it calibrates, the file format it writes) it imports that piece, and REASONS says why.

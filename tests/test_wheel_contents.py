@@ -1,4 +1,4 @@
-"""What the wheel holds (issue 58): the library and the shipped suites, recipes, mixes and configs, never the
+"""What the wheel holds: the library and the shipped suites, recipes, mixes and configs, never the
 machinery that renders the project's own documentation numbers (devtools/: results blocks, lifting, the seeds story,
 `python -m devtools.results`).
 

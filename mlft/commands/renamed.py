@@ -1,12 +1,11 @@
-"""The old spellings of the regrouped commands (issue 58): each still runs, hidden from `mlft --help`, parses to
-the same namespace as its new spelling (the same `run`, the same arguments), and says on stderr once per parse
-what it is called now. They go in the next release."""
+"""The old spellings of the regrouped commands: each still runs, hidden from `mlft --help`, parses to the same
+namespace as its new spelling (the same `run`, the same arguments), and says on stderr what it is called now (once
+per parser). They go in the next release."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 
 from mlft.commands.group import spelled
 
@@ -52,12 +51,11 @@ def add_parsers(sub) -> None:
         else:
             spelled(add(sub, old, renamed=notice(old, new)), new)
         _hide(sub, old)
-    p = sub.add_parser("results", add_help=False, renamed=MOVED)
+    p = sub.add_parser("results", description=MOVED, renamed=MOVED)  # any arguments: it says where it went
     p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(func=moved)
     _hide(sub, "results")
 
 
-def moved(args) -> int:
-    print(MOVED, file=sys.stderr)
+def moved(args) -> int:  # the parse said where it went
     return 2
