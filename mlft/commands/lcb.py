@@ -17,7 +17,7 @@ def add_parser(sub, name: str = "lcb", **kw):
         f"check, or imported offline with --from PATH or ${LCB_DATA_ENV}). --from copies the "
         "LCB files PATH holds into the cache (~/.cache/mlft/lcb; $MLFT_CACHE moves it), "
         "each checked against its official checksum, so every later command (mlft demo, "
-        "eval, score, paper-tables) finds them offline.",
+        "eval, score, show paper-tables) finds them offline.",
     )
     p.add_argument(
         "--from",
