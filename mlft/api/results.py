@@ -277,6 +277,7 @@ class Comparison(Result):
         return [dict(r) for r in self.rows]
 
     def table(self, fmt: str = "table") -> str:
+        """What `mlft compare --format fmt` prints: the rows with B − A, interval, p and p (Holm), or JSON."""
         if fmt == "json":
             return json.dumps({"a": self.a, "b": self.b, "rows": self.rows}, indent=2)
         return render_compare(self.rows, self.a, self.b, fmt)

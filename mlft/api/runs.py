@@ -36,6 +36,7 @@ class Run(Result):
 
     @property
     def label(self) -> str:
+        """The run's name in tables and plots: its folder's name."""
         return Path(self.run_dir).name
 
     @property
@@ -53,6 +54,7 @@ class Run(Result):
         return curve_file.done(self.run_dir)
 
     def records(self) -> list[dict]:
+        """The curve records: step, variant, suite, task, language, metric, value, low, high, n, ..."""
         return [dict(r) for r in self.curves]
 
     def table(self, fmt: str = "table") -> str:
@@ -124,6 +126,7 @@ class Curves(Result):
     runs: dict[str, list[dict]]
 
     def records(self) -> list[dict]:
+        """Every run's curve records, each with its run's label (`run`)."""
         return [{"run": label, **r} for label, rows in self.runs.items() for r in rows]
 
     def table(self, fmt: str = "table", variants: list[str] | None = None) -> str:

@@ -52,9 +52,11 @@ class MitigationTables(Result):
         return len(self.tables)
 
     def table(self, fmt: str = "table") -> str:
+        """Every table rendered (table, markdown, tsv, csv), notes below each (table, markdown)."""
         return "\n".join(t.render(fmt) for t in self.built())
 
     def records(self) -> list[dict]:
+        """The mitigation table's numbers per row: label, flags, per task {metric: {value, low, high, n, p_vs_base}}."""
         return [dict(r) for r in self.tables[0]["data"]] if self.tables else []
 
     def plot(self, path: str | Path) -> Path:
