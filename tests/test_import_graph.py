@@ -111,7 +111,7 @@ STATS = "mlft.stats"
 # stats/ split from one file): 27.7k.
 LINE_BUDGET = {
     "mlft": 1550,  # 1500 until the public API's names (mlft/__init__.py's lazy table) and completions_from_records
-    "mlft/api": 1220,
+    "mlft/api": 1300,
     "mlft/benchmarks": 100,
     "mlft/benchmarks/lcb": 2600,
     "mlft/benchmarks/multisense": 650,

@@ -28,7 +28,7 @@ def compare(
     part: str = "answer",
     trace_markers=DEFAULT_TRACE_MARKERS,
 ) -> Comparison:
-    """B − A per task and language with a 95 % interval and p-value, Holm-adjusted over languages.
+    """B − A per task and language with its interval and p-value, Holm-adjusted over languages.
 
     `a`, `b`: RUN_DIR[@STEP][:VARIANT] (a `mlft train` run), EVAL_DIR[:VARIANT] (a `mlft eval` folder),
     outcomes.jsonl, or a completions file (scored here). `metrics`: lpr, wpr, lcpr, coverage, degeneracy, validity,

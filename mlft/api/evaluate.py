@@ -195,8 +195,8 @@ def evaluate_checkpoint(
     **evaluation: Any,
 ):
     """Every evaluation pass of `model` at `step` not yet recorded in the run folder `run_dir` (its curves.jsonl:
-    the training callback's format), e.g. a base model's step-0 passes shared by several runs. `evaluation`: the
-    recipe's `evaluation:` keys (suite, suite_overrides, variants as `mlft.PassVariant`s, fewshot,
+    the training callback's format), e.g. a base model's first passes (`step=0`) shared by several runs.
+    `evaluation`: the recipe's `evaluation:` keys (suite, suite_overrides, variants as `mlft.PassVariant`s, fewshot,
     fewshot_variants, quantized, backend, ...). Returns the run (`mlft.Run`).
 
     >>> import mlft

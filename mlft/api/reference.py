@@ -93,7 +93,9 @@ def _entry(name: str) -> str:
         return f"### `mlft.{name}`\n\n```python\n{name} = {obj!r}\n```\n"
     doc = _page_doc(obj)
     if dataclasses.is_dataclass(obj) and doc.startswith(f"{obj.__name__}("):  # no docstring of its own: its fields
-        doc = "\n".join(f"- `{f.name}`: {f.metadata.get('help', '')}".rstrip(": ") for f in dataclasses.fields(obj))
+        doc = "\n".join(f"{f.name}: {f.metadata.get('help', '')}".rstrip(": ") for f in dataclasses.fields(obj))
+    if not getattr(obj, "__module__", "mlft.api").startswith("mlft.api"):  # the library's own words, as they are
+        doc = f"```text\n{doc}\n```" if doc else ""
     text = f"### `mlft.{name}`\n\n```python\n{_signature(name, obj)}\n```\n\n{doc}\n"
     if inspect.isclass(obj) and issubclass(obj, mlft.api.results.Result):
         own = _methods(obj)

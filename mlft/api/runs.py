@@ -63,7 +63,7 @@ class Run(Result):
         return curve_table({self.label: self.curves}, fmt=fmt)
 
     def plot(self, path: str | Path) -> Path:
-        """The curves (one panel per task and metric, 95 % bands) as a PNG."""
+        """The curves (one panel per task and metric, interval bands) as a PNG."""
 
         return plot_curves({self.label: self.curves}, path)
 
@@ -79,7 +79,7 @@ class Run(Result):
 
     def copy_pass(self, into: str | Path, step: int = 0, variant: str = "model") -> Run:
         """Record this run's pass (`step`, `variant`: rows and files) in the run folder `into` too, unless it holds
-        one already (e.g. a base model's step-0 pass shared by every run that starts from it). Returns `into`."""
+        one already (e.g. a base model's `step=0` pass shared by every run that starts from it). Returns `into`."""
 
         dst = Path(into)
         if (step, variant) not in curve_file.done(dst):
@@ -135,7 +135,7 @@ class Curves(Result):
         return curve_table(self.runs, variants, fmt)
 
     def plot(self, path: str | Path, variants: list[str] | None = None) -> Path:
-        """One panel per (task, metric) with 95 % bands; colour per run, line style per variant."""
+        """One panel per (task, metric) with interval bands; colour per run, line style per variant."""
 
         return plot_curves(self.runs, path, variants)
 

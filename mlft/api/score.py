@@ -88,7 +88,7 @@ def score(
 
     `completions`: a completions file (official CSV: id, model, completion, task, source, language; or mlft JSONL),
     several files, a pandas DataFrame or a list of dicts with those columns. `guard`: coverage, degeneracy, lexical
-    validity, unknown-line and skipped-reply shares with 95 % intervals and flags. `trace_markers`: a reply holding
+    validity, unknown-line and skipped-reply shares with intervals and flags. `trace_markers`: a reply holding
     them is split into trace and answer (the answer is scored; the trace too); None scores whole replies.
     `lid_model`: fastText `ftz` (bundled, default), `bin` (the paper's lid.176.bin) or a path; NON-OFFICIAL
     py3langid / langdetect. `judge`: a NON-OFFICIAL second judge (py3langid, langdetect) reported beside the
