@@ -227,3 +227,31 @@ def test_mitigation_tables_steps_compose_to_the_table(tmp_path):
     table = mitigation_table(rows, "base", "t", 2000)
     assert (table.header, table.body, table.notes) == (header, body, mitigation_notes(tests, flags, 2000))
     assert body[1][:4] == ["+SFT", "80.0 ±10.0", "–", "80.0 ±10.0"]
+
+
+def test_evaluate_runs_a_suite_and_the_eval_command_prints_its_report(tmp_path, capsys):
+    """mlft.evaluate on a backend without weights (the toy backend of tests/test_registry.py): its rows, its
+    report, its folder; `mlft eval` prints the same report and a suite's dotted keyword overrides reach the suite."""
+    from test_registry import ToyBackend
+
+    from mlft.cli import main
+    from mlft.generation.backends import REGISTRY
+
+    REGISTRY.add("toy", ToyBackend)
+    try:
+        e = mlft.evaluate(
+            None, "lcb_tiny", backend="toy", out=tmp_path / "api", progress=False, **{"decoding.max_new_tokens": 7}
+        )
+        assert main(["eval", "lcb_tiny", "--backend", "toy", "--no-progress", "--max-new-tokens", "7",
+                     "--out", str(tmp_path / "cli")]) == 0  # fmt: skip
+    finally:
+        REGISTRY.remove("toy")
+    out = capsys.readouterr().out
+    assert e.kind == "lcb" and e.suite == "lcb_tiny" and e.out == str(tmp_path / "api")
+    assert e.report and out.startswith(e.report) and f"lcb_tiny: {len(e.rows)} metric rows" in out
+    assert json.loads((tmp_path / "api" / "results.json").read_text())["config"]["suite"]["settings"] == {
+        "decoding": {"max_new_tokens": 7}
+    }
+    assert 0 <= e.value("lpr", "crosslingual") <= 1 and (tmp_path / "api" / "report.html").is_file()
+    assert e.scores.lpr(task="crosslingual") == e.value("lpr", "crosslingual")
+    assert mlft.load_result(e.save(tmp_path / "e.json")) == e
