@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from mlft.api.results import Result, ScoreResult
-from mlft.api.runs import load_run
+from mlft.api.runs import Run, load_run
 from mlft.api.score import score
 from mlft.errors import ConfigError, DataError
 from mlft.evals import runner
@@ -193,7 +193,7 @@ def evaluate_checkpoint(
     mode: str = "baseline",
     progress: bool = True,
     **evaluation: Any,
-):
+) -> Run:
     """Every evaluation pass of `model` at `step` not yet recorded in the run folder `run_dir` (its curves.jsonl:
     the training callback's format), e.g. a base model's first passes (`step=0`) shared by several runs.
     `evaluation`: the recipe's `evaluation:` keys (suite, suite_overrides, variants as `mlft.PassVariant`s, fewshot,

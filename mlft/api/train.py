@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mlft.api.evaluate import deep_merge, dotted
-from mlft.api.runs import load_run
+from mlft.api.runs import Run, load_run
 from mlft.training.launch import read_accelerate_config
 from mlft.training.recipe import Recipe, load_recipe
 
@@ -20,7 +20,7 @@ def launched() -> bool:
     return any(k in os.environ for k in ("MLFT_LAUNCHED", "ACCELERATE_MIXED_PRECISION", "LOCAL_RANK"))
 
 
-def load(recipe, overrides: list[str] | tuple = (), settings: dict | None = None, **keys: Any):
+def load(recipe, overrides: list[str] | tuple = (), settings: dict | None = None, **keys: Any) -> Recipe:
     """The validated recipe (mlft.training.recipe.Recipe) of a recipe YAML with its overrides: `overrides` as
     key=value texts, `settings` as a nested mapping, keyword arguments as dotted keys (`mlft.load_recipe`).
 
@@ -36,7 +36,7 @@ def load(recipe, overrides: list[str] | tuple = (), settings: dict | None = None
 
 def check_recipe(
     recipe, overrides: list[str] | tuple = (), *, accelerate_config: str | None = None, settings=None, **keys: Any
-):
+) -> Recipe:
     """Validate a recipe and build the trl config object the run would train with (no model, no data), so trl's own
     value checks run (e.g. GRPO: the generation batch must divide into groups of num_generations; trl computes it
     for this one process, global_batch_size's accumulation for the launch's world size); a refusal is a ConfigError
@@ -66,7 +66,7 @@ def check_recipe(
 
 def train(
     recipe, overrides: list[str] | tuple = (), *, settings: dict | None = None, progress: bool = True, **keys: Any
-):
+) -> Run:
     """Validate `recipe` (a recipe YAML, or a loaded Recipe) with its overrides before anything is loaded, then
     train it in this process (resuming from the run's last checkpoint), evaluating checkpoints as its
     `evaluation:` says. Overrides: keyword arguments as dotted keys, `overrides` as key=value texts, `settings`
