@@ -114,7 +114,9 @@ def test_training_and_quantized_imports_are_declared_and_quant_travels_to_the_gp
     quantize = (REPO / "mlft/generation/interventions/quantize.py").read_text(encoding="utf-8")
     assert "BitsAndBytesConfig" in quantize  # w8 / w4 import bitsandbytes through transformers, at load time
     imports |= {"bitsandbytes"}
-    assert "torchao" in imports  # the scan sees the quantize intervention's own import (one that finds nothing checks nothing)
+    assert (
+        "torchao" in imports
+    )  # the scan sees the quantize intervention's own import (one that finds nothing checks nothing)
     assert {"trl", "transformers", "peft", "accelerate", "torch"} <= imports
     extras = _extras()
     declared = extras["core"] | extras["train"] | extras["quant"] | extras["deepspeed"]

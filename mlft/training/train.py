@@ -39,7 +39,7 @@ from mlft.training import chain
 from mlft.training.card import push, write_card
 from mlft.training.chat_template import training_chat_template
 from mlft.training.passes import RUN_CHAT_TEMPLATE
-from mlft.training.recipe import Recipe, accumulation_steps, dump_recipe, uses_vllm
+from mlft.training.recipe import Recipe, accumulation_steps, check_sharded_evaluation, dump_recipe, uses_vllm
 from mlft.training.rewards import reward_functions
 from mlft.training.rollouts import reward_curve_callback
 from mlft.training.training_args import default_attention
@@ -91,7 +91,8 @@ def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None
         args.pop("gradient_checkpointing_kwargs", None) if "activation_checkpointing_kwargs" in args else None
     kwargs = dict(args.get("model_init_kwargs") or {})
     if recipe.dtype != "auto" or "model_init_kwargs" not in args:
-        kwargs.setdefault("dtype", recipe.dtype)
+        kwargs["dtype"] = recipe.dtype  # the recipe's (validation refuses a model_init_kwargs dtype that differs)
+        kwargs.pop("torch_dtype", None)
     kwargs.setdefault("attn_implementation", default_attention())
     args["model_init_kwargs"] = kwargs
     if recipe.entry.rewards:  # trl's own vLLM rollouts, from the recipe's `generation:`
@@ -218,11 +219,12 @@ def _make_trainer(recipe: Recipe, model, ref_model, tok, config, dataset, peft_c
     return trainer
 
 
-def _weights_sharded(trainer) -> bool:
+def _weights_sharded(trainer) -> str | None:
+    """What shards the live model's weights ("FSDP", "DeepSpeed ZeRO-3"), None when each rank holds them whole."""
     if getattr(trainer, "is_fsdp_enabled", False):
-        return True
+        return "FSDP"
     plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
-    return plugin is not None and plugin.zero_stage == 3
+    return "DeepSpeed ZeRO-3" if plugin is not None and plugin.zero_stage == 3 else None
 
 
 def _save_final(trainer, tok, recipe: Recipe, run_dir: Path, info: dict, state) -> str:
@@ -300,7 +302,9 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
     if recipe.lora.enabled:  # before the eval callback, which may load the saved checkpoint
         trainer.add_callback(chain.ChainCallback(run_dir, info))
     ev = recipe.evaluation
-    in_process = ev.in_process == "always" or (ev.in_process == "auto" and not _weights_sharded(trainer))
+    sharded = _weights_sharded(trainer)
+    check_sharded_evaluation(ev, sharded, recipe.source)  # launched under another config than the recipe's
+    in_process = ev.in_process == "always" or (ev.in_process == "auto" and not sharded)
     callback = EvalCallback(recipe, run_dir, tok, in_process=in_process, progress=progress)
     callback.trainer = trainer
     trainer.add_callback(callback)
