@@ -92,3 +92,58 @@ def test_check_keeps_the_recipes_dtype():
             train._trainer_config = original
         assert built[-1].model_init_kwargs["dtype"] == dtype and recipe.dtype == dtype
     assert load_recipe(GPU_RECIPE).dtype == "bfloat16"  # the shipped GPU recipes: bf16 weights (recipes/_base.yaml)
+
+
+# ---------------------------------------------------------------- the memory plan (mlft.training.memory)
+
+SMOLLM2_17B = {
+    "vocab_size": 49152,
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "head_dim": 64,
+    "tie_word_embeddings": True,
+}
+
+
+def test_the_memory_plan_refuses_a_run_that_cannot_fit_the_card_before_any_allocation():
+    """SmolLM2-1.7B's geometry, the GPU recipe's shape (bf16, 8 x 2,048 rows, no checkpointing) with a w8a8 variant
+    at the end: planned on the meta device (a real fp32 copy would be 6.8 GB; this process grows by far less),
+    refused on a 40 GiB card with the numbers, fitting an 80 GiB one under ZeRO-2 ... and the parts add up."""
+    import resource
+
+    from transformers import LlamaConfig
+
+    from mlft.training.memory import GIB, check_fits, plan_memory
+
+    config = LlamaConfig(**SMOLLM2_17B)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    plan = plan_memory(config, dtype="bfloat16", rows=8, max_length=2048, zero_stage=2, quantized=("w8a8",))
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss) / 1024
+    assert grown_mib < 500, grown_mib  # nothing of 1.7 B parameters was allocated
+    assert plan.parameters == 1_711_376_384
+    n = plan.parameters
+    assert plan.parts["weights"] == 2 * n and plan.parts["gradients"] == 2 * n
+    assert plan.parts["optimizer"] == 12 * n  # fp32 Adam moments + DeepSpeed's fp32 master copy
+    assert plan.eval_parts["quantized_copy"] == 2 * n  # w8a8 loads a full bf16 copy first
+    kv = (32768 + 256 * 100) * 24 * 2 * 32 * 64 * 2
+    assert plan.eval_parts["kv_cache"] == kv
+    with pytest.raises(ConfigError) as err:
+        check_fits(plan, 40 * GIB, "r.yaml", "a 40 GiB card")
+    message = str(err.value)
+    assert "does not fit a 40 GiB card (40.0 GiB, 38.0 usable)" in message
+    assert f"planned peak {plan.peak / GIB:.1f} GiB" in message and "quantized_copy 3.2" in message
+    assert "kv_cache 10.7" in message and "optimizer 19.1" in message
+    check_fits(plan, 80 * GIB, "r.yaml")  # an H100
+    # w8 instead: int8 linear weights, 16-bit embeddings
+    w8 = plan_memory(config, dtype="bfloat16", rows=8, max_length=2048, zero_stage=2, quantized=("w8",))
+    assert w8.eval_parts["quantized_copy"] < plan.eval_parts["quantized_copy"] / 1.5
+
+
+def test_train_plans_the_memory_before_loading_anything(monkeypatch):
+    """train() checks the plan before the mix and the model are loaded (the check raises; nothing after it runs)."""
+    source = (REPO / "mlft/training/train.py").read_text(encoding="utf-8")
+    body = source[source.index("def _train(") :]
+    assert body.index("check_memory(") < body.index("_load_dataset(") < body.index("_model_and_tokenizer(")

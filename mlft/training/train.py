@@ -227,6 +227,31 @@ def _weights_sharded(trainer) -> str | None:
     return "DeepSpeed ZeRO-3" if plugin is not None and plugin.zero_stage == 3 else None
 
 
+def check_memory(recipe: Recipe, start: str, state) -> None:
+    """On a GPU: the run's memory plan (mlft.training.memory: training state, the end's quantized copy and the KV
+    cache, from the model's config on the meta device) against this card, refused with its numbers before anything
+    is allocated. A LoRA adapter start (its base's config) and a machine without CUDA are not planned."""
+    import torch
+
+    from mlft.training.memory import check_fits, recipe_plan
+
+    if not torch.cuda.is_available() or recipe.training_args.get("use_cpu"):
+        return
+    mref = resolve(start)
+    if mref.kind == "adapter":
+        return
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(mref.path)
+    stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") if os.environ.get("ACCELERATE_USE_DEEPSPEED") else None
+    plan = recipe_plan(recipe, config, state.num_processes, int(stage) if stage else None)
+    device = torch.device("cuda", torch.cuda.current_device())
+    total = torch.cuda.mem_get_info(device)[1]
+    check_fits(plan, total, recipe.source, torch.cuda.get_device_name(device))
+    if state.is_main_process:
+        log.info("mlft train: memory plan %s (card %.1f GiB)", plan.describe(), total / 2**30)
+
+
 def _save_final(trainer, tok, recipe: Recipe, run_dir: Path, info: dict, state) -> str:
     """final/ (and final_adapter/ for a chained LoRA run: final/ then holds the merged full weights)."""
     merged = recipe.lora.enabled and chain.is_chained(info)
@@ -289,6 +314,7 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
     state.wait_for_everyone()
     info = chain.read(run_dir)
 
+    check_memory(recipe, chain.start_ref(run_dir, info), state)  # before the data and the model are loaded
     dataset = _load_dataset(recipe, run_dir, state)
     model, ref_model, tok = _model_and_tokenizer(recipe, config, chain.start_ref(run_dir, info))
     if state.is_main_process and getattr(tok, "chat_template", None):
