@@ -147,3 +147,22 @@ def test_train_plans_the_memory_before_loading_anything(monkeypatch):
     source = (REPO / "mlft/training/train.py").read_text(encoding="utf-8")
     body = source[source.index("def _train(") :]
     assert body.index("check_memory(") < body.index("_load_dataset(") < body.index("_model_and_tokenizer(")
+
+
+@pytest.mark.slow
+def test_a_quantized_pass_records_its_weights_format_not_the_embeddings_dtype(embedded_model, tmp_path):
+    """The completions of a w8 / w4 pass said `dtype: float32` (on a GPU: bfloat16): the hf backend read the first
+    parameter, the 16/32-bit embeddings bitsandbytes leaves alone. They now record the quantized linear weights'
+    format, so a quantized variant is told apart from the model it was made from."""
+    pytest.importorskip("bitsandbytes")
+    from mlft.generation.backends.hf import HFBackend
+    from mlft.generation.interventions.quantize import load_quantized
+
+    model, tok = embedded_model
+    assert HFBackend(model, tok).placement["dtype"] == "float32"
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    for scheme, fmt in (("w8", "int8"), ("w4", "nf4")):
+        quantized, qtok = load_quantized(tmp_path, scheme)
+        assert str(next(quantized.parameters()).dtype) == "torch.float32"  # what was recorded before
+        assert HFBackend(quantized, qtok).placement == {"device": "cpu", "dtype": fmt}

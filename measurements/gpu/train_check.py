@@ -40,11 +40,18 @@ refuses padding-free rows on sdpa, so its rows are packed `wrapped` (no joined r
 configs/accelerate/cpu_zero3.yaml. Only a GPU can show the bfd-packed step's speed, MFU, CUDA graphs, peak memory
 and the children's CUDA.
 
-Budget on one H100 (8 min for the command; `budget_s` 440 s skips what would not fit, as a SKIP): building and
-saving the model ~15 s; sft ~190 s (20 steps of 8 x 2,048 tokens at ~0.4-0.8 s + FlexAttention's compile ~40 s;
-three passes of lcb_tiny_noja (6 prompts x 4 new tokens... the suite's 32) with the first compiling the decode step
-~60 s and the others ~5 s; two checkpoints ~10 s; the reload pass ~60 s, a new compile); users_command ~120 s
-(DeepSpeed start ~30 s, two children ~20 s each, two w8 passes ~20 s each); lora ~40 s; quantized ~40 s.
+Sized for 8 minutes on one H100 (the reasoning, to check against each stage's seconds in the JSON; `budget_s`
+440 s: a stage that would start after it is a SKIP, and the command's exit 1): building and saving the model ~20 s
+(3.4 GB of bf16 safetensors), the matmul ~2 s; sft ~200 s: tokenizing and packing 6,000 seed rows in 8 processes
+~15 s, FlexAttention's compile of its forward and backward ~40-60 s, 20 steps of 16,384 tokens at 0.4 s (MFU 40 %)
+to 1.6 s (10 %), three passes of lcb_tiny_noja (62 rows x 16 new tokens) of which the first compiles the decode step
+(~50 s, the H200's decode_check measured 35-47 s) and the others take ~5 s, three saves of 3.4 GB ~15 s, the
+reload pass ~20 s (the same shapes: dynamo's graphs take the new model's weights as inputs; ~50 s if it recompiles); quantized ~50 s (w4 and w8 each: bitsandbytes quantizing at load ~10 s, an eager pass ~10 s);
+lora ~50 s (4 steps, three eager passes); users_command ~120 s (DeepSpeed's start ~30 s, 400 short seed rows, two
+evaluation children of ~25 s each and the w8 variant at both ends ~20 s each). About 430-490 s in all: at the edge of
+8 minutes, which is why the stages run in this order (the quantized stage needs sft's checkpoint; the users' command,
+the slowest to start, goes last), so a slow card loses the last stage (a SKIP), not the first. Should it be cut off,
+`--stages users_command` alone (~120 s) completes the set in a second call.
 """
 
 from __future__ import annotations
@@ -91,7 +98,7 @@ SETTINGS = {
         "packing_strategy": "bfd",  # padding-free: a varlen attention (flash-attn, else FlexAttention)
         "accelerate": "configs/accelerate/zero3.yaml",
         "budget_s": 440,
-        "new_tokens": 32,
+        "new_tokens": 16,
     },
     "reduced": {
         "max_length": 128,
@@ -441,6 +448,8 @@ def _reload_pass(ctx, recipe, run_dir: Path, step: int) -> dict[str, dict]:
 
 
 def stage_users_command(ctx):
+    from mlft.training.launch import read_accelerate_config
+
     s = SETTINGS[ctx.mode]
     run_dir = ctx.work / "users"
     probe = ctx.work / "probe.jsonl"
@@ -451,6 +460,7 @@ def stage_users_command(ctx):
         run_dir,
         ctx.mode,
         accelerate_config=str(REPO / s["accelerate"]),
+        mix_overrides=["total=400"],  # short seed rows: 4 steps need few
         training_args={
             "max_steps": s["user_steps"],
             "save_steps": s["user_steps"],
@@ -462,7 +472,8 @@ def stage_users_command(ctx):
             "dataset_num_proc": None,
             **({"use_cpu": True, "bf16": False} if ctx.mode == "reduced" else {}),
         },
-        global_batch_size=2,
+        # the recipe is checked against the config's world size (8 GPUs; the CPU one: 2), launched on 1 process
+        global_batch_size=2 * int(read_accelerate_config(REPO / s["accelerate"]).num_processes or 1),
         evaluation={
             "suite": str(SUITE),
             "suite_overrides": {"decoding": {"max_new_tokens": 4}},
@@ -652,7 +663,8 @@ def stage_quantized(ctx):
     )
 
 
-STAGES = {"sft": stage_sft, "users_command": stage_users_command, "lora": stage_lora, "quantized": stage_quantized}
+# in the order they run: the quantized stage reads the sft stage's checkpoint
+STAGES = {"sft": stage_sft, "quantized": stage_quantized, "lora": stage_lora, "users_command": stage_users_command}
 
 
 class Context:
