@@ -21,7 +21,7 @@ WHEELS="trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 fast-langd
   fasttext-predict==0.9.2.4 robust-downloader==0.0.2 colorlog==6.12.0 gguf==0.19.0 hjson==3.1.0
   pydantic==2.13.4 pydantic-core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2"
 plat=""
-for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do
+for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_24_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64; do
   plat="$plat --platform $p"
 done
 mkdir -p .whl
@@ -36,7 +36,7 @@ ls .whl/jieba-0.42.1-*.whl >/dev/null 2>&1 || python3 -m pip wheel -q --no-deps 
 
 # The quantized passes (the `quantize` intervention: w8 / w4 through transformers' BitsAndBytesConfig, w8a8 through
 # torchao; pyproject's `quant` extra). The GPU image has neither. bitsandbytes ships one wheel with a native library
-# per CUDA build; only the card's CUDA build's (MLFT_GPU_CUDA, default 130: the H100/H200 image's torch
+# per backend build (CUDA 11.8-13.2, ROCm, XPU: 43 MB); only the card's CUDA build's (MLFT_GPU_CUDA, default 130: the H100/H200 image's torch
 # 2.11.0+cu130) and the CPU one are kept, so the carried folders stay under the device tool's 64 MiB.
 QUANT_WHEELS="bitsandbytes==0.50.2 torchao==0.18.0"
 for w in $QUANT_WHEELS; do
@@ -50,7 +50,8 @@ cuda = sys.argv[1]
 for wheel in Path(".whl").glob("bitsandbytes-*.whl"):
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
-        keep = [n for n in names if not re.search(r"libbitsandbytes_cuda(\d+)", n) or f"cuda{cuda}" in n]
+        lib = re.compile(r"libbitsandbytes_(\w+?)\.(so|dll|dylib)$")  # one per backend build: cpu, cudaNNN, rocm, xpu
+        keep = [n for n in names if not lib.search(n) or lib.search(n).group(1) in ("cpu", f"cuda{cuda}")]
         if len(keep) == len(names):
             continue
         if not any(f"cuda{cuda}" in n for n in keep):

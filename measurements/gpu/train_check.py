@@ -31,8 +31,9 @@ Stages, each a failure when its checks do not hold:
   live model without a copy of the base weights (storage shared; on CUDA the memory held during the pass under
   10 % of the weights), the live weights bit-identical across it, and the replies change between checkpoints.
 - quantized: bitsandbytes w4 (NF4) and w8 (LLM.int8) passes on the sft stage's saved checkpoint (the `quantize`
-  intervention): each generates, and its completions record a quantized dtype; on a machine without bitsandbytes
-  (the reduced mode's CPU) mlft's refusal must name the package (anything else is a FAIL).
+  intervention): each generates, and its completions record a quantized dtype (int8 / nf4, not the embeddings'
+  16/32 bits); in the reduced mode, on a machine without bitsandbytes, a refusal that names the package passes
+  (anything else is a FAIL). bitsandbytes runs on the CPU too, so where it is installed the reduced mode runs both.
 
 The reduced mode (`--cpu-reduced`): the same stages and checks on the CPU at toy scale (2 layers, hidden 64, the
 real tokenizer, 128-token rows, 4 + 2 steps): FlexAttention has no backward on the CPU (torch 2.13) and mlft
@@ -44,9 +45,10 @@ Sized for 8 minutes on one H100 (the reasoning, to check against each stage's se
 440 s: a stage that would start after it is a SKIP, and the command's exit 1): building and saving the model ~20 s
 (3.4 GB of bf16 safetensors), the matmul ~2 s; sft ~200 s: tokenizing and packing 6,000 seed rows in 8 processes
 ~15 s, FlexAttention's compile of its forward and backward ~40-60 s, 20 steps of 16,384 tokens at 0.4 s (MFU 40 %)
-to 1.6 s (10 %), three passes of lcb_tiny_noja (62 rows x 16 new tokens) of which the first compiles the decode step
+to 1.6 s (10 %), three passes of lcb_tiny_noja (6 prompts x 16 new tokens) of which the first compiles the decode step
 (~50 s, the H200's decode_check measured 35-47 s) and the others take ~5 s, three saves of 3.4 GB ~15 s, the
-reload pass ~20 s (the same shapes: dynamo's graphs take the new model's weights as inputs; ~50 s if it recompiles); quantized ~50 s (w4 and w8 each: bitsandbytes quantizing at load ~10 s, an eager pass ~10 s);
+reload pass ~20 s (the same shapes: dynamo's graphs take the new model's weights as inputs; ~50 s if it
+recompiles); quantized ~50 s (w4 and w8 each: bitsandbytes quantizing at load ~10 s, an eager pass ~10 s);
 lora ~50 s (4 steps, three eager passes); users_command ~120 s (DeepSpeed's start ~30 s, 400 short seed rows, two
 evaluation children of ~25 s each and the w8 variant at both ends ~20 s each). About 430-490 s in all: at the edge of
 8 minutes, which is why the stages run in this order (the quantized stage needs sft's checkpoint; the users' command,
