@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlft.errors import ConfigError
+from mlft.training.recipe import per_device_batch
 
 GIB = 2**30
 HEADROOM = 0.05  # of the card: CUDA context, allocator fragmentation, workspaces
@@ -152,8 +153,6 @@ def check_fits(plan: MemoryPlan, card_bytes: int, where: str, card: str = "the G
 
 def recipe_plan(recipe, config, world_size: int = 1, zero_stage: int | None = None) -> MemoryPlan:
     """The plan of `recipe` (its training_args, LoRA, evaluation) on `config`."""
-    from mlft.training.recipe import per_device_batch
-
     args = recipe.training_args
     ev = recipe.evaluation
     checkpointing = bool(args.get("activation_checkpointing", args.get("gradient_checkpointing", False)))

@@ -38,6 +38,7 @@ from mlft.provenance import write_results
 from mlft.training import chain
 from mlft.training.card import push, write_card
 from mlft.training.chat_template import training_chat_template
+from mlft.training.memory import check_fits, recipe_plan
 from mlft.training.passes import RUN_CHAT_TEMPLATE
 from mlft.training.recipe import Recipe, accumulation_steps, check_sharded_evaluation, dump_recipe, uses_vllm
 from mlft.training.rewards import reward_functions
@@ -232,8 +233,6 @@ def check_memory(recipe: Recipe, start: str, state) -> None:
     cache, from the model's config on the meta device) against this card, refused with its numbers before anything
     is allocated. A LoRA adapter start (its base's config) and a machine without CUDA are not planned."""
     import torch
-
-    from mlft.training.memory import check_fits, recipe_plan
 
     if not torch.cuda.is_available() or recipe.training_args.get("use_cpu"):
         return
