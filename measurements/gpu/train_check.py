@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -359,6 +360,7 @@ def stage_sft(ctx):
 
     s = SETTINGS[ctx.mode]
     run_dir = ctx.work / "sft"
+    shutil.rmtree(run_dir, ignore_errors=True)  # a run of its own (a finished one would not train again)
     path = write_recipe(ctx.work / "sft.yaml", ctx.model, run_dir, ctx.mode)
     recipe = load_recipe(path)
     if ctx.cuda:
@@ -444,6 +446,7 @@ def _reload_pass(ctx, recipe, run_dir: Path, step: int) -> dict[str, dict]:
 
     ckpt = run_dir / "checkpoints" / f"checkpoint-{step}"
     other = ctx.work / "reload"
+    shutil.rmtree(other, ignore_errors=True)
     target = evaluation_target(recipe.evaluation, run_dir).with_model(str(ckpt))
     evaluate_step(other, recipe.evaluation, Step(step, True, "separate-process"), target, progress=False)
     return completions(other, step)
@@ -454,6 +457,7 @@ def stage_users_command(ctx):
 
     s = SETTINGS[ctx.mode]
     run_dir = ctx.work / "users"
+    shutil.rmtree(run_dir, ignore_errors=True)
     probe = ctx.work / "probe.jsonl"
     probe.unlink(missing_ok=True)
     path = write_recipe(
@@ -533,6 +537,7 @@ def stage_lora(ctx):
 
     s = SETTINGS[ctx.mode]
     run_dir = ctx.work / "lora"
+    shutil.rmtree(run_dir, ignore_errors=True)
     path = write_recipe(
         ctx.work / "lora.yaml",
         ctx.model,
@@ -638,6 +643,7 @@ def stage_quantized(ctx):
     out, bad = {}, []
     for scheme in QUANT:
         other = ctx.work / f"quant_{scheme}"
+        shutil.rmtree(other, ignore_errors=True)
         target = evaluation_target(ev, run_dir, options={"decode": "eager"}).with_model(str(ckpt))
         try:
             (p,) = [x for x in passes_for(ev) if x.variant == scheme]
