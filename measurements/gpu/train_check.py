@@ -112,7 +112,7 @@ SETTINGS = {
         "user_steps": 2,
         "packing_strategy": "wrapped",  # FlexAttention: no backward on the CPU; sdpa joined rows are refused
         "accelerate": "configs/accelerate/cpu_zero3.yaml",
-        "budget_s": 900,
+        "budget_s": 1500,  # a busy 2-core machine; DeepSpeed compiles its CPU Adam once (~7 min) on first use
         "new_tokens": 4,
     },
 }
@@ -494,11 +494,20 @@ def stage_users_command(ctx):
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(REPO / s["accelerate"])]
     cmd += ["--num_processes", "1", "-m", "mlft", "train", str(path), "--no-progress"]
     left = max(60, ctx.deadline - time.monotonic())
-    proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=left)
-    (ctx.work / "users.log").write_text(proc.stdout + proc.stderr)
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+    try:
+        output, _ = proc.communicate(timeout=left)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)  # the launcher's whole group: the training process and its evaluation children
+        output, _ = proc.communicate()
+        (ctx.work / "users.log").write_text(output)
+        raise TimeoutError(f"the users' command did not finish in {left:.0f} s: {output[-300:]}") from None
+    (ctx.work / "users.log").write_text(output)
     out, bad = {"rc": proc.returncode}, []
     if proc.returncode != 0:
-        raise Failed(f"accelerate launch exited {proc.returncode}: {(proc.stdout + proc.stderr)[-600:]}")
+        raise Failed(f"accelerate launch exited {proc.returncode}: {output[-600:]}")
     from mlft.io import curve_file
 
     modes = sorted({p.get("mode") for p in curve_file.read_passes(run_dir)} - {None})
