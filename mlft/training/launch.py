@@ -227,6 +227,31 @@ def read_accelerate_config(path: str | Path):
     return config
 
 
+def sharded_weights(path: str | Path) -> str | None:
+    """What shards the model's weights across the ranks under the accelerate config at `path` ("DeepSpeed ZeRO-3",
+    "FSDP"), or None (DDP, ZeRO-1/2, one process: every rank holds whole weights). Read from the config and its
+    DeepSpeed JSON, before anything is launched."""
+    import json
+
+    from accelerate.utils import DistributedType
+
+    config = read_accelerate_config(path)
+    if config.distributed_type == DistributedType.FSDP:
+        return "FSDP"
+    if config.distributed_type != DistributedType.DEEPSPEED:
+        return None
+    ds = config.deepspeed_config or {}
+    stage = ds.get("zero_stage")
+    name = ds.get("deepspeed_config_file")
+    if name:
+        file = _resolve(name)
+        try:
+            stage = json.loads(file.read_text(encoding="utf-8")).get("zero_optimization", {}).get("stage", stage)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"accelerate config {path}: deepspeed_config_file {name}: {exc}") from None
+    return "DeepSpeed ZeRO-3" if str(stage) == "3" else None
+
+
 def _check_config(config, path: Path, alloc: SlurmAllocation | None) -> Path | None:
     """Check a config can run this launch; return its DeepSpeed JSON (absolute) if it names one."""
     from accelerate.utils import DistributedType

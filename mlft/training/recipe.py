@@ -38,7 +38,7 @@ from mlft.generation.interventions.quantize import SCHEMES
 from mlft.generation.models import EMBEDDED
 from mlft.generation.target import Target
 from mlft.paths import resolve_path
-from mlft.training.launch import read_accelerate_config
+from mlft.training.launch import read_accelerate_config, sharded_weights
 from mlft.training.passes import EvaluationOptions, load_pass_suite, passes_for
 from mlft.training.reward_terms import RewardSpec, ScorerOptions
 from mlft.training.rewards import resolve_term, validate_rewards
@@ -238,6 +238,22 @@ def _validate_model(model: str, where: str) -> None:
     )
 
 
+def _check_one_dtype(recipe: Recipe, src: str) -> None:
+    """The weights' dtype is the recipe's `dtype:`. A `training_args.model_init_kwargs.dtype` (or `torch_dtype`) that
+    says otherwise would win where trl loads the model, while the run's chain, card and separate-process evaluations
+    read `dtype:` (and `--check` said OK): refused, naming both."""
+    kwargs = recipe.training_args.get("model_init_kwargs") or {}
+    for key in ("dtype", "torch_dtype"):
+        value = kwargs.get(key)
+        if value is None or str(value).removeprefix("torch.") == recipe.dtype:
+            continue
+        raise ConfigError(
+            f"{src}: training_args.model_init_kwargs.{key}: {value!r} differs from the recipe's dtype: "
+            f"{recipe.dtype!r} (the weights would load as {value!r} while the run's chain, model card and evaluation "
+            f"processes say {recipe.dtype!r}); set the recipe's `dtype:` and leave model_init_kwargs.{key} out"
+        )
+
+
 def _validate_backend(ev: EvaluationOptions, where: str) -> None:
     """A registered backend (did-you-mean) that can evaluate a training run: the live model or saved checkpoints."""
     check_backend(ev.backend, where)
@@ -311,6 +327,7 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     recipe.training_args = validate_training_args(args, recipe.trainer, f"{src}: training_args")
     check_joined_rows(recipe.training_args, recipe.trainer, f"{src}: training_args")
     _validate_model(recipe.model, f"{src}: model")
+    _check_one_dtype(recipe, src)
     if recipe.entry.rewards:
         validate_rewards(recipe.rewards, f"{src}: rewards")
         recipe.scorer.validate(f"{src}: scorer")
@@ -371,6 +388,8 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
         if recipe.accelerate_config is not None:  # the world size it will launch with: check now, not on the GPUs
             cfg = read_accelerate_config(recipe.accelerate_config)
             accumulation_steps(recipe, int(cfg.num_processes or 1), f"{src}: global_batch_size")
+    if recipe.accelerate_config is not None:
+        check_sharded_evaluation(ev, sharded_weights(recipe.accelerate_config), src, recipe.accelerate_config)
     if len(set(ev.quantized)) != len(ev.quantized):
         raise ConfigError(f"{src}: evaluation.quantized: duplicate variants {ev.quantized}")
     names = [v.variant for v in [*ev.variants, *ev.fewshot_variants]]
@@ -386,6 +405,23 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     if check_linked:
         _validate_linked(recipe, src)
     return recipe
+
+
+def check_sharded_evaluation(ev: EvaluationOptions, sharding: str | None, src: str, config: str = "") -> None:
+    """Under sharded weights (ZeRO-3, FSDP) the live model is a shell of partitions: an in-process pass would
+    generate through the sharding hooks, whose every forward is a collective that all ranks must join, while only
+    rank 0 generates (and a data-parallel pass would give each rank a different number of forwards): the ranks
+    wait on each other until the process group's timeout. `in_process: auto` evaluates the saved checkpoint in a
+    separate process there; `always` is refused, naming the option."""
+    if sharding is None or not ev.enabled or ev.in_process != "always":
+        return
+    shared = " and its data-parallel passes (evaluation.data_parallel: true)" if ev.data_parallel else ""
+    raise ConfigError(
+        f"{src}: evaluation.in_process: always under {sharding} ({config or 'the launch'} shards the weights): an "
+        f"in-process pass{shared} would run the sharded model's collectives on rank 0 alone and hang until the "
+        "process group's timeout; use in_process: auto (the saved checkpoint, evaluated in a separate process) or "
+        "a config that keeps whole weights on each rank (configs/accelerate/zero2.yaml)"
+    )
 
 
 def per_device_batch(recipe: Recipe) -> int:

@@ -38,8 +38,9 @@ from mlft.provenance import write_results
 from mlft.training import chain
 from mlft.training.card import push, write_card
 from mlft.training.chat_template import training_chat_template
+from mlft.training.memory import check_fits, recipe_plan
 from mlft.training.passes import RUN_CHAT_TEMPLATE
-from mlft.training.recipe import Recipe, accumulation_steps, dump_recipe, uses_vllm
+from mlft.training.recipe import Recipe, accumulation_steps, check_sharded_evaluation, dump_recipe, uses_vllm
 from mlft.training.rewards import reward_functions
 from mlft.training.rollouts import reward_curve_callback
 from mlft.training.training_args import default_attention
@@ -91,7 +92,8 @@ def _trainer_config(recipe: Recipe, run_dir: Path, world_size: int | None = None
         args.pop("gradient_checkpointing_kwargs", None) if "activation_checkpointing_kwargs" in args else None
     kwargs = dict(args.get("model_init_kwargs") or {})
     if recipe.dtype != "auto" or "model_init_kwargs" not in args:
-        kwargs.setdefault("dtype", recipe.dtype)
+        kwargs["dtype"] = recipe.dtype  # the recipe's (validation refuses a model_init_kwargs dtype that differs)
+        kwargs.pop("torch_dtype", None)
     kwargs.setdefault("attn_implementation", default_attention())
     args["model_init_kwargs"] = kwargs
     if recipe.entry.rewards:  # trl's own vLLM rollouts, from the recipe's `generation:`
@@ -218,11 +220,35 @@ def _make_trainer(recipe: Recipe, model, ref_model, tok, config, dataset, peft_c
     return trainer
 
 
-def _weights_sharded(trainer) -> bool:
+def _weights_sharded(trainer) -> str | None:
+    """What shards the live model's weights ("FSDP", "DeepSpeed ZeRO-3"), None when each rank holds them whole."""
     if getattr(trainer, "is_fsdp_enabled", False):
-        return True
+        return "FSDP"
     plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
-    return plugin is not None and plugin.zero_stage == 3
+    return "DeepSpeed ZeRO-3" if plugin is not None and plugin.zero_stage == 3 else None
+
+
+def check_memory(recipe: Recipe, start: str, state) -> None:
+    """On a GPU: the run's memory plan (mlft.training.memory: training state, the end's quantized copy and the KV
+    cache, from the model's config on the meta device) against this card, refused with its numbers before anything
+    is allocated. A LoRA adapter start (its base's config) and a machine without CUDA are not planned."""
+    import torch
+
+    if not torch.cuda.is_available() or recipe.training_args.get("use_cpu"):
+        return
+    mref = resolve(start)
+    if mref.kind == "adapter":
+        return
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(mref.path)
+    stage = os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") if os.environ.get("ACCELERATE_USE_DEEPSPEED") else None
+    plan = recipe_plan(recipe, config, state.num_processes, int(stage) if stage else None)
+    device = torch.device("cuda", torch.cuda.current_device())
+    total = torch.cuda.mem_get_info(device)[1]
+    check_fits(plan, total, recipe.source, torch.cuda.get_device_name(device))
+    if state.is_main_process:
+        log.info("mlft train: memory plan %s (card %.1f GiB)", plan.describe(), total / 2**30)
 
 
 def _save_final(trainer, tok, recipe: Recipe, run_dir: Path, info: dict, state) -> str:
@@ -287,6 +313,7 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
     state.wait_for_everyone()
     info = chain.read(run_dir)
 
+    check_memory(recipe, chain.start_ref(run_dir, info), state)  # before the data and the model are loaded
     dataset = _load_dataset(recipe, run_dir, state)
     model, ref_model, tok = _model_and_tokenizer(recipe, config, chain.start_ref(run_dir, info))
     if state.is_main_process and getattr(tok, "chat_template", None):
@@ -300,7 +327,9 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
     if recipe.lora.enabled:  # before the eval callback, which may load the saved checkpoint
         trainer.add_callback(chain.ChainCallback(run_dir, info))
     ev = recipe.evaluation
-    in_process = ev.in_process == "always" or (ev.in_process == "auto" and not _weights_sharded(trainer))
+    sharded = _weights_sharded(trainer)
+    check_sharded_evaluation(ev, sharded, recipe.source)  # launched under another config than the recipe's
+    in_process = ev.in_process == "always" or (ev.in_process == "auto" and not sharded)
     callback = EvalCallback(recipe, run_dir, tok, in_process=in_process, progress=progress)
     callback.trainer = trainer
     trainer.add_callback(callback)

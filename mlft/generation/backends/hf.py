@@ -211,11 +211,13 @@ class HFBackend(KVCaches):
 
     @property
     def placement(self) -> dict:
-        """Where and in what precision it generates (recorded in completions; a resume must match)."""
+        """Where and in what precision it generates (recorded in completions; a resume must match): a quantized
+        model's weight format (`mlft_weights_dtype`, set by the quantize intervention: int8, nf4, int8-dynamic)."""
         param = next(self.model.parameters(), None)
         if param is None:
             return {"device": None, "dtype": None}
-        return {"device": param.device.type, "dtype": str(param.dtype).removeprefix("torch.")}
+        dtype = getattr(self.model, "mlft_weights_dtype", None) or str(param.dtype).removeprefix("torch.")
+        return {"device": param.device.type, "dtype": dtype}
 
     def spec(self) -> dict:
         """The constructor settings (a data-parallel rank builds the same backend over its copy of the model)."""

@@ -24,6 +24,7 @@ from mlft.generation.models import default_device, load, resolve
 
 Scheme = Literal["w8", "w4", "w8a8"]  # the one list of schemes (recipes, the demo and the CLI read it here)
 SCHEMES: tuple[str, ...] = get_args(Scheme)
+WEIGHTS_DTYPE = {"w8": "int8", "w4": "nf4", "w8a8": "int8-dynamic"}  # the linear weights' format, per scheme
 
 
 @dataclass
@@ -105,4 +106,7 @@ def load_quantized(ref: str | Path, scheme: str):
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     model.eval()
+    # what completions record as the pass's dtype (the hf backend's placement): the quantized weights', not the
+    # 16/32-bit embeddings' a first parameter would give
+    model.mlft_weights_dtype = WEIGHTS_DTYPE[scheme]
     return model, tok
