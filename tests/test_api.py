@@ -248,7 +248,7 @@ def test_evaluate_runs_a_suite_and_the_eval_command_prints_its_report(tmp_path, 
         REGISTRY.remove("toy")
     out = capsys.readouterr().out
     assert e.kind == "lcb" and e.suite == "lcb_tiny" and e.out == str(tmp_path / "api")
-    assert e.report and out.startswith(e.report) and f"lcb_tiny: {len(e.rows)} metric rows" in out
+    assert e.report and e.report + "\n" in out and f"lcb_tiny: {len(e.rows)} metric rows" in out  # (log lines too)
     assert json.loads((tmp_path / "api" / "results.json").read_text())["config"]["suite"]["settings"] == {
         "decoding": {"max_new_tokens": 7}
     }
