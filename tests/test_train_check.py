@@ -121,7 +121,7 @@ def test_sft_fails_on_the_packed_runs_regression_rows_joined_on_sdpa(tc, work, m
     report = _run(tc, work / "joined", "sft", "--decode", "eager")
     assert report["exit"] == 1 and report["verdicts"]["sft"] == "FAIL", report["verdicts"]
     sft = report["stages"]["sft"]
-    assert sft["widest_training_mask"] >= 2 * 128  # the two packed rows of a micro-batch, joined
+    assert sft["widest_training_mask"] > 128  # the packed rows of a micro-batch, joined into one (233 tokens here)
     assert any("rows joined on sdpa" in f for f in sft["failures"])
 
 
