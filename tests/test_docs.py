@@ -281,7 +281,7 @@ def test_pages_are_found_and_hold_commands():
 
 def test_a_made_up_page_fails():
     page = """Intro naming mlft/nowhere.py, eval/lcb_tiny.yaml, configs/accelerate/{ddp,nope}.yaml and
-[a link](docs/missing.md), [an anchor](README.md#no-such-heading), [fine](README.md#usage).
+[a link](docs/missing.md), [an anchor](README.md#no-such-heading), [fine](README.md#documentation).
 Modules: `mlft.benchmarks.lcb.guard`, `mlft.registry.Registry`, `python -m mlft.data.heldout`, `mlft.evals.mykind`
 (the guide's example), `mlft.paths.resource_dirs(folder)` and `mlft.lcb.guard`, `mlft.stats.no_such_function`,
 `mlft.paths.resource_dir`. Upstream: https://github.com/huggingface/trl/issues/12 and [trl#12](https://x.org/issue-12);
