@@ -122,6 +122,20 @@ def read_completions(path: str | Path) -> list[Completion]:
     return rows
 
 
+def completions_from_records(records, where: str = "records", default_model: str = "model") -> list[Completion]:
+    """Completions from dicts (a DataFrame's records, a program's rows), each validated as a file's rows are; a
+    record whose `error` is set is left out, as in a JSONL file."""
+    out = []
+    for i, rec in enumerate(records, 1):
+        if not isinstance(rec, dict):
+            raise DataError(f"{where}: record {i}: expected a mapping of fields, got {type(rec).__name__}")
+        if not rec.get("error"):
+            out.append(_check(rec, f"{where}: record {i}", default_model))
+    if not out:
+        raise DataError(f"{where}: no completions")
+    return out
+
+
 def write_official_csv(records: list[dict], path: str | Path) -> None:
     """Export to the official CSV format (id, model, completion, task, source, language)."""
     cols = ["id", "model", "completion", "task", "source", "language"]

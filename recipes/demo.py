@@ -29,47 +29,35 @@ reply of every run and checkpoint, `mlft report`). Rerunning resumes:
 finished runs and passes are kept.
 """
 # This is an experiment script beside the recipes it runs (recipes/cpu/*.yaml), not a module of the mlft package:
-# it builds its runs, passes and tables as objects (typed recipe settings, EvaluationOptions, TableSpec) and calls
-# the library; table.yaml is written as the user's record of each table (`mlft table runs/demo/table.yaml`).
+# it builds its runs, passes and tables as objects (typed recipe settings, PassVariant, TableSpec) and calls mlft's
+# public API only (`import mlft`, docs/api.md; tests/test_api_demo.py keeps it so); table.yaml is written as the
+# user's record of each table (`mlft table runs/demo/table.yaml`).
 
 from __future__ import annotations
 
 import argparse
 import copy
 import dataclasses
+import hashlib
 import json
-import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from mlft.benchmarks.lcb.fetch import ENV_VAR, FEW_SHOT_FILE, TEST_SETS, TEST_SETS_FOLDER, WORDS, lcb_cache, require
-from mlft.console import get_logger
-from mlft.console import setup as setup_console
-from mlft.constants import FEWSHOT_BASELINES
-from mlft.errors import MlftError
-from mlft.evals.runner import run_suite
-from mlft.evals.suite import load_suite
-from mlft.generation.interventions.quantize import SCHEMES
-from mlft.generation.prompting import locate_examples
-from mlft.generation.target import Target
-from mlft.io import curve_file
-from mlft.io.download import file_digest
-from mlft.paths import lcb_data_path, shared_dir
-from mlft.provenance import write_results
-from mlft.reports.curves import curve_table, load_runs, plot_curves, plot_heatmap, plot_reward_curves
-from mlft.reports.mitigation import plot_table, tables, task_columns
-from mlft.reports.page import PAGE, write_report_page
-from mlft.reports.results import results_extra, table_record
-from mlft.reports.table_spec import Capability, RowSpec, TableSpec, check_spec, judge_columns, spec_record
-from mlft.training.passes import EvaluationOptions, PassVariant, Step, evaluate_step, evaluation_target
-from mlft.training.recipe import load_recipe
-from mlft.training.rollouts import read_reward_curves
-from mlft.training.train import train
+import mlft
+from mlft import (
+    FEWSHOT_BASELINES,
+    QUANTIZATION_SCHEMES,
+    MlftError,
+    PassVariant,
+    RowSpec,
+    TableSpec,
+    get_logger,
+    judge_columns,
+    load_suite,
+    task_columns,
+)
 
 log = get_logger(__name__)
 BASE_MODEL = "smollm2-135m-instruct"
@@ -185,23 +173,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _ensure_lcb_data(full: bool = False) -> dict[str, Path]:
-    """The demo's LCB files: the test sets and the word list (WPR), with --full the few-shot examples too; from
-    $MLFT_LCB_DATA, the cache (`mlft lcb --from PATH` imports them there), ../shared/lcb beside a checkout that
-    has it (the developers' offline copy), else a checksum-checked download into the cache. Raises
-    MissingDataError (naming `mlft lcb --from PATH` and MLFT_LCB_DATA) when none of these has them."""
-    needs = (TEST_SETS, WORDS)
-    cached = all((lcb_cache() / r.name).is_file() for r in needs) or (lcb_cache() / TEST_SETS_FOLDER).is_dir()
-    shared = shared_dir()
-    if lcb_data_path() is None and not cached and shared is not None and (shared / "lcb" / TEST_SETS.name).is_file():
-        os.environ[ENV_VAR] = str(shared / "lcb")
-    extra = {FEW_SHOT_FILE: locate_examples} if full else {}
-    return require("the demo (it evaluates on the LCB test sets)", needs, extra)
+    """The demo's LCB files: the test sets and the word list (WPR), with --full the few-shot examples too
+    (`mlft.ensure_lcb_data`: $MLFT_LCB_DATA, the cache, ../shared/lcb beside a checkout, else a checksum-checked
+    download). Raises MissingDataError (naming `mlft lcb --from PATH` and MLFT_LCB_DATA) when none has them."""
+    return mlft.ensure_lcb_data("the demo (it evaluates on the LCB test sets)", few_shot=full)
 
 
 def _train(recipe_path: str, settings: dict) -> Path:
-    recipe = load_recipe(recipe_path, settings=settings)
+    recipe = mlft.load_recipe(recipe_path, settings=settings)  # validated before anything is loaded
     log.info("\n=== mlft train %s %s", recipe_path, json.dumps(settings, default=str))
-    return train(recipe, progress=True)
+    return Path(mlft.train(recipe, progress=True).run_dir)
 
 
 def _baseline(base: Path, suite: str, suite_settings: dict, full: bool, decoding_row: bool) -> None:
@@ -209,29 +190,24 @@ def _baseline(base: Path, suite: str, suite_settings: dict, full: bool, decoding
 
     variants = [copy.deepcopy(DECODE_SMARTER)] if decoding_row else []
     fewshot = copy.deepcopy(FEWSHOT) if full else []
-    ev = EvaluationOptions(
+    log.info("\n=== step-0 evaluation of the base model (shared by every run)")
+    mlft.evaluate_checkpoint(
+        base,
+        BASE_MODEL,
+        step=0,
+        mode="baseline",
         suite=suite,
         suite_overrides=suite_settings,
         variants=variants,
         fewshot=full,
         fewshot_variants=fewshot,
-        quantized=list(SCHEMES) if full else [],
+        quantized=list(QUANTIZATION_SCHEMES) if full else [],
     )
-    log.info("\n=== step-0 evaluation of the base model (shared by every run)")
-    base.mkdir(parents=True, exist_ok=True)
-    evaluate_step(base, ev, Step(0, mode="baseline"), evaluation_target(ev).with_model(BASE_MODEL), progress=True)
 
 
 def _share_baseline(base: Path, dst: Path) -> None:
     """Copy the base model's step-0 pass (rows and files) into a run: its curve starts there."""
-    if (0, "model") in curve_file.done(dst):
-        return
-    rows = [r for r in curve_file.read_curves(base) if r["step"] == 0 and r["variant"] == "model"]
-    src = base / "evals" / "step-000000" / "model"
-    if src.is_dir():
-        shutil.copytree(src, dst / "evals" / "step-000000" / "model", dirs_exist_ok=True)
-    dst.mkdir(parents=True, exist_ok=True)
-    curve_file.append_pass(dst, 0, "model", rows, 0.0, f"copied from {base}")
+    mlft.load_run(base).copy_pass(dst, step=0, variant="model")
 
 
 def run_settings(
@@ -266,13 +242,6 @@ def evaluation_settings(suite: str, suite_settings: dict) -> dict:
     return {"suite": suite, "suite_overrides": copy.deepcopy(suite_settings), "at_start": False}
 
 
-def _write_spec(spec: TableSpec, path: Path) -> Path:
-    """table.yaml: the user's record of a table (`mlft table` rebuilds the table from it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(spec_record(spec), sort_keys=False, allow_unicode=True), encoding="utf-8")
-    return path
-
-
 def table_spec(
     out: Path,
     runs: dict[str, Path],
@@ -284,7 +253,7 @@ def table_spec(
     """The mitigation table's spec (Table 11 layout), written to out/table.yaml as the record, checked. `task`:
     {(run key or "base", decoding variant or None): the folder of its task pass} (`task_passes`): those rows get
     the task columns."""
-    done = curve_file.done(base)
+    done = mlft.load_run(base).done
     rows = [RowSpec("base", run=str(base), step=0)]
     if full:
         rows += [
@@ -306,14 +275,13 @@ def table_spec(
         rows, title="Language confusion mitigation on SmolLM2-135M-Instruct (CPU demo, Table 11 layout, %)", base="base"
     )
     if any(key in runs for key in RL_RUNS):  # the second judge beside fastText, scored in each row's own pass
-        spec.capability = [Capability(**c) for c in judge_columns(SECOND_JUDGE)]
+        spec.capability = judge_columns(SECOND_JUDGE)
     if task:
         _attach_task(spec.rows, runs, base, task)
-        spec.capability += [Capability(**c) for c in task_columns()]
+        spec.capability += task_columns()
     if full and "crosslingual_sft" in runs:
-        spec.quantization = [RowSpec("base", run=str(base), step=0, variants=["model", *SCHEMES])]
-    path = _write_spec(spec, out / "table.yaml")
-    return check_spec(spec, str(path), out)
+        spec.quantization = [RowSpec("base", run=str(base), step=0, variants=["model", *QUANTIZATION_SCHEMES])]
+    return mlft.save_spec(spec, out / "table.yaml")  # table.yaml: the user's record (`mlft table` rebuilds it)
 
 
 def _row_key(row: RowSpec, runs: dict[str, Path], base: Path) -> tuple[str, str | None] | None:
@@ -353,7 +321,7 @@ def task_passes(
         s["variants"] = [{"name": name, "interventions": copy.deepcopy(variant.interventions) if variant else []}]
         folder = out / "task" / (key if variant is None else f"{key}+decoding")
         log.info("\n=== task axis: %s%s on %s", key, f" {name}" if variant else "", TASK_SUITE)
-        run_suite(load_suite(TASK_SUITE, settings=s), Target(model_ref=model_ref), folder, progress=True)
+        mlft.evaluate(model_ref, TASK_SUITE, settings=s, out=folder, progress=True, report_page=False)
         folders[(key, variant.variant if variant else None)] = folder
     return folders, time.time() - t0
 
@@ -372,17 +340,16 @@ def _outside_lcb(out: Path, runs: dict[str, Path], max_new_tokens: int | None) -
     ]:
         folder = out / "outside_lcb" / key
         log.info("\n=== %s on prompts outside LCB's languages (%s)", label, OUTSIDE_SUITE)
-        run_suite(load_suite(OUTSIDE_SUITE, settings=settings), Target(model_ref=model_ref), folder, progress=True)
+        mlft.evaluate(model_ref, OUTSIDE_SUITE, settings=settings, out=folder, progress=True, report_page=False)
         rows.append(RowSpec(label, rows_file=str(folder / "scores.jsonl"), suite_variant="base"))
     spec = TableSpec(
         rows,
         title="GRPO on languages outside LCB's 15 and outside the RL mix (cs, fi, bg, bn, uk; %)",
         base="base",
-        capability=[Capability(**c) for c in judge_columns(SECOND_JUDGE)],
+        capability=judge_columns(SECOND_JUDGE),
     )
-    path = _write_spec(spec, out / "outside_lcb" / "table.yaml")
-    built = tables(check_spec(spec, str(path), path.parent))
-    (out / "outside_lcb.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
+    built = mlft.mitigation_tables(mlft.save_spec(spec, out / "outside_lcb" / "table.yaml"))
+    (out / "outside_lcb.md").write_text(built.table("markdown"), encoding="utf-8")
     return built
 
 
@@ -448,8 +415,16 @@ def demo_config(args, suite_settings: dict, runs: dict[str, Path], lcb_files: di
         },
         "runs": run_seeds,
         **({"task_suite": {"name": TASK_SUITE, "settings": TASK_SETTINGS}} if getattr(args, "task", True) else {}),
-        "lcb_files": {name: (file_digest(p) if p.is_file() else "folder") for name, p in lcb_files.items()},
+        "lcb_files": {name: (_sha256(p) if p.is_file() else "folder") for name, p in lcb_files.items()},
     }
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def decode_seed(args) -> int:
@@ -499,35 +474,33 @@ def run(args) -> int:
         runs[r.key] = _train(r.recipe, recipe_settings)
 
     log.info("\n=== curves")
-    loaded = load_runs(list(runs.values()))
-    log.info("%s", curve_table(loaded))
-    png = plot_curves(loaded, out / "curves.png")
-    heatmaps = [plot_heatmap(label, rows, out / f"heatmap_{label}.png") for label, rows in loaded.items()]
+    loaded = mlft.load_runs(list(runs.values()))
+    log.info("%s", loaded.table())
+    png = loaded.plot(out / "curves.png")
+    heatmaps = loaded.heatmaps(out)
     log.info("wrote %s and %d heatmaps", png, len(heatmaps))
     rl = {key: runs[key] for key in RL_RUNS if key in runs}
     if rl:
         log.info(
             "wrote %s (GRPO reward terms per step)",
-            plot_reward_curves({k: read_reward_curves(d) for k, d in rl.items()}, out / "rewards.png"),
+            mlft.plot_reward_curves(list(rl.values()), out / "rewards.png"),
         )
     task, task_s = ({}, 0.0)
     if args.task:
         task, task_s = task_passes(out, runs, decoding_row, decode_seed(args))
-    page = write_report_page([base, *runs.values()], out / PAGE)  # every checkpoint's replies, one page
+    page = mlft.report_page([base, *runs.values()], out)  # every checkpoint's replies, one page
     log.info("\n=== mitigation table")
     spec = table_spec(out, runs, base, args.full, decoding_row, task)
-    built = tables(spec)
-    (out / "mitigation.md").write_text("\n".join(t.render("markdown") for t in built), encoding="utf-8")
-    table_png = plot_table(built[0], out / "mitigation.png")
-    log.info("%s", "\n".join(t.render("table") for t in built))
-    results_tables = {
-        "mitigation": table_record(built[0], spec.base or spec.rows[0].label, spec.confidence, spec.resamples)
-    }
+    built = mlft.mitigation_tables(spec)
+    (out / "mitigation.md").write_text(built.table("markdown"), encoding="utf-8")
+    table_png = built.plot(out / "mitigation.png")
+    log.info("%s", built.table())
+    results_tables = {"mitigation": built}
     if rl:
         outside = _outside_lcb(out, runs, args.max_new_tokens)
-        log.info("%s", "\n".join(t.render("table") for t in outside))
-        results_tables["outside_lcb"] = table_record(outside[0], "base")
-    passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in curve_file.read_passes(d)]
+        log.info("%s", outside.table())
+        results_tables["outside_lcb"] = outside
+    passes = [dict(p, run=name) for name, d in {"base": base, **runs}.items() for p in mlft.load_run(d).passes]
     in_training = [p for p in passes if p["mode"] in ("in-process", "separate-process")]
     train_wall = sum(json.loads((d / "complete").read_text())["wall_s"] for d in runs.values())
     timing = {
@@ -554,8 +527,8 @@ def run(args) -> int:
             args.suite,
         )
     (out / "timings.json").write_text(json.dumps(timing, indent=2), encoding="utf-8")
-    results = write_results(
-        out, demo_config(args, settings, runs, lcb_files), t0, time.time() - t0, results_extra("demo", results_tables)
+    results = mlft.write_results(
+        out, demo_config(args, settings, runs, lcb_files), t0, time.time() - t0, "demo", results_tables
     )
     log.info(
         "eval passes (s): %s",
@@ -586,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
-    setup_console()
+    mlft.setup_logging()
     try:
         return int(run(args) or 0)
     except MlftError as exc:

@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # libraries a parser has no use for (numpy too: argument definitions need none of it)
 HEAVY = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "numpy", "scipy", "matplotlib", "fasttext")
 # whose --help still loads torch, and why: the backend option flags are generated from each backend's class (the hf
-# backend's module imports torch); the demo's flags are defined by its script, which imports the whole library
-HELP_LOADS_TORCH = {"eval", "generate", "evaluate-run", "demo"}
+# backend's module imports torch). The demo's flags are defined by its script, which imports `mlft` (lazy names):
+# its --help no longer loads torch either
+HELP_LOADS_TORCH = {"eval", "generate", "evaluate-run"}
 SUBCOMMANDS = [c.replace("_", "-") for c in COMMANDS]
 
 

@@ -161,7 +161,7 @@ def test_rl_outside_lcb_table_has_base_and_rl_rows_both_judges_and_the_outside_l
         ]
         (out_dir / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
-    monkeypatch.setattr(demo, "run_suite", fake_run_suite)
+    monkeypatch.setattr("mlft.evals.runner.run_suite", fake_run_suite)  # what mlft.evaluate runs
     runs = {"grpo": tmp_path / "grpo", "crosslingual_sft": tmp_path / "crosslingual_sft"}
     text = "\n".join(t.render("table") for t in demo._outside_lcb(tmp_path, runs, max_new_tokens=16))
     assert calls == [

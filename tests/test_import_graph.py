@@ -11,7 +11,9 @@ The floors (FLOORS, ground first; a module may import its own floor and the floo
   5 reports/ (tables and plots from rows and files; the eval kinds and the callback write theirs with it)
   6 evals/ (one kind per benchmark, suites, the runner)
   7 training/ (recipes, trainers, rewards, the eval callback and its passes)
-  8 commands/, cli (the front doors)
+  8 api/ (the public Python API: mlft.score, evaluate, train, compare, load_run and their typed results; `mlft`'s
+    own __init__ names them lazily, by strings, so `import mlft` loads none of it)
+  9 commands/, cli (the front doors: parse, call the API, print)
 ARCHITECTURE.md pictured reports on top, beside the commands; the code taught otherwise: the eval kinds and the
 training callback write reports, and reports read only rows and files, so reports sit below them.
 
@@ -94,6 +96,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("reports", ("mlft.reports",)),
     ("evals", ("mlft.evals",)),
     ("training", ("mlft.training",)),
+    ("api", ("mlft.api",)),
     ("commands", ("mlft.commands", "mlft.cli", "mlft.__main__")),
 ]
 # private helpers of the statistics engine stay inside it
@@ -107,7 +110,8 @@ STATS = "mlft.stats"
 # gate in generation/, the lm-eval fidelity filter in harness/, the task axis, seeds and lifted results in reports/,
 # stats/ split from one file): 27.7k.
 LINE_BUDGET = {
-    "mlft": 1500,
+    "mlft": 1550,  # 1500 until the public API's names (mlft/__init__.py's lazy table) and completions_from_records
+    "mlft/api": 1300,
     "mlft/benchmarks": 100,
     "mlft/benchmarks/lcb": 2600,
     "mlft/benchmarks/multisense": 650,
@@ -124,7 +128,8 @@ LINE_BUDGET = {
     "mlft/harness/tasks/lcb": 50,
     "mlft/harness/tasks/mlft_polyglot_mc": 50,
     "mlft/io": 600,
-    "mlft/reports": 3155,  # 3150 until compare's mark for a test that cannot reject (the swap test's own level)
+    "mlft/reports": 3230,  # 3155 until mitigation_table was split into its steps (tests, flags, cells, notes);
+    # 3150 until compare's mark for a test that cannot reject (the swap test's own level)
     # 1300 until the edge-modified Wilson interval (modified_wilson); 1350 until the reruns' compact file
     # (save_compact, moved from measurements/calibration.py) and the seeds interval's shared term; 1400 until the
     # swap test's null sd and level (the held-out comparisons' standardized differences)

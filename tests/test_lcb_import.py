@@ -26,7 +26,7 @@ def clone(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFT_LCB_DATA", raising=False)
     monkeypatch.delenv("MLFT_SHARED", raising=False)
     monkeypatch.setenv("MLFT_CACHE", str(tmp_path / "cache"))
-    for module in (demo, prompting, paths):
+    for module in (prompting, paths):  # the demo's data step: mlft.ensure_lcb_data
         monkeypatch.setattr(module, "shared_dir", lambda: None)
     urls = []
 

@@ -212,7 +212,7 @@ def test_the_demo_gives_every_row_a_cheap_task_pass_and_its_table_the_task_colum
         rows = _variant(out_dir, o.variants[0].name, 0.2 if "sft" in model_ref else 0.6, len(calls))
         write_jsonl(out_dir / "scores.jsonl", [dict(r, suite=suite.name) for r in rows])
 
-    monkeypatch.setattr(demo, "run_suite", fake_run_suite)
+    monkeypatch.setattr("mlft.evals.runner.run_suite", fake_run_suite)  # what mlft.evaluate runs
     base, sft = tmp_path / "base", tmp_path / "crosslingual_sft"
     folders, seconds = demo.task_passes(tmp_path, {"crosslingual_sft": sft}, decoding_row=True)
     smarter = demo.DECODE_SMARTER.variant

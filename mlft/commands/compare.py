@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
 from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers
-from mlft.errors import ConfigError
 from mlft.format import FORMATS
 
 
@@ -62,26 +59,20 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from mlft.reports.compare import compare, compare_task, intersect, load_side, render_compare, task_file
+    import mlft
 
-    markers = parse_markers(args.trace_markers, "--trace-markers")
-    if args.part == "trace" and markers is None:
-        raise ConfigError("--part trace needs trace markers (--trace-markers OPEN,CLOSE)")
-    (la, a), (lb, b) = (load_side(x, args.part, markers) for x in (args.a, args.b))
-    if args.intersect:
-        a, b, dropped = intersect(a, b)
-        if dropped:
-            print(f"comparing on {len(a)} shared prompts ({dropped} held by one side only left out)")
-    metrics = [m.strip() for m in args.metric.split(",") if m.strip()]
-    rows = compare(a, b, metrics, args.method, args.resamples, args.seed)
-    if "task" in metrics and args.part == "answer":
-        files = [task_file(x) for x in (args.a, args.b)]
-        if all(files):
-            rows += compare_task(*files, n=args.resamples, seed=args.seed)
-        elif metrics == ["task"]:
-            raise ConfigError("--metric task: a side has no task verdicts (task.jsonl: a suite with answers: true)")
-    if args.format == "json":
-        print(json.dumps({"a": la, "b": lb, "rows": rows}, indent=2))
-    else:
-        print(render_compare(rows, la, lb, args.format))
+    result = mlft.compare(
+        args.a,
+        args.b,
+        args.metric,
+        method=args.method,
+        resamples=args.resamples,
+        seed=args.seed,
+        intersect=args.intersect,
+        part=args.part,
+        trace_markers=parse_markers(args.trace_markers, "--trace-markers"),
+    )
+    if result.dropped:
+        print(f"comparing on {result.shared} shared prompts ({result.dropped} held by one side only left out)")
+    print(result.table(args.format))
     return 0

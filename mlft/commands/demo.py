@@ -2,8 +2,9 @@
 
 The experiment lives beside the recipes it runs (recipes/cpu/*.yaml), as a plain script one can read, copy and
 edit (`python recipes/demo.py --out runs/mine`); `mlft demo [flags]` runs the shipped copy with the same flags.
-The script imports the whole library (torch, trl): building `mlft`'s parser never runs it, only reads its one-line
-HELP from the source; its flags and description are added when `mlft demo` itself is parsed or asked for help.
+The script imports `mlft`'s public API (its names load their modules when used): building `mlft`'s parser never runs
+it, only reads its one-line HELP from the source; its flags and description are added when `mlft demo` itself is
+parsed or asked for help.
 """
 
 from __future__ import annotations

@@ -35,27 +35,29 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from mlft.evals.runner import run_suite
-    from mlft.evals.suite import load_suite
+    import mlft
     from mlft.generation.cli_flags import generation_settings
-    from mlft.generation.target import Target
-    from mlft.reports.page import PAGE, write_report_page
 
-    target = Target.from_args(args)  # what is evaluated: --backend, --model, the backend's option flags
-    settings = {**generation_settings(args), **({"prompts": args.prompts} if args.prompts else {})}
-    suite = load_suite(args.suite, args.overrides, settings)  # the flags win over the suite and its KEY=VALUE
-    out = Path(args.out) if args.out else Path("runs") / "eval" / suite.name / Path(target.model_ref or "model").name
-    result = run_suite(suite, target, out, progress=not args.no_progress)
+    result = mlft.evaluate(
+        mlft.Target.from_args(args),  # what is evaluated: --backend, --model, the backend's option flags
+        args.suite,
+        overrides=args.overrides,
+        settings=generation_settings(args),  # the flags win over the suite and its KEY=VALUE
+        prompts=args.prompts,
+        out=args.out,
+        progress=not args.no_progress,
+        report_page=False,  # written after the report is printed
+    )
     if args.format == "csv":
-        for f in result.files:
+        for f in map(Path, result.files):
             if f.suffix == ".csv" and f.name.startswith("table_"):
                 print(f"# {f.name}\n{f.read_text(encoding='utf-8')}")
     else:
         print(result.report)
-    print(f"{suite.name}: {len(result.rows)} metric rows in {result.seconds:.1f} s -> {out}")
-    for f in result.files:
+    print(f"{result.suite}: {len(result.rows)} metric rows in {result.seconds:.1f} s -> {result.out}")
+    for f in map(Path, result.files):
         if f.suffix == ".png":
             print(f"plot: {f}")
-    if suite.kind == "lcb":
-        write_report_page([out], out / PAGE)
+    if result.kind == "lcb":
+        result.write_page()
     return 0

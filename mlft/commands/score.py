@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from mlft.benchmarks.lcb.metrics import WORD_CHECKS
 from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers
-from mlft.errors import ConfigError
 from mlft.langid import OTHER_LIDS as JUDGES  # the second judges (mlft.benchmarks.lcb.judge.JUDGES)
 
 OUTPUT_FORMATS = ("table", "markdown", "tsv", "csv", "json")
@@ -100,135 +98,36 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _aliases(items: list[str]) -> dict[str, set[str]]:
-    from mlft.languages import check_language
-
-    out: dict[str, set[str]] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--label-alias {item!r}: expected LANG=LABEL, e.g. id=ms")
-        lang, label = item.split("=", 1)
-        check_language(lang, "--label-alias")
-        out.setdefault(lang, set()).add(label)
-    return out
-
-
 def run(args) -> int:
-    from mlft.benchmarks.lcb.judge import beside_rows, judge_report, metric_name
-    from mlft.benchmarks.lcb.metrics import ScoreOptions
-    from mlft.benchmarks.lcb.scoring import score_guard, score_traced
-    from mlft.completions import read_completions
-    from mlft.format import render
-    from mlft.reports.score_tables import (
-        beside_table,
-        guard_tables,
-        guarded_rows,
-        long_table,
-        matrix_tables,
-        trace_outcome_table,
-    )
+    import mlft
+    from mlft.api.score import parse_label_aliases
 
-    options = ScoreOptions(word_check=args.word_check, label_aliases=_aliases(args.label_alias))
-    completions = []
-    for f in args.files:
-        completions += read_completions(f)
-    markers = None if args.no_traces else parse_markers(args.trace_markers, "--trace-markers")
-    traced = score_traced(
-        completions,
-        markers,
-        options=options,
-        lid=args.lid,
-        words=args.words,
-        detail=bool(args.details),
-        bootstrap=args.bootstrap,
-        seed=args.seed,
-        confidence=args.confidence,
-        workers=args.workers,
-        progress=sys.stderr.isatty(),
+    result = mlft.score(
+        args.files,
         guard=not args.no_guard,
+        trace_markers=None if args.no_traces else parse_markers(args.trace_markers, "--trace-markers"),
+        lid_model=args.lid,
+        judge=args.judge,
+        words=args.words,
+        word_check=args.word_check,
+        label_aliases=parse_label_aliases(args.label_alias, "--label-alias"),
+        bootstrap=args.bootstrap,
+        confidence=args.confidence,
+        seed=args.seed,
+        workers=args.workers,
+        details=bool(args.details),
+        progress=sys.stderr.isatty(),
     )
-    report, trace = traced.answer, traced.trace
-    answers = traced.split.answers  # the completions themselves when no reply has a marker
-    guard = trace_guard = None
-    if not args.no_guard:
-        guard = score_guard(answers, report.replies, confidence=args.confidence, seed=args.seed, workers=args.workers)
-        if trace is not None:
-            trace_guard = score_guard(
-                traced.split.traces, trace.replies, confidence=args.confidence, seed=args.seed, workers=args.workers
-            )
-    outcomes = traced.outcome_rows(completions) if traced.split.any_marker else None
-    judged = None
-    if args.judge:
-        if args.lid in JUDGES:
-            raise ConfigError(
-                f"--judge {args.judge}: the first judge must be a fastText model (--lid ftz|bin|PATH), "
-                f"got --lid {args.lid}"
-            )
-        judged = beside_rows(
-            answers,
-            report,
-            judge_report(answers, args.judge, options, words=args.words, workers=args.workers),
-            args.judge,
-        )
-    if args.format == "json":
-        data = {"lid_model": report.lid_name, "options": report.options, "rows": guarded_rows(report, guard)}
-        if guard is not None:
-            data["guard_flags"] = guard[1]
-        if judged is not None:
-            data["judge"] = {"lid_model": args.judge, "rows": judged}
-        if outcomes is not None:
-            data["traces"] = {"markers": [markers.open, markers.close], "outcomes": outcomes, "rows": []}
-            if trace is not None:
-                data["traces"]["rows"] = guarded_rows(trace, trace_guard)
-                if trace_guard is not None:
-                    data["traces"]["guard_flags"] = trace_guard[1]
-        text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-    elif args.format in ("tsv", "csv"):
-        header, body = long_table(report, guard)
-        if judged is not None:  # rows in the official report's order
-            header = header + [metric_name(args.judge)]
-            body = [
-                line + ["NA" if j[metric_name(args.judge)] is None else j[metric_name(args.judge)]]
-                for line, j in zip(body, judged)
-            ]
-        if outcomes is not None:  # one long table: the answer's rows, then the trace's, told apart by `part`
-            header, body = ["part", *header], [["answer", *line] for line in body]
-            if trace is not None:
-                t_header, t_body = long_table(trace, trace_guard)
-                body += [["trace", *[dict(zip(t_header, line)).get(c, "NA") for c in header[1:]]] for line in t_body]
-        text = render(header, body, args.format)
-    else:
-        fmt = "markdown" if args.format == "markdown" else "table"
-        text = f"LID model: {report.lid_name} · {report.options}\n\n"
-        if outcomes is not None:
-            text += (
-                f"Reasoning traces ({markers.open} … {markers.close}): the tables score each reply's answer (the "
-                "reply without its trace; a reply without a marker is scored whole), then its trace.\n\n"
-            )
-        text += matrix_tables(report, fmt, part="answer" if outcomes is not None else "")
-        if guard is not None:
-            text += "\n" + guard_tables(report, guard, fmt, part="answer" if outcomes is not None else "")
-        if judged is not None:
-            text += "\n" + beside_table(judged, args.judge, report.lid_name, fmt)
-        if outcomes is not None:
-            text += "\n" + trace_outcome_table(outcomes, fmt)
-            if trace is not None:
-                text += "\n" + matrix_tables(trace, fmt, part="trace")
-                if trace_guard is not None:
-                    text += "\n" + guard_tables(trace, trace_guard, fmt, part="trace")
+    text = result.table(args.format)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     if args.details:
-        with open(args.details, "w", encoding="utf-8") as fh:
-            for d, x in zip(report.details, traced.split.outcomes):
-                if outcomes is not None:
-                    d["trace_outcome"] = x
-                fh.write(json.dumps(d, ensure_ascii=False) + "\n")
-        print(f"wrote {args.details} ({len(report.details)} replies)", file=sys.stderr)
-    if report.lid_name.startswith("lid.176.ftz"):
+        result.write_details(args.details)
+        print(f"wrote {args.details} ({len(result.details)} replies)", file=sys.stderr)
+    if result.lid_name.startswith("lid.176.ftz"):
         print(
             "note: scored with the compressed lid.176.ftz (differs from the paper's lid.176.bin on zh/ja, "
             "id/ms, pt/es); use --lid bin for paper parity",

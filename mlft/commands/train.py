@@ -72,13 +72,9 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def launched() -> bool:
-    """True inside `accelerate launch` / torchrun (or a process mlft already re-launched)."""
-    return any(k in os.environ for k in ("MLFT_LAUNCHED", "ACCELERATE_MIXED_PRECISION", "LOCAL_RANK"))
-
-
 def _launch_command(args, recipe) -> list[str] | None:
     """The `accelerate launch` argv for this invocation, or None to train in this process."""
+    from mlft.api.train import launched
     from mlft.training.launch import launch_command, slurm_allocation
 
     slurm = args.launcher == "slurm"
@@ -102,36 +98,13 @@ def _launch_command(args, recipe) -> list[str] | None:
     return launch_command(args.recipe, args.overrides, config, alloc, extra)
 
 
-def check_trainer_config(recipe, accelerate_config: str | None = None) -> None:
-    """Build the trl config object the run would train with (no model, no data), so trl's own value checks run
-    (e.g. GRPO: the generation batch must divide into groups of num_generations; trl computes it for this one
-    process, global_batch_size's accumulation for the launch's world size); a refusal is a ConfigError naming
-    training_args. Without a GPU here, a GPU recipe's bf16 / vLLM settings are set aside for the check."""
-    import dataclasses
-    from pathlib import Path
-
-    import torch
-
-    from mlft.training.launch import read_accelerate_config
-    from mlft.training.train import _trainer_config
-
-    config = accelerate_config or recipe.accelerate_config
-    world = int(read_accelerate_config(config).num_processes or 1) if config else 1
-    if not torch.cuda.is_available():  # check the values, not this machine: a GPU recipe's bf16 / vLLM set aside
-        args = {**recipe.training_args, "use_cpu": True, "bf16": False, "fp16": False}
-        args.pop("tf32", None)
-        source, recipe = recipe.source, dataclasses.replace(recipe, training_args=args, generation="hf")
-        recipe.source = source
-    _trainer_config(recipe, Path(recipe.run_dir), world_size=world)
-
-
 def run(args) -> int:
-    from mlft.training.recipe import load_recipe
-    from mlft.training.train import train
+    import mlft
+    from mlft.api.train import load
 
-    recipe = load_recipe(args.recipe, args.overrides)
+    recipe = load(args.recipe, args.overrides)
     if args.check:
-        check_trainer_config(recipe, args.accelerate_config)
+        mlft.check_recipe(recipe, accelerate_config=args.accelerate_config)
         print(f"{args.recipe}: OK ({recipe.trainer}, model {recipe.model}, run_dir {recipe.run_dir})")
         return 0
     cmd = _launch_command(args, recipe)
@@ -146,5 +119,5 @@ def run(args) -> int:
             os.execve(cmd[0], cmd, env)
         return subprocess.run(cmd, env=env).returncode
 
-    train(recipe, progress=not args.no_progress)
+    mlft.train(recipe, progress=not args.no_progress)
     return 0

@@ -121,31 +121,65 @@ def capability_tests(
     return out
 
 
-def mitigation_table(
+@dataclass
+class MitigationTests:
+    """Every test behind a mitigation table (`mitigation_tests`), against the base row, in the order they run:
+    `p` the paired tests of the official metrics {(label, task, metric): Holm-adjusted p}; `guard` the guard's
+    reasons {label: [reason]} (coverage, degeneracy, validity, NLL); `judged` a second judge's LPR columns
+    {header: {label: JudgeCell}}; `others` the capability columns that are not a judge's; `drops` {label: [reason]}
+    of capability drops beyond a row's interval; `cap_p` {(label, header): (diff, low, high, p, pairs, counts)} of
+    the capability and task columns' paired tests, of which `task_p` the task axis's."""
+
+    base: Row
+    p: dict
+    guard: dict[str, list[str]]
+    judged: dict[str, dict[str, JudgeCell]]
+    others: list[Capability]
+    drops: dict[str, list[str]]
+    cap_p: dict
+    task_p: dict
+
+
+def mitigation_tests(
     rows: list[Row],
-    base_label: str,
-    title: str,
+    base: Row,
     resamples: int = 4000,
-    extra: dict[str, dict[str, str]] | None = None,
     confidence: float = 0.95,
     capability: list[Capability] | tuple = (),
-) -> Table:
-    """Table 11 layout over `rows` (one per mitigation), tested against the row labelled `base_label`;
-    `extra` adds columns: {column name: {row label: cell}} (e.g. time per prompt); `capability` adds capability
-    columns (a row whose interval lies below the base row's value is flagged) and a second LID judge's LPR
-    columns (`lpr@<judge>`, `judge_columns`: tested as LPR is, `judge_column`)."""
-    base = next(r for r in rows if r.label == base_label)
+) -> MitigationTests:
+    """Run the table's tests: every row against `base` (official metrics, the guard, a second judge's LPR, the
+    capability and task columns)."""
     p = _tests(rows, base, MAIN + [("monolingual", "lcpr"), ("crosslingual", "lcpr")], resamples)
-    flags = _guard(rows, base, resamples, confidence)
-    sig = 1 - confidence
+    guard = _guard(rows, base, resamples, confidence)
     judged = {c.header: judge_column(rows, base, c, resamples, confidence) for c in capability if judge_of(c.metric)}
     others = [c for c in capability if c.header not in judged]
     drops = capability_drops(rows, base, [c for c in others if c.metric != "task"])  # task: the paired test's flag
     cap_p = capability_tests(rows, base, others, resamples) if others else {}
     task_p = task_column_tests(rows, base, others, resamples, confidence)  # the task axis: does the fix cost answers
     cap_p.update(task_p)
-    for label, reasons in [*drops.items(), *task_drop_flags(task_p, confidence).items()]:
+    return MitigationTests(base, p, guard, judged, others, drops, cap_p, task_p)
+
+
+def mitigation_flags(tests: MitigationTests, confidence: float = 0.95) -> dict[str, list[str]]:
+    """{row label: [reason]}: the rows flagged ⚠ (the guard's reasons, then capability drops, then task drops)."""
+    flags = {label: list(reasons) for label, reasons in tests.guard.items()}
+    for label, reasons in [*tests.drops.items(), *task_drop_flags(tests.task_p, confidence).items()]:
         flags.setdefault(label, []).extend(reasons)
+    return flags
+
+
+def mitigation_cells(
+    rows: list[Row],
+    tests: MitigationTests,
+    flags: dict[str, list[str]],
+    confidence: float = 0.95,
+    capability: list[Capability] | tuple = (),
+    extra: dict[str, dict[str, str]] | None = None,
+) -> tuple[list[str], list[list[str]], list[dict]]:
+    """The table's header, its cells (`value ±h`, `*` marks, ⚠ on flagged rows, ↓ on capability drops) and the
+    numbers behind each row (`_row_data`)."""
+    base, p, judged, drops, cap_p = tests.base, tests.p, tests.judged, tests.drops, tests.cap_p
+    sig = 1 - confidence
     extra = extra or {}
     header = [
         "",
@@ -188,6 +222,20 @@ def mitigation_table(
             + caps
             + [extra[c].get(row.label, "–") for c in extra]
         )
+    return header, body, data
+
+
+def mitigation_notes(
+    tests: MitigationTests,
+    flags: dict[str, list[str]],
+    resamples: int = 4000,
+    confidence: float = 0.95,
+    capability: list[Capability] | tuple = (),
+) -> list[str]:
+    """The table's footnotes: what ± and * mean, what the guard measures, a second judge's and the capability
+    columns' reading, each capability test, and each flag's reason."""
+    base, judged, others, cap_p, task_p = tests.base, tests.judged, tests.others, tests.cap_p, tests.task_p
+    sig = 1 - confidence
     notes = [
         f"± = half-width of the row's interval for the prompt population (prompt sampling and decoding noise; "
         "stratified Wilson on the official aggregation, LCPR: bootstrap over prompts); "
@@ -221,6 +269,29 @@ def mitigation_table(
             for (label, col), (d, lo, hi, q, pairs, _) in cap_p.items()
         ]
     notes += [f"⚠ {label}: {reason}" for label, reasons in flags.items() for reason in reasons]
+    return notes
+
+
+def mitigation_table(
+    rows: list[Row],
+    base_label: str,
+    title: str,
+    resamples: int = 4000,
+    extra: dict[str, dict[str, str]] | None = None,
+    confidence: float = 0.95,
+    capability: list[Capability] | tuple = (),
+) -> Table:
+    """Table 11 layout over `rows` (one per mitigation), tested against the row labelled `base_label`;
+    `extra` adds columns: {column name: {row label: cell}} (e.g. time per prompt); `capability` adds capability
+    columns (a row whose interval lies below the base row's value is flagged) and a second LID judge's LPR
+    columns (`lpr@<judge>`, `judge_columns`: tested as LPR is, `judge_column`). Four steps: run the tests
+    (`mitigation_tests`), set the flags (`mitigation_flags`), format the cells (`mitigation_cells`), write the
+    footnotes (`mitigation_notes`)."""
+    base = next(r for r in rows if r.label == base_label)
+    tests = mitigation_tests(rows, base, resamples, confidence, capability)
+    flags = mitigation_flags(tests, confidence)
+    header, body, data = mitigation_cells(rows, tests, flags, confidence, capability, extra)
+    notes = mitigation_notes(tests, flags, resamples, confidence, capability)
     return Table(title, header, body, notes, data)
 
 
