@@ -2,7 +2,7 @@
 PY ?= python3
 export OMP_NUM_THREADS ?= 2
 # The LCB files (test sets, word list, few-shot examples, released outputs): from ../shared when it is there;
-# elsewhere from mlft's cache (~/.cache/mlft; `mlft lcb --from PATH` imports a local copy there, offline), else
+# elsewhere from mlft's cache (~/.cache/mlft; `mlft data lcb --from PATH` imports a local copy there, offline), else
 # downloaded into it with a checksum check on first use.
 ifneq ($(wildcard ../shared/lcb/test_sets.zip),)
 export MLFT_LCB_DATA ?= $(abspath ../shared/lcb)
@@ -36,8 +36,8 @@ demo: install
 	$(PY) -m mlft demo
 
 test: install
-	$(PY) -m ruff check mlft tests measurements recipes
-	$(PY) -m ruff format --check mlft tests measurements recipes
+	$(PY) -m ruff check mlft tests measurements recipes devtools
+	$(PY) -m ruff format --check mlft tests measurements recipes devtools
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 	$(MAKE) test-vllm
 

@@ -7,7 +7,7 @@ table's rows, with the command, seeds and git commit) and renders `docs/results/
 task, LPR and the guard in each seed, its mean and spread, the gain over the base row in each seed with its paired p
 (Holm-adjusted, as the table prints it), and the claim as an estimate: the mean gain over seeds with its t-interval,
 widened by the shared base pass's own draw (measured on `--base-reruns`, else bounded by its interval;
-`mlft.reports.seeds`, `mlft.stats.means.seed_interval`; "up" / "down" when the interval excludes 0, else
+`devtools.seeds`, `mlft.stats.means.seed_interval`; "up" / "down" when the interval excludes 0, else
 "unclear"). The training seed varies and the decoding seed does not, so the spread over seeds is the training seed's
 (each seed's paired test covers the decoding draw); `--decode-seed -1` gives each training seed its own decoding
 seed (the old coupling). With the task axis (`mlft demo`'s default), the `task` metric is estimated the same way.
@@ -17,7 +17,8 @@ seed (the old coupling). With the task axis (`mlft demo`'s default), the `task` 
     python measurements/demo_seeds.py --seeds 0 1 2 --no-run              # only the results file, from finished runs
 
 Writes RESULTS (docs/results/demo_seeds.json), re-renders the blocks of docs/results/demo_seeds.md from it, and
-prints the table. Other pages' blocks: `mlft results docs/results/demo_seeds.json --update README.md ...`.
+prints the table. Other pages' blocks: `python -m devtools.results docs/results/demo_seeds.json --update
+README.md ...`.
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mlft.provenance import environment
-from mlft.reports.results import SCHEMA, update_blocks
-from mlft.reports.seeds import attach_draw, greedy_metrics, markdown, summarise_record
+from mlft.reports.results import SCHEMA
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/, beside measurements/ (not in the package)
+from devtools.blocks import update_blocks  # noqa: E402
+from devtools.seeds import attach_draw, greedy_metrics, markdown, summarise_record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "results" / "demo_seeds.md"

@@ -38,6 +38,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -57,6 +58,7 @@ from mlft.stats import (
     wilson,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/, beside measurements/ (not in the package)
 SUITE = "lcb_demo"
 ALPHA = 0.05
 GOAL = {"rate_low": 0.02, "rate_high": 0.08, "min_p": 0.001}
@@ -544,7 +546,7 @@ def spread_lines(sp: dict, v) -> list[str]:
 def page(result: dict) -> dict:
     """docs/measuring.md's held-out paragraph and table as a {template, values} record (`fill` view): every
     number a value, so the page renders from the results file."""
-    from mlft.reports.results import Fill
+    from devtools.blocks import Fill
 
     v = Fill()
     meta, tasks = result["meta"], result["tasks"]
@@ -675,7 +677,7 @@ def fresh(passes: list[list[Outcome]], resamples: int = 10000, fine: int = 20000
 
 def fresh_page(result: dict) -> dict:
     """docs/measuring.md's paragraph on the fresh block, every number a value (`fill` view)."""
-    from mlft.reports.results import Fill
+    from devtools.blocks import Fill
 
     v = Fill()
     meta, ind, tasks = result["meta"], result["independent"], result["tasks"]
@@ -907,7 +909,7 @@ def every_pair(v, result: dict) -> str:
 
 def z_page(result: dict) -> dict:
     """docs/measuring.md's paragraph on the z check's block, every number a value (`fill` view)."""
-    from mlft.reports.results import Fill
+    from devtools.blocks import Fill
 
     v = Fill()
     meta, z, ind = result["meta"], result["z_check"], result["independent"]
@@ -948,7 +950,7 @@ VERDICTS = {
 
 def lang_page(result: dict) -> dict:
     """docs/measuring.md's paragraph on the per-language check's block, every number a value (`fill` view)."""
-    from mlft.reports.results import Fill
+    from devtools.blocks import Fill
 
     v = Fill()
     meta, c, ind, t = result["meta"], result["lang_check"], result["independent"], result["task_level"]

@@ -10,7 +10,7 @@ table against the base row of a demo run at the same decoding seed (`--base`: me
 folder, whose base pass is the same draw for every training seed). The per-seed tables become one seeds record
 (`docs/results/rl_seeds.json`, the layout of demo_seeds.json), rendered as docs/results/rl_seeds.md: per metric the
 value in each seed, the gain over base with its paired p (Holm), and the mean gain over seeds with its interval
-(the seeds' t-interval and the shared base pass's own draw, `mlft.reports.seeds`).
+(the seeds' t-interval and the shared base pass's own draw, `devtools.seeds`).
 
     python measurements/rl_seeds.py --seeds 0 1 2 --base runs/demo_seeds/seed0 --out runs/rl_seeds
     python measurements/rl_seeds.py --seeds 0 1 2 --base runs/demo_seeds/seed0 --out runs/rl_seeds --no-train
@@ -33,11 +33,20 @@ from statistics import NormalDist
 from mlft.commands.demo import experiment
 from mlft.provenance import environment
 from mlft.reports.mitigation import tables, task_columns
-from mlft.reports.results import SCHEMA, Fill, table_record, update_blocks
-from mlft.reports.seeds import attach_draw, greedy_metrics, markdown, per_seed_tables, summarise_record
+from mlft.reports.results import SCHEMA, table_record
 from mlft.reports.table_spec import Capability, RowSpec, TableSpec, check_spec
 from mlft.reports.task_axis import task_number
 from mlft.stats import paired_share_sd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/, beside measurements/ (not in the package)
+from devtools.blocks import Fill, update_blocks  # noqa: E402
+from devtools.seeds import (  # noqa: E402
+    attach_draw,
+    greedy_metrics,
+    markdown,
+    per_seed_tables,
+    summarise_record,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "results" / "rl_seeds.md"

@@ -31,8 +31,11 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from mlft.provenance import environment
-from mlft.reports.results import SCHEMA, Fill
+from mlft.reports.results import SCHEMA
 from mlft.stats import seed_interval
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/, beside measurements/ (not in the package)
+from devtools.blocks import Fill  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RATIOS = (0.15, 0.5, 1.0, 2.0, 4.0, 8.0)  # the seeds' sd over the shared draw's sd

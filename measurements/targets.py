@@ -34,14 +34,17 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import sys
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from mlft.reports.results import Fill
 from mlft.stats import intervals, load_compact, paired_test, paired_tests_by_language, wilson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/, beside measurements/ (not in the package)
+from devtools.blocks import Fill  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = {

@@ -1,7 +1,11 @@
 """`mlft` command line: parse, call the library, turn typed errors into messages and exit codes.
 
 Each subcommand lives in `mlft/commands/<name>.py` and exposes `add_parser(subparsers)` (which sets
-`func=run` on its parser) — so `make_parser()` is the single parser used by the CLI and by the tests.
+`func=run` on its parser) — so `make_parser()` is the single parser used by the CLI and by the tests. The nouns are
+grouped: `mlft data` (lcb, multisense, polyglot, mix), `mlft show` (table, curves, report, card,
+paper-tables, multisense) and `mlft build` (steer, gate) are groups over the per-command modules
+(mlft/commands/group.py); the old spellings (`mlft lcb`, `mlft steer build`, ...) still parse, hidden from
+`mlft --help`, to the same namespace, with a one-line notice on stderr (mlft/commands/renamed.py).
 
 Building the parser costs nothing (`mlft --help` starts in a blink): a command module imports at module level only
 what its argument definitions need, from light modules, and imports the library inside `run`. What only a library
@@ -25,9 +29,10 @@ class CommandParser(argparse.ArgumentParser):
     or its help printed: for arguments (or a description) that only a library module can give, such as the recipe
     keys of `mlft train --help` or the demo script's flags, so that `make_parser()` imports neither."""
 
-    def __init__(self, *args, later=None, **kwargs):
+    def __init__(self, *args, later=None, renamed=None, **kwargs):
         super().__init__(*args, **kwargs)
         self._later = later
+        self._renamed = renamed  # an old spelling's notice, said on stderr the first time it is parsed
 
     def _complete(self) -> None:
         if self._later is not None:
@@ -35,6 +40,9 @@ class CommandParser(argparse.ArgumentParser):
             later(self)
 
     def parse_known_args(self, args=None, namespace=None):
+        if self._renamed:  # once (a bad command line is parsed again for argparse's message)
+            print(self._renamed, file=sys.stderr)
+            self._renamed = None
         self._complete()
         return super().parse_known_args(args, namespace)
 
@@ -43,28 +51,19 @@ class CommandParser(argparse.ArgumentParser):
         return super().format_help()
 
 
-# Order = order in `mlft --help`.
+# Order = order in `mlft --help`: at most 12 (tests/test_cli_startup.py). The old spellings: mlft/commands/renamed.py.
 COMMANDS = [
-    "lcb",
-    "mix",
-    "score",
-    "paper_tables",
-    "steer",
-    "gate",
+    "data",
     "generate",
     "eval",
+    "score",
+    "compare",
     "train",
     "evaluate_run",
-    "curves",
-    "report",
-    "table",
-    "results",
-    "compare",
-    "card",
-    "demo",
-    "multisense",
-    "polyglot",
+    "show",
+    "build",
     "harness",
+    "demo",
     "env",
 ]
 
@@ -78,7 +77,14 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     for name in COMMANDS:
         importlib.import_module(f"mlft.commands.{name}").add_parser(sub)
+    importlib.import_module("mlft.commands.renamed").add_parsers(sub)
     return parser
+
+
+def command_name(args: argparse.Namespace) -> str:
+    """`data lcb` for a group's member (whichever spelling reached it), else the command."""
+    member = getattr(args, f"{args.command}_command", None)
+    return f"{args.command} {member}" if member else str(args.command)
 
 
 def parse_args(argv: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
@@ -109,10 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except MlftError as exc:
-        print(f"mlft {args.command}: error: {exc}", file=sys.stderr)
+        print(f"mlft {command_name(args)}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(f"mlft {args.command}: interrupted (finished work is kept; rerun to resume)", file=sys.stderr)
+        print(f"mlft {command_name(args)}: interrupted (finished work is kept; rerun to resume)", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0

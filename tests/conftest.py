@@ -48,5 +48,5 @@ def polyglot_data():
 
     folder = data_dir()
     if not (folder / "de.parquet").is_file():
-        pytest.skip(f"Polyglot-or-Not data not found in {folder} (`mlft polyglot fetch`)")
+        pytest.skip(f"Polyglot-or-Not data not found in {folder} (`mlft data polyglot`)")
     return folder

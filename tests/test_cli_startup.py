@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from mlft.cli import COMMANDS
+from mlft.commands import build, data, show
+from mlft.commands.group import member_name
+from mlft.commands.renamed import RENAMED
 
 ROOT = Path(__file__).resolve().parents[1]
 # libraries a parser has no use for (numpy too: argument definitions need none of it)
@@ -22,6 +25,9 @@ HEAVY = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "nump
 # its --help no longer loads torch either
 HELP_LOADS_TORCH = {"eval", "generate", "evaluate-run"}
 SUBCOMMANDS = [c.replace("_", "-") for c in COMMANDS]
+GROUPS = {"data": data.MEMBERS, "show": show.MEMBERS, "build": build.MEMBERS}
+# every spelling `mlft --help` leads to: the commands, and each group's members
+SPELLINGS = [*SUBCOMMANDS, *(f"{g} {member_name(m)}" for g, members in GROUPS.items() for m in members)]
 
 
 def _fresh(code: str, timeout: int = 300) -> dict:
@@ -35,16 +41,19 @@ def test_building_the_parser_imports_no_heavy_library_and_never_runs_the_demo_sc
     got = _fresh(
         "import json, sys\n"
         "from mlft.cli import make_parser\n"
-        "names = list(make_parser()._subparsers._group_actions[0].choices)\n"
-        f"print(json.dumps({{'names': names, 'heavy': [h for h in {HEAVY!r} if h in sys.modules], "
+        "sub = make_parser()._subparsers._group_actions[0]\n"
+        "names = list(sub.choices)\n"
+        "listed = [a.dest for a in sub._choices_actions]\n"
+        f"print(json.dumps({{'names': names, 'listed': listed, 'heavy': [h for h in {HEAVY!r} if h in sys.modules], "
         "'demo_ran': 'mlft_demo_experiment' in sys.modules, "
         "'training': sorted(m for m in sys.modules if m.startswith('mlft.training'))}))"
     )
-    assert got["names"] == SUBCOMMANDS
+    assert got["listed"] == SUBCOMMANDS  # the old spellings parse too, hidden from the list
+    assert got["names"] == [*SUBCOMMANDS, *RENAMED, "results"]
     assert got["heavy"] == [] and got["demo_ran"] is False and got["training"] == []
 
 
-@pytest.mark.parametrize("command", SUBCOMMANDS)
+@pytest.mark.parametrize("command", SPELLINGS)
 def test_every_subcommand_help_works(command):
     """`mlft COMMAND --help` prints the command's full help (the arguments a hook adds when the command is used
     included); only the commands named in HELP_LOADS_TORCH load torch for it."""
@@ -54,7 +63,7 @@ def test_every_subcommand_help_works(command):
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         "    try:\n"
-        f"        main([{command!r}, '--help'])\n"
+        f"        main([*{command.split()!r}, '--help'])\n"
         "        code = None\n"
         "    except SystemExit as exc:\n"
         "        code = exc.code\n"
@@ -65,26 +74,26 @@ def test_every_subcommand_help_works(command):
     assert got["torch"] is (command in HELP_LOADS_TORCH)
     hooked = {  # what a `later` hook adds: its text is in the help
         "train": "Recipe keys: ",
-        "mix": "Keys: ",
+        "data mix": "Keys: ",
         "demo": "--max-new-tokens",
         "eval": "--backend",
         "generate": "--backend",
         "evaluate-run": "--backend",
-        "results": "(default: mitigation)",
-        "report": "report.html",
-        "steer": "build",
+        "show report": "report.html",
+        "build steer": "--per-language",
     }
     if command in hooked:
         assert hooked[command] in " ".join(got["out"].split())
 
 
-def test_steer_build_help_names_the_minimum_from_steering():
+@pytest.mark.parametrize("argv", [["build", "steer"], ["steer", "build"]])  # the old spelling: the same flags
+def test_build_steer_help_names_the_minimum_from_steering(argv):
     from mlft.generation.interventions.steer_vectors import MIN_TEXTS_PER_LANGUAGE
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "mlft", "steer", "build", "--help"], capture_output=True, text=True, cwd=ROOT
-    )
+    proc = subprocess.run([sys.executable, "-m", "mlft", *argv, "--help"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0 and f"(at least {MIN_TEXTS_PER_LANGUAGE})" in " ".join(proc.stdout.split())
+    renamed = "mlft steer build: renamed to `mlft build steer`; the old name goes in the next release\n"
+    assert proc.stderr == (renamed if argv[0] == "steer" else "")
 
 
 def test_mlft_score_imports_no_torch(shared, tmp_path):  # shared: LCB's word list

@@ -228,12 +228,12 @@ def test_cli_builds_and_reports_errors(tmp_path, shared, capsys, monkeypatch):
 
     path = write_mix(tmp_path, {**_seed_mix(total=28), "decontaminate": {"enabled": True}})
     monkeypatch.setenv("MLFT_LCB_DATA", str(shared / "lcb"))
-    assert main(["mix", str(path), "--out", str(tmp_path / "run")]) == 0
+    assert main(["data", "mix", str(path), "--out", str(tmp_path / "run")]) == 0
     out = capsys.readouterr().out
     assert "sft mix of 28 rows" in out and "decontamination: 0 of" in out
     assert len(read_jsonl(tmp_path / "run" / "mix" / "train.jsonl")) == 28
-    assert main(["mix", str(path), "totl=3"]) == 2
-    assert "mlft mix: error: " in capsys.readouterr().err
+    assert main(["data", "mix", str(path), "totl=3"]) == 2
+    assert "mlft data mix: error: " in capsys.readouterr().err
 
 
 def test_a_kind_added_to_the_table_builds_without_editing_the_loader(tmp_path, monkeypatch):

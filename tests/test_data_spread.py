@@ -131,11 +131,22 @@ def test_the_reward_term_decides_and_bad_passes_are_refused(built, scorer, tmp_p
 def test_mix_filter_command(shared, built, capsys):  # shared: LCB's files
     root, _ = built
     assert (
-        main(["mix", "filter", str(root / "rl_mix"), "--pass", str(root / "base_pass"), "--out", str(root / "cli")])
+        main(
+            [
+                "data",
+                "mix",
+                "filter",
+                str(root / "rl_mix"),
+                "--pass",
+                str(root / "base_pass"),
+                "--out",
+                str(root / "cli"),
+            ]
+        )
         == 0
     )
     out = capsys.readouterr().out
     assert "2 of 6 prompts kept (1 all right, 2 all wrong, 1 without replies" in out
     assert "fr    kept     1  all right     1  all wrong     1" in out
     assert (root / "cli" / FILTERED_MIX).is_file()
-    assert main(["mix", "filter", str(root / "rl_mix"), "--out", str(root / "cli")]) == 2  # --pass missing
+    assert main(["data", "mix", "filter", str(root / "rl_mix"), "--out", str(root / "cli")]) == 2  # --pass missing

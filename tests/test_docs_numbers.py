@@ -1,20 +1,21 @@
 """Numbers that hold still: the headline numbers of README.md, docs/*.md, recipes/README.md and eval/README.md come
 from a committed results file (`docs/results/NAME.json`, a copy of one `mlft demo` run's `runs/demo/results.json`)
-through `<!-- results:NAME VIEW ... -->...<!-- /results:NAME -->` blocks (mlft/reports/results.py): every block
+through `<!-- results:NAME VIEW ... -->...<!-- /results:NAME -->` blocks (devtools/blocks.py): every block
 must read exactly what its file renders, every decimal number of a headline paragraph (HEADLINES) must sit inside a
 block, and the stale 47.9 (the base row's cross-lingual LPR of older runs) must not be a headline.
 
-Regenerate after a demo run:  mlft results runs/demo/results.json --commit --update README.md docs/results/demo.md
-recipes/README.md  (then wrap any new headline number in a block: `mlft results --help`).
+Regenerate after a demo run:  python -m devtools.results runs/demo/results.json --commit --update README.md
+docs/results/demo.md recipes/README.md  (then wrap any new headline number in a block: `python -m devtools.results
+--help`).
 
 Every number, not only the headlines: on README.md, docs/*.md, docs/results/*.md, recipes/README.md and
 recipes/*/README.md (STRICT_PAGES) each number, integers and timings included, must sit in a results block, in code
-(commands, option values as typed), or match one of NOT_MEASURED's rules (mlft/reports/lift.py: versions, dates,
+(commands, option values as typed), or match one of NOT_MEASURED's rules (devtools/lift.py: versions, dates,
 citations, paper references, settings such as "32 steps", the 95 % level, "p < 0.05" as the significance level) or the
 page's own explicit PAGE_PHRASES (a mix's shares, a LoRA rank, a data set's size: values that were set, not
 measured). Pages whose hand-typed numbers are not lifted yet carry their count in HAND_TYPED, which may only go down
-(`mlft results FILE --lift PAGE --sections ...` lifts a page's measured tables and paragraphs when the runs behind
-them were not kept).
+(`python -m devtools.results FILE --lift PAGE --sections ...` lifts a page's measured tables and paragraphs when the
+runs behind them were not kept).
 
 The negative tests feed a demo results file built like the demo builds it (its table code and `demo_config`, on
 synthetic curve rows) and made-up pages through the same checks: each must report its problem.
@@ -29,24 +30,18 @@ from pathlib import Path
 
 import pytest
 
-from mlft.cli import main, parse_args
+from devtools.blocks import BLOCK, block_problems, headline_table, render_view, update_blocks
+from devtools.lift import NOT_MEASURED, lift_page, typed_numbers
+from devtools.results import load
+from devtools.results import main as results_main
+from mlft.cli import parse_args
 from mlft.commands.demo import experiment
-from mlft.commands.results import load
 from mlft.constants import GUARD_METRICS, TASKS
 from mlft.errors import ConfigError
 from mlft.io import curve_file
 from mlft.provenance import write_results
-from mlft.reports.lift import NOT_MEASURED, lift_page, typed_numbers
 from mlft.reports.mitigation import tables
-from mlft.reports.results import (
-    BLOCK,
-    block_problems,
-    headline_table,
-    render_view,
-    results_extra,
-    table_record,
-    update_blocks,
-)
+from mlft.reports.results import results_extra, table_record
 from mlft.reports.table_spec import load_spec, spec_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +67,7 @@ STALE = ["47.9"]  # the base row's cross-lingual LPR of older runs (no results f
 NUMBER = re.compile(r"(?<![\w.§])\d+\.\d+(?!\w|\.\d)")
 NOT_A_RESULT = re.compile(r"p < 0\.\d+")  # a significance threshold, not a measured number
 REGENERATE = (
-    "regenerate docs/results/demo.json from a demo run: mlft demo, then mlft results "
+    "regenerate docs/results/demo.json from a demo run: mlft demo, then python -m devtools.results "
     "runs/demo/results.json --commit --update README.md docs/results/demo.md docs/training.md recipes/README.md"
 )
 
@@ -428,7 +423,7 @@ def test_blocks_render_from_the_results_file_and_catch_every_drift(demo_results)
     assert update_blocks(page, records) == page  # stable
     tampered = page.replace("70.0 ±5.0<!--", "74.1 ±6.9<!--")
     [problem] = block_problems(tampered, records, "made-up.md")
-    assert "74.1 ±6.9" in problem and "70.0 ±5.0" in problem and "mlft results" in problem
+    assert "74.1 ±6.9" in problem and "70.0 ±5.0" in problem and "python -m devtools.results" in problem
     unknown = page.replace('cell "+Cross-lingual SFT"', 'cell "+Multilingual SFT"')
     assert "no row '+Multilingual SFT'" in block_problems(unknown, records, "made-up.md")[0]
     assert "no results file" in block_problems(page, {}, "made-up.md")[0]
@@ -462,11 +457,11 @@ def test_headline_check_on_made_up_pages(demo_results):
 def test_mlft_results_commits_renders_updates_and_checks(demo_results, tmp_path, capsys):
     page = tmp_path / "page.md"
     page.write_text("Base: <!-- results:demo cell base crosslingual lpr --><!-- /results:demo -->\n")
-    assert main(["results", str(demo_results), "--commit", str(tmp_path / "committed"), "--check", str(page)]) == 1
+    assert results_main([str(demo_results), "--commit", str(tmp_path / "committed"), "--check", str(page)]) == 1
     assert (tmp_path / "committed" / "demo.json").is_file()
-    assert main(["results", str(tmp_path / "committed" / "demo.json"), "--update", str(page)]) == 0
+    assert results_main([str(tmp_path / "committed" / "demo.json"), "--update", str(page)]) == 0
     assert "40.0 ±5.0<!--" in page.read_text()
-    assert main(["results", str(demo_results), "--check", str(page)]) == 0
+    assert results_main([str(demo_results), "--check", str(page)]) == 0
     out = capsys.readouterr().out
     assert "| +Cross-lingual SFT | 70.0 ±5.0 | 70.0 ±5.0 |" in out and f"updated {page}" in out
     assert headline_table(load(demo_results)).count("\n|") == 4  # header, rule, three rows (after the first line)
@@ -505,7 +500,7 @@ def test_every_number_of_a_page_comes_from_a_results_file(page):
     if name in HAND_TYPED:  # not lifted yet: the count may only go down (lower HAND_TYPED when it does)
         assert len(typed) == HAND_TYPED[name], (
             f"{name}: {len(typed)} hand-typed numbers, HAND_TYPED says {HAND_TYPED[name]}: a new number goes in a "
-            "results block (mlft/reports/results.py); when numbers were lifted, lower the count"
+            "results block (devtools/blocks.py); when numbers were lifted, lower the count"
         )
     else:
         assert typed == [], f"{name}: numbers outside a results block: {typed}"
@@ -563,10 +558,10 @@ def test_key_views_render_any_results_file_and_catch_drift(tmp_path):
     ]:
         with pytest.raises(ConfigError, match=re.escape(message)):
             render_view(record, view, args)
-    # a results file without tables (a measurement's, timings) is a results file: `mlft results` renders it
+    # a results file without tables (a measurement's, timings) is a results file: devtools.results renders it
     (tmp_path / "m.json").write_text(json.dumps(record))
     (tmp_path / "page.md").write_text(page.replace("-->19<", "-->7<"))
-    assert main(["results", str(tmp_path / "m.json"), "--update", str(tmp_path / "page.md")]) == 0
+    assert results_main([str(tmp_path / "m.json"), "--update", str(tmp_path / "page.md")]) == 0
     assert (tmp_path / "page.md").read_text() == page
 
 
@@ -672,17 +667,19 @@ def test_lifting_a_page_moves_its_measured_numbers_into_the_file_and_renders_it_
     assert "88.6" in problem
     # the command: into a new file (it asks when and how the numbers were measured), then refuses to lift twice
     (tmp_path / "page.md").write_text(page)
-    args = ["results", str(tmp_path / "m.json"), "--lift", str(tmp_path / "page.md"), "--sections", "Results"]
-    assert main(args) == 2 and "--provenance" in capsys.readouterr().err  # a ConfigError
-    assert main([*args, "--provenance", "typed 2026-11-26, runs not kept"]) == 0
+    args = [str(tmp_path / "m.json"), "--lift", str(tmp_path / "page.md"), "--sections", "Results"]
+    assert results_main(args) == 2 and "--provenance" in capsys.readouterr().err  # a ConfigError
+    assert results_main([*args, "--provenance", "typed 2026-11-26, runs not kept"]) == 0
     written = json.loads((tmp_path / "m.json").read_text())
     assert written["lifted"] == lifted and written["provenance"] == "typed 2026-11-26, runs not kept"
     assert written["lifted_from"][0]["page"] == str(tmp_path / "page.md")
     assert (tmp_path / "page.md").read_text() == lifted_text
-    assert main(args) == 0 and (tmp_path / "page.md").read_text() == lifted_text  # lifted blocks stay as they are
+    assert (
+        results_main(args) == 0 and (tmp_path / "page.md").read_text() == lifted_text
+    )  # lifted blocks stay as they are
     assert "lifted 0 numbers" in capsys.readouterr().out
     (tmp_path / "page.md").write_text(page)  # the same sections typed again: their keys are taken
-    assert main(args) == 2 and "already holds lifted results.p1" in capsys.readouterr().err
+    assert results_main(args) == 2 and "already holds lifted results.p1" in capsys.readouterr().err
 
 
 def test_not_measured_rules_each_cover_what_they_say():
@@ -716,7 +713,7 @@ def test_not_measured_rules_each_cover_what_they_say():
 def test_a_fill_built_with_its_numbers_renders_them_back():
     """`Fill` (the measurement scripts' paragraph builder): each number becomes a placeholder with its format and is
     kept, so the `fill` view renders the text with the numbers, and a changed value changes the page."""
-    from mlft.reports.results import Fill
+    from devtools.blocks import Fill
 
     f = Fill()
     record = f.record(f"{f(4, 'd')} of {f(435, 'd')} rejected ({f(0.9195, '.1f')} %), smallest p {f(0.0181)}")

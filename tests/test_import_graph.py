@@ -116,7 +116,7 @@ LINE_BUDGET = {
     "mlft/benchmarks/lcb": 2600,
     "mlft/benchmarks/multisense": 650,
     "mlft/benchmarks/polyglot": 250,
-    "mlft/commands": 1850,
+    "mlft/commands": 1950,  # 1850 until the groups (data, show, build) and the old spellings kept
     "mlft/data": 2850,
     "mlft/evals": 1500,
     "mlft/evals/multisense": 450,
@@ -128,8 +128,10 @@ LINE_BUDGET = {
     "mlft/harness/tasks/lcb": 50,
     "mlft/harness/tasks/mlft_polyglot_mc": 50,
     "mlft/io": 600,
-    "mlft/reports": 3230,  # 3155 until mitigation_table was split into its steps (tests, flags, cells, notes);
-    # 3150 until compare's mark for a test that cannot reject (the swap test's own level)
+    # 3155 (3150 until compare's mark for a test that cannot reject) until the docs-number machinery (results blocks,
+    # lifting, seeds) left the package for devtools/; 2550 until mitigation_table was split into its steps (tests,
+    # flags, cells, notes)
+    "mlft/reports": 2630,
     # 1300 until the edge-modified Wilson interval (modified_wilson); 1350 until the reruns' compact file
     # (save_compact, moved from measurements/calibration.py) and the seeds interval's shared term; 1400 until the
     # swap test's null sd and level (the held-out comparisons' standardized differences)

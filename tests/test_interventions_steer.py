@@ -136,7 +136,7 @@ def test_steer_shift_size_source_and_skips(tmp_path):
     assert torch.equal(shifts[2][1:], torch.zeros(2, 32))
     with pytest.raises(ConfigError, match="layers"):
         build_interventions([{"name": "steer", "vectors": str(path), "layers": [9]}], "x")
-    with pytest.raises(ConfigError, match="mlft steer build"):
+    with pytest.raises(ConfigError, match="mlft build steer"):
         build_interventions([{"name": "steer", "vectors": str(tmp_path / "none.safetensors")}], "x")
     with pytest.raises(ConfigError, match="no vector for 'ja'"):
         build_interventions([{"name": "steer", "vectors": str(path), "source": "ja"}], "x")
@@ -283,7 +283,7 @@ def test_user_text_file_and_errors(tmp_path):
 
 
 def test_steer_build_refuses_unknown_language_and_too_few_texts(tmp_path, capsys, monkeypatch):
-    """`mlft steer build` stops before any model loads: a language code nobody knows (row named, did-you-mean,
+    """`mlft build steer` stops before any model loads: a language code nobody knows (row named, did-you-mean,
     valid codes), too few texts per language for a vector (the minimum named), a too small --per-language."""
     from mlft import cli
     from mlft.errors import DataError
@@ -299,18 +299,18 @@ def test_steer_build_refuses_unknown_language_and_too_few_texts(tmp_path, capsys
     typo.write_text("id,text,language\n1,Hello there,en\n2,Bonjour,fr_\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="did you mean 'fr'"):
         parallel_texts(str(typo))
-    assert cli.main(["steer", "build", "--from", str(bad), "--out", str(tmp_path / "v.safetensors")]) == 2
+    assert cli.main(["build", "steer", "--from", str(bad), "--out", str(tmp_path / "v.safetensors")]) == 2
     assert "language 'xx' is unknown" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="--languages: language 'xx' is unknown"):
         parallel_texts("seed", languages=["de", "xx"])
 
     one = tmp_path / "one.csv"  # one text per language: the old code built a "vector" from it
     one.write_text("id,text,language\n1,Hello there,en\n2,Bonjour,fr\n", encoding="utf-8")
-    code = cli.main(["steer", "build", "--from", str(one), "--out", str(tmp_path / "v.safetensors")])
+    code = cli.main(["build", "steer", "--from", str(one), "--out", str(tmp_path / "v.safetensors")])
     err = capsys.readouterr().err
     assert code != 0 and "too few texts for a language vector (en: 1, fr: 1)" in err
     assert f"at least {MIN_TEXTS_PER_LANGUAGE} texts" in err and not (tmp_path / "v.safetensors").exists()
-    code = cli.main(["steer", "build", "--from", "seed", "--per-language", "2", "--out", str(tmp_path / "v")])
+    code = cli.main(["build", "steer", "--from", "seed", "--per-language", "2", "--out", str(tmp_path / "v")])
     assert code != 0 and f"needs at least {MIN_TEXTS_PER_LANGUAGE} texts" in capsys.readouterr().err
     enough = {"en": ["a"] * MIN_TEXTS_PER_LANGUAGE, "fr": ["b"] * MIN_TEXTS_PER_LANGUAGE}
     check_vector_texts(enough, "x")  # the minimum itself passes

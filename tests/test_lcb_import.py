@@ -1,4 +1,4 @@
-"""The front door on a user's clone: no ../shared beside it, no $MLFT_LCB_DATA, an empty cache. `mlft lcb --from
+"""The front door on a user's clone: no ../shared beside it, no $MLFT_LCB_DATA, an empty cache. `mlft data lcb --from
 PATH` imports the LCB files into the cache (checksum-checked), after which the demo's data step finds the prompts;
 without the import, and with the download failing (no network), the demo refuses with a typed error that names
 both offline ways. No model: only the data step runs."""
@@ -43,19 +43,19 @@ def test_demo_refuses_without_import_and_names_both_ways(clone, capsys):
     with pytest.raises(MissingDataError) as exc:
         demo._ensure_lcb_data()
     msg = str(exc.value)
-    assert "mlft lcb --from PATH" in msg and "MLFT_LCB_DATA=PATH" in msg
+    assert "mlft data lcb --from PATH" in msg and "MLFT_LCB_DATA=PATH" in msg
     assert "test_sets.zip" in msg and "words" in msg and "the download failed" in msg
     assert any(TEST_SETS.url == u for u in clone)  # it tried the checksum-checked download first
     # the CLI turns the typed error into a message and exit code 2, no traceback
     code = main(["demo", "--out", "runs/demo"])
     err = capsys.readouterr().err
-    assert code == 2 and "mlft lcb --from PATH" in err and "MLFT_LCB_DATA" in err and "Traceback" not in err
+    assert code == 2 and "mlft data lcb --from PATH" in err and "MLFT_LCB_DATA" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("what", ["zip", "folder"])
 def test_demo_finds_the_prompts_after_lcb_from(clone, shared, capsys, what):
     src = shared / "lcb" / ("test_sets.zip" if what == "zip" else "")
-    assert main(["lcb", "--from", str(src)]) == 0
+    assert main(["data", "lcb", "--from", str(src)]) == 0
     out = capsys.readouterr().out
     assert "imported into" in out and "total: 6586 prompts" in out
     assert (lcb_cache() / "test_sets.zip").is_file()
@@ -64,7 +64,7 @@ def test_demo_finds_the_prompts_after_lcb_from(clone, shared, capsys, what):
             demo._ensure_lcb_data()
         assert clone == [WORDS.url]  # it tried to download the word list only
         clone.clear()
-        assert main(["lcb", "--from", str(shared / "lcb")]) == 0
+        assert main(["data", "lcb", "--from", str(shared / "lcb")]) == 0
     assert {"words", "few_shot_examples.json", "outputs"} <= {p.name for p in lcb_cache().iterdir()}
     files = demo._ensure_lcb_data(full=True)  # --full also needs the few-shot examples
     assert files["test_sets.zip"] == lcb_cache() / "test_sets.zip" and files["words"] == lcb_cache() / "words"

@@ -1,4 +1,4 @@
-"""The learned Language Confusion Gate (`learned_gate`, `mlft gate train`).
+"""The learned Language Confusion Gate (`learned_gate`, `mlft build gate`).
 
 Fast: the processor masks only when needed (synthetic gate and logits: an allowed top-1 is left untouched, a
 disallowed one is masked, nothing before the reply's first letter, nothing when the reply is already in that
@@ -277,7 +277,7 @@ def test_trained_gate_reloads_bit_identical_with_provenance(tmp_path):
     assert iv.options.threshold == 0.3 and iv.prefix_safe
     for spec, msg in (
         ({"gate": str(path), "threshold": 1.5}, "threshold"),
-        ({}, "mlft gate train"),
+        ({}, "mlft build gate"),
         ({"gate": str(tmp_path / "none.safetensors")}, "not found"),
         ({"gate": str(path), "top_p": 0}, "top_p"),
         ({"gate": str(path), "needed": "x"}, "needed"),
@@ -332,11 +332,11 @@ def test_gate_on_a_live_model_reads_the_last_hidden_state(tmp_path):
 def test_cli_refuses_bad_input(tmp_path, capsys):
     from mlft.cli import main
 
-    assert main(["gate", "train", "--out", str(tmp_path / "g.bin")]) == ConfigError.exit_code
+    assert main(["build", "gate", "--out", str(tmp_path / "g.bin")]) == ConfigError.exit_code
     assert "--out: a .safetensors file" in capsys.readouterr().err
-    assert main(["gate", "train", "--out", str(tmp_path / "g.safetensors"), "--from", "nope.csv"]) != 0
+    assert main(["build", "gate", "--out", str(tmp_path / "g.safetensors"), "--from", "nope.csv"]) != 0
     assert "not `seed`, `polyglot` or a file" in capsys.readouterr().err
-    assert main(["gate", "train", "--out", str(tmp_path / "g.safetensors"), "--languages", "xx"]) != 0
+    assert main(["build", "gate", "--out", str(tmp_path / "g.safetensors"), "--languages", "xx"]) != 0
     assert "--languages: xx not in the seed data" in capsys.readouterr().err
 
 

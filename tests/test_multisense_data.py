@@ -100,10 +100,10 @@ def test_bad_input(tmp_path):
 def test_cli_replay_and_bad_input(shared, tmp_path, capsys):
     from mlft.cli import main
 
-    assert main(["multisense", "replay", str(shared / "multisense" / "reference")]) == 0
+    assert main(["show", "multisense", str(shared / "multisense" / "reference")]) == 0
     out = capsys.readouterr().out
     assert (
         "| xnli | en→de | 0.7349 | 0.8134 | 0.7611 |" in out and "| pawsx | zh→en | 0.6995 | 0.8695 | 0.7500 |" in out
     )
-    assert main(["multisense", "replay", str(tmp_path / "nope")]) == 2
+    assert main(["show", "multisense", str(tmp_path / "nope")]) == 2
     assert "nope: folder not found" in capsys.readouterr().err

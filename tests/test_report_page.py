@@ -200,7 +200,7 @@ def test_judged_lines_show_the_reply_as_written():
 
 def test_bad_input_and_missing_completions(folders, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "x.html")]) == 2
+    assert main(["show", "report", str(tmp_path / "empty"), "--out", str(tmp_path / "x.html")]) == 2
     err = capsys.readouterr().err
     assert "empty: neither a training run (no curves.jsonl) nor an eval folder (no scores.jsonl)" in err
     assert not (tmp_path / "x.html").exists()
@@ -210,7 +210,7 @@ def test_bad_input_and_missing_completions(folders, tmp_path, capsys):
     old = tmp_path / "old"
     old.mkdir()
     (old / "curves.jsonl").write_text((run / "curves.jsonl").read_text())
-    assert main(["report", str(old)]) == 0
+    assert main(["show", "report", str(old)]) == 0
     captured = capsys.readouterr()
     assert "no completions" in captured.err and (old / "report.html").is_file()
     page = collect([old])

@@ -91,7 +91,7 @@ def test_table_marks_significant_rows_and_flags_degenerate_ones(runs, capsys):
         f"  - {{label: +garbage, run: {dpo}}}\nper_language: [{{task: crosslingual, metric: lpr}}]\n"
     )
     png = tmp / "t.png"
-    assert main(["table", str(spec), "--format", "markdown", "--png", str(png)]) == 0
+    assert main(["show", "table", str(spec), "--format", "markdown", "--png", str(png)]) == 0
     out = capsys.readouterr().out
     good = next(x for x in out.splitlines() if x.startswith("| +good |"))
     garbage = next(x for x in out.splitlines() if x.startswith("| +garbage"))
@@ -118,7 +118,7 @@ def test_compare_finds_the_planted_difference_and_not_a_null(runs, capsys):
 def test_curves_continue_the_parent_run_with_bands(runs, capsys):
     tmp, sft, dpo = runs
     png = tmp / "c.png"
-    assert main(["curves", str(sft), str(dpo), "--out", str(png)]) == 0
+    assert main(["show", "curves", str(sft), str(dpo), "--out", str(png)]) == 0
     out = capsys.readouterr().out
     assert any(x.split()[:3] == ["dpo", "model", "15"] for x in out.splitlines())  # 10 (sft) + 5
     assert png.stat().st_size > 20_000 and (sft / "heatmap_lpr.png").is_file()

@@ -1,5 +1,5 @@
 """Claims across training seeds as estimates: the mean gain over seeds with its t-interval,
-`mlft.stats.means.seed_interval`, and its use in `mlft.reports.seeds` (docs/results/demo_seeds.md's table, rendered from
+`mlft.stats.means.seed_interval`, and its use in `devtools.seeds` (docs/results/demo_seeds.md's table, rendered from
 the docs/results/demo_seeds.json that measurements/demo_seeds.py writes)."""
 
 import math
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from devtools import seeds
 from mlft.errors import ConfigError, DataError
-from mlft.reports import seeds
 from mlft.stats import seed_interval
 
 

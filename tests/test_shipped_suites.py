@@ -12,10 +12,10 @@ from mlft.evals.suite import available_suites, load_suite
 NEEDS_A_BUILT_FILE = {"mitigation_outside_lcb", "mitigation_steer", "steer_sweep", "grpo_spread"}
 # suites on data a user fetches (../shared holds it for CI; a clone without it has none)
 NEEDS_FETCHED_DATA = {
-    "multisense": "mlft multisense fetch",
-    "multisense_quick": "mlft multisense fetch",
-    "polyglot": "mlft polyglot fetch",
-    "polyglot_quick": "mlft polyglot fetch",
+    "multisense": "mlft data multisense",
+    "multisense_quick": "mlft data multisense",
+    "polyglot": "mlft data polyglot",
+    "polyglot_quick": "mlft data polyglot",
 }
 
 
@@ -34,7 +34,7 @@ def test_shipped_suite_loads_or_names_the_file_to_build(name, monkeypatch, tmp_p
     with pytest.raises(ConfigError) as e:
         load_suite(name)
     assert "not found" in str(e.value) and any(
-        cmd in str(e.value) for cmd in ("mlft steer build", "mlft gate train", "mlft mix MIX.yaml --out")
+        cmd in str(e.value) for cmd in ("mlft build steer", "mlft build gate", "mlft data mix MIX.yaml --out")
     )
 
 

@@ -247,7 +247,7 @@ def test_the_demo_gives_every_row_a_cheap_task_pass_and_its_table_the_task_colum
 def test_results_blocks_render_the_task_score_of_a_row():
     """The docs' numbers come from results files: `cell LABEL TASK task` reads the row's task column, the
     headline table gains a task column where the rows have one (and none where they do not)."""
-    from mlft.reports.results import headline_table, render_view
+    from devtools.blocks import headline_table, render_view
 
     lpr = {"value": 0.5, "low": 0.4, "high": 0.6, "n": 100}
     lcb = {"monolingual": {"lpr": lpr}, "crosslingual": {"lpr": lpr}}

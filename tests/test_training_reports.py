@@ -109,7 +109,7 @@ def test_evaluate_step_runs_only_missing_passes(tmp_path, monkeypatch):
 def test_mlft_curves_plots_and_prints(two_runs, tmp_path, capsys):
     eng, mul = two_runs
     png = tmp_path / "c.png"
-    assert main(["curves", str(eng), str(mul), "--out", str(png)]) == 0
+    assert main(["show", "curves", str(eng), str(mul), "--out", str(png)]) == 0
     out = capsys.readouterr().out
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     line = next(x for x in out.splitlines() if x.startswith("multilingual_sft") and " w8 " in x)
@@ -130,7 +130,7 @@ quantization:
   - {{label: +Multilingual SFT, run: {mul}, variants: [model, w8]}}
 per_language: [{{task: crosslingual, metric: lpr}}]
 """)
-    assert main(["table", str(spec), "--format", "markdown", "--out", str(tmp_path / "t.md")]) == 0
+    assert main(["show", "table", str(spec), "--format", "markdown", "--out", str(tmp_path / "t.md")]) == 0
     out = capsys.readouterr().out
     assert "| +English SFT | 90.0 | 90.0 | 40.0 | 90.0 | 80.0 | – / – | – / – | – / – |" in out
     assert "| +Multilingual SFT | 90.0 | 90.0 | 70.0 | 90.0 | 80.0 |" in out
@@ -182,4 +182,4 @@ def test_table_spec_errors_name_the_row(two_runs, tmp_path):
         load_spec(spec)
     eng, _ = two_runs
     spec.write_text(f"rows:\n  - {{label: x, run: {eng}, variant: w4}}\n")
-    assert main(["table", str(spec)]) == 2
+    assert main(["show", "table", str(spec)]) == 2

@@ -1,4 +1,5 @@
-"""`mlft card RUN_DIR`: (re)write a finished run's model card (final/README.md), optionally push final/ to the Hub."""
+"""`mlft show card RUN_DIR` (was `mlft card`): (re)write a finished run's model card (final/README.md), optionally
+push final/ to the Hub."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from pathlib import Path
 from mlft.errors import ConfigError
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, name: str = "card", **kw):
     p = sub.add_parser(
-        "card",
+        name,
+        **kw,
         help="write a finished run's model card; optionally push final/ to the Hub",
         description="Build final/README.md from the run directory (base model and lineage, recipe, "
         "data mix with shares and row counts, decontamination, the last LCB numbers "
@@ -21,6 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--push", metavar="ORG/NAME", help="also upload final/ (with the card) to this Hub repo")
     p.add_argument("--public", action="store_true", help="with --push: create the repo as public")
     p.set_defaults(func=run)
+    return p
 
 
 def run(args) -> int:

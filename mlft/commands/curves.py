@@ -1,4 +1,5 @@
-"""`mlft curves RUN_DIR...`: LPR/WPR/LCPR against step for several runs and variants (PNG + table)."""
+"""`mlft show curves RUN_DIR...` (was `mlft curves`): LPR/WPR/LCPR against step for several runs and variants (PNG +
+table)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from pathlib import Path
 from mlft.format import FORMATS
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, name: str = "curves", **kw):
     p = sub.add_parser(
-        "curves",
+        name,
+        **kw,
         help="plot LPR/WPR/LCPR per checkpoint of training runs",
         description="Read each run directory's curves.jsonl (written by the eval callback) and "
         "plot the language-averaged LPR, WPR, LCPR, coverage and degeneracy against "
@@ -23,6 +25,7 @@ def add_parser(sub) -> None:
     p.add_argument("--format", choices=FORMATS, default="table", help="table format")
     p.add_argument("--no-heatmaps", action="store_true", help="skip the per-run language x step heatmaps")
     p.set_defaults(func=run)
+    return p
 
 
 def run(args) -> int:

@@ -1,30 +1,46 @@
-"""`mlft gate train`: the learned Language Confusion Gate for the `learned_gate` intervention, self-distilled on
-the frozen model's own hidden states, saved with provenance."""
+"""`mlft build gate` (was `mlft gate train`): the learned Language Confusion Gate for the `learned_gate`
+intervention, self-distilled on the frozen model's own hidden states, saved with provenance."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
+from mlft.commands.group import spelled
 from mlft.errors import ConfigError
 
+HELP = "train the learned language confusion gate (learned_gate intervention)"
+DESCRIPTION = (
+    "The Language Confusion Gate (Zhang et al., ICLR 2026): a 2-layer MLP on the model's last hidden state that "
+    "predicts which token families may come next. Teacher-force chat rows (mlft's seed data: monolingual and "
+    "cross-lingual pairs of the training items; never LCB test prompts) through the frozen model, label each "
+    "position with the token families among its norm-adjusted top-k/top-p candidates, fit the gate, report it on "
+    "the held-out seed items, and save it (safetensors) with a provenance JSON beside it."
+)
 
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "gate",
-        help="train the learned language confusion gate (learned_gate intervention)",
-        description="The Language Confusion Gate (Zhang et al., ICLR 2026): a 2-layer MLP on the "
-        "model's last hidden state that predicts which token families may come next.",
-    )
-    s = p.add_subparsers(dest="gate_command", metavar="ACTION", required=True)
-    t = s.add_parser(
-        "train",
-        help="fit a gate on the model's own hidden states (self-distillation)",
-        description="Teacher-force chat rows (mlft's seed data: monolingual and cross-lingual pairs of "
-        "the training items; never LCB test prompts) through the frozen model, label each "
-        "position with the token families among its norm-adjusted top-k/top-p candidates, "
-        "fit the gate, report it on the held-out seed items, and save it (safetensors) "
-        "with a provenance JSON beside it.",
-    )
+
+def add_parser(sub, name: str = "gate", **kw):
+    """`mlft build gate`: fit a gate on the model's own hidden states (self-distillation)."""
+    p = sub.add_parser(name, **kw, help=HELP, description=DESCRIPTION)
+    _flags(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def add_renamed(sub, renamed: dict[str, tuple[str, str]]):
+    """The old spelling `mlft gate train` (its one action), hidden; the same flags, `renamed["train"]`'s notice
+    and its new spelling's namespace."""
+    p = sub.add_parser("gate")
+    s = p.add_subparsers(dest=argparse.SUPPRESS, metavar="ACTION", required=True)
+    new, notice = renamed["train"]
+    t = s.add_parser("train", help=HELP, description=DESCRIPTION, renamed=notice)
+    _flags(t)
+    spelled(t, new)
+    p.set_defaults(func=run)
+    return p
+
+
+def _flags(t) -> None:
     t.add_argument("--out", required=True, help="gate file to write (.safetensors; e.g. gates/smollm2.safetensors)")
     t.add_argument(
         "--from",
@@ -60,7 +76,6 @@ def add_parser(sub) -> None:
     t.add_argument("--max-tokens", type=int, default=256, help="tokens per row at most")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.set_defaults(func=run)
 
 
 def _check(args) -> list[str]:

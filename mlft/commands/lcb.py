@@ -1,4 +1,4 @@
-"""`mlft lcb`: fetch or import the LCB test sets and show what they hold."""
+"""`mlft data lcb` (was `mlft lcb`): fetch or import the LCB test sets and show what they hold."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from mlft.constants import TASKS
 from mlft.paths import LCB_DATA_ENV
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, name: str = "lcb", **kw):
     p = sub.add_parser(
-        "lcb",
+        name,
+        **kw,
         help="fetch/import the LCB test sets and summarise them",
         description="Load the official LCB test sets (downloaded into the cache with a checksum "
         f"check, or imported offline with --from PATH or ${LCB_DATA_ENV}). --from copies the "
         "LCB files PATH holds into the cache (~/.cache/mlft/lcb; $MLFT_CACHE moves it), "
         "each checked against its official checksum, so every later command (mlft demo, "
-        "eval, score, paper-tables) finds them offline.",
+        "eval, score, show paper-tables) finds them offline.",
     )
     p.add_argument(
         "--from",
@@ -36,6 +37,7 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--export", metavar="FILE.jsonl", help="write the selected prompts as JSONL")
     p.set_defaults(func=run)
+    return p
 
 
 def run(args) -> int:

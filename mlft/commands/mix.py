@@ -1,6 +1,6 @@
-"""`mlft mix`: validate a data mix, or build it (mixed JSONL + stats + decontamination report) and summarise it;
-`mlft mix filter MIX_DIR --pass PASS_DIR --out OUT`: keep a prompts mix's prompts that the base model answers
-right sometimes but not always (mlft/training/spread.py)."""
+"""`mlft data mix` (was `mlft mix`): validate a data mix, or build it (mixed JSONL + stats + decontamination report)
+and summarise it; `mlft data mix filter MIX_DIR --pass PASS_DIR --out OUT`: keep a prompts mix's prompts that the
+base model answers right sometimes but not always (mlft/training/spread.py)."""
 
 from __future__ import annotations
 
@@ -23,14 +23,14 @@ def _describe(p) -> None:
     )
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser("mix", help="validate or build a data mix (data_mixes/*.yaml)", later=_describe)
+def add_parser(sub, name: str = "mix", **kw):
+    p = sub.add_parser(name, **kw, help="validate or build a data mix (data_mixes/*.yaml)", later=_describe)
     p.add_argument("mix", help="data-mix YAML, e.g. data_mixes/cpu/multilingual_sft.yaml")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="e.g. total=500 seed=1")
     p.add_argument("--out", type=Path, help="output folder (omit to only validate and show the plan)")
     f = p.add_argument_group(
-        "mlft mix filter MIX_DIR --pass PASS_DIR --out OUT",
-        "keep the prompts of a built prompts mix (MIX_DIR: an `mlft mix --out` folder or a run directory) whose "
+        "mlft data mix filter MIX_DIR --pass PASS_DIR --out OUT",
+        "keep the prompts of a built prompts mix (MIX_DIR: an `mlft data mix --out` folder or a run directory) whose "
         "share of replies passed by the reward term, in a base pass with K replies per prompt (`mlft eval "
         "grpo_spread`), is strictly between 0 and 1; writes OUT/mix/ (train.jsonl, stats.json, filter.json) and "
         "OUT/filtered_mix.yaml for a recipe's `mix:`",
@@ -44,13 +44,14 @@ def add_parser(sub) -> None:
         "--above", type=float, default=0.0, help="a reply passes when the term's value is above this (default 0)"
     )
     p.set_defaults(func=run)
+    return p
 
 
 def run_filter(args) -> int:
     from mlft.training.spread import filter_mix
 
     if len(args.overrides) != 1 or args.pass_dir is None or args.out is None:
-        raise ConfigError("usage: mlft mix filter MIX_DIR --pass PASS_DIR --out OUT")
+        raise ConfigError("usage: mlft data mix filter MIX_DIR --pass PASS_DIR --out OUT")
     try:
         options = json.loads(args.reward_options)
     except json.JSONDecodeError as exc:

@@ -1,4 +1,5 @@
-"""`mlft paper-tables`: rebuild the paper's result tables from released (or your own) completions."""
+"""`mlft show paper-tables` (was `mlft paper-tables`): rebuild the paper's result tables from released (or your
+own) completions."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from mlft.paths import lcb_data_path, shared_dir
 EXT = {"markdown": "md", "csv": "csv", "latex": "tex"}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, name: str = "paper-tables", **kw):
     p = sub.add_parser(
-        "paper-tables",
+        name,
+        **kw,
         help="rebuild the paper's tables (3, 4/A3, A5, 5/A7, A1/A2) from completions",
         description="Score several models' completions and print/write the paper's tables.",
     )
@@ -23,20 +25,21 @@ def add_parser(sub) -> None:
         nargs="*",
         metavar="FILE",
         help="completions files (default: the released outputs in $MLFT_LCB_DATA/outputs, the cache "
-        "(imported by `mlft lcb --from`) or ../shared/lcb/outputs)",
+        "(imported by `mlft data lcb --from`) or ../shared/lcb/outputs)",
     )
     p.add_argument("--out", metavar="DIR", help="also write each table as .md, .csv and .tex here")
     p.add_argument("--format", choices=("markdown", "table", "csv", "latex"), default="markdown", help="what to print")
     p.add_argument("--lid", default=None, metavar="ftz|bin|PATH", help="fastText model (see mlft score)")
     p.add_argument("--words", metavar="PATH", help="English word list (see mlft score)")
     p.set_defaults(func=run)
+    return p
 
 
 def _default_files() -> list[Path]:
     from mlft.benchmarks.lcb.fetch import OUTPUTS, lcb_cache
 
     roots = [lcb_data_path() / OUTPUTS] if lcb_data_path() is not None else []
-    roots.append(lcb_cache() / OUTPUTS)  # imported by `mlft lcb --from PATH`
+    roots.append(lcb_cache() / OUTPUTS)  # imported by `mlft data lcb --from PATH`
     if shared_dir():
         roots.append(shared_dir() / "lcb" / "outputs")
     for root in roots:
@@ -45,7 +48,7 @@ def _default_files() -> list[Path]:
             return files
     raise DataError(
         "no completions files given and no released outputs found (download the outputs/ folder of "
-        "for-ai/language-confusion and pass its CSV files, or import it with `mlft lcb --from FOLDER`)"
+        "for-ai/language-confusion and pass its CSV files, or import it with `mlft data lcb --from FOLDER`)"
     )
 
 

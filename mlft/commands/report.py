@@ -1,4 +1,4 @@
-"""`mlft report RUN_OR_EVAL_DIR... --out report.html`: one offline HTML page of runs and eval folders (curves,
+"""`mlft show report RUN_OR_EVAL_DIR... --out report.html`: one offline HTML page of runs and eval folders (curves,
 per-language heatmap, every reply with its LCB verdicts, two checkpoints or variants side by side)."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from pathlib import Path
 from mlft.benchmarks.lcb.traces import DEFAULT_MARKERS, parse_markers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub, name: str = "report", **kw):
     p = sub.add_parser(
-        "report",
+        name,
+        **kw,
         help="one offline HTML page of runs / eval folders: curves, heatmap, every reply",
         description="Write one self-contained HTML file (no server, no network) for training runs "
         "(every evaluated checkpoint) and eval folders (every variant): LPR / WPR / LCPR "
@@ -21,10 +22,11 @@ def add_parser(sub) -> None:
         later=_arguments,
     )
     p.set_defaults(func=run)
+    return p
 
 
 def _arguments(p) -> None:
-    """The flags (--out names the page's file), defined when `mlft report` is used."""
+    """The flags (--out names the page's file), defined when `mlft show report` is used."""
     from mlft.reports.page import PAGE
 
     p.add_argument(
@@ -57,7 +59,7 @@ def run(args) -> int:
     markers = parse_markers(args.trace_markers, "--trace-markers")
     path, page = write_page(args.folders, out, workers=args.workers, lid=args.lid, markers=markers)
     for m in page.messages:
-        print(f"mlft report: note: {m}", file=sys.stderr)
+        print(f"mlft show report: note: {m}", file=sys.stderr)
     replies = sum(len(v.replies) for v in page.views)
     print(
         f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB: {len(page.views)} views, {replies} replies, "

@@ -1,31 +1,49 @@
-"""`mlft steer build`: language vectors for the `steer` intervention, from parallel text, with provenance."""
+"""`mlft build steer` (was `mlft steer build`): language vectors for the `steer` intervention, from parallel text,
+with provenance."""
 
 from __future__ import annotations
 
+import argparse
+
+from mlft.commands.group import spelled
 from mlft.errors import ConfigError
 
+HELP = "build language vectors for the steer intervention"
+DESCRIPTION = (
+    "Language steering vectors (ReCoVeR `mean` per layer, ITLC `lda` at one layer): run the frozen model over "
+    "parallel text (never LCB test prompts) and save one vector per language and layer (safetensors) with a "
+    "provenance JSON beside it."
+)
 
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "steer",
-        help="build language vectors for the steer intervention",
-        description="Language steering vectors (ReCoVeR `mean` per layer, ITLC `lda` at one layer).",
-        later=_arguments,
-    )
+
+def add_parser(sub, name: str = "steer", **kw):
+    """`mlft build steer`: the flags on the command itself (added when it is used: --per-language names steering's
+    minimum)."""
+    p = sub.add_parser(name, **kw, help=HELP, description=DESCRIPTION, later=_flags)
     p.set_defaults(func=run)
+    return p
 
 
-def _arguments(p) -> None:
-    """The actions and their flags (--per-language names steering's minimum), defined when `mlft steer` is used."""
+def add_renamed(sub, renamed: dict[str, tuple[str, str]]):
+    """The old spelling `mlft steer build` (its one action), hidden; the same flags (added when it is used),
+    `renamed["build"]`'s notice and its new spelling's namespace."""
+    new, notice = renamed["build"]
+
+    def action(p) -> None:
+        s = p.add_subparsers(dest=argparse.SUPPRESS, metavar="ACTION", required=True)
+        b = s.add_parser("build", help=HELP, description=DESCRIPTION, renamed=notice)
+        _flags(b)
+        spelled(b, new)
+
+    p = sub.add_parser("steer", later=action)
+    p.set_defaults(func=run)
+    return p
+
+
+def _flags(b) -> None:
+    """The flags (--per-language names steering's minimum), defined when the command is used."""
     from mlft.generation.interventions.steer_vectors import MIN_TEXTS_PER_LANGUAGE
 
-    s = p.add_subparsers(dest="steer_command", metavar="ACTION", required=True)
-    b = s.add_parser(
-        "build",
-        help="build language vectors from parallel text",
-        description="Run the frozen model over parallel text (never LCB test prompts) and save one "
-        "vector per language and layer (safetensors) with a provenance JSON beside it.",
-    )
     b.add_argument("--out", required=True, help="vector file to write (.safetensors)")
     b.add_argument(
         "--from",

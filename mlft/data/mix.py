@@ -5,7 +5,7 @@ random order, skipping malformed rows and rows matching an LCB test prompt, unti
 reached (reusing rows only with `allow_replacement`; rows with LCB's request phrasings are counted, and
 dropped with `decontaminate.phrasings: drop`) -> shuffle the whole mix -> write
 out_dir/mix/{train.jsonl, stats.json, decontamination.json, mix.yaml}; a prompts mix also writes prompts.jsonl,
-its prompts as a prompt file for a base pass with K replies each (`mlft mix filter`, mlft/training/spread.py).
+its prompts as a prompt file for a base pass with K replies each (`mlft data mix filter`, mlft/training/spread.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A kind names the row formats a hub or local source may feed it (mlft.data.normalize.FORMATS: each format brings its
 own converter), the columns its rows carry, whether its sources may name their rows' `task`, and whether the mix
-also writes its prompts as a prompt file (a base pass with K replies each, `mlft mix filter`). The loader, the
+also writes its prompts as a prompt file (a base pass with K replies each, `mlft data mix filter`). The loader, the
 sources and the mix writer ask the entry and test no kind's name, as the trainers table does for trainers
 (mlft.training.trainers: a trainer names the mix kind it trains on). Adding a kind (a KTO mix, say) is one entry
 here, plus a row format in normalize.py if its rows are new.

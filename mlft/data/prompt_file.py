@@ -1,5 +1,5 @@
 """A built prompts mix as a prompt file: the mix's prompts (`id, prompt, language, task, source`, each id once) for a
-base pass with K replies per prompt, which `mlft mix filter` (mlft/training/spread.py) reads back."""
+base pass with K replies per prompt, which `mlft data mix filter` (mlft/training/spread.py) reads back."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ PROMPT_FILE = "prompts.jsonl"
 
 
 def mix_folder(path: str | Path) -> Path:
-    """The folder holding a built mix's train.jsonl: `path` itself or its mix/ (a `mlft mix --out` or run dir)."""
+    """The folder holding a built mix's train.jsonl: `path` itself or its mix/ (a `mlft data mix --out` or run dir)."""
     path = Path(path)
     for folder in (path / "mix", path):
         if (folder / "train.jsonl").is_file():
             return folder
     raise DataError(
-        f"{path}: no built mix (no train.jsonl in it or in its mix/); build one with `mlft mix MIX.yaml --out DIR`"
+        f"{path}: no built mix (no train.jsonl in it or in its mix/); build one with `mlft data mix MIX.yaml --out DIR`"
     )
 
 

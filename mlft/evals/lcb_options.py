@@ -172,7 +172,7 @@ def validate(o: LcbOptions, where: str) -> None:
             raise ConfigError(
                 f"{where}: prompts: file not found: {o.prompts}"
                 + (
-                    " (a prompts mix writes it: `mlft mix MIX.yaml --out DIR` gives DIR/mix/prompts.jsonl)"
+                    " (a prompts mix writes it: `mlft data mix MIX.yaml --out DIR` gives DIR/mix/prompts.jsonl)"
                     if built
                     else ""
                 )

@@ -1,6 +1,6 @@
 """`mlft_polyglot_mc_<lang>`: a small multiple-choice fact-completion task for lm-eval, built from the
 Polyglot-or-Not files (Schott, Furman & Bhat, 2023; mlft.benchmarks.polyglot.data: $MLFT_POLYGLOT_DATA, the cache
-after `mlft polyglot fetch`, else ../shared/polyglot; `--metadata '{"polyglot_data": PATH}'` points elsewhere).
+after `mlft data polyglot`, else ../shared/polyglot; `--metadata '{"polyglot_data": PATH}'` points elsewhere).
 
 What it is: each document is a fact's stem ("Trailer Park Boys kamen aus") with the true object and its
 counterfactuals as choices, scored by lm-eval's multiple-choice rule (log-likelihood of each full answer

@@ -471,7 +471,7 @@ def write_report_page(paths: list[str | Path], out: str | Path) -> Path | None:
         path, page = write_page(paths, out)
     except (MlftError, OSError) as exc:
         log.warning(
-            "mlft report: no page written (%s); rebuild it with `mlft report %s`", exc, " ".join(map(str, paths))
+            "mlft report: no page written (%s); rebuild it with `mlft show report %s`", exc, " ".join(map(str, paths))
         )
         return None
     replies = sum(len(v.replies) for v in page.views)

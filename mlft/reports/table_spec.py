@@ -1,4 +1,4 @@
-"""The spec of the mitigation tables (`mlft table SPEC.yaml`; the demo writes its tables' specs as table.yaml): the
+"""The spec of the mitigation tables (`mlft show table SPEC.yaml`; the demo writes its tables' specs as table.yaml): the
 rows and where their numbers come from, the base row, capability and judge columns, the per-language detail and the
 quantization rows; loaded and checked before any number is read (`load_spec`, `check_spec`) and written back as a
 user would write it (`spec_record`). Kept apart from what fills the tables (a row's numbers and its tests against the
@@ -123,7 +123,7 @@ def judge_columns(judge: str) -> list[dict]:
 
 
 def load_spec(path: str | Path) -> TableSpec:
-    """A table spec file (`mlft table SPEC.yaml`), validated; relative paths in it are read beside it."""
+    """A table spec file (`mlft show table SPEC.yaml`), validated; relative paths in it are read beside it."""
     path = Path(path)
     return check_spec(from_dict(TableSpec, load_yaml(path), str(path)), str(path), path.parent)
 
@@ -154,7 +154,7 @@ def check_spec(spec: TableSpec, where: str = "table spec", folder: str | Path | 
 
 
 def spec_record(spec: TableSpec) -> dict:
-    """The spec as a `mlft table` file would say it: every field that differs from its default (the demo writes
+    """The spec as a `mlft show table` file would say it: every field that differs from its default (the demo writes
     its tables' specs as table.yaml, the user's record; `load_spec` reads it back to the same spec)."""
     return _non_default(spec)
 

@@ -135,7 +135,7 @@ class EvalCallback(TrainerCallback):
                 write_report_page([self.run_dir], self.run_dir / PAGE)
             except Exception as exc:  # noqa: BLE001 — the page can be rebuilt; it must never fail the run
                 log.warning(
-                    "[mlft eval] no report page (%s: %s); rebuild it with `mlft report %s`",
+                    "[mlft eval] no report page (%s: %s); rebuild it with `mlft show report %s`",
                     type(exc).__name__,
                     exc,
                     self.run_dir,

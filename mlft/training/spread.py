@@ -7,9 +7,9 @@ prompt (`mlft eval grpo_spread --prompts MIX/mix/prompts.jsonl`, the lcb kind wi
 is kept when the share of its replies that the reward term passes (value > `above`; for `language` and
 `gated_language`: the language verdict holds) is strictly between 0 and 1.
 
-    mlft mix data_mixes/cpu/grpo_prompts.yaml --out runs/rl_mix          # mix/train.jsonl + mix/prompts.jsonl
+    mlft data mix data_mixes/cpu/grpo_prompts.yaml --out runs/rl_mix          # mix/train.jsonl + mix/prompts.jsonl
     mlft eval grpo_spread --out runs/rl_mix/base_pass                    # K replies per prompt (the base model)
-    mlft mix filter runs/rl_mix --pass runs/rl_mix/base_pass --out runs/rl_spread
+    mlft data mix filter runs/rl_mix --pass runs/rl_mix/base_pass --out runs/rl_spread
     # a recipe: mix: runs/rl_spread/filtered_mix.yaml
 
 Written to OUT: mix/train.jsonl (the kept rows, in the mix's order), mix/stats.json (the mix's statistics plus
@@ -175,7 +175,7 @@ def _write_mix_file(out: Path, source_mix: Path, total: int) -> Path:
     path = out / FILTERED_MIX
     head = (
         f"# The prompts of {source_mix} that the base model answers right sometimes but not always\n"
-        f"# (`mlft mix filter`; mix/filter.json says why each prompt was kept or dropped). A recipe: mix: {path}\n"
+        f"# (`mlft data mix filter`; mix/filter.json says why each prompt was kept or dropped). A recipe: mix: {path}\n"
     )
     path.write_text(head + yaml.safe_dump(data, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path

@@ -341,7 +341,7 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
             log.info("mlft train: model card %s", write_card(run_dir))
         except Exception as exc:  # noqa: BLE001 — the trained model is saved; the card can be rebuilt
             log.warning(
-                "mlft train: could not write the model card (%s: %s); rebuild it with `mlft card %s`",
+                "mlft train: could not write the model card (%s: %s); rebuild it with `mlft show card %s`",
                 type(exc).__name__,
                 exc,
                 run_dir,

@@ -2,7 +2,7 @@
 
 Lookup order for each file: an explicit path (`--from`), the environment variable `MLFT_LCB_DATA`
 (a folder holding the files, or the zip itself), the cache, then a download from the official repository.
-`mlft lcb --from PATH` imports a local copy into the cache once (`import_files`: the test sets, the word list,
+`mlft data lcb --from PATH` imports a local copy into the cache once (`import_files`: the test sets, the word list,
 the few-shot examples, the released outputs and lid.176.bin where PATH holds them, checksum-checked where the
 official digest is known), so every later command finds them offline; `require` finds a command's files or
 raises a `MissingDataError` that names both offline ways.
@@ -68,7 +68,7 @@ OUTPUTS = "outputs"  # the paper's released completions, outputs/*.csv (`mlft pa
 ENV_VAR = LCB_DATA_ENV  # read by mlft.paths.lcb_data_path alone; named here in the messages
 OFFLINE_HINT = f"offline, import a local copy with --from PATH or set {ENV_VAR}=PATH"
 HOW_OFFLINE = (
-    f"import them once with `mlft lcb --from PATH` (PATH: test_sets.zip, or a folder holding it or its "
+    f"import them once with `mlft data lcb --from PATH` (PATH: test_sets.zip, or a folder holding it or its "
     f"extracted test_sets/, and `words`; the files of github.com/for-ai/language-confusion) or set "
     f"{ENV_VAR}=PATH (a folder holding them)"
 )
@@ -116,7 +116,7 @@ def _verified_tree(folder: Path, verify: bool = True) -> Path:
 def locate_test_sets(explicit: str | Path | None = None, verify: bool = True) -> Path:
     """The test sets, as a zip or an extracted folder: `explicit` (the zip, a folder holding it, or an extracted
     folder: used as given, as before), else `$MLFT_LCB_DATA`, else the cache (the zip, or a folder imported by
-    `mlft lcb --from`), else a download into the cache."""
+    `mlft data lcb --from`), else a download into the cache."""
     if explicit is not None:
         given = Path(explicit)
         if given.is_dir() and not (given / TEST_SETS.name).is_file():
@@ -135,7 +135,7 @@ def locate_test_sets(explicit: str | Path | None = None, verify: bool = True) ->
     return locate(TEST_SETS, None, verify)
 
 
-# ---------------------------------------------------------------- `mlft lcb --from PATH`: import into the cache
+# ---------------------------------------------------------------- `mlft data lcb --from PATH`: import into the cache
 
 
 @dataclass
@@ -227,7 +227,7 @@ def require(
     """{name: local path} of every file `what` (e.g. "the demo") needs: `remotes` (the test sets as the zip or an
     imported folder) from $MLFT_LCB_DATA, the cache or a checksum-checked download, and `extra` (name -> a
     locating function, e.g. the few-shot examples'). Raises MissingDataError naming every missing file, why the
-    download failed, and both offline ways (`mlft lcb --from PATH`, $MLFT_LCB_DATA)."""
+    download failed, and both offline ways (`mlft data lcb --from PATH`, $MLFT_LCB_DATA)."""
     found: dict[str, Path] = {}
     failed: list[tuple[str, str]] = []
     finders = {r.name: (lambda r=r: locate_test_sets() if r is TEST_SETS else locate(r)) for r in remotes}

@@ -52,7 +52,7 @@ def load_items(task: str, lang: str, folder: str | Path | None = None) -> list[I
     if not path.is_file():
         raise DataError(
             f"{path}: multisense test file not found; download the test sets with "
-            f"`mlft multisense fetch` or point {ENV_VAR} (or the suite option data_dir) at a folder "
+            f"`mlft data multisense` or point {ENV_VAR} (or the suite option data_dir) at a folder "
             f"holding {task}/test-{lang}.tsv"
         )
     keys = TASKS[task].sentence_keys

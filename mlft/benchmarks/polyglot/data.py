@@ -94,7 +94,7 @@ def load_facts(lang: str, folder: str | Path | None = None, sample: int | None =
     path = data_dir(folder) / f"{check_language(lang)}.parquet"
     if not path.is_file():
         raise DataError(
-            f"{path}: Polyglot-or-Not file not found; download the data with `mlft polyglot fetch` "
+            f"{path}: Polyglot-or-Not file not found; download the data with `mlft data polyglot` "
             f"or point {ENV_VAR} (or the suite option data_dir) at a folder holding {lang}.parquet"
         )
     try:

@@ -89,7 +89,7 @@ def validate(opts: MultisenseOptions, where: str) -> None:
             path = test_file(t, lang, opts.data_dir)
             if not path.is_file():
                 raise ConfigError(
-                    f"{where}: {path} not found (fetch the test sets with `mlft multisense fetch`, or set data_dir)"
+                    f"{where}: {path} not found (fetch the test sets with `mlft data multisense`, or set data_dir)"
                 )
 
 

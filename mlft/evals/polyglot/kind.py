@@ -64,7 +64,7 @@ def validate(opts: PolyglotOptions, where: str) -> None:
     if missing:
         raise ConfigError(
             f"{where}: no Polyglot-or-Not data for {', '.join(missing)} in {data_dir(opts.data_dir)} "
-            "(fetch it with `mlft polyglot fetch`, or set data_dir)"
+            "(fetch it with `mlft data polyglot`, or set data_dir)"
         )
     return opts
 

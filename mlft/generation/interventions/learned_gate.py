@@ -1,7 +1,7 @@
 """The learned Language Confusion Gate at decoding (Zhang et al., ICLR 2026): a small MLP on the model's last hidden
 state predicts which token families the next token may come from; families are masked only when needed.
 
-The gate comes from `mlft gate train` (`learned_gate_training.py` beside this file: self-distilled on the frozen
+The gate comes from `mlft build gate` (`learned_gate_training.py` beside this file: self-distilled on the frozen
 model's own hidden states; families cj, hangul, devanagari, arabic, cyrillic, latin, other, fragment, symbol).
 At each step, per row (as the paper's code, lcg_plugin/merge_apply_top_k_p.py):
 
@@ -43,7 +43,7 @@ from mlft.generation.sync_count import host_checks
 
 @dataclass
 class LearnedGateOptions:
-    gate: str = field(default="", metadata={"help": "gate file trained by `mlft gate train` (.safetensors)"})
+    gate: str = field(default="", metadata={"help": "gate file trained by `mlft build gate` (.safetensors)"})
     threshold: float = field(
         default=0.5,
         metadata={
@@ -253,7 +253,7 @@ class LearnedGate(Intervention):
     def validate(self, where: str) -> None:
         o = self.options
         if not o.gate:
-            raise ConfigError(f"{where}.gate: give the gate file trained by `mlft gate train`")
+            raise ConfigError(f"{where}.gate: give the gate file trained by `mlft build gate`")
         if not 0 <= o.threshold <= 1:
             raise ConfigError(f"{where}.threshold: must be in [0, 1], got {o.threshold}")
         if (o.top_k is not None and o.top_k < 1) or o.alternative_k < 1 or not 0 < o.top_p <= 1 or o.temperature <= 0:

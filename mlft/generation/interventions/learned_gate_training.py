@@ -418,7 +418,7 @@ def load_gate(path: str | Path, where: str = "gate") -> Gate:
     import torch
 
     tensors, meta = read_tensor_file(
-        path, where, {"pre", "head", "families"}, "gate file", "train one with `mlft gate train`", "family_names"
+        path, where, {"pre", "head", "families"}, "gate file", "train one with `mlft build gate`", "family_names"
     )
     if tuple(meta["family_names"].split(",")) != FAMILIES:
         raise ConfigError(

@@ -1,7 +1,7 @@
 """Activation steering with language vectors (ReCoVeR- and ITLC-style): at chosen decoder layers, add to the
 residual stream the direction from the reply's *source* language to its *target* language.
 
-Vectors come from `mlft steer build` (`steer_vectors.py` beside this file): per language, the mean residual
+Vectors come from `mlft build steer` (`steer_vectors.py` beside this file): per language, the mean residual
 state of parallel text at each layer (method `mean`, as ReCoVeR: the language's mean minus the mean over languages) or
 its LDA-discriminant part at one layer (method `lda`, as ITLC: class means in LDA space mapped back to the
 residual space). They are saved as safetensors with a provenance JSON beside (sources, checksums, model).
@@ -32,7 +32,7 @@ from mlft.provenance import read_sidecar
 
 @dataclass
 class SteerOptions:
-    vectors: str = field(default="", metadata={"help": "language vectors built by `mlft steer build` (.safetensors)"})
+    vectors: str = field(default="", metadata={"help": "language vectors built by `mlft build steer` (.safetensors)"})
     alpha: float = field(
         default=0.1,
         metadata={"help": "size of the shift as a fraction of the layer's mean residual norm (0 = no change)"},
@@ -129,7 +129,7 @@ class Steer(Intervention):
     def validate(self, where: str) -> None:
         o = self.options
         if not o.vectors:
-            raise ConfigError(f"{where}.vectors: give the vector file built by `mlft steer build`")
+            raise ConfigError(f"{where}.vectors: give the vector file built by `mlft build steer`")
         if o.alpha < 0:
             raise ConfigError(f"{where}.alpha: must be >= 0, got {o.alpha}")
         if o.layers is not None and (not o.layers or any(i < 0 for i in o.layers)):

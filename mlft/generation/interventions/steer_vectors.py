@@ -313,7 +313,7 @@ def save_vectors(vec: LanguageVectors, path: str | Path, provenance: dict | None
 @lru_cache(maxsize=8)
 def load_vectors(path: str | Path, where: str = "vectors") -> LanguageVectors:
     tensors, meta = read_tensor_file(
-        path, where, {"vectors", "layers", "norms"}, "vector file", "build it with `mlft steer build`", "languages"
+        path, where, {"vectors", "layers", "norms"}, "vector file", "build it with `mlft build steer`", "languages"
     )
     return LanguageVectors(
         meta["languages"].split(","),

@@ -10,14 +10,14 @@ each table and paragraph under the named headings that holds such numbers become
 `{template, values}` record (every lifted number a placeholder in the format it was typed in: `88.5` -> `{3:.1f}`,
 `+8.8` -> `{4:+.1f}`, `000032` -> `{5:06d}`), so the page renders byte for byte as before and its numbers live in
 the file. A table's header row and first column stay text (labels); so do numbers in code spans, links and those a
-NOT_MEASURED rule covers. `mlft results FILE --lift PAGE --sections HEADING...` runs it.
+NOT_MEASURED rule covers. `python -m devtools.results FILE --lift PAGE --sections HEADING...` runs it.
 """
 
 from __future__ import annotations
 
 import re
 
-from mlft.reports.results import BLOCK
+from devtools.blocks import BLOCK
 
 # what a number outside a results block may be, and why it is no measurement (read on whitespace-collapsed text)
 NOT_MEASURED = {

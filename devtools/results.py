@@ -1,29 +1,34 @@
-"""`mlft results FILE.json`: the headline table of a results file (e.g. `mlft demo`'s runs/demo/results.json), and
-the documentation's numbers rendered from it (`<!-- results:NAME ... -->` blocks, mlft/reports/results.py)."""
+"""`python -m devtools.results FILE.json` (was `mlft results`): the headline table of a results file (e.g. `mlft
+demo`'s runs/demo/results.json), and the project's documentation numbers rendered from it (`<!-- results:NAME ...
+-->` blocks, devtools/blocks.py). A development tool of the source tree: run it from the repository's root."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
-from mlft.errors import DataError
+from devtools.blocks import block_problems, headline_table, update_blocks
+from devtools.lift import lift_page
+from mlft.errors import ConfigError, DataError, MlftError
+from mlft.provenance import git_commit
+from mlft.reports.results import MAIN_TABLE, SCHEMA
 
 
-def add_parser(sub) -> None:
-    p = sub.add_parser(
-        "results",
-        help="a results file's headline table; render it into the docs' results blocks",
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m devtools.results",
         description="Print the headline table of a results file (`mlft demo` writes "
         "runs/demo/results.json). --commit copies it to docs/results/NAME.json (the "
         "committed source of the docs' numbers); --update rewrites the "
         "`<!-- results:NAME ... -->` blocks of the given pages from it; --check only "
         "lists the blocks that differ (exit 1); --lift moves a page's hand-typed "
         "measured numbers into the file (for runs that were not kept).",
-        later=_defaults,
     )
     p.add_argument("file", help="results file (JSON)")
-    p.add_argument("--table", help="which table of the file to print (default: %(default)s)")
+    p.add_argument("--table", default=MAIN_TABLE, help="which table of the file to print (default: %(default)s)")
     p.add_argument(
         "--commit",
         metavar="DIR",
@@ -37,23 +42,14 @@ def add_parser(sub) -> None:
         "--lift",
         metavar="PAGE",
         help="move PAGE's hand-typed measured numbers under --sections into FILE (created if absent) as fill "
-        "blocks: for numbers whose runs were not kept (mlft/reports/lift.py)",
+        "blocks: for numbers whose runs were not kept (devtools/lift.py)",
     )
     p.add_argument("--sections", nargs="+", metavar="HEADING", help="--lift: the headings (their start) to lift")
     p.add_argument("--provenance", help="--lift into a new FILE: when and how its numbers were measured")
-    p.set_defaults(func=run)
-
-
-def _defaults(p) -> None:
-    """--table's default, the results files' main table (read from mlft.reports.results when asked)."""
-    from mlft.reports.results import MAIN_TABLE
-
-    p.set_defaults(table=MAIN_TABLE)
+    return p
 
 
 def load(path: str | Path) -> dict:
-    from mlft.reports.results import SCHEMA
-
     try:
         record = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -67,11 +63,6 @@ def load(path: str | Path) -> dict:
 def lift(args) -> dict:
     """--lift: FILE's record with PAGE's lifted entries added; PAGE rewritten with its fill blocks."""
     from datetime import datetime, timezone
-
-    from mlft.errors import ConfigError
-    from mlft.provenance import git_commit
-    from mlft.reports.lift import lift_page
-    from mlft.reports.results import SCHEMA
 
     if not args.sections:
         raise ConfigError("--lift needs --sections: the headings whose tables and paragraphs to lift")
@@ -106,8 +97,6 @@ def lift(args) -> dict:
 
 
 def run(args) -> int:
-    from mlft.reports.results import block_problems, headline_table, update_blocks
-
     record = lift(args) if args.lift else load(args.file)
     if args.commit:
         dest = Path(args.commit) / f"{record['name']}.json"
@@ -132,3 +121,16 @@ def run(args) -> int:
     for p in problems:
         print(p)
     return 1 if problems else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    try:
+        return run(args)
+    except MlftError as exc:
+        print(f"devtools.results: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
