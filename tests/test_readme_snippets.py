@@ -177,6 +177,7 @@ def test_readme_snippets_are_found_and_marked():
     assert launches and all(s.kind != "cpu" for s in found if "accelerate launch" in s.body)
 
 
+@pytest.mark.slow
 def test_every_snippet_parses():
     problems = [p for s in snippets(README.read_text(encoding="utf-8")) for p in parse_problems(s)]
     pending = {str(s): _pending(s) for s in snippets(README.read_text(encoding="utf-8")) if _pending(s)}
@@ -186,6 +187,7 @@ def test_every_snippet_parses():
         pytest.skip(f"not checked yet: {pending}")
 
 
+@pytest.mark.slow
 def test_every_cpu_snippet_runs(tmp_path):
     """The CPU snippets in page order in one folder: the CSV the first one writes is scored by the next, the run the
     training snippet writes is compared, plotted and re-evaluated by the ones after it."""
@@ -228,6 +230,7 @@ mlft env
 """
 
 
+@pytest.mark.slow
 def test_a_broken_snippet_is_reported(tmp_path):
     found = snippets(BROKEN)
     assert [(s.lang, s.kind, s.line) for s in found] == [
