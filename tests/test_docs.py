@@ -137,7 +137,8 @@ def module_problems(text: str, page: str) -> list[str]:
             attr = re.escape(parts[n])
             defined = re.compile(
                 rf"^\s*(?:(?:async\s+)?def|class)\s+{attr}\b|^\s*{attr}\s*[:=]"
-                rf"|^\s*(?:from|import)\s.*\b{attr}\b",
+                rf"|^\s*(?:from|import)\s.*\b{attr}\b"
+                rf"|^\s*\"{attr}\":\s*\"mlft[\w.]*:\w+\",",  # a lazy public name (mlft/__init__.py's _PUBLIC)
                 re.M,
             )
             if not defined.search(source.read_text(encoding="utf-8")):
@@ -256,23 +257,28 @@ def test_pages_are_found_and_hold_commands():
     commands = [c for p in PAGES for c in _commands(p.read_text(encoding="utf-8"))]
     assert len(commands) >= 60
     assert {c[0] for c in commands} >= {
-        "lcb",
+        "data",
         "score",
         "generate",
         "eval",
         "train",
-        "steer",
-        "gate",
+        "build",
         "compare",
-        "table",
+        "show",
         "demo",
         "env",
         "harness",
         "evaluate-run",
-        "mix",
-        "curves",
-        "card",
-        "report",
+    }
+    assert {tuple(c[:2]) for c in commands} >= {
+        ("data", "lcb"),
+        ("data", "mix"),
+        ("build", "steer"),
+        ("build", "gate"),
+        ("show", "table"),
+        ("show", "curves"),
+        ("show", "card"),
+        ("show", "report"),
     }
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "make demo   # installs everything, then runs the main job on the embedded SmolLM2-135M-Instruct" in readme
@@ -281,9 +287,10 @@ def test_pages_are_found_and_hold_commands():
 
 def test_a_made_up_page_fails():
     page = """Intro naming mlft/nowhere.py, eval/lcb_tiny.yaml, configs/accelerate/{ddp,nope}.yaml and
-[a link](docs/missing.md), [an anchor](README.md#no-such-heading), [fine](README.md#usage).
+[a link](docs/missing.md), [an anchor](README.md#no-such-heading), [fine](README.md#documentation).
 Modules: `mlft.benchmarks.lcb.guard`, `mlft.registry.Registry`, `python -m mlft.data.heldout`, `mlft.evals.mykind`
 (the guide's example), `mlft.paths.resource_dirs(folder)` and `mlft.lcb.guard`, `mlft.stats.no_such_function`,
+`mlft.score(path)`, `mlft.no_such_verb(path)`,
 `mlft.paths.resource_dir`. Upstream: https://github.com/huggingface/trl/issues/12 and [trl#12](https://x.org/issue-12);
 ours: Issue 12's mitigation (issue #7, finding 3).
 
@@ -318,6 +325,7 @@ mlft score c.jsonl --format json \\
     ], paths
     assert module_problems(page, "made-up.md") == [
         "made-up.md: names mlft.lcb.guard, but mlft defines no lcb",
+        "made-up.md: names mlft.no_such_verb, but mlft defines no no_such_verb",
         "made-up.md: names mlft.paths.resource_dir, but mlft.paths defines no resource_dir",
         "made-up.md: names mlft.stats.no_such_function, but mlft.stats defines no no_such_function",
     ]

@@ -5,7 +5,8 @@ must read exactly what its file renders, every decimal number of a headline para
 block, and the stale 47.9 (the base row's cross-lingual LPR of older runs) must not be a headline.
 
 Regenerate after a demo run:  python -m devtools.results runs/demo/results.json --commit --update README.md
-docs/training.md recipes/README.md  (then wrap any new headline number in a block: `python -m devtools.results --help`).
+docs/results/demo.md recipes/README.md  (then wrap any new headline number in a block: `python -m devtools.results
+--help`).
 
 Every number, not only the headlines: on README.md, docs/*.md, docs/results/*.md, recipes/README.md and
 recipes/*/README.md (STRICT_PAGES) each number, integers and timings included, must sit in a results block, in code
@@ -46,13 +47,19 @@ from mlft.reports.table_spec import load_spec, spec_record
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 PAGES = sorted(
-    {ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "eval" / "README.md", ROOT / "recipes" / "README.md"}
+    {
+        ROOT / "README.md",
+        *(ROOT / "docs").glob("*.md"),
+        *(p for p in (ROOT / "docs" / "results").glob("*.md") if p.name != "README.md"),  # it shows the syntax
+        ROOT / "eval" / "README.md",
+        ROOT / "recipes" / "README.md",
+    }
 )
 # (page, how its headline paragraph starts): the demo's findings; a table right after the paragraph belongs to it
 HEADLINES = [
-    ("README.md", "**What it finds.**"),
-    ("docs/training.md", "**The paper's §6.4 hypothesis holds on this model**"),
-    ("docs/training.md", "**Fine-tune, decode smarter, or both**"),
+    ("README.md", "**On the embedded 135M model**"),
+    ("docs/results/demo.md", "**The paper's §6.4 hypothesis holds on this model**"),
+    ("docs/results/demo.md", "**Fine-tune, decode smarter, or both**"),
     ("recipes/README.md", "**Measured** (CPU, `mlft demo`"),
     ("recipes/README.md", "**Measured** (CPU, `recipes/cpu/crosslingual_sft.yaml`"),
 ]
@@ -61,7 +68,7 @@ NUMBER = re.compile(r"(?<![\w.§])\d+\.\d+(?!\w|\.\d)")
 NOT_A_RESULT = re.compile(r"p < 0\.\d+")  # a significance threshold, not a measured number
 REGENERATE = (
     "regenerate docs/results/demo.json from a demo run: mlft demo, then python -m devtools.results "
-    "runs/demo/results.json --commit --update README.md docs/training.md recipes/README.md"
+    "runs/demo/results.json --commit --update README.md docs/results/demo.md docs/training.md recipes/README.md"
 )
 
 
@@ -79,6 +86,7 @@ PAGE_PHRASES = {
     "README.md": [
         ("a test checks all 1,040 rows", "the size of the official metrics file"),
         ("LPR 100 %", "the metric's definition"),
+        ("90 % English / 10 % multilingual", "a mix's shares"),
     ],
     "docs/training.md": [
         ("90/10", "a mix's shares"),
@@ -90,6 +98,8 @@ PAGE_PHRASES = {
         ("3,720 texts", "the seed data's size"),
         ("24 are held out", "the seed data's split"),
         ("40 English-only items", "the seed data's size"),
+    ],
+    "docs/results/demo.md": [
         ("140 cross-lingual prompts", "lcb_demo's size"),
         ("half-width of 4 pp", "a target width, not a result"),
     ],
@@ -198,7 +208,6 @@ PAGE_PHRASES = {
         ("`floor` 0, the judge's", "an option's default"),
         ("the verifiable mix (floor 0.25)", "the shipped recipe's option value"),
         ("(floor 0.25, gate_floor 0.25)", "the shipped recipes' option values"),
-        ("at p >= 0.5 the models", "the logistic models' decision threshold"),
         ("(finite, >= 0, not all 0;", "the recipe check's rules"),
         ("installs 0.32", "a version"),
         ("A != X, X: all 15", "LCB's language count"),
@@ -258,6 +267,7 @@ PAGE_PHRASES = {
         ("cut at 1,000 characters", "a setting"),
         ("after checkpoint-1", "a checkpoint's name"),
     ],
+    "docs/results/rl.md": [("at p >= 0.5 the models", "the logistic models' decision threshold")],
     "docs/report.md": [
         ("Firefox >= 113, Safari >= 16.4", "the browser versions the page needs (DecompressionStream)"),
         ("20 a page", "the replies list's page size (PAGE_SIZE of mlft/resources/report/page.js)"),

@@ -225,3 +225,43 @@ def test_training_chat_template_is_a_twin_with_assistant_masks(embedded_model):
     )
     trained = [i for i, m in zip(out["input_ids"], out["assistant_masks"]) if m]
     assert tok.decode(trained) == "Gut, danke.<|im_end|>"
+
+
+def test_the_chat_template_comes_from_the_model_unless_the_recipe_names_one(embedded_model, monkeypatch, tmp_path):
+    """`chat_template: auto` (the GPU SFT family: no template pinned): a model with its own template trains with
+    it (its training twin here, the eos untouched); a base model without one gets mlft's ChatML template and ends
+    turns at <|im_end|>; a vocabulary without that token is refused naming the keys to set."""
+    import copy
+
+    import transformers
+
+    from mlft.training import train as train_mod
+    from mlft.training.chat_template import TEMPLATES, base_model_template
+    from mlft.training.train import _trainer_config
+
+    _, tok = embedded_model
+    assert load_recipe(REPO / "recipes/multilingual_sft.yaml").chat_template == "auto"  # nothing pinned
+    chatml = (TEMPLATES / "chatml_training.jinja").read_text(encoding="utf-8")
+    recipe = load_recipe(REPO / "recipes/cpu/english_sft.yaml", [f"run_dir={tmp_path}"])
+    for template, expected_template, expected_eos in [(tok.chat_template, chatml, None), (None, chatml, "<|im_end|>")]:
+        own = copy.deepcopy(tok)
+        own.chat_template = template
+        monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, own=own, **k: own)
+        config = _trainer_config(recipe, tmp_path)
+        _, _, out = train_mod._model_and_tokenizer(recipe, config, "smollm2-135m-instruct")
+        assert out.chat_template == expected_template and config.eos_token == expected_eos
+    # a model with a template that already marks the replies keeps it as it is
+    marked = copy.deepcopy(tok)
+    marked.chat_template = chatml.replace("im_start", "turn_start")
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", lambda *a, **k: marked)
+    _, _, out = train_mod._model_and_tokenizer(recipe, _trainer_config(recipe, tmp_path), "smollm2-135m-instruct")
+    assert out.chat_template == chatml.replace("im_start", "turn_start")
+
+    class NoChatML:  # a vocabulary without <|im_end|>: every token unknown
+        unk_token_id = 0
+
+        def convert_tokens_to_ids(self, token):
+            return self.unk_token_id
+
+    with pytest.raises(ConfigError, match=r"no chat template and its vocabulary has no <\|im_end\|>"):
+        base_model_template(NoChatML())

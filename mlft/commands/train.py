@@ -24,7 +24,7 @@ def _describe(p) -> None:
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "train", help="train a recipe (SFT/DPO, full or LoRA) with per-checkpoint evaluation", later=_describe
+        "train", help="train a recipe (SFT, DPO or GRPO; full or LoRA) with per-checkpoint evaluation", later=_describe
     )
     p.add_argument("recipe", help="recipe YAML, e.g. recipes/cpu/multilingual_sft.yaml")
     p.add_argument(

@@ -100,8 +100,9 @@ class Recipe:
     chat_template: str = field(
         default="auto",
         metadata={
-            "help": "Training chat template: 'auto' (the model's if it has {% generation %} markers, else trl's "
-            "patched one, else mlft's ChatML template) or a .jinja path."
+            "help": "Training chat template: 'auto' (the model's own: as is if it has {% generation %} markers, "
+            "else trl's patched one or mlft's twin; a model without one gets mlft's ChatML template, turns ending at "
+            "<|im_end|>) or a .jinja path."
         },
     )
     accelerate_config: str | None = field(

@@ -37,7 +37,7 @@ from mlft.io.locks import OutputLock
 from mlft.provenance import write_results
 from mlft.training import chain
 from mlft.training.card import push, write_card
-from mlft.training.chat_template import training_chat_template
+from mlft.training.chat_template import base_model_template, training_chat_template
 from mlft.training.memory import check_fits, recipe_plan
 from mlft.training.passes import RUN_CHAT_TEMPLATE
 from mlft.training.recipe import Recipe, accumulation_steps, check_sharded_evaluation, dump_recipe, uses_vllm
@@ -185,6 +185,10 @@ def _model_and_tokenizer(recipe: Recipe, config, start: str):
         tok.pad_token = tok.eos_token
     if recipe.chat_template != "auto":
         tok.chat_template = Path(recipe.chat_template).read_text(encoding="utf-8")
+    elif not getattr(tok, "chat_template", None):  # a base model: mlft's ChatML template, turns end at <|im_end|>
+        tok.chat_template, end = base_model_template(tok)
+        if hasattr(config, "eos_token") and config.eos_token is None:
+            config.eos_token = end
     elif getattr(config, "assistant_only_loss", False):  # an SFTConfig field: the loss on the replies only
         template = training_chat_template(tok)
         if template is not None:
