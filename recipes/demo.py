@@ -115,7 +115,7 @@ SECOND_JUDGE = "langdetect"  # with --rl every pass is also judged by a second L
 OUTSIDE_SUITE = "mitigation_outside_lcb"
 # the task axis of every row: verifiable prompts (answers checked by code), cheap: 5 languages x 10 problems per
 # task (mono: the problem in X; cross: the English problem + a request for X), greedy, 48 new tokens
-TASK_SUITE = "arithmetic"
+TASK_SUITE = "task_axis"  # eval/task_axis.yaml: the arithmetic problems and the extractive questions
 TASK_LANGUAGES = ["de", "fr", "ru", "zh", "hi"]
 TASK_SETTINGS = {
     "languages": TASK_LANGUAGES,
