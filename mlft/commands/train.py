@@ -133,6 +133,8 @@ def run(args) -> int:
     if args.check:
         check_trainer_config(recipe, args.accelerate_config)
         print(f"{args.recipe}: OK ({recipe.trainer}, model {recipe.model}, run_dir {recipe.run_dir})")
+        if recipe.control:
+            print(f"{args.recipe}: a CONTROL recipe, not one to train a model to use: {recipe.control}")
         return 0
     cmd = _launch_command(args, recipe)
     if args.print_launch:

@@ -39,6 +39,7 @@ from mlft.generation.models import EMBEDDED
 from mlft.generation.target import Target
 from mlft.paths import resolve_path
 from mlft.training.launch import read_accelerate_config
+from mlft.training.open_prompts import check_control, check_open_prompt_judge
 from mlft.training.passes import EvaluationOptions, load_pass_suite, passes_for
 from mlft.training.reward_terms import RewardSpec, ScorerOptions
 from mlft.training.rewards import resolve_term, validate_rewards
@@ -159,6 +160,14 @@ class Recipe:
     evaluation: EvaluationOptions = field(
         default_factory=EvaluationOptions, metadata={"help": "Per-checkpoint evaluation (the eval callback)."}
     )
+    control: str | None = field(
+        default=None,
+        metadata={
+            "help": "Why this recipe is a control (kept to compare against, not to train a model to use): required "
+            "of a GRPO recipe whose answer term asks a relevance judge that fails its separation check on open "
+            "prompts (mlft.training.open_prompts); printed by `mlft train --check` and when the run starts."
+        },
+    )
     # filled by load_recipe (not YAML keys)
     source: str = field(default="", init=False, metadata={"help": "The recipe file it was loaded from."})
 
@@ -268,6 +277,7 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
         )
     if recipe.entry.rewards:
         _check_reward_columns(recipe, mix, src)
+        check_open_prompt_judge(recipe, mix, src)
     ev = recipe.evaluation
     if not ev.enabled:
         return
@@ -311,6 +321,7 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     recipe.training_args = validate_training_args(args, recipe.trainer, f"{src}: training_args")
     check_joined_rows(recipe.training_args, recipe.trainer, f"{src}: training_args")
     _validate_model(recipe.model, f"{src}: model")
+    check_control(recipe.control, src)
     if recipe.entry.rewards:
         validate_rewards(recipe.rewards, f"{src}: rewards")
         recipe.scorer.validate(f"{src}: scorer")
