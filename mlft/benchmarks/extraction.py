@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from mlft.benchmarks.answers import numbers
 
-MATCH = 1e-6
-
 
 def states(found: list[float], value: float) -> bool:
-    return any(abs(x - value) < MATCH for x in found)
+    return any(abs(x - value) < 1e-6 for x in found)
 
 
 def extraction_correct(reply: str | None, answer: float, distractors) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 
 from mlft.errors import ConfigError
 from mlft.evals.registry import EvalKind, KindOutput
+from mlft.evals.suite import load_suite
 
 PRIMARY = "task"  # the part whose rows keep their names (metric `task`: the arithmetic task's columns)
 FORWARDED = ("languages", "per_language", "samples", "decoding", "variants", "seed")
@@ -43,8 +44,6 @@ def _settings(o: TaskAxisOptions) -> dict:
 
 def part_suites(o: TaskAxisOptions, where: str) -> dict[str, Any]:
     """{metric: the part's validated EvalSuite, with the forwarded settings}."""
-    from mlft.evals.suite import load_suite
-
     if not o.parts:
         raise ConfigError(f"{where}: parts: name at least one verifiable suite ({{metric: suite}})")
     out = {}
