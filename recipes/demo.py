@@ -93,8 +93,8 @@ RUNS = [
         False,
     ),  # ~20 s a step on 2 cores: in --full only, to keep the default <= 15 min
     # online RL with the LCB judge as the reward: with --rl
-    DemoRun("grpo", "recipes/cpu/grpo_gated.yaml", "+GRPO (gated LCB reward)", None, False),  # the dev sweep's pick
-    DemoRun("grpo_on_sft", "recipes/cpu/grpo_on_sft.yaml", "+Cross-lingual SFT +GRPO", "crosslingual_sft", False),
+    DemoRun("grpo", "recipes/cpu/grpo_verifiable.yaml", "+GRPO (correct x gated language)", None, False),
+    DemoRun("grpo_on_sft", "recipes/cpu/grpo_verifiable.yaml", "+Cross-lingual SFT +GRPO", "crosslingual_sft", False),
 ]
 RL_RUNS = ("grpo", "grpo_on_sft")
 SECOND_JUDGE = "langdetect"  # with --rl every pass is also judged by a second LID (a column of Table 11)
@@ -103,7 +103,7 @@ SECOND_JUDGE = "langdetect"  # with --rl every pass is also judged by a second L
 OUTSIDE_SUITE = "mitigation_outside_lcb"
 # the task axis of every row: verifiable prompts (answers checked by code), cheap: 5 languages x 10 problems per
 # task (mono: the problem in X; cross: the English problem + a request for X), greedy, 48 new tokens
-TASK_SUITE = "arithmetic"
+TASK_SUITE = "task_axis"  # eval/task_axis.yaml: the arithmetic problems and the extractive questions
 TASK_LANGUAGES = ["de", "fr", "ru", "zh", "hi"]
 TASK_SETTINGS = {
     "languages": TASK_LANGUAGES,

@@ -98,12 +98,14 @@ def test_check_refuses_a_correctness_term_over_a_mix_without_answers():
         load_recipe(recipe, ["mix=data_mixes/cpu/grpo_prompts.yaml"])
     msg = str(err.value)
     assert "rewards[0].options.source" in msg and "grpo_prompts.yaml" in msg and "sources[0]" in msg
-    # source auto: the judge covers rows without answers, so the same mix is accepted
+    # source auto: the judge covers rows without answers, so the same mix is accepted -- as a control only (the PMI
+    # judge does not separate answers from non-answers: mlft.training.open_prompts, tests/test_open_prompt_recipes.py)
     load_recipe(
         recipe,
         [
             "mix=data_mixes/cpu/grpo_prompts.yaml",
             "rewards=[{name: answered_language, weight: 1.0, options: {source: auto, floor: 0.25}}]",
+            "control=kept to compare against",
         ],
     )
 

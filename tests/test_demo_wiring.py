@@ -169,6 +169,6 @@ def test_rl_outside_lcb_table_has_base_and_rl_rows_both_judges_and_the_outside_l
         (demo.OUTSIDE_SUITE, ["base"], 16, str(tmp_path / "grpo" / "final")),
     ]
     md = (tmp_path / "outside_lcb.md").read_text(encoding="utf-8")
-    assert "| +GRPO (gated LCB reward) | 85.0 ±0.0 |" in md and "| base | 45.0 ±0.0 |" in md
+    assert "| +GRPO (correct x gated language) | 85.0 ±0.0 |" in md and "| base | 45.0 ±0.0 |" in md
     assert "Cross LPR (langdetect)" in md and "| | cs | fi | avg |" in md.replace("|  |", "| |")
-    assert "+GRPO (gated LCB reward)" in text
+    assert "+GRPO (correct x gated language)" in text

@@ -117,7 +117,7 @@ LINE_BUDGET = {
     "mlft/benchmarks/multisense": 650,
     "mlft/benchmarks/polyglot": 250,
     "mlft/commands": 1950,  # 1850 until the groups (data, show, build) and the old spellings kept
-    "mlft/data": 2850,
+    "mlft/data": 2900,  # + the extraction task's generator (mlft/data/extraction.py: templates in 15 languages)
     "mlft/evals": 1500,
     "mlft/evals/multisense": 450,
     "mlft/evals/polyglot": 300,

@@ -195,8 +195,8 @@ def test_curves_carry_the_task_score_and_compare_reads_it_from_a_run(tmp_path, c
 
 def test_the_demo_gives_every_row_a_cheap_task_pass_and_its_table_the_task_columns(tmp_path, monkeypatch):
     """`mlft demo`'s task axis without running models: base and each run's final model (and the decoding row's
-    variant) on the arithmetic suite, 5 languages x 10 problems per task, greedy, 48 new tokens; each table row
-    reads its task score from its own pass."""
+    variant) on the task axis suite (arithmetic + extraction), 5 languages x 10 problems per task, greedy, 48 new
+    tokens; each table row reads its task score from its own pass."""
     from mlft.commands.demo import experiment
     from mlft.io import curve_file
     from mlft.reports.mitigation import select
@@ -205,8 +205,13 @@ def test_the_demo_gives_every_row_a_cheap_task_pass_and_its_table_the_task_colum
     calls = []
 
     def fake_run_suite(suite, target, out_dir, *, progress):
+        from mlft.evals.task_axis_kind import part_suites
+
         model_ref = target.model_ref
-        o = suite.options
+        parts = part_suites(suite.options, suite.name)  # each part gets the demo's settings
+        assert [p.name for p in parts.values()] == ["arithmetic", "extraction"]
+        assert len({repr(p.options.decoding) + repr(p.options.variants) for p in parts.values()}) == 1
+        o = parts["extraction"].options
         calls.append((suite.name, o.languages, o.per_language, o.decoding.temperature, o.decoding.max_new_tokens))
         calls[-1] += ([v.name for v in o.variants], [len(v.interventions) for v in o.variants], model_ref)
         rows = _variant(out_dir, o.variants[0].name, 0.2 if "sft" in model_ref else 0.6, len(calls))
@@ -223,7 +228,7 @@ def test_the_demo_gives_every_row_a_cheap_task_pass_and_its_table_the_task_colum
         ("crosslingual_sft", smarter),
     }
     assert (
-        all(c[:5] == ("arithmetic", demo.TASK_LANGUAGES, 10, 0.0, 48) for c in calls) and len(demo.TASK_LANGUAGES) == 5
+        all(c[:5] == ("task_axis", demo.TASK_LANGUAGES, 10, 0.0, 48) for c in calls) and len(demo.TASK_LANGUAGES) == 5
     )
     assert [(c[5], c[6], c[7]) for c in calls] == [
         (["model"], [0], demo.BASE_MODEL),
@@ -235,7 +240,7 @@ def test_the_demo_gives_every_row_a_cheap_task_pass_and_its_table_the_task_colum
     for run, step in ((base, 0), (sft, 4)):
         curve_file.append_pass(run, step, "model", [dict(row, step=step, variant="model")], 1.0, "test")
     spec = demo.table_spec(tmp_path, {"crosslingual_sft": sft}, base, False, False, folders)
-    assert [c.header for c in spec.capability] == ["Mono task", "Cross task"]
+    assert [c.header for c in spec.capability] == ["Mono task", "Cross task", "Mono extraction", "Cross extraction"]
     assert [r.capability_rows_file for r in spec.rows] == [
         str(folders[("base", None)] / "scores.jsonl"),
         str(folders[("crosslingual_sft", None)] / "scores.jsonl"),

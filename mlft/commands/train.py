@@ -106,6 +106,8 @@ def run(args) -> int:
     if args.check:
         mlft.check_recipe(recipe, accelerate_config=args.accelerate_config)
         print(f"{args.recipe}: OK ({recipe.trainer}, model {recipe.model}, run_dir {recipe.run_dir})")
+        if recipe.control:
+            print(f"{args.recipe}: a CONTROL recipe, not one to train a model to use: {recipe.control}")
         return 0
     cmd = _launch_command(args, recipe)
     if args.print_launch:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from mlft.benchmarks.answers import extract_number
+from mlft.benchmarks.extraction import extraction_correct
 from mlft.benchmarks.lcb.confusion import analyze, confusion_table
 from mlft.benchmarks.lcb.fluency import reply_nll
 from mlft.benchmarks.lcb.judge import judge_report, metric_name
@@ -34,7 +35,7 @@ from mlft.benchmarks.lcb.traces import (
 from mlft.completions import Completion, write_official_csv
 from mlft.constants import GUARD_METRICS
 from mlft.errors import ConfigError
-from mlft.evals.lcb_options import LcbOptions, Run, answer_key, runs, select_prompts, validate
+from mlft.evals.lcb_options import LcbOptions, Run, answer_key, distractor_key, runs, select_prompts, validate
 from mlft.evals.registry import EvalKind, KindOutput
 from mlft.evals.runner import progress_desc
 from mlft.generation.decoding import Decoding
@@ -221,7 +222,7 @@ def run(suite, ctx) -> KindOutput:
         ]
         files += [vdir / "completions.jsonl", vdir / "completions.csv", vdir / "outcomes.jsonl"]
         if o.answers:
-            rows += task_rows(r.name, records, answer_key(o, where), o, vdir)
+            rows += task_rows(r.name, records, answer_key(o, where), o, vdir, distractor_key(o, where))
             files.append(vdir / TASK_FILE)
         if o.judge:
             rows += judge_rows(r.name, completions, outcomes, o, vdir)
@@ -280,14 +281,22 @@ def trace_rows(variant: str, split, o: LcbOptions, vdir) -> list[MetricRow]:
 TASK_FILE = "task.jsonl"
 
 
-def task_rows(variant: str, records: list[dict], key: dict[str, float], o: LcbOptions, vdir) -> list[MetricRow]:
+def task_rows(
+    variant: str, records: list[dict], key: dict[str, float], o: LcbOptions, vdir, distractors: dict | None = None
+) -> list[MetricRow]:
     """The task metric of one variant: per task and language (and `avg`, all the task's replies pooled) the share
     of replies whose extracted number equals the prompt's answer, with a Wilson interval (`mlft.stats.wilson`);
-    each reply's verdict goes to `<variant>/task.jsonl` (id, sample, language, task, answer, extracted, correct)."""
+    each reply's verdict goes to `<variant>/task.jsonl` (id, sample, language, task, answer, extracted, correct).
+    A prompt with `distractors` (extractive, mlft.data.extraction) is answered when the reply states the answer
+    and none of them (mlft.benchmarks.extraction), wherever it states it."""
     verdicts = []
+    distractors = distractors or {}
     for x in records:
         got = extract_number(x["completion"] or "")
         answer = key[x["id"]]
+        correct = got is not None and abs(got - answer) < 1e-6
+        if x["id"] in distractors:
+            correct = extraction_correct(x["completion"], answer, distractors[x["id"]])
         verdicts.append(
             {
                 "id": x["id"],
@@ -296,7 +305,7 @@ def task_rows(variant: str, records: list[dict], key: dict[str, float], o: LcbOp
                 "language": x["language"],
                 "answer": answer,
                 "extracted": got,
-                "correct": got is not None and abs(got - answer) < 1e-6,
+                "correct": correct,
             }
         )
     write_jsonl(vdir / TASK_FILE, verdicts)

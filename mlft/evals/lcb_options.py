@@ -199,6 +199,7 @@ def validate(o: LcbOptions, where: str) -> None:
     parse_markers(o.trace_markers, f"{where}: trace_markers")
     if o.answers:
         answer_key(o, where)
+        distractor_key(o, where)
     if not 0 < o.confidence < 1 or o.resamples < 100:
         raise ConfigError(f"{where}: confidence must be in (0, 1) and resamples >= 100")
 
@@ -246,4 +247,23 @@ def answer_key(o: LcbOptions, where: str) -> dict[str, float]:
             ) from None
         except ValueError as exc:
             raise ConfigError(f"{where}: answers: {o.prompts}: row {n} ({rec.get('id')!r}): answer {exc}") from None
+    return key
+
+
+def distractor_key(o: LcbOptions, where: str) -> dict[str, tuple[float, ...]]:
+    """Prompt id -> the numbers a reply must not state, for the prompt file's rows that carry `distractors`
+    (extractive prompts, mlft.data.extraction: checked by mlft.benchmarks.extraction instead of the last number)."""
+    if o.prompts is None:
+        return {}
+    key: dict[str, tuple[float, ...]] = {}
+    for n, rec in enumerate(read_jsonl(resolve_path(o.prompts)), 1):
+        if rec.get("distractors") is None:
+            continue
+        try:
+            key[str(rec["id"])] = tuple(parse_answer(d) for d in rec["distractors"])
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"{where}: answers: {o.prompts}: row {n} ({rec.get('id')!r}): distractors must be a list of numbers "
+                f"({exc})"
+            ) from None
     return key

@@ -40,6 +40,7 @@ KINDS = Registry(
         "multisense": "mlft.evals.multisense.kind",
         "polyglot": "mlft.evals.polyglot.kind",
         "lm_eval": "mlft.evals.lm_eval_kind",
+        "task_axis": "mlft.evals.task_axis_kind",
     },
     default_attr="KIND",
 )

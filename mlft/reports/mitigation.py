@@ -40,7 +40,7 @@ from mlft.io.metric_rows import MetricRow, rows_of
 from mlft.languages import LANGUAGES
 from mlft.reports.table_rows import MAX_NLL_INCREASE, Row, _guard, _tests, compare, official_outcomes, select
 from mlft.reports.table_spec import Capability, PerLanguage, TableSpec, judge_columns
-from mlft.reports.task_axis import TASK_NOTE, task_column_tests, task_drop_flags, task_header
+from mlft.reports.task_axis import TASK_METRICS, TASK_NOTE, task_column_tests, task_drop_flags, task_header
 from mlft.stats import PairedResult, adjust, holm, load_outcomes, paired_tests_by_language
 
 # ---------------------------------------------------------------- tables
@@ -153,7 +153,7 @@ def mitigation_tests(
     guard = _guard(rows, base, resamples, confidence)
     judged = {c.header: judge_column(rows, base, c, resamples, confidence) for c in capability if judge_of(c.metric)}
     others = [c for c in capability if c.header not in judged]
-    drops = capability_drops(rows, base, [c for c in others if c.metric != "task"])  # task: the paired test's flag
+    drops = capability_drops(rows, base, [c for c in others if c.metric not in TASK_METRICS])  # task: the paired test
     cap_p = capability_tests(rows, base, others, resamples) if others else {}
     task_p = task_column_tests(rows, base, others, resamples, confidence)  # the task axis: does the fix cost answers
     cap_p.update(task_p)
@@ -298,17 +298,14 @@ def mitigation_table(
 # ---------------------------------------------------------------- an eval's variants as mitigations
 
 
-def task_columns() -> list[dict]:
+def task_columns(metrics=tuple(TASK_METRICS)) -> list[dict]:
     """Spec entries (`capability:`) for the task axis: the share of replies that answer (metric `task`, the lcb
-    kind's `answers: true`), one per task, from each row's own pass; a row whose interval lies wholly below the
-    base row's value is flagged as a capability drop is."""
+    kind's `answers: true`; `extraction`, the task_axis kind's second part), one per task and metric, from each
+    row's own pass (a row without the metric shows –); tested against the base row by the paired test
+    (`task_column_tests`), whose drop the guard flags."""
     return [
-        {
-            "task": task,
-            "metric": "task",
-            "variant": None,
-            "label": task_header(task),
-        }
+        {"task": task, "metric": metric, "variant": None, "label": task_header(task, metric)}
+        for metric in metrics
         for task in TASKS
     ]
 
@@ -341,7 +338,9 @@ def variant_table(
         f"{title}: variants as mitigations (Table 11 layout, %)",
         extra={"s / prompt (x base)": cost},
         capability=[
-            Capability(**c) for c in (judge_columns(judge) if judge else []) + (task_columns() if task else [])
+            Capability(**c)
+            for c in (judge_columns(judge) if judge else [])
+            + (task_columns([m for m in TASK_METRICS if any(r.metric == m for r in rows)]) if task else [])
         ],
     )
     table.notes += empty_group_notes(rows, variants)

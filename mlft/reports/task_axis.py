@@ -24,20 +24,23 @@ from mlft.stats import PairedResult, holm, sign_flip_p
 
 TASK_FILE = "task.jsonl"  # the lcb kind's per-reply verdicts (mlft.evals.lcb.TASK_FILE)
 METRIC = "task"
+# the task axis's metrics and their columns' word: `task` (the arithmetic suite, or any one suite with answers) and
+# `extraction` (eval/task_axis.yaml's extractive questions, mlft.evals.task_axis_kind); verdicts in task.jsonl files
+TASK_METRICS = {METRIC: "task", "extraction": "extraction"}
 TASK_NOTE = (
     " Task columns (the share of replies that answer a verifiable prompt, Wilson interval): * = paired permutation "
     "test over the same prompts (a prompt's replies swapped), Holm-adjusted; ⚠ = the score dropped at that level."
 )
 
 
-def task_header(task: str) -> str:
+def task_header(task: str, metric: str = METRIC) -> str:
     """The mitigation table's task column of an LCB task (`mlft.reports.mitigation.task_columns`)."""
-    return f"{'Mono' if task == 'monolingual' else 'Cross'} task"
+    return f"{'Mono' if task == 'monolingual' else 'Cross'} {TASK_METRICS.get(metric, metric)}"
 
 
-def task_number(row: dict, task: str) -> dict | None:
+def task_number(row: dict, task: str, metric: str = METRIC) -> dict | None:
     """A results file row's task score on `task` ({value, low, high, n, p_vs_base}), None when it has none."""
-    return (row.get("capability") or {}).get(task_header(task))
+    return (row.get("capability") or {}).get(task_header(task, metric))
 
 
 def load_verdicts(path: str | Path) -> dict[tuple[str, str, str, int], bool]:
@@ -117,10 +120,10 @@ def paired_task_test(
 
 def task_column_tests(rows, base, capability, resamples: int, confidence: float = 0.95) -> dict:
     """{(row label, column header): (difference, low, high, Holm p, prompts, `discordant`)} for the task columns
-    (metric `task`) of a mitigation table whose rows name their task.jsonl verdicts, Holm-adjusted down each column."""
+    (`TASK_METRICS`) of a mitigation table whose rows name their task.jsonl verdicts, Holm-adjusted down each column."""
     out = {}
     for cap in capability:
-        if cap.metric != METRIC:
+        if cap.metric not in TASK_METRICS:
             continue
         key = (cap.task, cap.language, cap.metric)
         path_a = base.outcomes_file(key)

@@ -39,6 +39,7 @@ from mlft.generation.models import EMBEDDED
 from mlft.generation.target import Target
 from mlft.paths import resolve_path
 from mlft.training.launch import read_accelerate_config, sharded_weights
+from mlft.training.open_prompts import check_control, check_open_prompt_judge
 from mlft.training.passes import EvaluationOptions, load_pass_suite, passes_for
 from mlft.training.reward_terms import RewardSpec, ScorerOptions
 from mlft.training.rewards import resolve_term, validate_rewards
@@ -159,6 +160,14 @@ class Recipe:
     hub_private: bool = field(default=True, metadata={"help": "Create the Hub repo as private."})
     evaluation: EvaluationOptions = field(
         default_factory=EvaluationOptions, metadata={"help": "Per-checkpoint evaluation (the eval callback)."}
+    )
+    control: str | None = field(
+        default=None,
+        metadata={
+            "help": "Why this recipe is a control (kept to compare against, not to train a model to use): required "
+            "of a GRPO recipe whose answer term asks a relevance judge that fails its separation check on open "
+            "prompts (mlft.training.open_prompts); printed by `mlft train --check` and when the run starts."
+        },
     )
     # filled by load_recipe (not YAML keys)
     source: str = field(default="", init=False, metadata={"help": "The recipe file it was loaded from."})
@@ -285,6 +294,7 @@ def _validate_linked(recipe: Recipe, src: str) -> None:
         )
     if recipe.entry.rewards:
         _check_reward_columns(recipe, mix, src)
+        check_open_prompt_judge(recipe, mix, src)
     ev = recipe.evaluation
     if not ev.enabled:
         return
@@ -329,6 +339,7 @@ def validate_recipe(recipe: Recipe, src: str, check_linked: bool = True) -> Reci
     check_joined_rows(recipe.training_args, recipe.trainer, f"{src}: training_args")
     _validate_model(recipe.model, f"{src}: model")
     _check_one_dtype(recipe, src)
+    check_control(recipe.control, src)
     if recipe.entry.rewards:
         validate_rewards(recipe.rewards, f"{src}: rewards")
         recipe.scorer.validate(f"{src}: scorer")

@@ -58,7 +58,7 @@ def _check_same_recipe(run_dir: Path, recipe: Recipe) -> None:
         return
     old = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
     new = recipe.to_dict()
-    ignored = {"evaluation"}  # re-evaluating differently is fine; training differently is not
+    ignored = {"evaluation", "control"}  # re-evaluating (or re-labelling) differently is fine; training is not
     defaults = {
         f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
         for f in dataclasses.fields(Recipe)
@@ -310,6 +310,8 @@ def _train(recipe: Recipe, run_dir: Path, config, state, progress: bool, callbac
     from mlft.training.callback import EvalCallback
 
     if state.is_main_process:
+        if recipe.control:  # never silently: the run trains on a signal kept to compare against
+            log.warning("mlft train: %s is a CONTROL recipe: %s", recipe.source, recipe.control)
         run_dir.mkdir(parents=True, exist_ok=True)
         _check_same_recipe(run_dir, recipe)
         dump_recipe(recipe, run_dir / "recipe.yaml")
