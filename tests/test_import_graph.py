@@ -108,7 +108,7 @@ STATS = "mlft.stats"
 # stats/ split from one file): 27.7k.
 LINE_BUDGET = {
     "mlft": 1500,
-    "mlft/benchmarks": 100,
+    "mlft/benchmarks": 400,  # 100 until the answer check read the stated answer and number words (issue 60)
     "mlft/benchmarks/lcb": 2600,
     "mlft/benchmarks/multisense": 650,
     "mlft/benchmarks/polyglot": 250,

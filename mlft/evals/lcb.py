@@ -18,7 +18,7 @@ import re
 import time
 from pathlib import Path
 
-from mlft.benchmarks.answers import extract_number
+from mlft.benchmarks.answers import extract_number, is_correct
 from mlft.benchmarks.lcb.confusion import analyze, confusion_table
 from mlft.benchmarks.lcb.fluency import reply_nll
 from mlft.benchmarks.lcb.judge import judge_report, metric_name
@@ -282,12 +282,13 @@ TASK_FILE = "task.jsonl"
 
 def task_rows(variant: str, records: list[dict], key: dict[str, float], o: LcbOptions, vdir) -> list[MetricRow]:
     """The task metric of one variant: per task and language (and `avg`, all the task's replies pooled) the share
-    of replies whose extracted number equals the prompt's answer, with a Wilson interval (`mlft.stats.wilson`);
-    each reply's verdict goes to `<variant>/task.jsonl` (id, sample, language, task, answer, extracted, correct)."""
+    of replies whose stated answer is the prompt's (`mlft.benchmarks.answers.is_correct`: every result it states),
+    with a Wilson interval (`mlft.stats.wilson`); each reply's verdict goes to `<variant>/task.jsonl` (id, sample,
+    language, task, answer, extracted, correct)."""
     verdicts = []
     for x in records:
-        got = extract_number(x["completion"] or "")
-        answer = key[x["id"]]
+        reply, answer = x["completion"] or "", key[x["id"]]
+        got = extract_number(reply, x["language"], x.get("prompt"))
         verdicts.append(
             {
                 "id": x["id"],
@@ -296,7 +297,7 @@ def task_rows(variant: str, records: list[dict], key: dict[str, float], o: LcbOp
                 "language": x["language"],
                 "answer": answer,
                 "extracted": got,
-                "correct": got is not None and abs(got - answer) < 1e-6,
+                "correct": is_correct(reply, answer, x["language"], x.get("prompt")),
             }
         )
     write_jsonl(vdir / TASK_FILE, verdicts)

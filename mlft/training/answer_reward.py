@@ -1,9 +1,10 @@
 """Reward terms that read the prompt: does the reply answer it?
 
   answered           1.0 when the reply answers, else 0.0. Where the mix row has an `answer` (verifiable prompts,
-                     mlft/data/arithmetic.py) the reply answers when its last number equals it
-                     (mlft.benchmarks.answers); otherwise the relevance judge decides (mlft.generation.relevance:
-                     PMI of the reply with its prompt under the reference model, not an echo of the prompt).
+                     mlft/data/arithmetic.py) the reply answers when every result it states equals it
+                     (mlft.benchmarks.answers: its stated answer, read in its language); otherwise the
+                     relevance judge decides (mlft.generation.relevance: PMI of the reply with its prompt under
+                     the reference model, not an echo of the prompt).
   answered_language  gated_language x (floor + (1 - floor) x answered): the language gate (mlft.training.reward_terms,
                      its options `gate_floor`, `min_share`, `after_q`) times answering. A product, not a sum: a
                      reply in the right language that does not answer earns `floor` of an answering one (0 by
@@ -61,7 +62,7 @@ def answered(
     need_judge = []
     for i, (reply, ref) in enumerate(zip(replies, answers)):
         if source != "judge" and not _missing(ref):
-            out[i] = float(is_correct(reply, ref))
+            out[i] = float(is_correct(reply, ref, languages[i], None if prompts is None else prompts[i]))
         else:
             need_judge.append(i)
     if need_judge:
