@@ -112,12 +112,12 @@ LINE_BUDGET = {
     "mlft/benchmarks/lcb": 2600,
     "mlft/benchmarks/multisense": 650,
     "mlft/benchmarks/polyglot": 250,
-    "mlft/commands": 1850,
+    "mlft/commands": 1950,  # 1850 until `mlft judge` (calibrate / check a judge of answers, issue 60)
     "mlft/data": 2850,
     "mlft/evals": 1500,
     "mlft/evals/multisense": 450,
     "mlft/evals/polyglot": 300,
-    "mlft/generation": 2300,
+    "mlft/generation": 2650,  # 2300 until the LLM-as-judge, its calibration and the fitted threshold (issue 60)
     "mlft/generation/backends": 2400,
     "mlft/generation/interventions": 2800,
     "mlft/harness": 720,
