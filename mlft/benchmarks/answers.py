@@ -214,7 +214,7 @@ def parse_answer(answer) -> float:
 def is_correct(reply: str, answer, language: str | None = None, prompt: str | None = None) -> bool:
     """Whether every value the reply states as a result (`statements`) equals `answer` (to 1e-6), and it states
     one. `language`: the reply's requested language (its number words are read, besides English's); `prompt`: the
-    problem (its numbers, restated, are not results). A 1 counts where the answer is 1."""
+    problem (its numbers, restated, are not results; without it they are). A 1 counts where the answer is 1."""
     want = parse_answer(answer)
     claims = statements(reply, language, prompt, ones=want == 1).claims
     return bool(claims) and all(abs(v - want) < 1e-6 for v in claims)
