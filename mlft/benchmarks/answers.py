@@ -61,7 +61,7 @@ INSTRUCTIONS: dict[str, str] = {
     "hi": 'अपना जवाब "{marker}:" और उसके बाद संख्या लिखकर समाप्त करें।',
     "id": 'Akhiri jawabanmu dengan "{marker}:" diikuti angkanya.',
     "it": "Termina la risposta con «{marker}:» seguito dal numero.",
-    "ja": "最後に「{marker}：」に続けて数を書いてください。",
+    "ja": "最後の行は「{marker}：」の後に数を書くこと。",
     "ko": '마지막에 "{marker}:" 뒤에 숫자를 써 주세요.',
     "pt": 'Termine a resposta com "{marker}:" seguido do número.',
     "ru": "Закончи ответ строкой «{marker}:» и числом.",
