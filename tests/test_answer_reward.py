@@ -36,11 +36,14 @@ def test_correctness_times_the_language_gate(scorer):
     english = "Lukas now has 32 apples, because 29 and 3 make 32 together."
     promise = "Gute Frage! Ich beantworte sie ausführlich in meiner nächsten Nachricht an dich."
     replies = [honest, wrong, refusal, english, promise]
-    got = answered_language(replies, ["de"] * 5, scorer, answer=[32] * 5, source="answer", floor=0.25)
+    p = [PROBLEM] * 5  # the problem's numbers (29, 3), restated, are not results (mlft.benchmarks.answers)
+    got = answered_language(replies, ["de"] * 5, scorer, p, answer=[32] * 5, source="answer", floor=0.25)
     assert got == [1.0, 0.25, 0.25, 0.0, 0.25]  # English gets 0 even when right: the gate multiplies
-    assert answered(replies, ["de"] * 5, scorer, answer=[32] * 5, source="answer") == [1.0, 0.0, 0.0, 1.0, 0.0]
+    assert answered(replies, ["de"] * 5, scorer, p, answer=[32] * 5, source="answer") == [1.0, 0.0, 0.0, 1.0, 0.0]
     # floor 0: only answering replies in the language are paid
-    assert answered_language(replies, ["de"] * 5, scorer, answer=[32] * 5, source="answer") == [1, 0, 0, 0, 0]
+    assert answered_language(replies, ["de"] * 5, scorer, p, answer=[32] * 5, source="answer") == [1, 0, 0, 0, 0]
+    # without the prompt, 29 and 3 read as two more results: not one stated answer
+    assert answered([honest], ["de"], scorer, answer=[32], source="answer") == [0.0]
     with pytest.raises(ConfigError, match="a row of the mix has no `answer`"):
         answered([honest], ["de"], scorer, answer=[None], source="answer")
 
@@ -73,7 +76,7 @@ def test_auto_checks_rows_with_answers_and_never_loads_the_judge_for_them(scorer
 
 @pytest.mark.slow
 def test_the_judge_decides_rows_without_an_answer(scorer, embedded_model, monkeypatch):
-    """Replies of the labelled set (tests/data/relevance_labelled.jsonl, en-A): the long honest answer passes the
+    """Replies of the labelled set (mlft/resources/labelled.jsonl, en-A): the long honest answer passes the
     judge (summed PMI 34.5 nats there), the refusal, the echo and the canned paragraph do not, and the short honest
     answer (16.3) is missed: the judge's measured weakness (measurements/relevance_judge.py)."""
     monkeypatch.setitem(answer_reward._JUDGES, None, embedded_model)

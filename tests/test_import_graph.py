@@ -112,7 +112,7 @@ STATS = "mlft.stats"
 LINE_BUDGET = {
     "mlft": 1550,  # 1500 until the public API's names (mlft/__init__.py's lazy table) and completions_from_records
     "mlft/api": 1300,
-    "mlft/benchmarks": 100,
+    "mlft/benchmarks": 400,  # 100 until the answer check read the stated answer and number words (issue 60)
     "mlft/benchmarks/lcb": 2600,
     "mlft/benchmarks/multisense": 650,
     "mlft/benchmarks/polyglot": 250,
@@ -121,7 +121,7 @@ LINE_BUDGET = {
     "mlft/evals": 1500,
     "mlft/evals/multisense": 450,
     "mlft/evals/polyglot": 300,
-    "mlft/generation": 2300,
+    "mlft/generation": 2650,  # 2300 until the LLM-as-judge, its calibration and the fitted threshold (issue 60)
     "mlft/generation/backends": 2400,
     "mlft/generation/interventions": 2800,
     "mlft/harness": 720,

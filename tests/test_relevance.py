@@ -1,4 +1,4 @@
-"""The relevance judge (mlft/generation/relevance.py) and its labelled set (tests/data/relevance_labelled.jsonl)."""
+"""The relevance judge (mlft/generation/relevance.py) and its labelled set (mlft/resources/labelled.jsonl)."""
 
 import importlib.util
 import json
@@ -11,7 +11,7 @@ import pytest
 from mlft.generation.relevance import echo_share, judge, pmi, rotated
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data" / "relevance_labelled.jsonl"
+DATA = Path(__file__).resolve().parents[1] / "mlft" / "resources" / "labelled.jsonl"
 SCORES = ROOT / "measurements" / "relevance_judge_scores.json.gz"
 
 _spec = importlib.util.spec_from_file_location("relevance_judge", ROOT / "measurements" / "relevance_judge.py")

@@ -1,5 +1,6 @@
-"""`mlft build`: the artefacts an inference-time intervention loads: language vectors (`steer`), the learned
-gate (`gate`). Each member is a module of mlft/commands with `add_parser(sub, name)` and `run(args)`."""
+"""`mlft build`: the artefacts an inference-time intervention loads: language vectors (`steer`), the learned gate
+(`gate`), the judge of answers a reward term asks (`judge`: a PMI threshold fitted, an LLM-as-judge checked). Each
+member is a module of mlft/commands with `add_parser(sub, name)` and `run(args)`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from mlft.commands.group import add_group
 MEMBERS = [
     "steer",
     "gate",
+    "judge",
 ]
 
 
@@ -16,7 +18,8 @@ def add_parser(sub):
     return add_group(
         sub,
         "build",
-        help="build what an intervention loads: steering vectors (steer), the learned gate (gate)",
+        help="build what an intervention or a reward loads: steering vectors (steer), the learned gate (gate), "
+        "a judge (judge)",
         description="Build the files an inference-time intervention loads (suites' `interventions:`), each "
         "from the frozen model and parallel text, never LCB test prompts, with a provenance JSON beside it.",
         members=MEMBERS,

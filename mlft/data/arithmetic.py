@@ -1,7 +1,9 @@
 """Verifiable prompts: arithmetic word problems in LCB's 15 languages, each with its numeric `answer`.
 
-The task axis needs prompts whose answer code can check (mlft.benchmarks.answers: the reply's last number ==
-`answer`). Three problem templates (add: buy more; subtract: spend money; multiply: boxes of pencils) are written
+The task axis needs prompts whose answer code can check (mlft.benchmarks.answers: every result the reply states
+== `answer`). Every prompt ends with the answer convention's request, in the problem's language, naming the marker
+of the reply's language (`asked`: 'End your reply with "Answer:" followed by the number.', "最后请写“答案：”...").
+Three problem templates (add: buy more; subtract: spend money; multiply: boxes of pencils) are written
 by hand in every LCB language (real sentences: number agreement handled where the language needs it, Russian
 plural forms, Arabic's singular counted noun after 11-99); names are common given names of each language.
 Everything is deterministic from a seed and a namespace:
@@ -29,6 +31,7 @@ import zlib
 from functools import lru_cache
 from pathlib import Path
 
+from mlft.benchmarks.answers import instruction
 from mlft.data.phrasings import training_request_prompt
 from mlft.errors import ConfigError
 from mlft.languages import LANGUAGES
@@ -187,6 +190,11 @@ def problem(lang: str, kind: str, name_index: int, a: int, b: int) -> str:
     return TEMPLATES[lang][kind].format(**_fields(lang, names[name_index % len(names)], a, b))
 
 
+def asked(text: str, lang: str, reply_language: str | None = None) -> str:
+    """A problem in `lang` with the answer convention's request (mlft.benchmarks.answers.instruction) after it."""
+    return text + ("" if lang in ("zh", "ja") else " ") + instruction(lang, reply_language)
+
+
 def _items(split: str, task: str, per_language: int, seed: int) -> list[dict]:
     """`per_language` problem specs per language: {"key", "lang", "kind", "name", "a", "b", "answer"}, every
     problem of `split` (split_of), none twice in a language (a key is unique across languages)."""
@@ -238,14 +246,14 @@ def arithmetic_prompts(split: str = "eval", per_language: int = EVAL_PER_LANGUAG
                 "task": "monolingual",
                 "source": SOURCE,
                 "language": x["lang"],
-                "prompt": problem(x["lang"], x["kind"], x["name"], x["a"], x["b"]),
+                "prompt": asked(problem(x["lang"], x["kind"], x["name"], x["a"], x["b"]), x["lang"]),
                 "answer": x["answer"],
             }
         )
     for x in _items(split, "crosslingual", per_language, seed):
         if x["lang"] == "en":
             continue
-        english = problem("en", x["kind"], x["name"], x["a"], x["b"])
+        english = asked(problem("en", x["kind"], x["name"], x["a"], x["b"]), "en", x["lang"])
         rows.append(
             {
                 "id": f"crosslingual/{SOURCE}/{x['lang']}/{x['key']}",

@@ -18,7 +18,7 @@ import re
 import time
 from pathlib import Path
 
-from mlft.benchmarks.answers import extract_number
+from mlft.benchmarks.answers import extract_number, is_correct
 from mlft.benchmarks.extraction import extraction_correct
 from mlft.benchmarks.lcb.confusion import analyze, confusion_table
 from mlft.benchmarks.lcb.fluency import reply_nll
@@ -285,18 +285,19 @@ def task_rows(
     variant: str, records: list[dict], key: dict[str, float], o: LcbOptions, vdir, distractors: dict | None = None
 ) -> list[MetricRow]:
     """The task metric of one variant: per task and language (and `avg`, all the task's replies pooled) the share
-    of replies whose extracted number equals the prompt's answer, with a Wilson interval (`mlft.stats.wilson`);
-    each reply's verdict goes to `<variant>/task.jsonl` (id, sample, language, task, answer, extracted, correct).
-    A prompt with `distractors` (extractive, mlft.data.extraction) is answered when the reply states the answer
-    and none of them (mlft.benchmarks.extraction), wherever it states it."""
+    of replies whose stated answer is the prompt's (`mlft.benchmarks.answers.is_correct`: every result it states),
+    with a Wilson interval (`mlft.stats.wilson`); each reply's verdict goes to `<variant>/task.jsonl` (id, sample,
+    language, task, answer, extracted, correct). A prompt with `distractors` (extractive, mlft.data.extraction) is
+    answered when the reply states the answer and none of them (mlft.benchmarks.extraction), wherever it states it."""
     verdicts = []
     distractors = distractors or {}
     for x in records:
-        got = extract_number(x["completion"] or "")
-        answer = key[x["id"]]
-        correct = got is not None and abs(got - answer) < 1e-6
+        reply, answer = x["completion"] or "", key[x["id"]]
+        got = extract_number(reply, x["language"], x.get("prompt"))
         if x["id"] in distractors:
-            correct = extraction_correct(x["completion"], answer, distractors[x["id"]])
+            correct = extraction_correct(reply, answer, distractors[x["id"]])
+        else:
+            correct = is_correct(reply, answer, x["language"], x.get("prompt"))
         verdicts.append(
             {
                 "id": x["id"],

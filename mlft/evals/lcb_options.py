@@ -121,7 +121,7 @@ class LcbOptions:
         default=False,
         metadata={
             "help": "the task axis: also score whether each reply answers, against the prompt file's `answer` column "
-            "(verifiable prompts, e.g. eval/arithmetic_prompts.jsonl: the reply's last number == answer, "
+            "(verifiable prompts, e.g. eval/arithmetic_prompts.jsonl: every result the reply states == answer, "
             "mlft.benchmarks.answers); metric `task` (share of replies answering, Wilson interval) per task and "
             "language, per-reply verdicts in <variant>/task.jsonl. Needs `prompts:` with an answer on every row"
         },

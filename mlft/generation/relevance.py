@@ -14,7 +14,7 @@ flags a reply whose units are mostly the prompt's own (`echo_share`: the share o
 character bigrams in zh/ja, found in the prompt); such a reply is not an answer whatever its PMI.
 
 **Measured, and weak** (measurements/relevance_judge.py on the 220 hand-labelled replies of
-tests/data/relevance_labelled.jsonl, 10 languages; variant and threshold chosen on one half; the numbers are in
+mlft/resources/labelled.jsonl, 10 languages; variant and threshold chosen on one half; the numbers are in
 docs/results/relevance_judge.json, rendered in docs/rl.md "Terms that read the prompt"): 75.5 % agreement on the
 held-out half, where always saying "not an answer" gets 72.7 %, so not the >= 90 % judge the task axis asks for.
 The echo check catches every verbatim echo; refusals, promises, proverbs, noun lists, Q:/A: turns and canned text
@@ -28,25 +28,73 @@ and a threshold per language add nothing held out (per language: worse, it overf
 reply's NLL and length gains about one point held out (76.4 %) and pays word salad (an honest reply's words
 shuffled: 10 of 10 called answers, 1 of 10 by this judge), since length and surprise are what it learned. A
 larger reference model (`judge_model`, where one can be run) is the way up; it was not measured.
+
+**A threshold belongs to its model**: 25.24 nats is SmolLM2-135M-Instruct's (FITTED_ON); `fitted_threshold`
+refuses it, or any bare number, for another `judge_model`, naming both, and takes a calibration file of `mlft judge
+calibrate --judge pmi --model X` (mlft.generation.judge_calibration), which carries the model it was fitted on.
+An LLM-as-judge through any backend is mlft.generation.llm_judge.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from mlft.benchmarks.lcb.fluency import reply_nll
 from mlft.data.text import units
+from mlft.errors import ConfigError
 
 NEUTRAL = [{"role": "user", "content": ""}]  # the "no prompt" context: the chat template around nothing
-# chosen on the first half of tests/data/relevance_labelled.jsonl (measurements/relevance_judge.py): of the PMI
+# chosen on the first half of mlft/resources/labelled.jsonl (measurements/relevance_judge.py): of the PMI
 # summed over the reply's tokens or its per-token mean, against the neutral turn or a distractor prompt, the summed
 # PMI against the neutral turn agreed best there (76.4 %), at this threshold (held-out half: 75.5 %)
 DEFAULT_THRESHOLD = 25.24  # nats, summed over the reply's tokens
+FITTED_ON = "smollm2-135m-instruct"  # the model DEFAULT_THRESHOLD (and any bare number) belongs to: the embedded one
 BY_TOTAL = True
 ECHO_SHARE = 0.6
 BASELINES = ("neutral", "contrast")
 DEFAULT_BASELINE = "neutral"
+
+
+def judge_name(model: str | None) -> str:
+    """The name a judge model is known by (null: the embedded model)."""
+    return FITTED_ON if model in (None, "", FITTED_ON) else str(model)
+
+
+def fitted_threshold(threshold, judge_model: str | None, where: str = "threshold") -> float:
+    """The PMI threshold in nats for `judge_model`, refused (ConfigError naming both models) when it was fitted on
+    another model -- before any model loads. `threshold`: a number (on the embedded model's scale: the default
+    25.24 was fitted there, and no other model's PMI is on that scale), or the path of a calibration file written
+    by `mlft build judge calibrate --judge pmi` ({"judge": "pmi", "model", "threshold", ...}), which carries its
+    model."""
+    model = judge_name(judge_model)
+    if isinstance(threshold, bool):
+        raise ConfigError(f"{where}: must be a number or a calibration file, got {threshold!r}")
+    if isinstance(threshold, (int, float)):
+        fitted, value = FITTED_ON, float(threshold)
+    elif isinstance(threshold, str):
+        path = Path(threshold)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            fitted, value = judge_name(data["model"]), float(data["threshold"])
+            if data.get("judge") != "pmi":
+                raise ValueError(f"judge {data.get('judge')!r}, not pmi")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"{where}: {path}: not a PMI calibration file of `mlft build judge calibrate` "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+    else:
+        raise ConfigError(f"{where}: must be a number or a calibration file, got {threshold!r}")
+    if fitted != model:
+        raise ConfigError(
+            f"{where}: {value:g} nats was fitted on {fitted}, but the judge model is {model}: a PMI threshold "
+            f"belongs to the model it was fitted on; fit one for {model} (`mlft build judge calibrate --judge pmi "
+            f"--model {model}`) and give its file as the threshold"
+        )
+    return value
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Reward terms that read the prompt: does the reply answer it?
 
   answered           1.0 when the reply answers, else 0.0. Where the mix row has an `answer` (verifiable prompts,
-                     mlft/data/arithmetic.py) the reply answers when its last number equals it
-                     (mlft.benchmarks.answers); otherwise the relevance judge decides (mlft.generation.relevance:
-                     PMI of the reply with its prompt under the reference model, not an echo of the prompt).
+                     mlft/data/arithmetic.py) the reply answers when every result it states equals it
+                     (mlft.benchmarks.answers: its stated answer, read in its language); otherwise the
+                     relevance judge decides (mlft.generation.relevance: PMI of the reply with its prompt under
+                     the reference model, not an echo of the prompt).
   answered_language  gated_language x (floor + (1 - floor) x answered): the language gate (mlft.training.reward_terms,
                      its options `gate_floor`, `min_share`, `after_q`) times answering. A product, not a sum: a
                      reply in the right language that does not answer earns `floor` of an answering one (0 by
@@ -13,7 +14,9 @@
 is refused by `mlft train --check`, naming the recipe field and the mix file), `judge` (the relevance judge on
 every row) or `auto` (the answer where the row has one, the judge elsewhere). The judge's reference model (the
 embedded SmolLM2-135M-Instruct unless `judge_model` names another) loads once per process, on the first batch
-that needs it; a row with an answer never loads it.
+that needs it; a row with an answer never loads it. `threshold` is a number on the embedded model's scale or a
+calibration file that carries its model (`mlft build judge calibrate`); a threshold fitted on another model than
+`judge_model` is refused when the recipe is checked, naming both (mlft.generation.relevance.fitted_threshold).
 """
 
 from __future__ import annotations
@@ -23,7 +26,14 @@ from collections.abc import Sequence
 from mlft.benchmarks.answers import is_correct
 from mlft.errors import ConfigError
 from mlft.generation.models import load
-from mlft.generation.relevance import BASELINES, DEFAULT_BASELINE, DEFAULT_THRESHOLD, ECHO_SHARE, judge
+from mlft.generation.relevance import (
+    BASELINES,
+    DEFAULT_BASELINE,
+    DEFAULT_THRESHOLD,
+    ECHO_SHARE,
+    fitted_threshold,
+    judge,
+)
 from mlft.training.reward_terms import check_gated_language, gated_language
 
 SOURCES = ("auto", "answer", "judge")
@@ -47,7 +57,7 @@ def answered(
     prompts: Sequence[str] | None = None,
     answer: Sequence | None = None,
     source: str = "auto",
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float | str = DEFAULT_THRESHOLD,
     echo: float = ECHO_SHARE,
     judge_model: str | None = None,
     baseline: str = DEFAULT_BASELINE,
@@ -61,15 +71,16 @@ def answered(
     need_judge = []
     for i, (reply, ref) in enumerate(zip(replies, answers)):
         if source != "judge" and not _missing(ref):
-            out[i] = float(is_correct(reply, ref))
+            out[i] = float(is_correct(reply, ref, languages[i], None if prompts is None else prompts[i]))
         else:
             need_judge.append(i)
     if need_judge:
         if prompts is None:
             raise ConfigError("answered: the relevance judge needs the prompts (trl passes them to reward functions)")
+        nats = fitted_threshold(threshold, judge_model)
         model, tok = _judge_model(judge_model)
         verdicts = judge(
-            model, tok, [prompts[i] for i in need_judge], [replies[i] for i in need_judge], threshold, echo, baseline
+            model, tok, [prompts[i] for i in need_judge], [replies[i] for i in need_judge], nats, echo, baseline
         )
         for i, v in zip(need_judge, verdicts):
             out[i] = float(v.answers)
@@ -78,7 +89,7 @@ def answered(
 
 def check_answered(
     source: str = "auto",
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float | str = DEFAULT_THRESHOLD,
     echo: float = ECHO_SHARE,
     judge_model=None,
     baseline: str = DEFAULT_BASELINE,
@@ -87,13 +98,14 @@ def check_answered(
         raise ConfigError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
     if baseline not in BASELINES:
         raise ConfigError(f"baseline must be one of {', '.join(BASELINES)}, got {baseline!r}")
-    for name, value in (("threshold", threshold), ("echo", echo)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{name} must be a number, got {value!r}")
+    if isinstance(echo, bool) or not isinstance(echo, (int, float)):
+        raise ConfigError(f"echo must be a number, got {echo!r}")
     if not 0.0 < echo <= 1.0:
         raise ConfigError(f"echo must be in (0, 1], got {echo!r}")
     if judge_model is not None and not isinstance(judge_model, str):
         raise ConfigError(f"judge_model must be a model reference (text) or null, got {judge_model!r}")
+    if source != "answer":  # the judge runs: its threshold must be the judge model's (a file says whose)
+        fitted_threshold(threshold, judge_model)
 
 
 def answered_language(
@@ -104,7 +116,7 @@ def answered_language(
     answer: Sequence | None = None,
     source: str = "auto",
     floor: float = 0.0,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float | str = DEFAULT_THRESHOLD,
     echo: float = ECHO_SHARE,
     judge_model: str | None = None,
     baseline: str = DEFAULT_BASELINE,
@@ -139,7 +151,7 @@ def answered_language(
 def check_answered_language(
     source: str = "auto",
     floor: float = 0.0,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float | str = DEFAULT_THRESHOLD,
     echo: float = ECHO_SHARE,
     judge_model=None,
     baseline: str = DEFAULT_BASELINE,

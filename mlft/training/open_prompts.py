@@ -5,7 +5,7 @@ The answer terms (`answered`, `answered_language`: mlft.training.answer_reward) 
 mix has one and ask the relevance judge elsewhere (`source: auto`; `source: judge` asks it on every row). On open
 prompts (a mix source without an `answer` column) the judge is the whole answer signal. The PMI judge
 (mlft.generation.relevance) does not separate answers from non-answers on the hand-labelled replies
-(tests/data/relevance_labelled.jsonl: docs/results/relevance_judge.json, 75.5 % agreement held out where always
+(mlft/resources/labelled.jsonl: docs/results/relevance_judge.json, 75.5 % agreement held out where always
 saying "not an answer" gets 72.7 %; issue 60: it rejects 21 of 32 honest replies to open prompts and pays 26 of 36
 non-answers at least 0.8 of the honest reply's reward), so GRPO over it trains on ties. `check_open_prompt_judge`
 refuses such a recipe at `mlft train --check` (and before any training) unless
@@ -26,7 +26,7 @@ from mlft.errors import ConfigError
 ANSWER_TERMS = ("answered", "answered_language")  # the terms that ask the relevance judge (answer_reward)
 PMI = "pmi"  # the relevance judge of mlft.generation.relevance (the default of the answer terms)
 EVIDENCE = (
-    "on the hand-labelled replies (tests/data/relevance_labelled.jsonl) it agrees with 75.5 % of the labels held "
+    "on the hand-labelled replies (mlft/resources/labelled.jsonl) it agrees with 75.5 % of the labels held "
     "out, where always saying 'not an answer' agrees with 72.7 % (docs/results/relevance_judge.json): it cannot "
     "separate answers from non-answers, so answers and non-answers tie and GRPO has nothing to learn from"
 )

@@ -162,11 +162,17 @@ MARGIN = 0.3  # a judged line's LID score must beat the best other language's by
 STRICT_VALID_SHARE = 0.8  # the gate's lexical validity bar (the guard's column uses VALID_SHARE = 0.5): ~45 %
 # English in a Latin-script reply scores 0.47-0.75 (fr, de, es, tr probes), the honest probes >= 0.89
 ENGLISH_SHARE = 0.2  # non-Latin targets: English words (case-insensitive) beyond this share of the words fail
-CODE_SHARE = 0.5  # code (fenced blocks, inline spans) is left out of the judged text up to this share of the reply
+CODE_SHARE = 0.5  # code (fenced blocks, inline spans) is left out of the judged text up to this share of the reply's
+# tokens (code tokens with a letter against the prose's words, `word_tokens`: characters made a three-line block 57 %
+# of a compact Korean reply)
 _FENCE = re.compile(r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.M | re.S)
 _INLINE = re.compile(r"`([^`\n]+)`")
 _CODE_CHAR = re.compile(r"[=(){}\[\];:<>#$\\/_*+|&%]")
 _LATIN_RUN = re.compile("[A-Za-z]+")
+_CODE_TOKEN = re.compile(r"\w*[^\W\d]\w*")  # an identifier or word of code (a token with a letter)
+# a run of Latin words (`machine learning`, `mental-math`): one piece of a zh / ja / ko reply, however many words
+_LATIN_WORDS = re.compile(r"[A-Za-z]+(?:[\s\-'’]+[A-Za-z]+)*")
+COMPACT = ("zh", "ja", "ko")  # targets whose words are not whitespace pieces: English counted by script runs
 
 
 def _uncut(text: str) -> str:
@@ -174,11 +180,13 @@ def _uncut(text: str) -> str:
     return text.replace(TURN, "\n")
 
 
-def without_code(text: str) -> str:
+def without_code(text: str, lang: str | None = None) -> str:
     """The reply without its code: fenced blocks whose every line holds a code character (`=`, brackets, `:`...,
     so prose in a fence stays) and inline spans that are one token or hold a code character (`reverse`,
     `x[::-1]`), replaced by a line break / a space -- as long as they make at most CODE_SHARE of the reply's
-    visible characters (more: the reply is judged as it is, so a fence cannot hide the reply's language)."""
+    tokens: the code's tokens with a letter (identifiers, keywords) against the words of the rest (`word_tokens`
+    in `lang`: jieba / MeCab / whitespace words, so a compact script is not outweighed by a few lines of code; more:
+    the reply is judged as it is, so a fence cannot hide the reply's language)."""
     removed: list[str] = []
 
     def fence(m: re.Match) -> str:
@@ -195,17 +203,27 @@ def without_code(text: str) -> str:
         return m.group(0)
 
     out = _INLINE.sub(inline, _FENCE.sub(fence, text))
+    code = sum(
+        len(_CODE_TOKEN.findall(x.strip("`").partition("\n")[2] if x.lstrip().startswith("```") else x))
+        for x in removed
+    )
+    prose = sum(len(word_tokens(line, lang or "en")) for line in out.split("\n"))
+    return out if code <= CODE_SHARE * (code + prose) else text
 
-    def size(x: str) -> int:
-        return len("".join(x.split()))
 
-    return out if sum(map(size, removed)) <= CODE_SHARE * size(text) else text
-
-
-def english_share(text: str, words: frozenset[str]) -> float:
+def english_share(text: str, words: frozenset[str], lang: str | None = None) -> float:
     """Share of the reply's words (whitespace pieces with a letter, punctuation as spaces) holding a Latin run that
     is in the official English word list, compared lowercased (`Password를`, `Reset`: the official check is
-    case-sensitive against a lowercase list, so capitalised English passes it)."""
+    case-sensitive against a lowercase list, so capitalised English passes it). zh / ja / ko (`COMPACT`): counted
+    by script runs: a run of Latin words (`machine learning`) is one piece, the rest of the text counts its words
+    (`word_tokens`: jieba, MeCab, whitespace), so one English term in a Chinese reply is one piece among the
+    reply's words, not 2 of its 9 whitespace pieces."""
+    if lang in COMPACT:
+        runs = _LATIN_WORDS.findall(text)
+        rest = _LATIN_WORDS.sub(" ", text)
+        english = sum(any(r.lower() in words for r in _LATIN_RUN.findall(run)) for run in runs)
+        total = len(runs) + sum(len(word_tokens(line, lang)) for line in rest.split("\n"))
+        return english / total if total else 0.0
     pieces = [w for w in bare_line(text).split() if any(map(str.isalpha, w))]
     english = sum(any(r.lower() in words for r in _LATIN_RUN.findall(w)) for w in pieces)
     return english / len(pieces) if pieces else 0.0
@@ -230,7 +248,7 @@ def strict_language(text: str, lang: str, scorer: ReplyScorer, margin: float = M
       Turbo's LCB-clean non-Latin replies (product names, JSON keys) are above 0.2, 8.9 % above 0.05."""
     if after_q == "judge" and TURN in text:
         return False
-    seen = without_code(text.split(TURN)[0] if after_q == "cut" else text)
+    seen = without_code(text.split(TURN)[0] if after_q == "cut" else text, lang)
     lines = [x for x in seen.split("\n") if len(word_tokens(x, lang)) >= scorer.options.min_tokens]
     if not lines:
         return False
@@ -243,7 +261,7 @@ def strict_language(text: str, lang: str, scorer: ReplyScorer, margin: float = M
     label, score, second = scorer.top2(" ".join(judged))  # the margin: over the judged text as a whole
     if label not in accepted or score - second < margin:
         return False
-    return lang not in NON_LATIN or english_share(seen, scorer.resources[1]) <= ENGLISH_SHARE
+    return lang not in NON_LATIN or english_share(seen, scorer.resources[1], lang) <= ENGLISH_SHARE
 
 
 def gated_language(
@@ -267,9 +285,9 @@ def gated_language(
         if not strict_language(text, lang, scorer, margin, after_q):
             out.append(0.0)
             continue
-        whole = without_code(_uncut(text))
+        whole = without_code(_uncut(text), lang)
         # the share of the reply's words in judged lines; `cut`: judged words of the cut reply over the whole one's
-        sizes = line_words(whole if after_q == "judge" else without_code(text.split(TURN)[0]), lang)
+        sizes = line_words(whole if after_q == "judge" else without_code(text.split(TURN)[0], lang), lang)
         total = sum(sizes) if after_q == "judge" else sum(line_words(whole, lang))
         share = sum(n for n in sizes if n >= min_tokens) / total if total else 0.0
         if share < min_share:

@@ -29,6 +29,8 @@ from mlft.benchmarks.lcb.guard import (
 from mlft.benchmarks.lcb.tokenize import tokenize
 from mlft.languages import SCRIPT_RANGES
 
+_GLUED_DIGITS = re.compile(r"^\d+(?=[^\W\d_])")  # digits that open a word: "12자루" is the counter 자루 after 12
+
 # characters that render as nothing: a copy with one of them is the same copy (and the same word to a reader)
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u034f\u061c\u115f\u1160\u180e\u200b\u200c\u200d\u200e\u200f\u2060"), None)
 _INVISIBLE.update(dict.fromkeys(range(0x2061, 0x2065), None))
@@ -111,17 +113,28 @@ _LATIN_LETTER = re.compile("[A-Za-z\u00c0-\u024f]")
 def strict_lexical_validity(text: str, lang: str) -> float | None:
     """`lexical_validity` of the visible text (`visible_text`), and for a target with a script of its own (ar, hi,
     ja, ko, ru, zh) a word with a Latin letter in it is not a word of the language (`Password를`, `Reset하려면`:
-    the guard's rule only asks for one letter of the script). None without a lexicon."""
+    the guard's rule only asks for one letter of the script). A number glued to its counter (`12자루`, `48자루가`,
+    `4개에는`: how Korean writes counted things) is read as the counter: its digits are not part of the word. In
+    zh / ja / ko, where words weigh by their characters, a word in another script (`multiplication`) weighs as the
+    reply's mean word in the target's script, not by its letters (one English term is one word of the reply). None
+    without a lexicon."""
     text = visible_text(text)
     if _lexicon(lang) is None:
         return None
-    counts = [(w, n) for w, n in Counter(_pieces(text, lang, None)).items() if _has_letter(w)]
+    pieces = (_GLUED_DIGITS.sub("", w) for w in _pieces(text, lang, None))
+    counts = [(w, n) for w, n in Counter(pieces).items() if _has_letter(w)]
     if not counts:
         return 0.0
     foreign = lang in SCRIPT_RANGES
     known = [(w, n) for w, n in counts if not (foreign and _LATIN_LETTER.search(w)) and counts_for(w, lang)]
     if lang in _BY_CHARS:
-        return sum(len(w) * n for w, n in known) / sum(len(w) * n for w, n in counts)
+        own = [(len(w), n) for w, n in counts if not _LATIN_LETTER.search(w)]
+        mean = sum(k * n for k, n in own) / sum(n for _, n in own) if own else 1.0
+
+        def weight(w: str) -> float:
+            return mean if _LATIN_LETTER.search(w) else len(w)
+
+        return sum(weight(w) * n for w, n in known) / sum(weight(w) * n for w, n in counts)
     return sum(n for _, n in known) / sum(n for _, n in counts)
 
 
