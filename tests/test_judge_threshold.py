@@ -1,4 +1,4 @@
-"""A PMI threshold belongs to the model it was fitted on (issue 60): 25.24 nats is SmolLM2-135M-Instruct's; a bare
+"""A PMI threshold belongs to the model it was fitted on: 25.24 nats is SmolLM2-135M-Instruct's; a bare
 number or a calibration file for another judge model is refused, naming both, before any model loads (before,
 `judge_model` took any model and applied 25.24 to it silently); `mlft build judge calibrate` writes a threshold with
 its model, and the answer term takes that file."""

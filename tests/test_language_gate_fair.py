@@ -1,4 +1,4 @@
-"""The reward's language gate (mlft.training.reward_terms.gated_language) is fair to compact scripts (issue 60): code
+"""The reward's language gate (mlft.training.reward_terms.gated_language) is fair to compact scripts: code
 is weighed in tokens, not characters; English in zh / ja / ko is counted by script runs; a word in another script
 weighs as one word of a zh / ja / ko reply in lexical validity; a number glued to its Korean counter is the counter.
 Each case failed before its fix (said per test). The official scorer is untouched (its own verdict asserted)."""

@@ -1,10 +1,10 @@
-"""Goal 1 of issue 60, over verifiable prompts: the reward the shipped `grpo_answered` recipe builds (its `rewards:`
+"""The answer goal, over verifiable prompts: the reward the shipped `grpo_answered` recipe builds (its `rewards:`
 through mlft.training.rewards.reward_functions, called as trl calls it) pays no reply class that does not answer
 half of what an honest reply to the same prompt earns, and pays an honest reply written with code, a table, an
 English term, numbers in words or the answer first at least 0.8 of it. Four prompts: German, Korean, Chinese
 (monolingual) and the English problem asking for French (cross-lingual). A test per class.
 
-Before issue 60's fixes, with the last-number check: candidates and the contradiction earned 1.0 of honest in
+Before the stated-answer check, with the last-number check: candidates and the contradiction earned 1.0 of honest in
 every language, the answer first and spelled numbers the floor (0.25); with the character code share and the
 whitespace English share, Korean's code reply and Chinese's code and English-term replies earned 0."""
 

@@ -6,7 +6,7 @@ mix has one and ask the relevance judge elsewhere (`source: auto`; `source: judg
 prompts (a mix source without an `answer` column) the judge is the whole answer signal. The PMI judge
 (mlft.generation.relevance) does not separate answers from non-answers on the hand-labelled replies
 (mlft/resources/labelled.jsonl: docs/results/relevance_judge.json, 75.5 % agreement held out where always
-saying "not an answer" gets 72.7 %; issue 60: it rejects 21 of 32 honest replies to open prompts and pays 26 of 36
+saying "not an answer" gets 72.7 %: it rejects 21 of 32 honest replies to open prompts and pays 26 of 36
 non-answers at least 0.8 of the honest reply's reward), so GRPO over it trains on ties. `check_open_prompt_judge`
 refuses such a recipe at `mlft train --check` (and before any training) unless
 
