@@ -547,6 +547,8 @@ def stage_lora(ctx):
     s = SETTINGS[ctx.mode]
     run_dir = ctx.work / "lora"
     shutil.rmtree(run_dir, ignore_errors=True)
+    if not (ctx.work / "sft.yaml").is_file():  # its settings are the sft stage's (run alone: written here)
+        write_recipe(ctx.work / "sft.yaml", ctx.model, ctx.work / "sft", ctx.mode)
     path = write_recipe(
         ctx.work / "lora.yaml",
         ctx.model,
