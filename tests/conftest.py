@@ -27,6 +27,17 @@ def _file_seconds() -> dict[str, float]:
     return out
 
 
+# Session fixtures whose users are slow by definition (a model load): a test asking for one is marked `slow`
+# without saying so (left out of `make test-fast`). A new shared fixture that loads a model, trains or generates
+# belongs here too; a slow test without such a fixture carries @pytest.mark.slow itself.
+SLOW_FIXTURES = {"embedded_model"}
+
+
+def pytest_itemcollected(item):
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        item.add_marker(pytest.mark.slow)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Files in order of their measured time, slowest first (a file not measured yet counts as slow), the tests of a

@@ -246,6 +246,7 @@ open(os.path.join(out, f"rank{rank}"), "w").write(result)
 """
 
 
+@pytest.mark.serial  # two ranks, timed
 @pytest.mark.slow
 def test_a_waiting_rank_dies_when_the_evaluation_outlasts_the_group_timeout(tmp_path):
     """Why the timeout must be raised: a rank waiting at a gloo barrier longer than the group's timeout (2 s while

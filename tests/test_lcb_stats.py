@@ -134,6 +134,7 @@ def test_bootstrap_interval_coverage_near_95():
     assert 0.92 <= hit_ar / 300 <= 0.98, hit_ar / 300
 
 
+@pytest.mark.serial  # timed
 def test_intervals_are_fast_and_seeded():
     outs = simulate(0, dict.fromkeys(KEYS, 0.2), n_per=20)  # 300 replies
     intervals(outs, n=10)  # warm-up
