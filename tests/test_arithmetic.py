@@ -107,6 +107,7 @@ class _P:
         self.id, self.prompt = pid, prompt
 
 
+@pytest.mark.slow  # indexes every LCB prompt and seed row
 def test_disjoint_from_lcb_and_every_seed_training_set(shared):
     """mlft's decontamination (exact match or a shared 8-unit run: the problems are shorter than the mixes' 13)
     finds no LCB prompt in the evaluation prompts, and no prompt of any other seed set in the problems (the
@@ -184,6 +185,7 @@ def test_the_arithmetic_suite_loads_and_a_suite_without_answers_is_refused(tmp_p
         load_suite("arithmetic", [f"prompts={bad}"])
 
 
+@pytest.mark.slow  # builds a mix (decontamination against LCB)
 def test_the_verifiable_mix_carries_answers(tmp_path, shared, monkeypatch):
     from mlft.data.mix import build_mix, load_mix
 

@@ -44,6 +44,7 @@ def test_the_data_is_24_keyed_replies_of_290_prompts(reruns):
     assert {o.task for o in outcomes} == {"monolingual", "crosslingual"}
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_one_pass_is_one_draw(cal, reruns):
     """Aligned passes (reply j of every prompt) of the same model: cross-lingual LPR spans more than 10 pp."""
     values = [intervals(p, n=10)[("crosslingual", "all", "all")]["lpr"].value for p in cal.passes(reruns[0], 1)]
@@ -141,6 +142,7 @@ def pooled(bands: dict, key: str) -> float:
     return sum(x[key] * x["intervals"] for x in bands.values()) / n
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_population_intervals_cover_a_redrawn_prompt_set_per_p_band(targets, model, population_rows):
     """The default intervals (the prompt population) of 400 passes over redrawn prompt sets (in each stratum as
     many prompts as it holds, drawn with replacement, one random reply each; measurements/targets.py's own draw)
@@ -160,6 +162,7 @@ def test_population_intervals_cover_a_redrawn_prompt_set_per_p_band(targets, mod
     check_mutations(targets, name, "population", judged)
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_this_prompt_set_intervals_cover_the_other_replies_per_p_band(targets, model, set_bands):
     """The `set` intervals (decoding noise only) of 60 passes of K = 4 replies per prompt (2 for a model with fewer
     than 16) hold the value of the same prompts' other replies between 93 % and 98 % of the time in every judged
@@ -222,6 +225,7 @@ def test_the_near_ceiling_band_is_the_exact_binomial_coverage(targets, model, po
         assert targets.within(np.mean(here)), (here, rows)
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_same_model_reruns_are_rarely_called_different_per_task(targets, model):
     """`mlft compare`'s default test (permutation over prompts, 1,000 draws) between two passes of the same model
     that share no reply (150 random pairs, K = 1) rejects between 2 % and 8 % at the 5 % level in each task, for

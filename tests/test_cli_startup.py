@@ -53,7 +53,9 @@ def test_building_the_parser_imports_no_heavy_library_and_never_runs_the_demo_sc
     assert got["heavy"] == [] and got["demo_ran"] is False and got["training"] == []
 
 
-@pytest.mark.parametrize("command", SPELLINGS)
+@pytest.mark.parametrize(  # those that load torch for their help are slow (seconds each)
+    "command", [pytest.param(c, marks=pytest.mark.slow) if c in HELP_LOADS_TORCH else c for c in SPELLINGS]
+)
 def test_every_subcommand_help_works(command):
     """`mlft COMMAND --help` prints the command's full help (the arguments a hook adds when the command is used
     included); only the commands named in HELP_LOADS_TORCH load torch for it."""

@@ -140,3 +140,23 @@ def test_seed_data_does_not_overlap_lcb(lcb):
         for lang in seed_set.languages:
             for row in seed_set.rows(lang):
                 assert index.match(row) is None, (name, lang, row["id"])
+
+
+def test_units_by_regex_are_the_character_loops_units(lcb):
+    """`units` (one regex, Basic Multilingual Plane or not) gives exactly the units of its definition, the character
+    loop: on LCB's prompts of every language and on random text from the first three planes (marks, digits, astral
+    letters, emoji, CJK extensions)."""
+    import random
+
+    from mlft.data.text import _units_by_char
+
+    prompts = [p.prompt for p in list(lcb.values())[::13]]
+    assert {p.language for p in list(lcb.values())[::13]} >= {"ar", "hi", "ja", "ko", "ru", "zh", "en"}
+    rng = random.Random(0)
+    chars = [chr(rng.randrange(0x30000)) for _ in range(60000)]
+    text = "".join(c for c in chars if not 0xD800 <= ord(c) <= 0xDFFF)
+    pieces = [text[i : i + 300] for i in range(0, len(text), 300)]
+    assert sum(max(p) > "\uffff" for p in pieces) > 50 and sum(max(p) <= "\uffff" for p in pieces) == 0
+    bmp = [p.translate({cp: None for cp in map(ord, p) if cp > 0xFFFF}) for p in pieces]
+    for text in [*prompts, *pieces, *bmp, "", "न्यूयॉर्क में 3½ दिन", "日本語とカタカナ、한국어 𠀋𠀍 😀 a_b"]:
+        assert units(text) == _units_by_char(text), text[:80]

@@ -174,6 +174,7 @@ def _step_logits(tok, steps: int, dtype):
     return rows
 
 
+@pytest.mark.slow  # a tiny model's decode per intervention; language_prior's vocabulary prior
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize(
     "ivs,language",

@@ -246,6 +246,7 @@ open(os.path.join(out, f"rank{rank}"), "w").write(result)
 """
 
 
+@pytest.mark.serial  # two ranks, timed
 @pytest.mark.slow
 def test_a_waiting_rank_dies_when_the_evaluation_outlasts_the_group_timeout(tmp_path):
     """Why the timeout must be raised: a rank waiting at a gloo barrier longer than the group's timeout (2 s while
@@ -391,6 +392,7 @@ def test_training_after_a_lora_eval_is_bit_identical_to_training_without(embedde
     assert all(torch.equal(weights[0][n], weights[1][n]) for n in weights[0])
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_compiled_decoding_of_an_unmerged_lora_decodes_as_eager_across_training_steps():
     """The live LoRA model (adapters unmerged) through compiled decoding, as the callback evaluates it: greedy
     replies equal eager's in a pass, a training step, and the next pass (a new backend, as each pass builds one):

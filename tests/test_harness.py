@@ -71,6 +71,7 @@ def test_mlft_tasks_are_known_without_lm_evals_index():
     assert "arc_easy" not in tm.all_tasks  # lm-eval's defaults were not needed
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_unknown_task_is_an_error_before_any_model(tmp_path):
     from mlft.evals.suite import build_suite
 

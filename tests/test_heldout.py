@@ -76,6 +76,7 @@ def test_the_data_is_held_out_passes_of_two_generators(data):
     assert len(list(itertools.combinations(labels, 2))) >= 50
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_the_recorded_p_values_are_recomputed_exactly(recomputed, recorded, data):
     passes, labels = data
     for task, ps in recomputed.items():
@@ -156,6 +157,7 @@ def test_pass_values_are_the_official_value_of_each_pass(data):
         pass_values(passes[:2], "fewshot")
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_the_spread_check_sees_dependence_between_prompts_within_a_pass(heldout, data):
     """`spread` compares a group's LPR sd with its prompt-independent null. Deal every prompt's replies so that
     passing ones go to the first passes (prompts move together: the sd is far above the null's, no null draw as
@@ -223,6 +225,7 @@ def test_the_fresh_block_is_one_new_seed_and_its_declared_pairs(heldout, fresh_d
     assert page == heldout.fresh_page(fresh_recorded)["template"].format(*heldout.fresh_page(fresh_recorded)["values"])
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_the_declared_comparisons_are_recomputed_exactly(heldout, fresh_data, fresh_recorded):
     """Every declared comparison's p (both tasks), recomputed from the committed outcomes as the measurement
     computed it, matches the results file; so does the verdict."""
@@ -257,6 +260,7 @@ def test_the_fresh_check_fails_on_a_pass_of_another_model(heldout, fresh_data):
     assert out["tasks"]["crosslingual"]["p"]["A0-A1"] < 0.001 <= out["tasks"]["monolingual"]["p"]["A0-A1"]
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_the_standardized_differences_are_recomputed(heldout, fresh_data, fresh_recorded):
     """Every independent comparison so far (the fresh block's declared pairs and the earlier set's disjoint ones),
     read as z = T / sd(T*) with each test's own level, recomputed from the committed outcomes, matches the results
@@ -307,6 +311,7 @@ Z_DATA = ROOT / "tests" / "data" / "heldout_z_lcb_demo.json.gz"
 Z_RESULTS = ROOT / "docs" / "results" / "heldout_z.json"
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_the_z_check_block_is_new_and_recomputed(heldout, fresh_recorded):
     """The block that tests the closer-passes reading (Z_RULE): one decoding seed no earlier block or the
     calibration used, declared pairs (0, 1), (2, 3), ..., 40 comparisons or more. Its declared comparisons' mean z^2
@@ -338,6 +343,7 @@ LANG_DATA = ROOT / "tests" / "data" / "heldout_lang_lcb_demo.json.gz"
 LANG_RESULTS = ROOT / "docs" / "results" / "heldout_lang.json"
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_the_per_language_block_is_new_and_recomputed(heldout, fresh_recorded):
     """The block of the per-language check (LANG_RULE): a decoding seed no earlier block or the calibration used,
     declared pairs (0, 1), (2, 3), ...; one test per (task, language) row of each pair. Its per-language

@@ -32,6 +32,7 @@ def holder(tmp_path):
     proc.wait()
 
 
+@pytest.mark.serial  # timed
 def test_a_second_writer_is_refused_at_once_naming_file_and_pid(holder):
     path, pid = holder
     started = time.time()

@@ -298,6 +298,7 @@ def _guard_digests(shared) -> dict[str, object]:
     }
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_the_guard_of_two_released_files_is_unchanged(shared):
     """Speed work on the guard changes no number: the per-reply checks, the rows' values and the flags' rows of
     13,172 released replies hash to what the code before it computed (digests of per_reply and values taken from

@@ -116,6 +116,7 @@ def test_wilson_matches_scipy_and_covers():
     assert 0.94 < np.mean(cover) < 0.96 and min(cover) > 0.85
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_bootstrap_interval_coverage_near_95():
     """300 seeded datasets (15 strata x 50 replies, error rates 5-40 %): the (all, all) and (all, lang) LPR
     intervals contain the true value ~95 % of the time. Monte-Carlo SE at 300 datasets is 1.3 pp; the percentile
@@ -134,6 +135,7 @@ def test_bootstrap_interval_coverage_near_95():
     assert 0.92 <= hit_ar / 300 <= 0.98, hit_ar / 300
 
 
+@pytest.mark.serial  # timed
 def test_intervals_are_fast_and_seeded():
     outs = simulate(0, dict.fromkeys(KEYS, 0.2), n_per=20)  # 300 replies
     intervals(outs, n=10)  # warm-up
@@ -174,6 +176,7 @@ def test_paired_bootstrap_finds_planted_difference():
     assert paired_test(a0, a0, "lpr").p_value == 1.0
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_paired_null_false_positive_rate():
     """200 seeded nulls (150 prompts, 15 strata of 10): the bootstrap rejects at 5 % about 5 % of the time
     (SE 1.5 pp; we accept <= 9 %), the exact McNemar test at most 5 % plus noise."""

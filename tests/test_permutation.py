@@ -142,6 +142,7 @@ def ceiling_null(seed, languages=8, prompts=13, hard=(0.5, 0.4, 0.3, 0.2, 0.1)):
     return a, b
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 def test_level_on_simulated_same_model_comparisons_near_the_ceiling():
     """2,000 same-model comparisons near the ceiling: the permutation test rejects 2-8 % at the 5 % level (measured:
     3.5 %; the test is exact, and conservative where few prompts differ) and its smallest p is the Monte-Carlo

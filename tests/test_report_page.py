@@ -301,6 +301,7 @@ def _no_browser() -> str | None:
 chromium = pytest.mark.skipif(_no_browser() is not None, reason=_no_browser() or "")
 
 
+@pytest.mark.serial  # timed, a browser's processes
 @chromium
 def test_page_in_a_real_browser(folders, tmp_path):
     run, ev = folders

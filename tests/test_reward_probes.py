@@ -200,6 +200,7 @@ REPLY_ONLY = [
 PROMPT_ONLY = ["refusal", "promise", "echo_translated", "off_topic", "wrong_answer", "proverb", "nouns"]
 
 
+@pytest.mark.slow  # measured over 40 s on the loaded machine (docs/results/test_times.json)
 @pytest.mark.parametrize("cls", REPLY_ONLY)
 def test_no_reply_only_class_earns_half_the_honest_reward(cls, ratios):
     worst = _worst(ratios, cls)

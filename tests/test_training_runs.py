@@ -25,7 +25,7 @@ from tests.training_helpers import (
     templateless_base,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # multi-process runs, timed
 SFT = "recipes/cpu/multilingual_sft.yaml"
 
 
