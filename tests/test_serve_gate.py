@@ -6,7 +6,6 @@ engine serves on, and an LCB pass driven by the openai backend with the gate on 
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 from pathlib import Path
@@ -140,20 +139,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """One `vllm serve` of the embedded model with mlft's plugin for the module (~1.5 min to start on 2 busy
-    cores), importing this checkout's mlft."""
-    pytest.importorskip("vllm")
-    from mlft.generation.backends.served_gate import local_server, serve_command
-    from mlft.generation.models import resolve
-
-    port = _free_port()
-    cmd = serve_command(resolve(None).path, port, name="smol") + ["--dtype", "float32", "--max-model-len", "1024"]
-    env = {"PYTHONPATH": os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH")] if p)}
-    env["VLLM_CPU_KVCACHE_SPACE"] = "1"
-    with local_server(cmd, port, tmp_path_factory.mktemp("serve") / "serve.log", env) as url:
-        yield url
+@pytest.fixture
+def served(served_embedded):
+    """The session's `vllm serve` of the embedded model with mlft's plugin (tests/conftest.py)."""
+    return served_embedded
 
 
 def _chat(client, content, **xargs):
