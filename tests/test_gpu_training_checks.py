@@ -3,6 +3,8 @@ weights (ZeRO-3, FSDP), and `mlft train --check` keeping the recipe's dtype."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from mlft.errors import ConfigError
@@ -67,7 +69,7 @@ def test_check_keeps_the_recipes_dtype():
     (bfloat16): the weights loaded in float32 while the chain, card and child evaluations said bfloat16. Now refused
     at load, naming both; and the trl config --check builds (on this CPU machine: bf16 set aside) loads the
     recipe's dtype."""
-    from mlft.commands import train as train_command
+    import mlft
     from mlft.training import train
 
     for key in ("dtype", "torch_dtype"):
@@ -87,7 +89,7 @@ def test_check_keeps_the_recipes_dtype():
         )
         try:
             train._trainer_config = spy
-            train_command.check_trainer_config(recipe)
+            mlft.check_recipe(recipe)
         finally:
             train._trainer_config = original
         assert built[-1].model_init_kwargs["dtype"] == dtype and recipe.dtype == dtype
@@ -96,16 +98,10 @@ def test_check_keeps_the_recipes_dtype():
 
 # ---------------------------------------------------------------- the memory plan (mlft.training.memory)
 
-SMOLLM2_17B = {
-    "vocab_size": 49152,
-    "hidden_size": 2048,
-    "intermediate_size": 8192,
-    "num_hidden_layers": 24,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 32,
-    "head_dim": 64,
-    "tie_word_embeddings": True,
-}
+_spec = importlib.util.spec_from_file_location("gpu_geometry", REPO / "measurements" / "gpu" / "geometry.py")
+_geometry = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_geometry)
+SMOLLM2_17B = {"vocab_size": 49152, **_geometry.SMOLLM2_1_7B, "tie_word_embeddings": True}
 
 
 def test_the_memory_plan_refuses_a_run_that_cannot_fit_the_card_before_any_allocation():

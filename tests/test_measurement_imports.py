@@ -107,6 +107,16 @@ REASONS: dict[str, dict[str, str]] = {
         "mlft.generation.prompting": PROMPTING,
         "mlft.generation.requests": TIMES_REQ,
     },
+    "extraction_base.py": {
+        "mlft.benchmarks.answers": "lists the numbers each reply states, to say why a miss fails (echo, other number)",
+        "mlft.benchmarks.extraction": "the task's own check and what a reply states, per reply",
+        "mlft.data.extraction": "the task's generator and its settings, recorded beside the measured rates",
+        "mlft.evals.runner": RUN_SUITE,
+        "mlft.evals.suite": SUITE,
+        "mlft.generation.target": TARGET,
+        "mlft.io.jsonl": JSONL,
+        "mlft.reports.results": SCHEMA,
+    },
     "gpu/bench.py": {
         "mlft.benchmarks.lcb.data": LCB_DATA,
         "mlft.console": "the CLI's console setup, as each stage process is a command of its own",
@@ -128,6 +138,18 @@ REASONS: dict[str, dict[str, str]] = {
         "mlft.generation.models": "evaluates a LoRA model in process (eval_mode), the path it checks",
         "mlft.generation.processors": "the nucleus sampler whose device path it checks",
         "mlft.generation.requests": TIMES_REQ + " (and their draw keys)",
+    },
+    "gpu/train_check.py": {
+        "mlft.errors": "a pass's typed refusal (a quantized pass without bitsandbytes) is the stage's verdict",
+        "mlft.generation": "swaps the embedded model's registry entry for the random-weight model it builds",
+        "mlft.generation.models": RESOLVE,
+        "mlft.io": "reads the run's curves file back (the passes' rows and timings)",
+        "mlft.io.jsonl": JSONL,
+        "mlft.training.callback": "spies on the eval callback's passes (weights before and after, compile counts)",
+        "mlft.training.launch": "reads the shipped ZeRO-3 accelerate config the users' command launches",
+        "mlft.training.passes": "runs one pass on the live model, as the callback does, to check it in isolation",
+        "mlft.training.recipe": RECIPE,
+        "mlft.training.train": TRAIN,
     },
     "gpu/lengths.py": {
         "mlft.benchmarks.lcb.data": LCB_DATA,
@@ -267,12 +289,11 @@ REASONS: dict[str, dict[str, str]] = {
 
 
 def public_names(root: Path = ROOT) -> set[str]:
-    """The public API: `mlft.__all__` (read from mlft/__init__.py), `__version__` always."""
-    names = {"__version__"}
-    for node in ast.parse((root / "mlft" / "__init__.py").read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            names |= set(ast.literal_eval(node.value))
-    return names
+    """The public API: `mlft.__all__` (mlft/__init__.py builds it from its lazy table, so it is read by running the
+    file, which imports nothing heavy), `__version__` always."""
+    scope: dict = {"__name__": "mlft_public_names"}
+    exec(compile((root / "mlft" / "__init__.py").read_text(encoding="utf-8"), "mlft/__init__.py", "exec"), scope)
+    return {"__version__", *scope["__all__"]}
 
 
 def internal_imports(source: str, public: set[str]) -> set[str]:

@@ -58,28 +58,14 @@ import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+for _path in (REPO, Path(__file__).resolve().parent):  # mlft from this checkout; geometry.py beside this script
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-GEOMETRY = {
-    "full": {
-        "hidden_size": 2048,
-        "intermediate_size": 8192,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "head_dim": 64,
-    },
-    "reduced": {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-        "initializer_range": 0.5,
-    },
-}
+from geometry import GEOMETRY as SHAPES  # noqa: E402 (measurements/gpu/geometry.py, beside this script)
+
+# the reduced model with a wide init, so that its random logits are far from ties (decoding paths compared exactly)
+GEOMETRY = {"full": SHAPES["full"], "reduced": {**SHAPES["reduced"], "initializer_range": 0.5}}
 SETTINGS = {  # vocabulary, prompts (speed), batch, words per prompt, correctness prompts, new tokens, budget s
     "full": {
         "vocab": 49152,

@@ -69,27 +69,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+for _path in (REPO, HERE):  # mlft from this checkout; geometry.py beside this script
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-GEOMETRY = {
-    "full": {
-        "hidden_size": 2048,
-        "intermediate_size": 8192,
-        "num_hidden_layers": 24,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "head_dim": 64,
-    },
-    "reduced": {
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
-    },
-}
+from geometry import GEOMETRY  # noqa: E402 (measurements/gpu/geometry.py, beside this script)
+
 SETTINGS = {
     "full": {
         "max_length": 2048,
