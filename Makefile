@@ -29,6 +29,9 @@ TORCH_IN_RANGE = import operator as o, re, sys, torch; \
 # fixtures are built once) and the slowest measured first (tests/conftest.py); then the tests marked `serial` (they
 # time themselves or launch multi-process runs) alone. Without pytest-xdist, one process.
 PYTEST = $(PY) -m pytest -q -rs -p no:cacheprovider
+# JUNIT=PREFIX (e.g. `JUNIT=/tmp/ci bash .ci/run`): each phase's junit report at PREFIX.<phase>.xml, for
+# measurements/test_times.py --junit PREFIX.parallel.xml PREFIX.serial.xml
+junit = $(if $(JUNIT),--junitxml=$(JUNIT).$(1).xml)
 XDIST ?= $(shell $(PY) -c 'import xdist' 2>/dev/null && echo "-n 2 --dist loadfile")
 
 .PHONY: install demo test test-fast bench install-vllm test-vllm bench-vllm
@@ -46,8 +49,8 @@ demo: install
 test: install
 	$(PY) -m ruff check mlft tests measurements recipes devtools
 	$(PY) -m ruff format --check mlft tests measurements recipes devtools
-	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) --durations=25 -m "not serial" tests
-	$(PYTEST) --durations=10 -m serial tests || [ $$? -eq 5 ]  # 5: none marked serial
+	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) --durations=25 -m "not serial" $(call junit,parallel) tests
+	$(PYTEST) --durations=10 -m serial $(call junit,serial) tests || [ $$? -eq 5 ]  # 5: none marked serial
 	$(MAKE) test-vllm
 
 # the edit loop: the tests not marked slow (no model load, training run or mlft subprocess), no install first
