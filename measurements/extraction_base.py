@@ -29,6 +29,28 @@ from mlft.reports.results import SCHEMA
 SHIPPED = Path(__file__).resolve().parent.parent / "eval" / "extraction_prompts.jsonl"
 MODEL = "smollm2-135m-instruct"
 BAND = (0.30, 0.70)  # the goal: the base answers between 30 and 70 % in each task
+# The designs tried before the shipped one, measured the same way (greedy, 48 new tokens, the lcb kind) on a pilot
+# drawn with seed 1 (5 per (task, language): 75 monolingual, 70 cross-lingual prompts), never on the reported seed-0
+# prompts; answered / n per task (absent: not measured). The first is the design this file reported before
+# (on the seed-0 prompts, 3 per (task, language): 10 / 45 monolingual, 26 / 42 cross-lingual).
+EARLIER = [
+    {"design": "one sentence (room and bus), question after, 'Answer with the room number.'", "monolingual": [11, 75]},
+    {"design": "the same, 'Answer with the room number only.'", "monolingual": [17, 75], "crosslingual": [42, 70]},
+    {"design": "the same with 'Text:' / 'Question:' labels", "monolingual": [14, 75]},
+    {"design": "the question first, then the sentence and the request for the number only", "monolingual": [16, 75]},
+    {"design": "one worked example (labels, another person's room answered) first", "monolingual": [11, 75]},
+    {"design": "two people, their rooms only (no bus), the request for the number only", "monolingual": [9, 75]},
+    {
+        "design": "two sentences, the room then the bus, the request for the number only (not shipped: some of its "
+        "answers are echoes cut by the 48-token limit before the bus number)",
+        "monolingual": [26, 75],
+    },
+    {
+        "design": "the shipped one: two sentences, the bus then the room, the request for the number only",
+        "monolingual": [45, 75],
+        "crosslingual": [45, 70],
+    },
+]
 
 
 def failure(reply: str, answer: float, distractors) -> str:
@@ -125,6 +147,7 @@ def main(argv=None) -> int:
             },
             "band": list(BAND),
             "within_band": within,
+            "earlier": EARLIER,
             "seconds": round(seconds, 1),
             **summary,
         }

@@ -1,7 +1,7 @@
 """The extraction task (mlft.data.extraction): a deterministic generator, disjoint from LCB and the training seed
 sets; its check (mlft.benchmarks.extraction) refuses echoes and candidate lists; the base model's committed rate
-(docs/results/extraction_base.json): in the issue's 30-70 % band on the cross-lingual prompts, below it on the
-monolingual ones, and a re-run of a few items reproduces the committed replies and verdicts; the task_axis kind
+(docs/results/extraction_base.json): in the issue's 30-70 % band in both tasks, on the 290 shipped prompts, and a
+re-run of a few items reproduces the committed replies and verdicts; the task_axis kind
 runs it beside arithmetic as its own metric."""
 
 from __future__ import annotations
@@ -45,9 +45,11 @@ def test_every_language_and_every_item_states_its_answer_and_distractors():
         stated = [int(x) for x in re.findall(r"\d+", r["prompt"])]
         assert sorted(stated) == sorted([r["answer"], *r["distractors"]]), r["prompt"]  # each number once
         assert len(r["distractors"]) == 1 and r["answer"] not in r["distractors"]  # PEOPLE = 1: the bus
-    for lang in ALL:  # the question names the asked person, whose sentence holds the answer
+    for lang in ALL:  # the question names the asked person, whose sentences hold the bus, then the answer
         text = passage(lang, [("A1", 101, 11), ("B2", 202, 22)], 1)
-        assert text.count("B2") == 2 and "202" in text and "{" not in text
+        assert text.count("B2") == 3 and "{" not in text
+        at = [text.index(x) for x in ("A1", "11", "101", "B2", "22", "202")]
+        assert at == sorted(at), text  # each person's bus, then the room
     assert set(TEMPLATES) == set(ALL)
 
 
@@ -108,16 +110,17 @@ def test_the_check_wants_the_answer_and_no_other_persons_number(reply, want):
 
 
 def test_task_rows_use_the_check_where_a_prompt_has_distractors(tmp_path):
-    """The lcb kind's task metric: an echo whose last number is the answer is not an answer on an extractive prompt
-    (the arithmetic check, the last number, would count it: the planted fault), and arithmetic prompts keep their
-    check."""
+    """The lcb kind's task metric: on an extractive prompt an echo is not an answer and a reply stating the room
+    is; without the distractors (the planted fault) the arithmetic check would judge them, which takes the prompt's
+    numbers, restated, for no result and so refuses the honest reply too; arithmetic prompts keep their check."""
     from mlft.evals.lcb import task_rows
     from mlft.evals.lcb_options import LcbOptions
 
-    echo = "Anna lives in room 412. Tom lives in room 272."
+    prompt = "Tom takes bus 412. Tom lives in room 272. In which room does Tom live? Answer with the room number only."
+    echo = "Tom takes bus 412. Tom lives in room 272."
     records = [
-        {"id": "x", "task": "monolingual", "language": "en", "completion": echo},
-        {"id": "y", "task": "monolingual", "language": "en", "completion": "Tom: 272"},
+        {"id": "x", "task": "monolingual", "language": "en", "completion": echo, "prompt": prompt},
+        {"id": "y", "task": "monolingual", "language": "en", "completion": "Tom: 272", "prompt": prompt},
         {"id": "a", "task": "monolingual", "language": "en", "completion": "4 + 3 = 7"},
     ]
     key = {"x": 272.0, "y": 272.0, "a": 7.0}
@@ -125,8 +128,9 @@ def test_task_rows_use_the_check_where_a_prompt_has_distractors(tmp_path):
     verdicts = [json.loads(x)["correct"] for x in (tmp_path / "task.jsonl").read_text().splitlines()]
     assert verdicts == [False, True, True]
     assert next(r for r in rows if r.language == "avg").value == pytest.approx(2 / 3)
-    task_rows("base", records, key, LcbOptions(), tmp_path)  # without the distractors: the echo counts
-    assert [json.loads(x)["correct"] for x in (tmp_path / "task.jsonl").read_text().splitlines()] == [True] * 3
+    task_rows("base", records, key, LcbOptions(), tmp_path)  # without the distractors: the honest reply is lost
+    verdicts = [json.loads(x)["correct"] for x in (tmp_path / "task.jsonl").read_text().splitlines()]
+    assert verdicts == [False, False, True]
 
 
 def test_the_extraction_suite_reads_the_distractors_and_refuses_bad_ones(tmp_path):
@@ -154,11 +158,13 @@ def test_the_committed_base_rate_lies_in_the_band_in_each_task(committed):
     assert (lo, hi) == (0.30, 0.70) and committed["model"] == "smollm2-135m-instruct"
     assert set(committed["tasks"]) == {"monolingual", "crosslingual"}
     k = committed["settings"]["per_language"]
-    assert k >= 3 and committed["settings"]["people"] == 1 and committed["settings"]["seed"] == 0
+    assert k == 10 and committed["settings"]["people"] == 1 and committed["settings"]["seed"] == 0
     rates = {task: t["answered"] / t["n"] for task, t in committed["tasks"].items()}
-    # the goal (30-70 % in each task) holds for the cross-lingual prompts; the monolingual ones fall short (the model
-    # echoes the passage there): recorded as measured, so a re-measure that reaches the band must change this line
-    assert lo <= rates["crosslingual"] <= hi and rates["monolingual"] < lo and committed["within_band"] is False
+    # the goal (30-70 % in each task) holds in both tasks, measured on every shipped prompt (the design was picked on
+    # seed-1 pilot prompts: `earlier` holds the designs tried there)
+    assert all(lo <= r <= hi for r in rates.values()) and committed["within_band"] is True, rates
+    earlier = committed["earlier"]
+    assert len(earlier) >= 7 and all(0 <= d["monolingual"][0] <= d["monolingual"][1] for d in earlier)
     for task, t in committed["tasks"].items():
         assert t["n"] == k * (15 if task == "monolingual" else 14)
         assert sum(c["answered"] for c in t["languages"].values()) == t["answered"]

@@ -5,7 +5,8 @@ An extractive prompt (mlft.data.extraction) carries its `answer` (the asked pers
 (mlft.benchmarks.answers.numbers: digits of any script) include the answer and none of the distractors: an echo
 of the passage states every number, so it does not count as an answer, and neither does a list of candidates.
 Other numbers (a restated question, a count) do not matter; number words are not read (the answers are room
-numbers, which replies write in digits).
+numbers, which replies write in digits). The check reads numbers, not what a reply attaches them to: a garbled
+reply that calls the room number the bus and the room counts.
 """
 
 from __future__ import annotations

@@ -2,14 +2,15 @@
 languages, the answer a number the passage states (checked by code: mlft.benchmarks.extraction).
 
 The arithmetic task (mlft.data.arithmetic) sits at its floor on SmolLM2-135M-Instruct (0 of 50 monolingual
-problems), so it can show a collapse but hardly a cost. Here the model only has to find a fact: a passage of
-`people` sentences, one per person with a room number of three digits and a bus of two ("Anna lives in room 214
-and takes bus 38."), a question about one person's room ("In which room does Anna live?") and a request for the
-room number. The reply answers when it states the asked room and none of the passage's other numbers (the
-`distractors`: the bus, and other people's rooms and buses): an echo of the passage states them all and does not
-count. Templates are written by hand in every LCB language (one sentence per person, so no joining grammar; room
-and bus numbers are labels, so no number agreement; gendered verbs in the masculine for ar / hi, whose name lists
-are male: mlft.data.arithmetic.NAMES). Everything is
+problems), so it can show a collapse but hardly a cost. Here the model only has to find a fact: a passage of two
+sentences per person (`people` of them), the bus first and the room second ("Anna takes bus 38. Anna lives in room
+214."; a room number of three digits, a bus of two), a question about one person's room ("In which room does Anna
+live?") and a request for the room number only. The reply answers when it states the asked room and none of the
+passage's other numbers (the `distractors`: the bus, and other people's rooms and buses): an echo of the passage, or
+of its start cut by the token limit, states the bus first and does not count; a reply that restates the room
+sentence alone ("Anna lives in room 214.") does, as it picked the asked fact. Templates are written by hand in every
+LCB language (one fact a sentence, so no joining grammar; room and bus numbers are labels, so no number agreement;
+gendered verbs in the masculine for ar / hi, whose name lists are male: mlft.data.arithmetic.NAMES). Everything is
 deterministic from a seed:
 
   monolingual   the passage and question in X, to be answered in X (15 languages)
@@ -17,8 +18,9 @@ deterministic from a seed:
                 phrasings (mlft.data.phrasings: never LCB's eight templates)
 
 No training mix draws from these templates (a test checks the file against LCB and every seed set with mlft's
-decontamination code). The difficulty settings (`people`, the bus, the request for the number) were picked by
-measuring the base model (measurements/extraction_base.py, docs/results/extraction_base.json).
+decontamination code). The design (`people`, the bus and its place, the request for the number only) was picked by
+measuring the base model on pilot prompts drawn with seed 1; the shipped seed-0 prompts were measured once, after
+(measurements/extraction_base.py, docs/results/extraction_base.json with the designs tried in `earlier`).
 
     python -m mlft.data.extraction OUT.jsonl [--per-language 10] [--seed 0]
 """
@@ -44,66 +46,87 @@ PEOPLE = 1  # sentences in a passage (one person each): the asked one and PEOPLE
 NUMBERS = (100, 999)  # room numbers: three digits, so that no other number of a reply collides by chance
 BUSES = (10, 99)  # each person's bus: two digits, a number of the passage that is not the answer
 
-# (the statement of one person, the question about one) per language: {name}, {n} (room), {m} (bus)
-# (the question ends with a request for the room number, which turns echoes and stories into short answers)
-TEMPLATES: dict[str, tuple[str, str]] = {
+# (the bus sentence, the room sentence, the question) per language: {name}, {n} (room), {m} (bus). The bus comes
+# first, so that an echo of the passage (or of its start, cut by the token limit) states the bus; the question ends
+# with a request for the room number only, which turns stories into short answers (both picked on a pilot:
+# docs/results/extraction_base.json, `earlier`)
+TEMPLATES: dict[str, tuple[str, str, str]] = {
     "en": (
-        "{name} lives in room {n} and takes bus {m}.",
-        "In which room does {name} live? Answer with the room number.",
+        "{name} takes bus {m}.",
+        "{name} lives in room {n}.",
+        "In which room does {name} live? Answer with the room number only.",
     ),
-    "ar": ("يسكن {name} في الغرفة رقم {n} ويركب الحافلة رقم {m}.", "في أي غرفة يسكن {name}؟ أجب برقم الغرفة."),
+    "ar": (
+        "يركب {name} الحافلة رقم {m}.",
+        "يسكن {name} في الغرفة رقم {n}.",
+        "في أي غرفة يسكن {name}؟ أجب برقم الغرفة فقط.",
+    ),
     "de": (
-        "{name} wohnt in Zimmer {n} und fährt mit dem Bus {m}.",
-        "In welchem Zimmer wohnt {name}? Antworte mit der Zimmernummer.",
+        "{name} fährt mit dem Bus {m}.",
+        "{name} wohnt in Zimmer {n}.",
+        "In welchem Zimmer wohnt {name}? Antworte nur mit der Zimmernummer.",
     ),
     "es": (
-        "{name} vive en la habitación {n} y toma el autobús {m}.",
-        "¿En qué habitación vive {name}? Responde con el número de la habitación.",
+        "{name} toma el autobús {m}.",
+        "{name} vive en la habitación {n}.",
+        "¿En qué habitación vive {name}? Responde solo con el número de la habitación.",
     ),
     "fr": (
-        "{name} habite dans la chambre {n} et prend le bus {m}.",
-        "Dans quelle chambre habite {name} ? Réponds avec le numéro de la chambre.",
+        "{name} prend le bus {m}.",
+        "{name} habite dans la chambre {n}.",
+        "Dans quelle chambre habite {name} ? Réponds uniquement avec le numéro de la chambre.",
     ),
-    "hi": ("{name} कमरा नंबर {n} में रहता है और बस नंबर {m} से जाता है।", "{name} किस कमरे में रहता है? कमरे के नंबर से उत्तर दो।"),
+    "hi": (
+        "{name} बस नंबर {m} से जाता है।",
+        "{name} कमरा नंबर {n} में रहता है।",
+        "{name} किस कमरे में रहता है? केवल कमरे के नंबर से उत्तर दो।",
+    ),
     "id": (
-        "{name} tinggal di kamar {n} dan naik bus {m}.",
-        "{name} tinggal di kamar nomor berapa? Jawab dengan nomor kamar.",
+        "{name} naik bus {m}.",
+        "{name} tinggal di kamar {n}.",
+        "{name} tinggal di kamar nomor berapa? Jawab hanya dengan nomor kamar.",
     ),
     "it": (
-        "{name} abita nella stanza {n} e prende l'autobus {m}.",
-        "In quale stanza abita {name}? Rispondi con il numero della stanza.",
+        "{name} prende l'autobus {m}.",
+        "{name} abita nella stanza {n}.",
+        "In quale stanza abita {name}? Rispondi solo con il numero della stanza.",
     ),
     "ja": (
-        "{name}さんは{n}号室に住んでいて、{m}番のバスに乗ります。",
-        "{name}さんは何号室に住んでいますか？部屋番号でお答えください。",
+        "{name}さんは{m}番のバスに乗ります。",
+        "{name}さんは{n}号室に住んでいます。",
+        "{name}さんは何号室に住んでいますか？部屋番号だけでお答えください。",
     ),
     "ko": (
-        "{name} 씨는 {n}호에 살고 {m}번 버스를 탑니다.",
-        "{name} 씨는 몇 호에 살고 있습니까? 호수를 숫자로 답하세요.",
+        "{name} 씨는 {m}번 버스를 탑니다.",
+        "{name} 씨는 {n}호에 삽니다.",
+        "{name} 씨는 몇 호에 살고 있습니까? 호수만 숫자로 답하세요.",
     ),
     "pt": (
-        "{name} mora no quarto {n} e pega o ônibus {m}.",
-        "Em que quarto mora {name}? Responda com o número do quarto.",
+        "{name} pega o ônibus {m}.",
+        "{name} mora no quarto {n}.",
+        "Em que quarto mora {name}? Responda apenas com o número do quarto.",
     ),
     "ru": (
-        "{name} живёт в комнате {n} и ездит на автобусе {m}.",
-        "В какой комнате живёт {name}? Ответьте номером комнаты.",
+        "{name} ездит на автобусе {m}.",
+        "{name} живёт в комнате {n}.",
+        "В какой комнате живёт {name}? Ответьте только номером комнаты.",
     ),
     "tr": (
-        "{name} {n} numaralı odada kalıyor ve {m} numaralı otobüse biniyor.",
-        "{name} kaç numaralı odada kalıyor? Oda numarasıyla cevap verin.",
+        "{name} {m} numaralı otobüse biniyor.",
+        "{name} {n} numaralı odada kalıyor.",
+        "{name} kaç numaralı odada kalıyor? Yalnızca oda numarasıyla cevap verin.",
     ),
-    "vi": ("{name} ở phòng {n} và đi xe buýt số {m}.", "{name} ở phòng số mấy? Hãy trả lời bằng số phòng."),
-    "zh": ("{name}住在{n}号房间，坐{m}路公交车。", "{name}住在几号房间？请用房间号回答。"),
+    "vi": ("{name} đi xe buýt số {m}.", "{name} ở phòng {n}.", "{name} ở phòng số mấy? Chỉ trả lời bằng số phòng."),
+    "zh": ("{name}坐{m}路公交车。", "{name}住在{n}号房间。", "{name}住在几号房间？请只回答房间号。"),
 }
 _SEP = {"ja": "", "zh": ""}  # sentences joined by a space, except in Japanese and Chinese
 
 
 def passage(lang: str, people: list[tuple[str, int, int]], asked: int) -> str:
     """The passage (one sentence per (name, room, bus)) and the question about person `asked`'s room, in `lang`."""
-    statement, question = TEMPLATES[lang]
+    bus, room, question = TEMPLATES[lang]
     sep = _SEP.get(lang, " ")
-    sentences = [statement.format(name=name, n=n, m=m) for name, n, m in people]
+    sentences = [s.format(name=name, n=n, m=m) for name, n, m in people for s in (bus, room)]
     return sep.join([*sentences, question.format(name=people[asked][0])])
 
 
