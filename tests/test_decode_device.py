@@ -289,7 +289,11 @@ def test_static_cache_generates_what_the_dynamic_one_does(tiny, prefix_cache):
                 backend = HFBackend(model, tok, batch_size=6, decode=mode, prefix_cache=prefix_cache)
                 runs[mode] = [(r.completion, r.extra["nll"]) for r in backend.generate(reqs, decoding)]
                 prefill = widths[-6]  # the first of the batch's 6 forward passes
-            assert runs["static"] == runs["eager"] and len({c for c, _ in runs["eager"]}) > 1
+            # the same tokens; the same log-probabilities up to the last of the 5 decimals a reply records (the
+            # prefix cache's split prefill sums in another order: one thread's rounding can land either side)
+            assert [c for c, _ in runs["static"]] == [c for c, _ in runs["eager"]]
+            assert [n for _, n in runs["static"]] == pytest.approx([n for _, n in runs["eager"]], abs=1.5e-5)
+            assert len({c for c, _ in runs["eager"]}) > 1
             full = max(len(backend.encode(r)) for r in reqs)
             assert (prefill < full) == prefix_cache, (prefill, full)
     finally:

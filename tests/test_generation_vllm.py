@@ -450,7 +450,14 @@ def test_recipe_with_vllm_evaluation_checks(shared, tmp_path):  # shared: LCB's 
     r = load_recipe("recipes/crosslingual_sft_vllm.yaml")
     ev = r.evaluation
     assert ev.backend == "vllm" and ev.suite == "lcb_full" and ev.backend_options["gpu_memory_utilization"] == 0.35
-    assert ev.backend_options["chat_template"].endswith("chatml_training.jinja")  # the base model has none
+    # the template is the model's own (chat_template: auto): the run writes the one it trained with into its run
+    # directory (chat_template.jinja) and a separate-process pass takes it from there (passes.backend_settings); a
+    # recipe that names a template hands it to the vllm backend itself
+    assert "chat_template" not in ev.backend_options
+    named = load_recipe(
+        "recipes/crosslingual_sft_vllm.yaml", ["chat_template=mlft/training/templates/chatml_training.jinja"]
+    )
+    assert named.evaluation.backend_options["chat_template"].endswith("chatml_training.jinja")
     with pytest.raises(ConfigError, match="evaluation.backend_options: unknown key 'gpu_mem'"):
         load_recipe("recipes/crosslingual_sft_vllm.yaml", ["evaluation.backend_options={gpu_mem: 0.3}"])
     with pytest.raises(ConfigError, match="pass 'gate'.*script_gate.*calibrate needs the output embeddings"):

@@ -48,7 +48,7 @@ def gpu_machine(monkeypatch):
 
 def test_gpu_recipes_pass_handbook_values_to_trl(tmp_path):
     """On this machine (no GPU, no flash-attn, no liger-kernel): sdpa, so padding-free stays off."""
-    assert len(GPU_RECIPES) == 8
+    assert len(GPU_RECIPES) == 9  # + grpo_verifiable.yaml (GRPO over verifiable prompts)
     for path in GPU_RECIPES:
         recipe, config = _resolved(path, tmp_path)
         assert config.model_init_kwargs == {"dtype": "bfloat16", "attn_implementation": "sdpa"}, path

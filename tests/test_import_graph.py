@@ -118,7 +118,9 @@ LINE_BUDGET = {
     "mlft/benchmarks/multisense": 650,
     "mlft/benchmarks/polyglot": 250,
     "mlft/commands": 1950,  # 1850 until the groups (data, show, build) and the old spellings kept
-    "mlft/data": 2900,  # + the extraction task's generator (mlft/data/extraction.py: templates in 15 languages)
+    # 2850 until the extraction task's generator (mlft/data/extraction.py: templates in 15 languages); 2900 until
+    # the text units' one regex (mlft/data/text.py)
+    "mlft/data": 2950,
     "mlft/evals": 1500,
     "mlft/evals/multisense": 450,
     "mlft/evals/polyglot": 300,

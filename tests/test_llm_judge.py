@@ -108,7 +108,7 @@ def test_a_stopped_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     "kwargs, rows, message",
     [
         ({"backend": "gpt"}, None, r"backend 'gpt' is not one of"),
-        ({"backend": "openai", "model": None}, None, r"openai backend needs --model"),
+        ({"backend": "openai", "model": None}, None, r"openai backend serves a model it does not load: give --model"),
         ({"backend": "hf", "cache": "."}, None, r"cache \. is a folder"),
         ({"backend": "hf", "cache": "/no/such/dir/c.jsonl"}, None, r"folder /no/such/dir does not exist"),
         ({"backend": "hf"}, (["p"], ["r", "s"], ["en"]), r"1 prompts, 2 replies and 1 languages"),
@@ -118,7 +118,7 @@ def test_a_stopped_run_resumes_where_it_stopped(tmp_path, monkeypatch):
     ],
 )
 def test_bad_input_is_refused_before_any_model_loads(monkeypatch, kwargs, rows, message):
-    monkeypatch.setattr("mlft.generation.llm_judge.create_backend", lambda *a, **k: pytest.fail("a backend was made"))
+    monkeypatch.setattr("mlft.generation.target.Models.backend", lambda *a, **k: pytest.fail("a backend was made"))
     with pytest.raises(ConfigError, match=message):
         judge = LlmJudge(**kwargs)
         judge.judge(*rows)

@@ -32,8 +32,9 @@ def test_all_shipped_recipes_validate_against_installed_trl():
     from trl import DPOConfig, GRPOConfig, SFTConfig
 
     # 12 + crosslingual_sft_vllm (every checkpoint evaluated by vLLM) + 4 GRPO (GPU; CPU, CPU language-only,
-    # CPU on SFT) + grpo_answered (CPU, the answer-paying term over verifiable prompts)
-    assert len(RECIPES) == 19
+    # CPU on SFT) + grpo_answered (CPU, the answer-paying term over verifiable prompts) + grpo_verifiable (GPU and
+    # CPU: the demo's RL rows, the same reward over verifiable prompts, evaluated like the other GRPO recipes)
+    assert len(RECIPES) == 21
     for path in RECIPES:
         # DPO recipes (and GRPO on SFT) start from their SFT run's output, which does not exist before training
         overrides = ["model=smollm2-135m-instruct"] if "dpo" in path.stem or "on_sft" in path.stem else []

@@ -45,7 +45,9 @@ def add_parser(sub, name: str = "judge", **kw):
     k.add_argument("--base-url", default=None, help="openai: the server's endpoint, e.g. http://127.0.0.1:8000/v1")
     k.add_argument("--api-key", default=None, help="openai: API key (a local server accepts any, e.g. EMPTY)")
     k.add_argument("--cache", default=None, help="verdict cache (JSONL; resumed where a run stopped)")
-    k.add_argument("--concurrency", type=int, default=4, help="openai: requests in flight at most")
+    k.add_argument(
+        "--concurrency", type=int, default=None, help="openai: requests in flight at most (default: the backend's)"
+    )
     p.set_defaults(func=run)
     return p
 
@@ -65,10 +67,15 @@ def run(args) -> int:
         from mlft.generation.llm_judge import LlmJudge, check_judge_config
 
         check_judge_config(args.backend, args.model, args.cache, "mlft build judge check")
-        options = {}
-        if args.backend == "openai":
-            options = {"base_url": args.base_url, "api_key": args.api_key, "concurrency": args.concurrency}
-            options = {k: v for k, v in options.items() if v is not None} | {"logprobs": False}
+        import dataclasses
+
+        from mlft.generation.backends import backend_class
+
+        # the flags given, as the backend's own options (a backend without such an option refuses it, naming it)
+        options = {"base_url": args.base_url, "api_key": args.api_key, "concurrency": args.concurrency}
+        options = {k: v for k, v in options.items() if v is not None}
+        if "logprobs" in {f.name for f in dataclasses.fields(backend_class(args.backend).Options)}:
+            options["logprobs"] = False  # a verdict needs the words only
         judge = LlmJudge(args.backend, args.model, options, args.cache)
         try:
             result = check_llm(judge, rows)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlft.errors import ConfigError
-from mlft.generation.backends import REGISTRY, create_backend
+from mlft.generation.backends import REGISTRY, capabilities
 from mlft.generation.decoding import Decoding
 from mlft.generation.requests import Request
 from mlft.languages import LANGUAGES
@@ -113,8 +113,8 @@ def check_judge_config(backend: str, model: str | None, cache: str | Path | None
         raise ConfigError(f"{where}: backend {backend!r} is not one of {', '.join(REGISTRY)}")
     if model is not None and (not isinstance(model, str) or not model.strip()):
         raise ConfigError(f"{where}: model must be a model reference (text), got {model!r}")
-    if backend == "openai" and not model:
-        raise ConfigError(f"{where}: the openai backend needs --model: the served model's name")
+    if not capabilities(backend).saved_weights and not model:  # a served backend loads nothing: it names a model
+        raise ConfigError(f"{where}: the {backend} backend serves a model it does not load: give --model, its name")
     if cache is not None:
         path = Path(cache)
         if path.is_dir():
@@ -168,10 +168,11 @@ class LlmJudge:
                     self._known[row["key"]] = row
 
     def _create(self):
-        if self._backend is None:
-            self._backend = create_backend(
-                self.backend_name, self.options, model_ref=self.model, batch_size=self.batch_size
-            )
+        if self._backend is None:  # the Target decides where the model comes from (mlft.generation.target)
+            from mlft.generation.target import Target
+
+            self._models = Target(self.backend_name, self.options, model_ref=self.model).models()
+            self._backend = self._models.backend(batch_size=self.batch_size)
         return self._backend
 
     def judge(self, prompts: Sequence[str], replies: Sequence[str], languages: Sequence[str]) -> list[LlmVerdict]:
@@ -207,5 +208,6 @@ class LlmJudge:
         ]
 
     def close(self) -> None:
-        if self._backend is not None and hasattr(self._backend, "close"):
-            self._backend.close()
+        if self._backend is not None:
+            self._models.close()
+            self._backend = None

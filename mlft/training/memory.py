@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlft.errors import ConfigError
+from mlft.generation.backends import capabilities
 from mlft.training.recipe import per_device_batch
 
 GIB = 2**30
@@ -156,7 +157,8 @@ def recipe_plan(recipe, config, world_size: int = 1, zero_stage: int | None = No
     args = recipe.training_args
     ev = recipe.evaluation
     checkpointing = bool(args.get("activation_checkpointing", args.get("gradient_checkpointing", False)))
-    in_gpu_eval = ev.enabled and ev.backend == "hf"
+    # a backend that generates with the live model evaluates on the training GPU: its KV cache and quantized copies
+    in_gpu_eval = ev.enabled and capabilities(ev.backend).live_model
     return plan_memory(
         config,
         dtype=recipe.dtype,
