@@ -26,6 +26,7 @@ from mlft.errors import ConfigError
 from mlft.generation.llm_judge import PROTOCOL_VERSION
 from mlft.generation.models import load
 from mlft.generation.relevance import ECHO_SHARE, echo_share, judge_name, pmi
+from mlft.io.jsonl import iter_objects
 from mlft.languages import LANGUAGES
 
 LABELS = ("answer", "not_answer")
@@ -37,16 +38,8 @@ def load_labelled(path: str | Path) -> list[dict]:
     if not path.is_file():
         raise ConfigError(f"labelled set {path}: no such file")
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"labelled set {path}: line {n}: not JSON ({exc})") from None
+    for n, row in iter_objects(path):  # a line that is not a JSON object: a DataError naming the file and line
         where = f"labelled set {path}: line {n}"
-        if not isinstance(row, dict):
-            raise ConfigError(f"{where}: not an object")
         for key in ("prompt", "reply"):
             if not isinstance(row.get(key), str):
                 raise ConfigError(f"{where}: `{key}` must be text")

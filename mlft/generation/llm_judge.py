@@ -35,6 +35,7 @@ from mlft.errors import ConfigError
 from mlft.generation.backends import REGISTRY, capabilities
 from mlft.generation.decoding import Decoding
 from mlft.generation.requests import Request
+from mlft.generation.target import Target
 from mlft.languages import LANGUAGES
 
 PROTOCOL_VERSION = "1"
@@ -169,8 +170,6 @@ class LlmJudge:
 
     def _create(self):
         if self._backend is None:  # the Target decides where the model comes from (mlft.generation.target)
-            from mlft.generation.target import Target
-
             self._models = Target(self.backend_name, self.options, model_ref=self.model).models()
             self._backend = self._models.backend(batch_size=self.batch_size)
         return self._backend
