@@ -14,7 +14,6 @@ the same runner and check that each is reported.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import os
 import re
@@ -150,20 +149,6 @@ def run_problem(snippet: Snippet, cwd: Path, timeout: float = TIMEOUT_S) -> str 
     return f"{snippet}: exit {done.returncode}\n{tail}"
 
 
-def _pending(snippet: Snippet) -> str | None:
-    """Why a CPU snippet cannot run on this checkout yet: the Python API or a command it uses is not here."""
-    import mlft
-    from mlft.cli import make_parser
-
-    if snippet.lang == "python":
-        missing = sorted({n for n in re.findall(r"\bmlft\.(\w+)\(", snippet.body) if not hasattr(mlft, n)})
-        return f"mlft has no {', '.join(missing)} yet" if missing else None
-    known = {name for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
-    used = {argv[1] for argv in commands(snippet.body) if argv[0] == "mlft" and len(argv) > 1}
-    missing = sorted(used - known)
-    return f"mlft has no command {', '.join(missing)} yet" if missing else None
-
-
 # ---------------------------------------------------------------------------------------------------- the README
 
 
@@ -180,21 +165,15 @@ def test_readme_snippets_are_found_and_marked():
 @pytest.mark.slow
 def test_every_snippet_parses():
     problems = [p for s in snippets(README.read_text(encoding="utf-8")) for p in parse_problems(s)]
-    pending = {str(s): _pending(s) for s in snippets(README.read_text(encoding="utf-8")) if _pending(s)}
-    problems = [p for p in problems if not any(p.startswith(k) for k in pending)]
     assert problems == []
-    if pending:
-        pytest.skip(f"not checked yet: {pending}")
 
 
 @pytest.mark.slow
-def test_every_cpu_snippet_runs(tmp_path):
+def test_every_cpu_snippet_runs(tmp_path, shared):
     """The CPU snippets in page order in one folder: the CSV the first one writes is scored by the next, the run the
-    training snippet writes is compared, plotted and re-evaluated by the ones after it."""
+    training snippet writes is compared, plotted and re-evaluated by the ones after it. `shared`: LCB's files (a
+    clone without ../shared skips, as every test that needs them; a user's machine downloads them)."""
     cpu = [s for s in snippets(README.read_text(encoding="utf-8")) if s.kind == "cpu"]
-    pending = {str(s): _pending(s) for s in cpu if _pending(s)}
-    if pending:  # the README is written to the API and the commands of the spec; a checkout without them waits
-        pytest.skip(f"the README's snippets need what this checkout lacks: {pending}")
     problems = [p for s in cpu for p in [run_problem(s, tmp_path)] if p]
     assert problems == [], "\n\n".join(problems)
     assert (tmp_path / "my_outputs.csv").is_file() and (tmp_path / "runs" / "try" / "curves.jsonl").is_file()
