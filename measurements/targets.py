@@ -36,7 +36,6 @@ import importlib.util
 import json
 import sys
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +53,7 @@ DATA = {
 _spec = importlib.util.spec_from_file_location("calibration", Path(__file__).with_name("calibration.py"))
 calibration = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(calibration)
+renumbered = calibration.renumbered
 random_pair = calibration.random_pair
 TASKS = ("monolingual", "crosslingual")
 BANDS = ((0.0, 0.5), (0.5, 0.8), (0.8, 0.95), (0.95, 1.0))  # [low, high) of the row's true LPR; the last up to 1
@@ -91,8 +91,8 @@ def disjoint_pair(by_prompt: dict, k: int, rng: np.random.Generator) -> tuple[li
     a, b = [], []
     for replies in by_prompt.values():
         order = rng.permutation(len(replies))
-        a += [replace(replies[i], sample=j) for j, i in enumerate(order[:k])]
-        b += [replace(replies[i], sample=j) for j, i in enumerate(order[k : 2 * k])]
+        a += [renumbered(replies[i], j) for j, i in enumerate(order[:k])]
+        b += [renumbered(replies[i], j) for j, i in enumerate(order[k : 2 * k])]
     return a, b
 
 
@@ -144,7 +144,7 @@ def redrawn_pass(by_prompt: dict, strata: dict, rng) -> list:
     for prompts in strata.values():
         for j, i in enumerate(rng.integers(0, len(prompts), len(prompts))):
             replies = by_prompt[prompts[i]]
-            out.append(replace(replies[rng.integers(len(replies))], id=f"{prompts[i][3]}~{j}", sample=0))
+            out.append(renumbered(replies[rng.integers(len(replies))], 0, id=f"{prompts[i][3]}~{j}"))
     return out
 
 

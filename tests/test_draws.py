@@ -181,7 +181,7 @@ dist.destroy_process_group()
 """
 
 
-@pytest.mark.serial  # two gloo ranks
+@pytest.mark.multiprocess  # two gloo ranks
 def test_replies_are_the_same_on_two_ranks_as_on_one(embedded_model, tmp_path):
     """Two gloo ranks share the pass (rank 1 generates every other batch): the completions file holds exactly the
     replies one rank writes with another batch size."""

@@ -471,7 +471,7 @@ def test_sbatch_script_runs_one_launcher_per_node_rendering_the_tested_command(t
 # ---------------------------------------------------------------------------------------------- real launch
 
 
-@pytest.mark.serial  # two launched nodes
+@pytest.mark.multiprocess  # two launched nodes
 @pytest.mark.slow
 def test_two_fake_nodes_train_through_the_slurm_launcher(shared, tmp_path):
     """Two `mlft train --launcher slurm` tasks (SLURM_NODEID 0 and 1 of 'localhost,localhost', 1 process per

@@ -25,7 +25,10 @@ from tests.training_helpers import (
     templateless_base,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # multi-process runs, timed
+pytestmark = pytest.mark.slow
+# the multi-process runs (two ranks take both cores) one at a time, after the parallel part (they time nothing: beside
+# the vLLM tests); the one-process runs (the resume after a kill, the DPO run) beside the other tests
+MULTI_PROCESS = pytest.mark.multiprocess
 SFT = "recipes/cpu/multilingual_sft.yaml"
 
 
@@ -63,6 +66,7 @@ def _check_run(run_dir: Path, steps: list[int], variants=("model",)) -> dict:
 # DDP by the documented `accelerate launch --config_file ... -m mlft train RECIPE` (the data-parallel evaluation
 # test below), ZeRO-2 by `mlft train` re-launching itself with the recipe's accelerate_config (here), ZeRO-3 by
 # the short `accelerate launch ... -m mlft RECIPE` with its separate-process evaluation (the ZeRO-3 test below).
+@MULTI_PROCESS
 def test_two_process_launch_via_the_recipes_accelerate_config(shared, tmp_path):
     run_dir = tmp_path / "run"
     overrides = [*TINY, f"run_dir={run_dir}", "evaluation.at_start=false", "training_args.save_steps=2"]
@@ -76,6 +80,7 @@ def test_two_process_launch_via_the_recipes_accelerate_config(shared, tmp_path):
     assert {p["mode"] for p in curve_file.read_passes(run_dir)} == {"data-parallel"}
 
 
+@MULTI_PROCESS
 def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared, tmp_path):
     """ZeRO-3 evaluates in a separate process. At step 0 the child loads the base model, whose tokenizer
     has no chat template; it must use the run's (the in-process pass would). LoRA + activation
@@ -143,6 +148,7 @@ def _instrumented(shared: Path, tmp_path: Path, sleep: float) -> dict:
     return out
 
 
+@MULTI_PROCESS
 def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one_rank(shared, tmp_path):
     """Ranks 1..N-1 wait for rank 0's evaluation in a collective; with the recipe's ddp_timeout (5 s)
     shorter than the evaluation (rank 0 sleeps 12 s first), the group's timeout must have been raised above

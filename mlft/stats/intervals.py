@@ -241,22 +241,34 @@ def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: 
         deff_set = set_design_effects(units, metric) if several else [None] * len(units)
         deff_set = np.array([1 - rho_set if d is None else d for d in deff_set])
         factors = {"population": (1 + (per_prompt - 1) * rho_pop) * inv, "set": deff_set * inv}
-        for row, w in _weights(keys, has).items():
+        weights = _weights(keys, has)
+        # every row's and target's effective size first, then one (vectorised, elementwise: the same numbers)
+        # modified Wilson call for all of them: one call per row cost two scipy ppf calls each (most of a pass)
+        bounds: dict = {}
+        pending: list[tuple[tuple, str, float, float]] = []  # (row, target, value, n_eff)
+        for row, w in weights.items():
             est = out[(task, *row)][metric]
-            bounds = {}
             for target, f in factors.items():
                 var_unit = float(np.sum(w * w * f))  # Var(p_hat) / (p (1 - p))
                 if target == "set" and not several:
-                    bounds[target] = (None, None)
+                    bounds[(row, target)] = (None, None)
                 elif var_unit <= 0:
-                    bounds[target] = (est.value, est.value)
+                    bounds[(row, target)] = (est.value, est.value)
                 else:
-                    n_eff = 1.0 / var_unit
-                    lo, hi = modified_wilson(est.value * n_eff, n_eff, confidence)
-                    # around the value itself: value * n_eff / n_eff can round below it (a high of 1 - 2e-16 at 1)
-                    bounds[target] = (min(float(lo), est.value), max(float(hi), est.value))
+                    pending.append((row, target, est.value, 1.0 / var_unit))
+        if pending:
+            values = np.array([v for _, _, v, _ in pending])
+            n_eff = np.array([n for _, _, _, n in pending])
+            lows, highs = modified_wilson(values * n_eff, n_eff, confidence)
+            for (row, target, value, _n), lo, hi in zip(pending, lows, highs):
+                # around the value itself: value * n_eff / n_eff can round below it (a high of 1 - 2e-16 at 1)
+                bounds[(row, target)] = (min(float(lo), value), max(float(hi), value))
+        for row, w in weights.items():
+            est = out[(task, *row)][metric]
             method = "wilson" if np.count_nonzero(w) == 1 else "stratified-wilson"
-            out[(task, *row)][metric] = Estimate(est.value, *bounds["population"], method, est.n, *bounds["set"])
+            out[(task, *row)][metric] = Estimate(
+                est.value, *bounds[(row, "population")], method, est.n, *bounds[(row, "set")]
+            )
 
 
 def intervals(
