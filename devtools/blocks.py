@@ -32,7 +32,7 @@ from mlft.constants import TASKS
 from mlft.errors import ConfigError
 from mlft.format import render
 from mlft.reports.results import MAIN_TABLE
-from mlft.reports.task_axis import task_number
+from mlft.reports.task_axis import TASK_METRICS, task_number
 
 BLOCK = re.compile(r"<!-- results:(?P<name>[\w.-]+)(?P<args>[^>]*?)-->(?P<body>.*?)<!-- /results:(?P=name) -->", re.S)
 VIEWS = ("table", "cell", "value", "diff", "key", "minutes", "fill", "seeds", "estimate")
@@ -74,8 +74,8 @@ def _number(record: dict, label: str, task: str, metric: str) -> dict:
         raise ConfigError(f"results view: unknown task {task!r}; valid: {', '.join(TASKS)}")
     row = _row(record, label)
     cells = row["tasks"].get(task, {})
-    if metric == "task" and task_number(row, task) is not None:  # the task axis: a capability column of the row
-        return task_number(row, task)
+    if metric in TASK_METRICS and task_number(row, task, metric) is not None:  # the task axis: a capability column
+        return task_number(row, task, metric)
     if metric not in cells:
         raise ConfigError(
             f"results {record.get('name')!r}: row {label!r} has no {task} {metric} (has: {', '.join(cells)})"
@@ -110,9 +110,11 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
         raise ConfigError(f"results {record.get('name')!r}: no table {table!r}")
     sig = 1 - spec.get("confidence", 0.95)
     guard = [("coverage", "Cov"), ("degeneracy", "Degen"), ("validity", "Valid"), ("nll", "NLL")]
-    has_task = any(task_number(r, t) for r in spec["rows"] for t in TASKS)  # the task axis, where the rows have it
+    # the task axis, where the rows have it: one column per task metric (arithmetic `task`, `extraction`)
+    axes = [m for m in TASK_METRICS if any(task_number(r, t, m) for r in spec["rows"] for t in TASKS)]
+    has_task = bool(axes)
     header = ["", "Mono LPR", "Cross LPR", *(f"{name} mono / cross" for _, name in guard)]
-    header += ["Task mono / cross"] * has_task + ["guard"]
+    header += [f"{TASK_METRICS[m].capitalize()} mono / cross" for m in axes] + ["guard"]
     body = []
     for r in spec["rows"]:
 
@@ -123,9 +125,9 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
 
         cols = [" / ".join(cell(r["tasks"].get(t, {}).get(m), m, interval=False) for t in TASKS) for m, _ in guard]
         verdict = "base" if r.get("base") else ("⚠ " + "; ".join(r["flags"]) if r.get("flagged") else "ok")
-        if has_task:
-            marks = ["*" if (task_number(r, t) or {}).get("p_vs_base", 1.0) < sig else "" for t in TASKS]
-            cols.append(" / ".join(cell(task_number(r, t)) + m for t, m in zip(TASKS, marks)))
+        for axis in axes:
+            marks = ["*" if (task_number(r, t, axis) or {}).get("p_vs_base", 1.0) < sig else "" for t in TASKS]
+            cols.append(" / ".join(cell(task_number(r, t, axis)) + m for t, m in zip(TASKS, marks)))
         body.append([r["label"], lpr("monolingual"), lpr("crosslingual"), *cols, verdict])
     env = record.get("environment", {})
     config = record.get("config", {})
@@ -135,7 +137,12 @@ def headline_table(record: dict, table: str = MAIN_TABLE) -> str:
         f"{spec.get('confidence', 0.95):.0%} interval{TARGETS.get(spec.get('target'), '')}; "
         f"* = differs from the base row, p < {sig:.2g} "
         f"({TESTS[spec.get('test', 'bootstrap')]}, Holm); guard columns as in the mitigation table."
-        + (" Task = share of replies answering verifiable prompts (± its interval; * as for LPR)." if has_task else "")
+        + (
+            f" {', '.join(TASK_METRICS[m].capitalize() for m in axes)} = share of replies answering verifiable prompts"
+            " (task: arithmetic, extraction: extractive questions; eval/task_axis.yaml; ± its interval; * as for LPR)."
+            if has_task
+            else ""
+        )
     )
     return render(header, body, "markdown").rstrip("\n") + "\n\n" + source
 

@@ -177,6 +177,7 @@ def test_this_prompt_set_intervals_cover_the_other_replies_per_p_band(targets, m
     check_bands(targets, name, "set", judged)
 
 
+@pytest.mark.slow  # the coverage passes (its fixture)
 def test_this_prompt_set_mutations_fail_the_bounds(targets, model, set_bands):
     """10 % narrower and 25 % wider `set` intervals fail the per-band check (some judged band below 93 % / above
     98 %), for each model. Pooled over the judged bands they would not be caught: a correct normal interval covers
@@ -188,6 +189,7 @@ def test_this_prompt_set_mutations_fail_the_bounds(targets, model, set_bands):
     check_mutations(targets, name, "set", judged)
 
 
+@pytest.mark.slow  # the coverage passes (its fixture)
 def test_the_near_ceiling_band_is_the_exact_binomial_coverage(targets, model, population_rows):
     """What sets coverage near the ceiling: with one reply per prompt a language row of a redrawn prompt set is
     Binomial(n, p) (n its counted replies, p the true LPR), so the exact coverage of the row's interval method is

@@ -207,6 +207,7 @@ def test_no_reply_only_class_earns_half_the_honest_reward(cls, ratios):
     assert all(v < 0.5 for v in worst.values()), worst
 
 
+@pytest.mark.slow  # the relevance judge's model passes over every probe (the `ratios` fixture)
 def test_close_languages_earn_under_half_the_honest_reward(ratios):
     """lid.176.ftz labels the Malay probe Indonesian (no margin separates them): the answer term's judge does not
     call it an answer to the Indonesian prompt, so it earns the floor (a strict xfail before the answer term)."""
@@ -214,18 +215,21 @@ def test_close_languages_earn_under_half_the_honest_reward(ratios):
     assert all(v < 0.5 for v in worst.values()), worst
 
 
+@pytest.mark.slow  # the relevance judge's model passes over every probe (the `ratios` fixture)
 def test_an_echo_of_the_prompt_earns_under_half_the_honest_reward(ratios):
     """The answer term refuses echoes (the judge's echo check): a strict xfail before it."""
     worst = _worst(ratios, "echo")
     assert all(v < 0.5 for v in worst.values()), worst
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [pytest.param(c, marks=NEEDS_ANSWER) for c in PROMPT_ONLY])
 def test_no_class_that_needs_the_prompt_earns_half_the_honest_reward(cls, ratios):
     worst = _worst(ratios, cls)
     assert all(v < 0.5 for v in worst.values()), worst
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "cls",
     [
