@@ -103,6 +103,23 @@ def test_compare_gives_the_task_score_and_flags_its_drop(eval_folder, capsys):
     assert same and all(r["diff"] == 0 and not r["task_drop"] for r in same)
 
 
+def test_compare_reads_the_extraction_axis(eval_folder, capsys):
+    """eval/task_axis.yaml's extractive questions write their verdicts under the metric `extraction` (the suite's
+    two variants: `task` and `extraction`): `--metric extraction` compares them, names its rows so and flags a
+    drop. Before, compare read only rows of the metric `task` and refused the extraction variants ("a side has no
+    task verdicts")."""
+    folder, rows = eval_folder
+    renamed = [dict(r, metric="extraction") if r.get("metric") == "task" else r for r in rows]
+    write_jsonl(folder / "scores.jsonl", renamed)
+    args = ["compare", f"{folder}:base", f"{folder}:fix", "--resamples", "2000", "--format", "json"]
+    assert main([*args, "--metric", "extraction"]) == 0
+    got = json.loads(capsys.readouterr().out)["rows"]
+    mono = next(r for r in got if (r["task"], r["language"]) == ("monolingual", "avg"))
+    assert {r["metric"] for r in got} == {"extraction"} and mono["task_drop"] and mono["p"] < 0.001
+    assert main([*args, "--metric", "task"]) == 2  # no arithmetic verdicts on these sides: refused, naming it
+    assert "--metric task: a side has no task verdicts" in capsys.readouterr().err
+
+
 def test_the_mitigation_tables_task_column_is_tested_and_a_drop_flagged(eval_folder):
     from mlft.reports.mitigation import variant_table
 

@@ -11,8 +11,9 @@ from mlft.errors import ConfigError
 from mlft.reports.compare import compare as paired
 from mlft.reports.compare import compare_task, load_side, task_file
 from mlft.reports.compare import intersect as shared
+from mlft.reports.task_axis import TASK_METRICS
 
-METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity", "task")
+METRICS = ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity", "task", "extraction")
 METHODS = ("permutation", "bootstrap", "mcnemar")
 
 
@@ -32,9 +33,10 @@ def compare(
 
     `a`, `b`: RUN_DIR[@STEP][:VARIANT] (a `mlft train` run), EVAL_DIR[:VARIANT] (a `mlft eval` folder),
     outcomes.jsonl, or a completions file (scored here). `metrics`: lpr, wpr, lcpr, coverage, degeneracy, validity,
-    task (a sequence or a comma-separated text). `method`: permutation (the paired permutation test's p, the
-    bootstrap's interval), bootstrap or mcnemar. `intersect`: compare on the prompts both sides hold (otherwise
-    differing prompt sets are an error). `part`: answer or trace (reasoning traces).
+    task, extraction (the task axis: arithmetic, extractive questions); a sequence or a comma-separated text.
+    `method`: permutation (the paired permutation test's p, the bootstrap's interval), bootstrap or mcnemar.
+    `intersect`: compare on the prompts both sides hold (otherwise differing prompt sets are an error). `part`:
+    answer or trace (reasoning traces).
 
     >>> import mlft
     >>> c = mlft.compare("runs/demo/base@0", "runs/demo/crosslingual_sft", metrics=("lpr",))  # doctest: +SKIP
@@ -55,10 +57,14 @@ def compare(
         sa, sb, dropped = shared(sa, sb)
         n_shared = len(sa)
     rows = paired(sa, sb, metrics, method, resamples, seed)
-    if "task" in metrics and part == "answer":
-        files = [task_file(x) for x in (a, b)]
+    for axis in (m for m in TASK_METRICS if m in metrics and part == "answer"):
+        files = [task_file(x, axis) for x in (a, b)]
         if all(files):
-            rows += compare_task(*files, n=resamples, seed=seed)
-        elif metrics == ["task"]:
-            raise ConfigError("--metric task: a side has no task verdicts (task.jsonl: a suite with answers: true)")
+            rows += compare_task(*files, n=resamples, seed=seed, metric=axis)
+        elif metrics == [axis]:
+            raise ConfigError(
+                f"--metric {axis}: a side has no {axis} verdicts (task.jsonl: a suite with answers: true"
+                + (", eval/task_axis.yaml's extractive questions" if axis == "extraction" else "")
+                + ")"
+            )
     return Comparison(la, lb, rows, dropped, n_shared)

@@ -25,7 +25,7 @@ from mlft.errors import ConfigError, DataError
 from mlft.format import render
 from mlft.io.curve_file import read_curves
 from mlft.languages import NON_LATIN
-from mlft.reports.task_axis import TASK_FILE, load_verdicts, paired_task_test
+from mlft.reports.task_axis import TASK_FILE, TASK_METRICS, load_verdicts, paired_task_test
 from mlft.stats import holm, load_outcomes, paired_test, paired_tests_by_language
 
 
@@ -116,10 +116,11 @@ def load_side(spec: str, part: str = "answer", markers: TraceMarkers | None = DE
     raise ConfigError(f"{spec}: not a run directory (curves.jsonl), an eval folder (scores.jsonl) or a file")
 
 
-def task_file(spec: str) -> Path | None:
+def task_file(spec: str, metric: str = "task") -> Path | None:
     """The task verdicts (`task.jsonl`) of one side, where it has them: beside the variant's outcomes in an eval
     folder or a run's pass, or the file itself; None for a side without the task axis (LCB's prompts, a
-    completions file)."""
+    completions file). `metric`: the task axis's metric (`task`: arithmetic or any suite with answers;
+    `extraction`: the extractive questions; mlft.reports.task_axis.TASK_METRICS)."""
     path, step, variant = _split(spec)
     if path.is_file():
         return path if path.name == TASK_FILE else None
@@ -127,7 +128,9 @@ def task_file(spec: str) -> Path | None:
         rows = [
             r
             for r in read_curves(path)
-            if r["variant"] == (variant or "model") and (r.get("outcomes") or "").split("/")[-1] == TASK_FILE
+            if r["variant"] == (variant or "model")
+            and (r.get("outcomes") or "").split("/")[-1] == TASK_FILE
+            and r.get("metric", metric) == metric
         ]
         if not rows:
             return None
@@ -139,7 +142,7 @@ def task_file(spec: str) -> Path | None:
             {
                 r["outcomes"]
                 for r in map(json.loads, filter(str.strip, (path / "scores.jsonl").read_text().splitlines()))
-                if r.get("metric") == "task" and r.get("outcomes")
+                if r.get("metric") == metric and r.get("outcomes")
             }
         )
         if variant:
@@ -150,10 +153,13 @@ def task_file(spec: str) -> Path | None:
     return None
 
 
-def compare_task(path_a: Path, path_b: Path, n: int = 10000, seed: int = 0, alpha: float = 0.05) -> list[dict]:
-    """Rows (as `compare`'s, metric `task`) of the task axis: per task and language B − A of the share of replies
-    that answer, paired over the prompts both sides hold (Holm over the task's languages); `task_drop` marks a
-    drop at p < alpha (the official `avg` row: p; a language: Holm p), the guard's flag."""
+def compare_task(
+    path_a: Path, path_b: Path, n: int = 10000, seed: int = 0, alpha: float = 0.05, metric: str = "task"
+) -> list[dict]:
+    """Rows (as `compare`'s, metric `task` or `extraction`: the axis the verdicts belong to) of the task axis: per
+    task and language B − A of the share of replies that answer, paired over the prompts both sides hold (Holm over
+    the task's languages); `task_drop` marks a drop at p < alpha (the official `avg` row: p; a language: Holm p),
+    the guard's flag."""
     a, b = load_verdicts(path_a), load_verdicts(path_b)
     rows = []
     for task in sorted({k[0] for k in a} & {k[0] for k in b}):
@@ -168,6 +174,7 @@ def compare_task(path_a: Path, path_b: Path, n: int = 10000, seed: int = 0, alph
             rows.append(_row(task, lang, res, q))
     for r in rows:
         r["task_drop"] = r["diff"] < 0 and (r["p"] if r["language"] == "avg" else r["p_holm"]) < alpha
+        r["metric"] = metric
     return rows
 
 
@@ -185,7 +192,7 @@ def compare(a, b, metrics=("lpr",), method: str = "permutation", n: int = 10000,
     rows: `compare_task`)."""
 
     rows = []
-    metrics = [m for m in metrics if m != "task"]
+    metrics = [m for m in metrics if m not in TASK_METRICS]
     for task in sorted({o.task for o in a} & {o.task for o in b}):
         for metric in metrics:
             if metric in ("wpr", "lcpr") and not any(o.language in NON_LATIN for o in a if o.task == task):
