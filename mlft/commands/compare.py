@@ -21,11 +21,11 @@ def add_parser(sub) -> None:
     p.add_argument("b", metavar="B")
     p.add_argument(
         "--metric",
-        default="lpr,wpr,lcpr,coverage,degeneracy,validity,task",
+        default="lpr,wpr,lcpr,coverage,degeneracy,validity,task,extraction",
         help="comma-separated: lpr, wpr, lcpr, coverage, degeneracy, validity (lexical validity: "
         "skipped where either side lacks it), task (the share of replies that answer verifiable prompts, "
         "`answers: true` suites: always the paired permutation test; skipped where either side lacks task.jsonl; "
-        "a significant drop is flagged ⚠)",
+        "a significant drop is flagged ⚠), extraction (the same for eval/task_axis.yaml's extractive questions)",
     )
     p.add_argument(
         "--method",
