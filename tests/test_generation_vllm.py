@@ -281,6 +281,12 @@ def shared_vllm(vllm_backend, monkeypatch):
     every backend (mlft.generation.target)."""
     import mlft.generation.target as runner
 
+    # the module's engine starts here, with mlft's logits processors: a pass without interventions runs on it as
+    # well, and the gate's test would otherwise restart an engine the first pass started without them (one engine
+    # start fewer, ~1 min of both cores). Not in `vllm_backend`: test_a_pass_without_interventions_registers_no_
+    # processor starts and closes an engine of its own first, and two engines in one process share vLLM's
+    # process-wide parallel state (closing one breaks the other).
+    vllm_backend.start(processors=True)
     real = runner.create_backend
 
     class Kept:
