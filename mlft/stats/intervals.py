@@ -242,33 +242,25 @@ def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: 
         deff_set = np.array([1 - rho_set if d is None else d for d in deff_set])
         factors = {"population": (1 + (per_prompt - 1) * rho_pop) * inv, "set": deff_set * inv}
         weights = _weights(keys, has)
-        # every row's and target's effective size first, then one (vectorised, elementwise: the same numbers)
-        # modified Wilson call for all of them: one call per row cost two scipy ppf calls each (most of a pass)
-        bounds: dict = {}
-        pending: list[tuple[tuple, str, float, float]] = []  # (row, target, value, n_eff)
+        bounds, pending = {}, []  # (row, target, value, n_eff): one modified Wilson call for all (same numbers)
         for row, w in weights.items():
-            est = out[(task, *row)][metric]
+            value = out[(task, *row)][metric].value
             for target, f in factors.items():
                 var_unit = float(np.sum(w * w * f))  # Var(p_hat) / (p (1 - p))
                 if target == "set" and not several:
                     bounds[(row, target)] = (None, None)
                 elif var_unit <= 0:
-                    bounds[(row, target)] = (est.value, est.value)
+                    bounds[(row, target)] = (value, value)
                 else:
-                    pending.append((row, target, est.value, 1.0 / var_unit))
-        if pending:
-            values = np.array([v for _, _, v, _ in pending])
-            n_eff = np.array([n for _, _, _, n in pending])
-            lows, highs = modified_wilson(values * n_eff, n_eff, confidence)
-            for (row, target, value, _n), lo, hi in zip(pending, lows, highs):
-                # around the value itself: value * n_eff / n_eff can round below it (a high of 1 - 2e-16 at 1)
-                bounds[(row, target)] = (min(float(lo), value), max(float(hi), value))
+                    pending.append((row, target, value, 1.0 / var_unit))
+        values, n_eff = (np.array([x[i] for x in pending], dtype=np.float64).reshape(-1) for i in (2, 3))
+        for (row, target, value, _), lo, hi in zip(pending, *modified_wilson(values * n_eff, n_eff, confidence)):
+            # around the value itself: value * n_eff / n_eff can round below it (a high of 1 - 2e-16 at 1)
+            bounds[(row, target)] = (min(float(lo), value), max(float(hi), value))
         for row, w in weights.items():
-            est = out[(task, *row)][metric]
-            method = "wilson" if np.count_nonzero(w) == 1 else "stratified-wilson"
-            out[(task, *row)][metric] = Estimate(
-                est.value, *bounds[(row, "population")], method, est.n, *bounds[(row, "set")]
-            )
+            est, method = out[(task, *row)][metric], "wilson" if np.count_nonzero(w) == 1 else "stratified-wilson"
+            pop, this_set = bounds[(row, "population")], bounds[(row, "set")]
+            out[(task, *row)][metric] = Estimate(est.value, *pop, method, est.n, *this_set)
 
 
 def intervals(
