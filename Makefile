@@ -34,6 +34,9 @@ PYTEST = $(PY) -m pytest -q -rs -p no:cacheprovider
 # measurements/test_times.py --junit PREFIX.parallel.xml PREFIX.serial.xml PREFIX.multiprocess.xml PREFIX.vllm.xml
 junit = $(if $(JUNIT),--junitxml=$(JUNIT).$(1).xml)
 XDIST ?= $(shell $(PY) -c 'import xdist' 2>/dev/null && echo "-n 2 --dist loadfile")
+# the files that can hold a test marked serial or multiprocess (every file naming either word): the phases after the
+# parallel one collect only these (collecting all ~1,300 tests costs ~25 s a phase; tests/conftest.py checks each marked test is in one)
+ALONE = $(shell grep -l -w -E "serial|multiprocess" tests/test_*.py)
 
 .PHONY: install demo test test-fast bench install-vllm test-vllm bench-vllm
 install:
@@ -51,10 +54,10 @@ test: install
 	$(PY) -m ruff check mlft tests measurements recipes devtools
 	$(PY) -m ruff format --check mlft tests measurements recipes devtools
 	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) --durations=25 -m "not serial and not multiprocess" $(call junit,parallel) tests
-	$(PYTEST) --durations=10 -m serial $(call junit,serial) tests || [ $$? -eq 5 ]  # 5: none marked serial
+	$(PYTEST) --durations=10 -m serial $(call junit,serial) $(ALONE) || [ $$? -eq 5 ]  # 5: none marked serial
 	@echo "make test: the multi-process runs, the vLLM tests (make test-vllm) beside them: its output after theirs"
 	@log=$$(mktemp); ($(MAKE) --no-print-directory test-vllm > $$log 2>&1) & vllm=$$!; \
-	  $(PYTEST) --durations=10 -m multiprocess $(call junit,multiprocess) tests; runs=$$?; \
+	  $(PYTEST) --durations=10 -m multiprocess $(call junit,multiprocess) $(ALONE); runs=$$?; \
 	  wait $$vllm; v=$$?; cat $$log; rm -f $$log; echo "make test: multi-process runs exit $$runs, test-vllm exit $$v"; \
 	  [ $$runs -eq 0 -o $$runs -eq 5 ] && [ $$v -eq 0 ]
 

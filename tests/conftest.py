@@ -1,5 +1,6 @@
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,25 @@ def _file_seconds() -> dict[str, float]:
 SLOW_FIXTURES = {"embedded_model"}
 
 
+# `make test` runs the tests marked serial or multiprocess from the files that name either word (the Makefile's ALONE:
+# `grep -l -w -E "serial|multiprocess"`), so a phase collects ~10 files instead of all: a marker that reaches a test
+# from elsewhere (a helper module, a hook) would leave the test out of every phase. Checked as each test is collected.
+ALONE = re.compile(r"\b(serial|multiprocess)\b")
+_names_alone: dict[Path, bool] = {}
+
+
 def pytest_itemcollected(item):
     if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
         item.add_marker(pytest.mark.slow)
+    if {m.name for m in item.iter_markers()} & {"serial", "multiprocess"} and item.path.name.startswith("test_"):
+        path = Path(item.path)
+        if path not in _names_alone:
+            _names_alone[path] = bool(ALONE.search(path.read_text(encoding="utf-8")))
+        if not _names_alone[path]:
+            raise pytest.UsageError(
+                f"{item.nodeid}: marked serial or multiprocess, but its file names neither word: `make test` would "
+                "not collect it (Makefile, ALONE); mark it in the file"
+            )
 
 
 @pytest.hookimpl(trylast=True)

@@ -163,21 +163,25 @@ def test_7_prose_in_a_fence_is_still_judged(scorer):
 def ratios(shared):
     recipes = [r for r in probes_mod.shipped_grpo_recipes() if not r.stem.endswith("_control")]
     assert {r.name for r in recipes} >= {"grpo_gated.yaml", "grpo_on_sft.yaml", "grpo_crosslingual.yaml"}
-    with pytest.MonkeyPatch.context() as mp:  # the recipes judge the same batch alike: score it once (same numbers)
-        mp.setattr(relevance, "pmi", _once(relevance.pmi))
+    with pytest.MonkeyPatch.context() as mp:  # the recipes judge the same replies alike: score each once
+        mp.setattr(relevance, "reply_nll", _per_reply(relevance.reply_nll))
         return probes_mod.table(recipes, list(PROBES.values()), shared / "lcb" / "words")
 
 
-def _once(pmi):
-    """`pmi` remembered per call (model, prompts, replies, baselines): a recipe's reward scores the probes in the
-    batch another recipe's did, and the judge's model pass is the test's cost."""
+def _per_reply(reply_nll):
+    """`reply_nll` remembered per (model, context, reply, options): the recipes' rewards send the judge overlapping
+    batches (the gate decides which replies reach it), and the judge's model passes are the test's cost. Only the
+    pairs not seen before go through the model, in one call (the same numbers up to float rounding: each reply's
+    NLL is its own row; batch partners change only its padding)."""
     seen = {}
 
-    def cached(model, tokenizer, prompts, replies, others=None, **kwargs):
-        key = (id(model), repr(prompts), tuple(replies), repr(others), repr(sorted(kwargs.items())))
-        if key not in seen:
-            seen[key] = pmi(model, tokenizer, prompts, replies, others, **kwargs)
-        return list(seen[key])
+    def cached(model, tokenizer, prompts, replies, **kwargs):
+        keys = [(id(model), repr(p), r, repr(sorted(kwargs.items()))) for p, r in zip(prompts, replies)]
+        todo = list({k: i for i, k in enumerate(keys) if k not in seen}.values())
+        if todo:
+            values = reply_nll(model, tokenizer, [prompts[i] for i in todo], [replies[i] for i in todo], **kwargs)
+            seen.update({keys[i]: v for i, v in zip(todo, values)})
+        return [seen[k] for k in keys]
 
     return cached
 

@@ -215,7 +215,7 @@ def test_launch_command_is_the_same_from_another_directory(tmp_path, monkeypatch
         "--config_file",
         str(REPO / "configs/accelerate/cpu_zero3.yaml"),
         "--deepspeed_config_file",
-        str(REPO / "configs/deepspeed/zero3.json"),
+        str(REPO / "configs/deepspeed/cpu_zero3.json"),
         "-m",
         "mlft",
         "train",

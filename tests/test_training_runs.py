@@ -1,6 +1,9 @@
-"""Real training runs on CPU: `accelerate launch` with 2-process DDP, DeepSpeed ZeRO-2 and ZeRO-3, a resume
-after a kill, and a DPO run — each 2 optimizer steps on the embedded model with the eval callback on the
-tiny suite. Every run has a timeout, so a hang fails instead of blocking CI."""
+"""Real training runs on CPU: two processes under DeepSpeed ZeRO-2 (`mlft train` re-launching itself) and ZeRO-3
+(`accelerate launch`), a resume after a kill, and a DPO run with a quantized variant, each 1-3 optimizer steps with
+the eval callback on the tiny suite. They test a run's mechanics, on a 2-layer random model with the embedded
+model's tokenizer (tests/training_helpers.py: tiny_model); the embedded model's own runs are in
+tests/test_training_chain.py, tests/test_training_grpo.py and the README's snippets. Every run has a timeout, so a
+hang fails instead of blocking CI."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from tests.training_helpers import (
     noisy_lines,
     run,
     templateless_base,
+    tiny_model,
 )
 
 pytestmark = pytest.mark.slow
@@ -30,6 +34,12 @@ pytestmark = pytest.mark.slow
 # the vLLM tests); the one-process runs (the resume after a kill, the DPO run) beside the other tests
 MULTI_PROCESS = pytest.mark.multiprocess
 SFT = "recipes/cpu/multilingual_sft.yaml"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    """The runs below test a run's mechanics: on a 2-layer random model (tests/training_helpers.py: tiny_model)."""
+    return tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 def _keys(rows):
@@ -62,50 +72,39 @@ def _check_run(run_dir: Path, steps: list[int], variants=("model",)) -> dict:
     return marker
 
 
-# The three accelerate configs each launch two processes once in this file (each launch costs 1-3 min of CI):
-# DDP by the documented `accelerate launch --config_file ... -m mlft train RECIPE` (the data-parallel evaluation
-# test below), ZeRO-2 by `mlft train` re-launching itself with the recipe's accelerate_config (here), ZeRO-3 by
-# the short `accelerate launch ... -m mlft RECIPE` with its separate-process evaluation (the ZeRO-3 test below).
+# The three accelerate configs each launch two processes once in this file (each launch costs 1-3 min of CI): ZeRO-2
+# by `mlft train` re-launching itself with the recipe's accelerate_config (the data-parallel evaluation test below),
+# ZeRO-3 by the short `accelerate launch ... -m mlft RECIPE` with its separate-process evaluation (the ZeRO-3 test
+# below), DDP by the documented `accelerate launch --config_file ... -m mlft train RECIPE` on two fake nodes
+# (tests/test_training_launch.py).
 @MULTI_PROCESS
-def test_two_process_launch_via_the_recipes_accelerate_config(shared, tmp_path):
-    run_dir = tmp_path / "run"
-    overrides = [*TINY, f"run_dir={run_dir}", "evaluation.at_start=false", "training_args.save_steps=2"]
-    # `mlft train` re-launches itself with the recipe's accelerate_config
-    cmd = mlft("train", SFT, *overrides, "accelerate_config=configs/accelerate/cpu_zero2.yaml", "--no-progress")
-    proc = run(cmd, shared, timeout=420)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "mlft train: launching:" in proc.stdout
-    marker = _check_run(run_dir, steps=[2])
-    assert marker["world_size"] == 2 and marker["global_step"] == 2
-    assert {p["mode"] for p in curve_file.read_passes(run_dir)} == {"data-parallel"}
-
-
-@MULTI_PROCESS
-def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared, tmp_path):
+def test_zero3_lora_checkpointing_and_step0_child_on_a_templateless_base(shared, tmp_path, tiny):
     """ZeRO-3 evaluates in a separate process. At step 0 the child loads the base model, whose tokenizer
     has no chat template; it must use the run's (the in-process pass would). LoRA + activation
     checkpointing under ZeRO-3 (trl forces reentrant checkpointing) trains its steps. Launched the short way
     (`accelerate launch ... -m mlft RECIPE`, no `train`)."""
     run_dir = tmp_path / "run"
-    base = templateless_base(tmp_path / "base")
+    from mlft.generation.models import load
+
+    base = templateless_base(tmp_path / "base", *load(str(tiny), device="cpu"))
     overrides = [
         *TINY,
         f"run_dir={run_dir}",
         f"model={base}",
-        "training_args.save_steps=2",
+        "training_args.max_steps=1",
         "chat_template=mlft/training/templates/chatml_training.jinja",
         "training_args.activation_checkpointing=true",
     ]
     proc = run(accelerate("configs/accelerate/cpu_zero3.yaml", SFT, *overrides, short=True), shared, timeout=480)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "mlft train: launching:" not in proc.stdout  # launched by accelerate, not re-launched by mlft
-    marker = _check_run(run_dir, steps=[0, 2])
-    assert marker["world_size"] == 2 and marker["global_step"] == 2 and marker["train_loss"] > 0
+    marker = _check_run(run_dir, steps=[0, 1])
+    assert marker["world_size"] == 2 and marker["global_step"] == 1 and marker["train_loss"] > 0
     assert marker["final"] == "merged"  # merged on rank 0 alone inside the ZeRO-3 job (it used to deadlock)
     passes = curve_file.read_passes(run_dir)
     assert [(p["step"], p["mode"], p["error"]) for p in passes] == [
         (0, "separate-process", None),
-        (2, "separate-process", None),
+        (1, "separate-process", None),
     ]
     (completions,) = (run_dir / "evals" / "step-000000" / "model").rglob("completions.jsonl")
     records = [json.loads(line) for line in completions.read_text().splitlines()]
@@ -149,34 +148,37 @@ def _instrumented(shared: Path, tmp_path: Path, sleep: float) -> dict:
 
 
 @MULTI_PROCESS
-def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one_rank(shared, tmp_path):
+def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one_rank(shared, tmp_path, tiny):
     """Ranks 1..N-1 wait for rank 0's evaluation in a collective; with the recipe's ddp_timeout (5 s)
     shorter than the evaluation (rank 0 sleeps 12 s first), the group's timeout must have been raised above
     evaluation.timeout_s. Both ranks generate (data-parallel) and write the same step-0 rows as one
-    rank. global_batch_size gives the same optimizer steps on 1 and 2 processes."""
+    rank. global_batch_size gives the same optimizer steps on 1 and 2 processes. The two ranks run DeepSpeed
+    ZeRO-2, launched by `mlft train` re-launching itself with the recipe's accelerate_config."""
     common = [
         "evaluation.suite_overrides.batch_size=2",  # lcb_tiny's 6 prompts in 3 chunks: work for both ranks
         "training_args.max_steps=-1",
         "training_args.num_train_epochs=1",
-        "global_batch_size=8",
-        "training_args.per_device_train_batch_size=2",
+        "global_batch_size=4",
+        "training_args.per_device_train_batch_size=1",
         "training_args.save_steps=2",
         "training_args.max_length=128",
         "evaluation.suite=lcb_tiny",
-        "mix_overrides=[total=16]",
+        "mix_overrides=[total=8]",  # one epoch: 2 optimizer steps of 4 rows
         "training_args.ddp_timeout=5",
         "evaluation.timeout_s=60",
+        f"model={tiny}",
     ]
     two, one = tmp_path / "two", tmp_path / "one"
-    cmd = accelerate("configs/accelerate/cpu_ddp.yaml", SFT, *common, f"run_dir={two}")
+    zero2 = "accelerate_config=configs/accelerate/cpu_zero2.yaml"
+    cmd = mlft("train", SFT, *common, f"run_dir={two}", zero2, "--no-progress")
     proc = subprocess.run(
         cmd, cwd=REPO, env=_instrumented(shared, tmp_path, sleep=12), capture_output=True, text=True, timeout=600
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "mlft train: launching:" not in proc.stdout  # `accelerate launch ... -m mlft train RECIPE`
+    assert "mlft train: launching:" in proc.stdout  # re-launched with the recipe's accelerate_config
     marker = _check_run(two, steps=[0, 2])
     assert marker["world_size"] == 2 and marker["global_step"] == 2
-    assert marker["gradient_accumulation_steps"] == 2  # 8 rows = 2 per device x 2 ranks x 2
+    assert marker["gradient_accumulation_steps"] == 2  # 4 rows = 1 per device x 2 ranks x 2
     assert marker["process_group_timeout_s"] == 60 + 600  # raised above evaluation.timeout_s
     assert [p["mode"] for p in curve_file.read_passes(two)] == ["data-parallel", "data-parallel"]
     served = [int(x) for x in (tmp_path / "rank1.txt").read_text().split()]
@@ -201,9 +203,9 @@ def test_data_parallel_evaluation_survives_a_short_group_timeout_and_matches_one
     print(f"step-0 / step-2 pass wall time (s): {walls}")
 
 
-def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path):
+def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path, tiny):
     run_dir = tmp_path / "run"
-    cmd = mlft("train", SFT, *TINY, f"run_dir={run_dir}", "training_args.max_steps=3", "--no-progress")
+    cmd = mlft("train", SFT, *TINY, f"run_dir={run_dir}", f"model={tiny}", "training_args.max_steps=3", "--no-progress")
     kill_after_first_checkpoint(cmd, run_dir, shared, timeout=300)
     assert not (run_dir / "complete").exists()
     before = curve_file.read_curves(run_dir)
@@ -221,7 +223,7 @@ def test_resume_after_kill_has_no_duplicate_curve_points(shared, tmp_path):
     assert curve_file.read_curves(run_dir) == after
 
 
-def test_dpo_run_with_quantized_variant(shared, tmp_path):
+def test_dpo_run_with_quantized_variant(shared, tmp_path, tiny):
     run_dir = tmp_path / "dpo"
     proc = run(
         mlft(
@@ -229,7 +231,7 @@ def test_dpo_run_with_quantized_variant(shared, tmp_path):
             "recipes/cpu/multilingual_dpo.yaml",
             *TINY,
             f"run_dir={run_dir}",
-            "model=smollm2-135m-instruct",
+            f"model={tiny}",
             "evaluation.at_start=false",
             "training_args.save_steps=2",
             "evaluation.quantized=[w8a8]",

@@ -73,6 +73,30 @@ def mlft(*args: str) -> list[str]:
     return [sys.executable, "-m", "mlft", *args]
 
 
+def tiny_model(out: Path) -> Path:
+    """A randomly initialised 2-layer, 64-wide Llama with the embedded model's tokenizer, chat template and special
+    tokens (~3.3M parameters, nearly all the embedding): for the tests of a run's mechanics (ranks, ZeRO-3, resume,
+    checkpoints, variants), whose assertions hold for any model, at a fraction of the 135M model's compute. Tests of
+    what a model says (metrics, rewards, agreement between backends) keep the embedded model."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    from mlft.generation.models import resolve
+
+    real = resolve(None).path
+    config = AutoConfig.from_pretrained(real)
+    config.update(
+        {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
+        | {"num_key_value_heads": 2, "head_dim": 16}
+    )
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.generation_config = GenerationConfig.from_pretrained(real)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(real).save_pretrained(out)
+    return out
+
+
 def templateless_base(out: Path, model=None, tok=None) -> Path:
     """A local copy of the embedded model whose tokenizer has no chat template (like a hub base model)."""
     import json
