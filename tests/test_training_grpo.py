@@ -16,7 +16,7 @@ from mlft.training.recipe import load_recipe, uses_vllm
 from mlft.training.reward_terms import ReplyScorer
 from mlft.training.rewards import REWARDS, RewardSpec, reward_functions, validate_rewards
 from mlft.training.rollouts import curve_row, read_reward_curves, read_rollouts
-from tests.training_helpers import REPO, kill_after_first_checkpoint, mlft, noisy_lines, run
+from tests.training_helpers import REPO, kill_after_first_checkpoint, mlft, noisy_lines, run, tiny_model
 
 GRPO = REPO / "recipes/cpu/grpo_summed_control.yaml"
 # 2 optimizer steps of 2 prompts x 2 replies x 12 tokens, a checkpoint after each, the tiny suite
@@ -461,8 +461,12 @@ def _adapter_bytes(folder: Path) -> bytes:
 
 @pytest.mark.slow
 def test_grpo_lora_run_trains_saves_is_evaluated_and_resumes_bit_identically(shared, tmp_path):
+    """A run's mechanics (rollouts, reward curves, checkpoints, a resume after a kill), on a 2-layer random model
+    with the embedded model's tokenizer (tests/training_helpers.py: tiny_model): its replies are any tokens, whose
+    rewards vary within a group, so it trains."""
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    cmd = lambda d: mlft("train", str(GRPO), *TINY_GRPO, f"run_dir={d}", "--no-progress")  # noqa: E731
+    model = f"model={tiny_model(tmp_path / 'tiny')}"
+    cmd = lambda d: mlft("train", str(GRPO), *TINY_GRPO, model, f"run_dir={d}", "--no-progress")  # noqa: E731
     done = run(cmd(whole), shared, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert noisy_lines(done.stdout, done.stderr) == []
@@ -476,15 +480,17 @@ def test_grpo_lora_run_trains_saves_is_evaluated_and_resumes_bit_identically(sha
     assert all(0.0 <= r["terms"]["language"]["mean"] <= 1.0 for r in rewards)
     rollouts = read_rollouts(whole)  # 4 rollouts a step: the 3 highest, then the lowest
     assert [(r["step"], r["rank"]) for r in rollouts] == [(s, k) for s in (1, 2) for k in ["top"] * 3 + ["bottom"]]
-    assert _adapter_bytes(whole / "final") != _adapter_bytes(whole / "checkpoints" / "checkpoint-1")  # it trains
+    # a LoRA run on a local model: merged weights in final/, its adapter in final_adapter/
+    assert _adapter_bytes(whole / "final_adapter") != _adapter_bytes(whole / "checkpoints" / "checkpoint-1")  # trains
 
     kill_after_first_checkpoint(cmd(killed), killed, shared, timeout=600)
     assert not (killed / "complete").exists()
     resumed = run(cmd(killed), shared, timeout=900)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "resuming from" in resumed.stdout
-    for folder in ("checkpoints/checkpoint-1", "checkpoints/checkpoint-2", "final"):
+    for folder in ("checkpoints/checkpoint-1", "checkpoints/checkpoint-2", "final_adapter"):
         assert _adapter_bytes(killed / folder) == _adapter_bytes(whole / folder), folder
+    assert (killed / "final" / "model.safetensors").read_bytes() == (whole / "final" / "model.safetensors").read_bytes()
     assert [r["step"] for r in read_reward_curves(killed)] == [1, 2]
     assert read_reward_curves(killed)[1]["terms"] == rewards[1]["terms"]
     assert read_rollouts(killed) == rollouts  # each step once, as the uninterrupted run wrote it
