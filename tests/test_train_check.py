@@ -128,7 +128,8 @@ def test_sft_fails_on_the_packed_runs_regression_rows_joined_on_sdpa(tc, work, m
 @pytest.mark.slow
 def test_users_command_fails_without_the_probe(tc, work, monkeypatch):
     """run.sh's old PYTHONPATH named a missing probe folder: no child reports its device, and the stage says so. The
-    run made smaller than the passing one's (one step, no w8 pass: the fault is in what the children report)."""
+    run made smaller than the passing one's (one step, no pass at step 0, no w8 pass: the fault is in what the
+    children report)."""
     monkeypatch.setattr(tc, "HERE", work / "no_such_folder")
     monkeypatch.setattr(tc, "SUITE", REPO / "measurements/gpu/lcb_tiny_noja.yaml")
     tc.SETTINGS["reduced"]["user_steps"] = 1
@@ -139,9 +140,17 @@ def test_users_command_fails_without_the_probe(tc, work, monkeypatch):
         self.bnb = False
 
     monkeypatch.setattr(tc.Context, "__init__", without_bnb)
+    written = tc.write_recipe
+
+    def one_pass(*args, **changes):  # no pass at step 0: one evaluation child, the one at the end
+        changes["evaluation"] = {**changes["evaluation"], "at_start": False}
+        return written(*args, **changes)
+
+    monkeypatch.setattr(tc, "write_recipe", one_pass)
     report = _run(tc, work / "noprobe", "users_command")
     assert report["exit"] == 1 and report["verdicts"]["users_command"] == "FAIL", report["stages"]
-    assert any("evaluation child process" in f for f in report["stages"]["users_command"]["failures"])
+    # none of the children reports (one ran: a probe that worked would have said 1)
+    assert any(f.startswith("0 evaluation child process") for f in report["stages"]["users_command"]["failures"])
 
 
 @pytest.mark.slow
