@@ -35,7 +35,8 @@ PYTEST = $(PY) -m pytest -q -rs -p no:cacheprovider
 junit = $(if $(JUNIT),--junitxml=$(JUNIT).$(1).xml)
 XDIST ?= $(shell $(PY) -c 'import xdist' 2>/dev/null && echo "-n 2 --dist loadfile")
 # the files that can hold a test marked serial or multiprocess (every file naming either word): the phases after the
-# parallel one collect only these (collecting all ~1,300 tests costs ~25 s a phase; tests/conftest.py checks each marked test is in one)
+# parallel one collect only these (collecting all ~1,300 tests costs ~25 s a phase); tests/conftest.py refuses a
+# marked test in a file that names neither
 ALONE = $(shell grep -l -w -E "serial|multiprocess" tests/test_*.py)
 
 .PHONY: install demo test test-fast bench install-vllm test-vllm bench-vllm

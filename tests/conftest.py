@@ -31,7 +31,7 @@ def _file_seconds() -> dict[str, float]:
 # Session fixtures whose users are slow by definition (a model load): a test asking for one is marked `slow`
 # without saying so (left out of `make test-fast`). A new shared fixture that loads a model, trains or generates
 # belongs here too; a slow test without such a fixture carries @pytest.mark.slow itself.
-SLOW_FIXTURES = {"embedded_model"}
+SLOW_FIXTURES = {"embedded_model", "tiny"}
 
 
 # `make test` runs the tests marked serial or multiprocess from the files that name either word (the Makefile's ALONE:
@@ -45,7 +45,7 @@ def pytest_itemcollected(item):
     if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
         item.add_marker(pytest.mark.slow)
     if {m.name for m in item.iter_markers()} & {"serial", "multiprocess"} and item.path.name.startswith("test_"):
-        path = Path(item.path)
+        path = item.path
         if path not in _names_alone:
             _names_alone[path] = bool(ALONE.search(path.read_text(encoding="utf-8")))
         if not _names_alone[path]:
@@ -77,6 +77,15 @@ def shared() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data folder {path} not found")
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> Path:
+    """A folder holding the two-layer random model of tests/training_helpers.py (tiny_model), built once per session:
+    the tests of a run's mechanics train it."""
+    from tests.training_helpers import tiny_model
+
+    return tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from mlft.training.recipe import load_recipe, uses_vllm
 from mlft.training.reward_terms import ReplyScorer
 from mlft.training.rewards import REWARDS, RewardSpec, reward_functions, validate_rewards
 from mlft.training.rollouts import curve_row, read_reward_curves, read_rollouts
-from tests.training_helpers import REPO, kill_after_first_checkpoint, mlft, noisy_lines, run, tiny_model
+from tests.training_helpers import REPO, kill_after_first_checkpoint, mlft, noisy_lines, run
 
 GRPO = REPO / "recipes/cpu/grpo_summed_control.yaml"
 # 2 optimizer steps of 2 prompts x 2 replies x 12 tokens, a checkpoint after each, the tiny suite
@@ -460,12 +460,12 @@ def _adapter_bytes(folder: Path) -> bytes:
 
 
 @pytest.mark.slow
-def test_grpo_lora_run_trains_saves_is_evaluated_and_resumes_bit_identically(shared, tmp_path):
+def test_grpo_lora_run_trains_saves_is_evaluated_and_resumes_bit_identically(shared, tmp_path, tiny):
     """A run's mechanics (rollouts, reward curves, checkpoints, a resume after a kill), on a 2-layer random model
     with the embedded model's tokenizer (tests/training_helpers.py: tiny_model): its replies are any tokens, whose
     rewards vary within a group, so it trains."""
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    model = f"model={tiny_model(tmp_path / 'tiny')}"
+    model = f"model={tiny}"
     cmd = lambda d: mlft("train", str(GRPO), *TINY_GRPO, model, f"run_dir={d}", "--no-progress")  # noqa: E731
     done = run(cmd(whole), shared, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

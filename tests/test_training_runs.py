@@ -26,7 +26,6 @@ from tests.training_helpers import (
     noisy_lines,
     run,
     templateless_base,
-    tiny_model,
 )
 
 pytestmark = pytest.mark.slow
@@ -34,12 +33,6 @@ pytestmark = pytest.mark.slow
 # the vLLM tests); the one-process runs (the resume after a kill, the DPO run) beside the other tests
 MULTI_PROCESS = pytest.mark.multiprocess
 SFT = "recipes/cpu/multilingual_sft.yaml"
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    """The runs below test a run's mechanics: on a 2-layer random model (tests/training_helpers.py: tiny_model)."""
-    return tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 def _keys(rows):

@@ -75,7 +75,7 @@ def mlft(*args: str) -> list[str]:
 
 def tiny_model(out: Path) -> Path:
     """A randomly initialised 2-layer, 64-wide Llama with the embedded model's tokenizer, chat template and special
-    tokens (~3.3M parameters, nearly all the embedding): for the tests of a run's mechanics (ranks, ZeRO-3, resume,
+    tokens (3.2M parameters, nearly all the embedding): for the tests of a run's mechanics (ranks, ZeRO-3, resume,
     checkpoints, variants), whose assertions hold for any model, at a fraction of the 135M model's compute. Tests of
     what a model says (metrics, rewards, agreement between backends) keep the embedded model."""
     import torch
@@ -86,8 +86,14 @@ def tiny_model(out: Path) -> Path:
     real = resolve(None).path
     config = AutoConfig.from_pretrained(real)
     config.update(
-        {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
-        | {"num_key_value_heads": 2, "head_dim": 16}
+        {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+        }
     )
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
