@@ -473,10 +473,10 @@ def test_sbatch_script_runs_one_launcher_per_node_rendering_the_tested_command(t
 
 @pytest.mark.multiprocess  # two launched nodes
 @pytest.mark.slow
-def test_two_fake_nodes_train_through_the_slurm_launcher(shared, tmp_path):
+def test_two_fake_nodes_train_through_the_slurm_launcher(shared, tmp_path, tiny):
     """Two `mlft train --launcher slurm` tasks (SLURM_NODEID 0 and 1 of 'localhost,localhost', 1 process per
     node) started from another working directory: two accelerate launchers meet at the rendered address and
-    train one 2-process DDP run (CPU, gloo). ~90 s on 2 cores."""
+    train one 2-process DDP run (CPU, gloo), of the two-layer model (`tiny`: the launch is what is tested)."""
     run_dir = tmp_path / "run"
     argv = [
         sys.executable,
@@ -491,6 +491,7 @@ def test_two_fake_nodes_train_through_the_slurm_launcher(shared, tmp_path):
         "evaluation.enabled=false",
         "mix_overrides=[total=8]",
         f"run_dir={run_dir}",
+        f"model={tiny}",
         "--no-progress",
         "--launcher",
         "slurm",
@@ -534,4 +535,5 @@ def test_two_fake_nodes_train_through_the_slurm_launcher(shared, tmp_path):
         assert f"--num_machines 2 --num_processes 2 --machine_rank {rank} --main_process_ip localhost" in out
     marker = json.loads((run_dir / "complete").read_text())
     assert marker["world_size"] == 2 and marker["global_step"] == 1
-    assert (run_dir / "final" / "adapter_config.json").is_file()
+    # a LoRA run on a local model: its adapter in final_adapter/, the merged weights in final/
+    assert (run_dir / "final_adapter" / "adapter_config.json").is_file() and (run_dir / "final").is_dir()
