@@ -117,11 +117,13 @@ def false_positives(
             for method in methods:
                 if method != "mcnemar" or k == 1:  # McNemar takes one pair per prompt
                     p[f"{task} {method}"].append(
-                        paired_test(a, b, "lpr", task=task, method=method, n=n, seed=i).p_value
+                        paired_test(a, b, "lpr", task=task, method=method, n=n, seed=i, interval=False).p_value
                     )
             if family:
                 for method in ("permutation", "bootstrap"):
-                    fam = paired_tests_by_language(a, b, "lpr", task=task, method=method, n=1000, seed=i)
+                    fam = paired_tests_by_language(
+                        a, b, "lpr", task=task, method=method, n=1000, seed=i, interval=False
+                    )
                     p[f"{task} {method} Holm family"].append(min(r.p_adjusted for r in fam.values()))
     out = {}
     for key, v in p.items():
