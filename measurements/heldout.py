@@ -57,6 +57,7 @@ from mlft.stats import (
     save_outcomes,
     wilson,
 )
+from mlft.stats.aggregate import _FEATURES, _NFEAT, _aggregate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/, beside measurements/ (not in the package)
 SUITE = "lcb_demo"
@@ -300,9 +301,9 @@ def goal_problems(ps: list[float], alpha: float = ALPHA) -> list[str]:
 
 def pair_p(a: list[Outcome], b: list[Outcome], task: str, n: int, fine: int) -> float:
     """The default test's p (LPR, language-averaged); below 0.01 recomputed with `fine` permutations."""
-    p = paired_test(a, b, "lpr", task=task, n=n).p_value
+    p = paired_test(a, b, "lpr", task=task, n=n, interval=False).p_value  # the test alone: no bootstrap interval
     if p < 0.01 and fine > n:
-        p = paired_test(a, b, "lpr", task=task, n=fine).p_value
+        p = paired_test(a, b, "lpr", task=task, n=fine, interval=False).p_value
     return p
 
 
@@ -382,7 +383,10 @@ def null_draws(pool: list[list[Outcome]], passes: int, replicates: int, resample
     for r in range(replicates):
         drawn = _shuffled(pool, rng, passes)  # per prompt, `passes` of its pooled replies
         for task in tasks:
-            ps = [paired_test(drawn[i], drawn[j], "lpr", task=task, n=resamples, seed=r).p_value for i, j in pairs]
+            ps = [
+                paired_test(drawn[i], drawn[j], "lpr", task=task, n=resamples, seed=r, interval=False).p_value
+                for i, j in pairs
+            ]
             counts[task].append(sum(p < ALPHA for p in ps))
             mins[task].append(min(ps))
         print(f"null replicate {r + 1}/{replicates}: " + ", ".join(f"{t} {counts[t][-1]}" for t in tasks), flush=True)
@@ -467,6 +471,28 @@ def _shuffled(passes: list[list[Outcome]], rng: np.random.Generator, take: int |
     return [[passes[order[i, j]][i] for i in range(len(passes[0]))] for j in range(order.shape[1])]
 
 
+def coded(passes: list[list[Outcome]]) -> np.ndarray:
+    """`aligned` passes as category codes (passes, prompts): the null draws below deal codes, not outcomes."""
+    return np.array([[o.code for o in p] for p in passes], np.int64)
+
+
+def shuffled_codes(codes: np.ndarray, rng: np.random.Generator, take: int | None = None) -> np.ndarray:
+    """`_shuffled` on codes: the same draws of `rng`, the same deal (pass j, prompt i: pass order[i, j]'s reply)."""
+    order = np.argsort(rng.random((codes.shape[1], codes.shape[0])), axis=1)[:, : take or codes.shape[0]]
+    return codes[order, np.arange(codes.shape[1])[:, None]].T
+
+
+def coded_values(codes: np.ndarray, strata: list[tuple[str, str, str]], task: str, metric: str = "lpr") -> np.ndarray:
+    """`pass_values` of passes given as codes (passes, prompts), each prompt's (task, source, language) in `strata`:
+    the same counts (whole numbers, exact in any order) and aggregation, without an outcome per reply and draw (the
+    spread check's null deals thousands of passes)."""
+    keys = sorted({s[1:] for s in strata if s[0] == task})
+    x = np.zeros((codes.shape[0], len(keys), _NFEAT))
+    for j, key in enumerate(keys):
+        x[:, j, :] = _FEATURES[codes[:, [i for i, s in enumerate(strata) if s == (task, *key)]]].sum(1)
+    return _aggregate(keys, x, metric)[("all", "all")][metric]
+
+
 def spread(groups: dict[str, list[list[Outcome]]], heldout: str, draws: int = 1000, seed: int = 0) -> dict:
     """Do the passes' LPRs spread as independent prompts make them spread? Per task and group of passes
     (calibration, held out, each generator and block): the sd of LPR over its passes beside its prompt-independent
@@ -477,13 +503,20 @@ def spread(groups: dict[str, list[list[Outcome]]], heldout: str, draws: int = 10
     (Before, the calibration's sd was taken as the truth in a chi-square: its own draw was left out.)"""
     rng = np.random.default_rng(seed)
     groups = {name: aligned(ps) for name, ps in groups.items() if len(ps) > 1}
-    pool = [p for name, ps in groups.items() if name in ("calibration", heldout) for p in ps]
+    strata = {name: [(o.task, o.source, o.language) for o in ps[0]] for name, ps in groups.items()}  # aligned
+    codes = {name: coded(ps) for name, ps in groups.items()}
+    pool = np.concatenate([codes[name] for name in groups if name in ("calibration", heldout)])
     out: dict = {}
     for task in TASKS:
         rows = {}
         for name, ps in groups.items():
             sd = float(np.std(100 * pass_values(ps, task), ddof=1))
-            null = np.array([np.std(100 * pass_values(_shuffled(ps, rng), task), ddof=1) for _ in range(draws)])
+            null = np.array(
+                [
+                    np.std(100 * coded_values(shuffled_codes(codes[name], rng), strata[name], task), ddof=1)
+                    for _ in range(draws)
+                ]
+            )
             rows[name] = {
                 "passes": len(ps),
                 "sd": sd,
@@ -491,7 +524,12 @@ def spread(groups: dict[str, list[list[Outcome]]], heldout: str, draws: int = 10
                 "as_tight": float(np.mean(null <= sd)),
             }
         k = len(groups[heldout])
-        null = np.array([np.std(100 * pass_values(_shuffled(pool, rng, k), task), ddof=1) for _ in range(draws)])
+        null = np.array(
+            [
+                np.std(100 * coded_values(shuffled_codes(pool, rng, k), strata[heldout], task), ddof=1)
+                for _ in range(draws)
+            ]
+        )
         sd = rows[heldout]["sd"]
         out[task] = {
             "groups": rows,
@@ -1071,7 +1109,7 @@ def standardized(
         for task in [t for t in TASKS if any(o.task == t for o in passes[0])]:
             langs = sorted({o.language for o in passes[0] if o.task == task}) if languages else [None]
             res = [
-                paired_test(passes[i], passes[j], "lpr", task=task, language=lang, n=resamples)
+                paired_test(passes[i], passes[j], "lpr", task=task, language=lang, n=resamples, interval=False)
                 for i, j in pairs
                 for lang in langs
             ]

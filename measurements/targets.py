@@ -40,7 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mlft.stats import intervals, load_compact, paired_test, paired_tests_by_language, wilson
+from mlft.stats import intervals, load_compact, modified_wilson, paired_test, paired_tests_by_language, wilson
+from mlft.stats.aggregate import _FEATURES, _aggregate
+from mlft.stats.intervals import _weights
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/, beside measurements/ (not in the package)
 from devtools.blocks import Fill  # noqa: E402
@@ -115,11 +117,13 @@ def false_positives(
             for method in methods:
                 if method != "mcnemar" or k == 1:  # McNemar takes one pair per prompt
                     p[f"{task} {method}"].append(
-                        paired_test(a, b, "lpr", task=task, method=method, n=n, seed=i).p_value
+                        paired_test(a, b, "lpr", task=task, method=method, n=n, seed=i, interval=False).p_value
                     )
             if family:
                 for method in ("permutation", "bootstrap"):
-                    fam = paired_tests_by_language(a, b, "lpr", task=task, method=method, n=1000, seed=i)
+                    fam = paired_tests_by_language(
+                        a, b, "lpr", task=task, method=method, n=1000, seed=i, interval=False
+                    )
                     p[f"{task} {method} Holm family"].append(min(r.p_adjusted for r in fam.values()))
     out = {}
     for key, v in p.items():
@@ -150,39 +154,144 @@ def redrawn_pass(by_prompt: dict, strata: dict, rng) -> list:
 
 def tally(rows: dict, iv: dict, truth: dict, target: str, widen: float = 1.0) -> None:
     """Add one pass's LPR intervals (task averages and language rows) to `rows`: {(task, language): {scale:
-    [covered, intervals]}}; `truth` gives each row's value to hold, `widen` the truth's own noise (the halves'
-    factor before the check)."""
+    [covered, intervals]}}; `truth` gives each row's value to hold ({(task, source, language): value}, or
+    `intervals`' output), `widen` the truth's own noise (the halves' factor before the check)."""
     for (task, source, lang), ms in iv.items():
         if source != "all" or "lpr" not in ms or (task, source, lang) not in truth:
             continue
-        e, v = ms["lpr"], truth[(task, source, lang)]["lpr"].value
+        e, v = ms["lpr"], truth[(task, source, lang)]
+        v = v if isinstance(v, float) else v["lpr"].value
         lo, hi = (e.low, e.high) if target == "population" else (e.set_low, e.set_high)
         if lo is None:
             continue
-        by = rows.setdefault((task, lang), {s: [0, 0] for s in SCALES})
-        for s in SCALES:
-            a, b = e.value - s * widen * (e.value - lo), e.value + s * widen * (hi - e.value)
-            by[s][0] += a - 1e-12 <= v <= b + 1e-12
-            by[s][1] += 1
+        count(rows.setdefault((task, lang), {s: [0, 0] for s in SCALES}), e.value, lo, hi, v, widen)
+
+
+def count(by: dict, value, lo, hi, v: float, widen: float = 1.0) -> None:
+    """Add to `by` ({scale: [covered, intervals]}) whether each interval (value, lo, hi: floats, or arrays of
+    passes) holds `v` with its halves scaled."""
+    for s in SCALES:
+        a, b = value - s * widen * (value - lo), value + s * widen * (hi - value)
+        held = (a - 1e-12 <= v) & (v <= b + 1e-12)
+        by[s][0] += int(np.sum(held))
+        by[s][1] += int(np.size(held))
+
+
+def prompt_codes(by_prompt: dict) -> dict[tuple, np.ndarray]:
+    """Each prompt's replies as category codes (`Outcome.code`), in reply order: the passes below draw replies
+    by index, so they count features without copying outcomes."""
+    return {key: np.array([o.code for o in replies], np.int64) for key, replies in by_prompt.items()}
+
+
+def task_strata(keys: list[tuple]) -> dict[str, tuple[list, np.ndarray]]:
+    """Per task (sorted, as `intervals` goes): its sorted (source, language) strata and, for each of `keys` (task,
+    source, language, ...), the index of its stratum in them (-1: another task)."""
+    out = {}
+    for task in sorted({k[0] for k in keys}):
+        strata = sorted({k[1:3] for k in keys if k[0] == task})
+        where = {s: i for i, s in enumerate(strata)}
+        out[task] = (strata, np.array([where.get(k[1:3], -1) if k[0] == task else -1 for k in keys], np.int64))
+    return out
+
+
+def stratum_counts(codes: np.ndarray, index: np.ndarray, strata: int) -> np.ndarray:
+    """Feature sums per stratum, (passes, strata, features), of replies given as codes (passes, replies) with the
+    stratum of each reply (`index`; -1: left out). Whole counts: exact in any order."""
+    keep = index >= 0
+    out = np.zeros((codes.shape[0], strata, _FEATURES.shape[1]))
+    for s in range(strata):
+        out[:, s, :] = _FEATURES[codes[:, keep & (index == s)]].sum(1)
+    return out
+
+
+def redrawn_codes(by_prompt: dict, strata: dict, passes: int, rng) -> tuple[np.ndarray, list[tuple]]:
+    """`passes` passes of `redrawn_pass` (the same draws of `rng`, in its order) as category codes (passes,
+    replies), and each reply's stratum (task, source, language): the same in every pass."""
+    codes = prompt_codes(by_prompt)
+    keys = [stratum for stratum, prompts in strata.items() for _ in prompts]
+    out = np.empty((passes, len(keys)), np.int64)
+    for p in range(passes):
+        at = 0
+        for prompts in strata.values():
+            for i in rng.integers(0, len(prompts), len(prompts)):
+                replies = codes[prompts[i]]
+                out[p, at] = replies[rng.integers(len(replies))]
+                at += 1
+    return out, keys
+
+
+def population_lpr(strata: list, obs: np.ndarray, confidence: float = 0.95) -> dict:
+    """{(source, language) row: (value, low, high)}, arrays over passes: the population intervals of LPR that
+    `intervals` gives each of many passes of one reply per prompt, from the passes' feature sums per stratum
+    (`obs`: passes, strata (sorted), features), all passes at once. The same arithmetic as
+    `mlft.stats.intervals._score_intervals` with one reply per prompt (a design effect of one; the rows in its
+    order; tests/test_calibration.py checks them equal, bit for bit, on redrawn passes of both models): 400 calls
+    of `intervals` were most of the population check's time."""
+    point = _aggregate(strata, obs)
+    trials = obs[..., 1]  # LPR's denominator: counted replies
+    prompts = trials  # one reply per prompt: a prompt counts when its reply does
+    per_prompt = np.where(prompts > 0, trials / np.maximum(prompts, 1), 1.0)
+    f = (1 + (per_prompt - 1) * 1.0) * (1.0 / np.maximum(trials, 1.0))  # the population target, rho = 1
+    out = {}
+    for row, w in _weights(strata, [True] * len(strata)).items():
+        value = point[row]["lpr"]
+        var_unit = np.sum(w * w * f, axis=-1)
+        n_eff = 1.0 / np.where(var_unit > 0, var_unit, 1.0)
+        lo, hi = modified_wilson(value * n_eff, n_eff, confidence)
+        lo, hi = np.where(var_unit > 0, lo, value), np.where(var_unit > 0, hi, value)
+        out[row] = (value, np.minimum(lo, value), np.maximum(hi, value))
+    return {row: out[row] for row in point if row in out}  # `intervals`' order of rows
 
 
 def population_coverage(outcomes: list, by_prompt: dict, strata: dict, passes: int, seed: int) -> dict:
+    """{(task, language): {scale: [covered, intervals]}} of the default intervals of `passes` redrawn passes
+    (`redrawn_pass`, seeded) against every prompt x reply (the rows in the order one pass's `intervals` gives)."""
     truth = intervals(outcomes, n=10)
+    rng = np.random.default_rng(seed)
+    codes, keys = redrawn_codes(by_prompt, strata, passes, rng)
     rows: dict = {}
+    for task, (names, index) in task_strata(keys).items():
+        for (source, lang), (value, lo, hi) in population_lpr(names, stratum_counts(codes, index, len(names))).items():
+            if source == "all" and (task, source, lang) in truth:
+                v = truth[(task, source, lang)]["lpr"].value
+                count(rows.setdefault((task, lang), {s: [0, 0] for s in SCALES}), value, lo, hi, v)
+    return rows
+
+
+def set_passes(by_prompt: dict, k: int, passes: int, seed: int):
+    """Yield per pass (A, truth): `calibration.random_pair`'s A (the same draws of a seeded rng) and the LPR of the
+    replies A left (its `rest`) per row, {(task, source, language): value}, from feature counts: the point values
+    `intervals(rest)` gives (tests/test_calibration.py checks them equal), without copying the rest's replies or
+    bootstrapping them."""
+    keys = list(by_prompt)
+    codes = prompt_codes(by_prompt)
+    groups = task_strata(keys)
+    every = np.concatenate([codes[key] for key in keys])[None]
+    sizes = [len(codes[key]) for key in keys]
+    total = {t: stratum_counts(every, np.repeat(index, sizes), len(names)) for t, (names, index) in groups.items()}
     rng = np.random.default_rng(seed)
     for _ in range(passes):
-        tally(rows, intervals(redrawn_pass(by_prompt, strata, rng), n=10), truth, "population")
-    return rows
+        a, taken = [], []
+        for key in keys:
+            replies = by_prompt[key]
+            order = rng.permutation(len(replies))
+            a += [renumbered(replies[i], j) for j, i in enumerate(order[:k])]
+            taken.append(codes[key][order[:k]])
+        taken = np.concatenate(taken)[None]
+        truth = {}
+        for task, (names, index) in groups.items():
+            rest = total[task] - stratum_counts(taken, np.repeat(index, k), len(names))
+            for (source, lang), ms in _aggregate(names, rest).items():
+                truth[(task, source, lang)] = float(ms["lpr"][0])
+        yield a, truth
 
 
 def set_coverage(by_prompt: dict, k: int, passes: int, seed: int) -> dict:
     m = min(len(v) for v in by_prompt.values())
     widen = float(np.sqrt(1 + k / (m - k)))
     rows: dict = {}
-    rng = np.random.default_rng(seed)
-    for _ in range(passes):
-        a, _b, rest = random_pair(by_prompt, k, rng)
-        tally(rows, intervals(a, n=10), intervals(rest, n=10), "set", widen)
+    for a, truth in set_passes(by_prompt, k, passes, seed):
+        tally(rows, intervals(a, n=10), truth, "set", widen)
     return rows
 
 

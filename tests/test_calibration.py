@@ -97,6 +97,45 @@ def test_each_model_has_20_keyed_replies_or_more_of_lcb_demos_prompts(model, rer
     assert {k[3] for k in reruns[1]} <= {k[3] for k in by_prompt}, name
 
 
+def lpr_rows(iv: dict) -> dict:
+    """The LPR (value, low, high) of `intervals`' task averages and language rows (what the coverage checks read)."""
+    return {k: (e["lpr"].value, e["lpr"].low, e["lpr"].high) for k, e in iv.items() if k[1] == "all"}
+
+
+def test_the_coverage_fast_paths_are_intervals_on_the_same_draws(targets, cal, model):
+    """The coverage checks count features instead of copying outcomes (targets.population_lpr, set_passes): on the
+    same seeded draws they give `intervals`' own LPR rows, bit for bit, for each model: the population intervals of
+    redrawn passes (targets.redrawn_pass, one `intervals` call each) and the point values of the replies a `set`
+    pass left (calibration.random_pair's rest). A planted difference (one reply's verdict flipped) is seen."""
+    name, _outcomes, by_prompt, strata, _truth = model
+    rng = np.random.default_rng(5)
+    plain = [lpr_rows(intervals(targets.redrawn_pass(by_prompt, strata, rng), n=10)) for _ in range(6)]
+    codes, keys = targets.redrawn_codes(by_prompt, strata, 6, np.random.default_rng(5))
+
+    def fast(codes: np.ndarray) -> list[dict]:
+        out = [{} for _ in codes]
+        for task, (names, index) in targets.task_strata(keys).items():
+            obs = targets.stratum_counts(codes, index, len(names))
+            for row, (value, lo, hi) in targets.population_lpr(names, obs).items():
+                for j in range(len(codes)):
+                    out[j][(task, *row)] = (float(value[j]), float(lo[j]), float(hi[j]))
+        return [{k: x for k, x in rows.items() if k[1] == "all"} for rows in out]
+
+    assert fast(codes) == plain, name
+    planted = codes.copy()
+    planted[0, np.flatnonzero(planted[0] & 1)[0]] ^= 2  # a counted reply's line error flipped
+    assert fast(planted) != plain, name
+
+    k = 4 if len(next(iter(by_prompt.values()))) >= 16 else 2
+    rng = np.random.default_rng(7)
+    rests = [cal.random_pair(by_prompt, k, rng) for _ in range(3)]
+    drawn = list(targets.set_passes(by_prompt, k, 3, 7))
+    for (a, _b, rest), (fast_a, truth) in zip(rests, drawn):
+        assert [(o.id, o.sample, o.code) for o in fast_a] == [(o.id, o.sample, o.code) for o in a], name
+        assert truth == {row: e["lpr"].value for row, e in intervals(rest, n=10).items()}, name
+    assert drawn[0][1] != {row: e["lpr"].value for row, e in intervals(rests[1][2], n=10).items()}, name
+
+
 def judge(targets, bands: dict) -> tuple[dict, dict]:
     """The bands with enough rows to say (targets.MIN_ROWS) and those reported only."""
     judged = {b: x for b, x in bands.items() if x["judged"]}

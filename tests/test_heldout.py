@@ -186,6 +186,26 @@ def test_the_spread_check_sees_dependence_between_prompts_within_a_pass(heldout,
         assert out[task]["pooled"]["passes"] == len(passes)  # "as drawn" pooled alone: no calibration group here
 
 
+def test_the_spread_nulls_codes_are_its_outcomes(heldout, data):
+    """`spread`'s null deals category codes (`shuffled_codes`, `coded_values`) instead of outcomes: on the same seeded
+    draws (all passes dealt, and some taken) they give `pass_values` of `_shuffled`'s passes bit for bit, on both
+    tasks; a planted difference (one reply's line error flipped) is seen."""
+    from mlft.stats import pass_values
+
+    passes = heldout.aligned(data[0])
+    strata = [(o.task, o.source, o.language) for o in passes[0]]
+    codes = heldout.coded(passes)
+    for task in ("monolingual", "crosslingual"):
+        plain_rng, fast_rng = np.random.default_rng(4), np.random.default_rng(4)
+        for take in (None, 5, None):
+            plain = pass_values(heldout._shuffled(passes, plain_rng, take), task)
+            dealt = heldout.shuffled_codes(codes, fast_rng, take)
+            assert heldout.coded_values(dealt, strata, task).tolist() == plain.tolist(), (task, take)
+        at = next(i for i, s in enumerate(strata) if s[0] == task and dealt[0, i] & 1)  # a counted reply
+        dealt[0, at] ^= 2
+        assert heldout.coded_values(dealt, strata, task).tolist() != plain.tolist(), task
+
+
 # --- the fresh block: declared before it was drawn ---------------------------------------------------------------
 
 FRESH_DATA = ROOT / "tests" / "data" / "heldout_fresh_lcb_demo.json.gz"
@@ -277,9 +297,8 @@ def test_the_standardized_differences_are_recomputed(heldout, fresh_data, fresh_
         assert got[key] == pytest.approx(want[key], rel=1e-9), key
     assert 0.045 < got["min_level"] <= got["mean_level"] <= 0.05
     cal = heldout.calibration_passes()  # with the calibration's own pairs, as the page reads them
-    both = heldout.standardized(
-        {"fresh": (passes, heldout.adjacent(len(passes))), "calibration": (cal, heldout.adjacent_halves(len(cal)))}
-    )
+    # a set's row is its own tests' (the fresh block beside it, as recorded, changes none of its numbers)
+    both = heldout.standardized({"calibration": (cal, heldout.adjacent_halves(len(cal)))})
     mixed = fresh_recorded["standardized"]["with_calibration"]["sets"]
     assert both["sets"]["calibration/crosslingual"]["mean_z2"] == pytest.approx(
         mixed["calibration/crosslingual"]["mean_z2"], rel=1e-9

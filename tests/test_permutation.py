@@ -180,3 +180,36 @@ def test_compare_marks_a_row_whose_test_cannot_reject():
     text = render_compare(rows, "A", "B")
     assert "0.125†" in text and "† = too few prompts differ" in text
     assert "†" not in render_compare([by["de"]], "A", "B")
+
+
+def test_one_metric_aggregation_and_the_test_alone_are_the_full_paths():
+    """The paired tests aggregate only the metric they test (`_aggregate(..., metric)`) and may skip the bootstrap
+    interval (`interval=False`): on real reruns (two passes of the calibration data) every metric and row equals the
+    full aggregation's bit for bit, on observed and resampled counts; the test alone gives the same p, swaps, null
+    sd, level and values as the full call. A planted difference (one reply's line error flipped) is seen."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from mlft.stats import load_compact
+    from mlft.stats.aggregate import _FEATURES, _aggregate, _resample_counts, _strata
+
+    flat, _ = load_compact(Path(__file__).parent / "data" / "calibration_lcb_demo.json.gz")
+    a, b = ([replace(o, sample=0) for o in flat if o.sample == j and o.task == "crosslingual"] for j in (0, 1))
+    keys, codes, table = _strata(a)
+    x = _resample_counts(codes, 200, np.random.default_rng(0), [table], 1.0)[0]
+    full = _aggregate(keys, x)
+    for metric in ("lpr", "wpr", "lcpr", "coverage", "degeneracy", "validity"):
+        alone = _aggregate(keys, x, metric)
+        rows = {row: ms[metric].tolist() for row, ms in full.items() if metric in ms}
+        assert rows and {row: ms[metric].tolist() for row, ms in alone.items() if metric in ms} == rows, metric
+    planted = x.copy()
+    planted[0, 0] += _FEATURES[3] - _FEATURES[1]  # a counted reply of the first stratum turned into a line error
+    assert _aggregate(keys, planted, "lpr")[("all", "all")]["lpr"].tolist() != full[("all", "all")]["lpr"].tolist()
+    for metric in ("lpr", "wpr"):
+        plain, alone = (paired_test(a, b, metric, n=500, seed=3, interval=i) for i in (True, False))
+        assert np.isnan(alone.ci_low) and np.isnan(alone.ci_high) and not np.isnan(plain.ci_low)
+        same = ("p_value", "permutations", "exact", "null_sd", "level", "a", "b", "diff")
+        assert [getattr(alone, k) for k in same] == [getattr(plain, k) for k in same], metric
+    assert paired_test(a, b, "lpr", method="bootstrap", n=500, interval=False) == paired_test(
+        a, b, "lpr", method="bootstrap", n=500
+    )  # a bootstrap p needs its interval: kept

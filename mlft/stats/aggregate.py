@@ -41,25 +41,36 @@ def _harmonic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(s == 0, 0.0, 2 * a * b / np.where(s == 0, 1.0, s))
 
 
-def _aggregate(keys: list[tuple[str, str]], x: np.ndarray) -> dict[tuple[str, str], dict[str, np.ndarray]]:
-    """Every row and metric from per-stratum counts x[..., s, feature] (keys sorted, as the scorer sorts)."""
+def _aggregate(
+    keys: list[tuple[str, str]], x: np.ndarray, metric: str | None = None
+) -> dict[tuple[str, str], dict[str, np.ndarray]]:
+    """Every row and metric from per-stratum counts x[..., s, feature] (keys sorted, as the scorer sorts). With
+    `metric`, that metric alone (and what it is made of: LCPR's LPR and WPR), by the same operations: a paired
+    test reads one metric of thousands of resamples, and the others were most of its time."""
     n, scored, line, word, degen, invalid, measured = (x[..., i] for i in range(_NFEAT))
+
+    def want(k: str) -> bool:
+        return metric is None or k == metric or (metric == "lcpr" and k in ("lpr", "wpr"))
+
     rows: dict[tuple[str, str], dict[str, np.ndarray]] = {}
     for s, (source, lang) in enumerate(keys):
-        m = {
-            "lpr": 1 - line[..., s] / np.maximum(1, scored[..., s]),
-            "coverage": scored[..., s] / n[..., s],
-            "degeneracy": degen[..., s] / n[..., s],
-        }
-        if measured[..., s].max() > 0:  # the group's replies carry lexical validity
+        m = {}
+        if want("lpr"):
+            m["lpr"] = 1 - line[..., s] / np.maximum(1, scored[..., s])
+        if want("coverage"):
+            m["coverage"] = scored[..., s] / n[..., s]
+        if want("degeneracy"):
+            m["degeneracy"] = degen[..., s] / n[..., s]
+        if want("validity") and measured[..., s].max() > 0:  # the group's replies carry lexical validity
             m["validity"] = 1 - invalid[..., s] / np.maximum(1, measured[..., s])
-        if lang in NON_LATIN:
+        if lang in NON_LATIN and want("wpr"):
             m["wpr"] = 1 - word[..., s] / np.maximum(1, scored[..., s] - line[..., s])
+        if lang in NON_LATIN and want("lcpr"):
             m["lcpr"] = _harmonic(m["lpr"], m["wpr"])
         rows[(source, lang)] = m
 
     def avg(ms: list[dict]) -> dict:
-        out = {k: _mean([m[k] for m in ms]) for k in ("lpr", "coverage", "degeneracy")}
+        out = {k: _mean([m[k] for m in ms]) for k in ("lpr", "coverage", "degeneracy") if want(k)}
         for k in ("wpr", "validity"):
             values = [m[k] for m in ms if k in m]
             if values:
@@ -74,7 +85,7 @@ def _aggregate(keys: list[tuple[str, str]], x: np.ndarray) -> dict[tuple[str, st
         rows[(source, "all")] = avg(ms)
     lang_rows = {lang: avg(ms) for lang, ms in per_lang.items()}
     for lang, m in lang_rows.items():
-        if "wpr" in m:
+        if "wpr" in m and want("lcpr"):
             m["lcpr"] = _harmonic(m["lpr"], m["wpr"])
         rows[("all", lang)] = m
     top = avg(list(lang_rows.values()))
@@ -100,7 +111,7 @@ def pass_values(passes: Sequence[Sequence[Outcome]], task: str, metric: str = "l
     for j, row in enumerate(rows):
         s, c = np.array(row, np.int64).T
         np.add.at(x[j], order[s], _FEATURES[c])
-    return _aggregate(keys, x)[("all", "all")][metric]
+    return _aggregate(keys, x, metric)[("all", "all")][metric]
 
 
 def clustered(outcomes: Sequence) -> bool:

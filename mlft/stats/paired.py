@@ -183,7 +183,8 @@ def swap_test(
     (under the null, E[(T / sd)^2] = 1 when prompts are independent). Level: the share of patterns whose own p is
     <= alpha, the test's level given these replies (under alpha when T* takes few values: few prompts differ)."""
     obs_a, obs_b = _observed(codes, feat_a), _observed(codes, feat_b)
-    t_obs = (_aggregate(keys, obs_b)[("all", "all")][metric] - _aggregate(keys, obs_a)[("all", "all")][metric])[0]
+    top_a, top_b = (_aggregate(keys, obs, metric)[("all", "all")][metric] for obs in (obs_a, obs_b))
+    t_obs = (top_b - top_a)[0]
     diffs = [feat_b[c] - feat_a[c] for c in codes]  # per stratum: (units, _NFEAT), B minus A
     live = [d[np.any(d != 0, axis=1)] for d in diffs]
     m = sum(len(d) for d in live)
@@ -198,7 +199,7 @@ def swap_test(
         flips = every[:, start : start + len(d)] if exact else rng.integers(0, 2, (n, len(d))).astype(np.float64)
         shift[:, s, :] = flips @ d
         start += len(d)
-    rows_a, rows_b = _aggregate(keys, obs_a + shift), _aggregate(keys, obs_b - shift)
+    rows_a, rows_b = _aggregate(keys, obs_a + shift, metric), _aggregate(keys, obs_b - shift, metric)
     t = rows_b[("all", "all")][metric] - rows_a[("all", "all")][metric]
     hits = int(np.sum(np.abs(t) >= abs(t_obs) - 1e-12 * max(1.0, abs(t_obs))))  # ties count (float round-off)
     p = hits / patterns if exact else (1 + hits) / (1 + n)
@@ -220,9 +221,13 @@ def paired_test(
     n: int = 10000,
     seed: int = 0,
     confidence: float = 0.95,
+    interval: bool = True,
 ) -> PairedResult:
     """B - A for `metric` at the official row (task, source or "all", language or "all"), over the same
-    prompts (matched on source, language and id; a DataError names missing ones). Methods: module docstring."""
+    prompts (matched on source, language and id; a DataError names missing ones). Methods: module docstring.
+    `interval=False` skips the paired bootstrap where the p-value is not its (the permutation test): ci_low and
+    ci_high are NaN, everything else is the same (its own seeded draws); for measurements that read only the
+    test over thousands of pairs, where the bootstrap was half the time."""
     _check_metric(metric, method)
     check_confidence(confidence, n)
     task, sa = _select(a, task, source, language, "A")
@@ -245,11 +250,13 @@ def paired_test(
         joint[(x.source, x.language)].setdefault(x.id if cluster else i, []).append(x.code * _NCODE + y.code)
     feat_a, feat_b = _FEATURES[np.arange(_NCODE * _NCODE) // _NCODE], _FEATURES[np.arange(_NCODE * _NCODE) % _NCODE]
     keys, codes, (feat_a, feat_b) = _units(joint, [feat_a, feat_b])
-    va = _aggregate(keys, _observed(codes, feat_a))[("all", "all")][metric][0]
-    vb = _aggregate(keys, _observed(codes, feat_b))[("all", "all")][metric][0]
-    xa, xb = _resample_counts(codes, n, np.random.default_rng(seed), [feat_a, feat_b])
-    d = _aggregate(keys, xb)[("all", "all")][metric] - _aggregate(keys, xa)[("all", "all")][metric]
-    lo, hi, p = _percentile_test(d, confidence)
+    va = _aggregate(keys, _observed(codes, feat_a), metric)[("all", "all")][metric][0]
+    vb = _aggregate(keys, _observed(codes, feat_b), metric)[("all", "all")][metric][0]
+    lo = hi = p = float("nan")
+    if interval or method != "permutation":
+        xa, xb = _resample_counts(codes, n, np.random.default_rng(seed), [feat_a, feat_b])
+        d = _aggregate(keys, xb, metric)[("all", "all")][metric] - _aggregate(keys, xa, metric)[("all", "all")][metric]
+        lo, hi, p = _percentile_test(d, confidence)
     patterns, exact, null_sd, level = 0, False, None, None
     if method == "permutation":  # the p-value from the swap test; the interval stays the bootstrap's
         p, patterns, exact, null_sd, level = swap_test(codes, keys, feat_a, feat_b, metric, n, seed, 1 - confidence)
@@ -357,8 +364,8 @@ def unpaired_test(
     vals, boots = [], []
     for outs in (sa, sb):
         keys, codes, table = _strata(outs)
-        vals.append(_aggregate(keys, _observed(codes, table))[("all", "all")][metric][0])
-        boots.append(_aggregate(keys, _resample_counts(codes, n, rng, [table])[0])[("all", "all")][metric])
+        vals.append(_aggregate(keys, _observed(codes, table), metric)[("all", "all")][metric][0])
+        boots.append(_aggregate(keys, _resample_counts(codes, n, rng, [table])[0], metric)[("all", "all")][metric])
     lo, hi, p = _percentile_test(boots[1] - boots[0], confidence)
     return PairedResult(
         metric=metric,
@@ -405,11 +412,12 @@ def paired_tests_by_language(
     n: int = 10000,
     seed: int = 0,
     confidence: float = 0.95,
+    interval: bool = True,
 ) -> dict[str, PairedResult]:
     """One paired test per language of the task (WPR/LCPR: non-Latin languages), Holm-adjusted as a family.
     The smallest p of n draws is 1 / (n + 1) (permutation) or 2 / (n + 1) (bootstrap), so n must exceed
     2 * languages / alpha (600 for 15 languages at 5 %) for any adjusted p to pass; the default 10000 leaves
-    room. An exact permutation p is at least 2 / 2^m (m prompts that differ)."""
+    room. An exact permutation p is at least 2 / 2^m (m prompts that differ). `interval`: as `paired_test`."""
     task, sa = _select(a, task, None, None, "A")
     langs = sorted(
         {
@@ -420,7 +428,18 @@ def paired_tests_by_language(
         }
     )
     results = [
-        paired_test(a, b, metric, task=task, language=lang, method=method, n=n, seed=seed, confidence=confidence)
+        paired_test(
+            a,
+            b,
+            metric,
+            task=task,
+            language=lang,
+            method=method,
+            n=n,
+            seed=seed,
+            confidence=confidence,
+            interval=interval,
+        )
         for lang in langs
     ]
     return dict(zip(langs, adjust(results)))
