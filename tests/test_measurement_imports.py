@@ -27,6 +27,7 @@ TABLE_RECORD = "writes the mitigation table's rows in the results-file form `mlf
 TABLES = "builds the mitigation table of finished runs (the seeds' or sweep's own table, row by row)"
 SPEC = "the table spec of finished runs (which run is which row), to rebuild their table"
 ENV = "records the environment (versions, git commit) in its results file"
+CODES = "aggregates category codes with the library's own arithmetic (its feature layout): the same numbers"
 STATS = "calibrates the statistics engine itself: the intervals and paired tests are what it measures"
 TARGET = "evaluates a model it serves or loads itself as a Target (a served endpoint, an in-process model)"
 RUN_SUITE = "runs a suite pass with options the public evaluate does not take (per-pass seeds, reused model, K)"
@@ -182,6 +183,7 @@ REASONS: dict[str, dict[str, str]] = {
         "mlft.harness": "the lm_eval command line of mlft's harness tasks, whose parity it checks",
     },
     "heldout.py": {
+        "mlft.stats.aggregate": CODES,
         "mlft.benchmarks.lcb.scoring": SCORING,
         "mlft.completions": COMPLETION,
         "mlft.constants": TASKS,
@@ -274,6 +276,8 @@ REASONS: dict[str, dict[str, str]] = {
     },
     "targets.py": {
         "mlft.stats": STATS,
+        "mlft.stats.aggregate": CODES,
+        "mlft.stats.intervals": "weighs the prompts of all redrawn passes at once as intervals() does",
     },
     "top_rollouts.py": {
         "mlft.benchmarks.lcb.guard": GUARD,
