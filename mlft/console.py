@@ -4,10 +4,10 @@
   each message once). Messages are written through `tqdm.write`, so they never break a progress bar.
 - Known noise is silenced where it starts, message by message (so anything new still shows): torchao's
   "Failed to load <kernel>.so" lines, bitsandbytes' "Failed to load CPU gemm_4bit_forward" (an optional
-  `kernels` package) and torch's pytree Enum notices at import, DeepSpeed's "Setting
-  accelerator to CPU", transformers' per-load "Loading weights" bars, datasets' map bars (trl tokenising),
-  the FutureWarnings that trl's defaults trigger in transformers 5 (`gradient_checkpointing` /
-  `is_gradient_checkpointing`), and trl's "model_init_kwargs will be ignored".
+  `kernels` package) and its per-layer "MatMul8bitLt: inputs will be cast" notice, torch's pytree Enum notices
+  at import, DeepSpeed's "Setting accelerator to CPU", transformers' per-load "Loading weights" bars, datasets'
+  map bars (trl tokenising), the FutureWarnings that trl's defaults trigger in transformers 5
+  (`gradient_checkpointing` / `is_gradient_checkpointing`), and trl's "model_init_kwargs will be ignored".
 - `MLFT_VERBOSE=1` turns all of it back on (for debugging and bug reports).
 """
 
@@ -81,6 +81,8 @@ def quiet_third_party() -> None:
     logging.getLogger("torchao").addFilter(_DropMessages("Failed to load"))
     # bitsandbytes (imported by peft) on CPU: an optional `kernels` package it does not need
     logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(_DropMessages("Failed to load CPU gemm_4bit"))
+    # ... and int8 layers on fp32 inputs: one notice per layer per forward (hundreds a pass)
+    logging.getLogger("bitsandbytes.autograd._functions").addFilter(_DropMessages("MatMul8bitLt: inputs will be cast"))
     logging.getLogger("torch.utils._pytree").addFilter(_DropMessages("is an Enum subclass"))
     logging.getLogger("DeepSpeed").addFilter(_DropMessages("Setting accelerator to CPU"))
     logging.getLogger("trl").addFilter(_DropMessages("model_init_kwargs"))
