@@ -229,8 +229,10 @@ def _shared_nll(model, items, out: list, pad: int, batch_size: int, device, keep
             return False
         members = [(k, rep, i) for k, ctx in enumerate(window) for i, rep in groups[ctx]]
         members.sort(key=lambda t: len(t[1]), reverse=True)  # replies of like length share a batch
-        for b in range(0, len(members), batch_size):
-            batch = members[b : b + batch_size]
+        # the one short batch takes the longest replies, where padding costs most (no more batches than chunks)
+        first = len(members) % batch_size or batch_size
+        for start in [0, *range(first, len(members), batch_size)]:
+            batch = members[start : start + batch_size if start else first]
             values = _cached_batch_nll(model, held, [(k, rep) for k, rep, _ in batch], pad, device, cache_arg)
             for (_, _, i), value in zip(batch, values):
                 out[i] = value
