@@ -247,6 +247,86 @@ def test_fluency_proxy(embedded_model):
     assert not model.training
 
 
+def _mixed_judge_inputs():
+    """Several replies per context, of different lengths: two chat prompts, a raw-text context, no context, an
+    empty reply."""
+    flowers = [{"role": "user", "content": "How can I keep cut flowers fresh for longer?"}]
+    sleep = [{"role": "user", "content": "What can I do to sleep better at night?"}]
+    raw = "Question: What is the capital of France?\nAnswer:"
+    return [flowers, sleep, flowers, raw, flowers, sleep, raw, None, flowers], [
+        "Change the vase water every day and trim the stems at an angle.",
+        "Keep a regular schedule.",
+        "Water.",
+        " Paris, which is also the largest city of France and its seat of government.",
+        "",
+        "Avoid caffeine in the evening, keep the bedroom dark and cool, and put the phone away an hour before bed.",
+        " Paris.",
+        "Hello world, this is a test.",
+        "Keep them away from fruit and direct sunlight; a spoon of sugar in the water feeds them.",
+    ]
+
+
+def test_fluency_shared_contexts_give_the_plain_numbers(embedded_model, monkeypatch):
+    """Each context run once, its cache reused by its replies (batches mixing contexts, a context's replies split
+    across batches), gives each reply the plain path's NLL; the plain path is what a model without a cache gets."""
+    import torch
+
+    from mlft.benchmarks.lcb import fluency
+
+    model, tok = embedded_model
+    prompts, replies = _mixed_judge_inputs()
+    runs = []
+    real = fluency._cached_batch_nll
+    monkeypatch.setattr(fluency, "_cached_batch_nll", lambda *a, **k: runs.append(len(a[2])) or real(*a, **k))
+    shared = fluency.reply_nll(model, tok, prompts, replies, batch_size=3)
+    assert sum(runs) == 8 and len(runs) == 3  # every non-empty reply went the shared way
+    with monkeypatch.context() as mp:
+        mp.setattr(fluency, "_cache_arg", lambda m: None)
+        plain = fluency.reply_nll(model, tok, prompts, replies, batch_size=3, padding_side="left")
+    assert shared[4] is None and plain[4] is None
+    assert max(abs(a - b) for a, b in zip(shared, plain) if a is not None) < 1e-4
+
+    class NoCache(torch.nn.Module):  # a forward that takes no cache: the plain path
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, position_ids, logits_to_keep=0):
+            return self.inner(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                logits_to_keep=logits_to_keep,
+            )
+
+    runs.clear()
+    fallback = fluency.reply_nll(NoCache(model).eval(), tok, prompts, replies, batch_size=3)
+    assert runs == [] and np.allclose([f for f in fallback if f is not None], [p for p in plain if p is not None])
+    assert not model.training
+
+
+def test_fluency_a_reply_under_another_contexts_cache_scores_otherwise(embedded_model, monkeypatch):
+    """The planted fault: a reply run on the cached keys and values of the wrong context is not its plain NLL."""
+    import torch
+
+    from mlft.benchmarks.lcb import fluency
+
+    model, tok = embedded_model
+    prompts, replies = _mixed_judge_inputs()
+    arg = fluency._cache_arg(model)
+    with monkeypatch.context() as mp:
+        mp.setattr(fluency, "_cache_arg", lambda m: None)
+        plain = fluency.reply_nll(model, tok, [prompts[0]], [replies[0]])[0]
+    contexts = [fluency._context_ids(tok, prompts[0]), fluency._context_ids(tok, prompts[3])]
+    reply = tok(replies[0], add_special_tokens=False)["input_ids"]
+    pad = tok.pad_token_id
+    with torch.inference_mode():
+        held = fluency._contexts(model, contexts, pad, 2, "cpu", True, arg)
+        right, wrong = fluency._cached_batch_nll(model, held, [(0, reply), (1, reply)], pad, "cpu", arg)
+    assert abs(right - plain) < 1e-4
+    assert abs(wrong - plain) > 0.1, (wrong, plain)
+
+
 def test_the_guard_of_several_models_is_the_same_in_forked_workers(shared, monkeypatch):
     """`mlft score`'s guard runs each model's rows in a forked worker on a large input (its seeded intervals are the
     model's own): the rows and flags equal one process's, in the same order."""
