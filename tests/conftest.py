@@ -16,15 +16,15 @@ TIMES = Path(__file__).resolve().parent.parent / "docs" / "results" / "test_time
 
 
 def _file_seconds() -> dict[str, float]:
-    """Each test file's measured seconds (docs/results/test_times.json, the largest over its runs), {} without it."""
+    """Each test file's measured seconds (docs/results/test_times.json: the latest run that times it; runs are kept
+    in the order they were measured, and a file made cheaper should not keep its old place), {} without it."""
     try:
         runs = json.loads(TIMES.read_text(encoding="utf-8"))["runs"].values()
     except (OSError, ValueError, KeyError, AttributeError):
         return {}
     out: dict[str, float] = {}
     for run in runs:
-        for file, seconds in run.get("files", {}).items():
-            out[file] = max(out.get(file, 0.0), seconds)
+        out.update(run.get("files", {}))
     return out
 
 
