@@ -81,14 +81,24 @@ def quiet_third_party() -> None:
     logging.getLogger("torchao").addFilter(_DropMessages("Failed to load"))
     # bitsandbytes (imported by peft) on CPU: an optional `kernels` package it does not need
     logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(_DropMessages("Failed to load CPU gemm_4bit"))
-    # ... and int8 layers on fp32 inputs: one notice per layer per forward (hundreds a pass)
-    logging.getLogger("bitsandbytes.autograd._functions").addFilter(_DropMessages("MatMul8bitLt: inputs will be cast"))
+    quiet_bitsandbytes()
     logging.getLogger("torch.utils._pytree").addFilter(_DropMessages("is an Enum subclass"))
     logging.getLogger("DeepSpeed").addFilter(_DropMessages("Setting accelerator to CPU"))
     logging.getLogger("trl").addFilter(_DropMessages("model_init_kwargs"))
     for name in ("trl.trainer.dpo_trainer", "trl.trainer.sft_trainer"):
         logging.getLogger(name).addFilter(_DropMessages("model_init_kwargs"))
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # trl's per-step dataset.map bars
+
+
+def quiet_bitsandbytes() -> None:
+    """Drop bitsandbytes' "MatMul8bitLt: inputs will be cast" notice (int8 layers on fp32 inputs: one per layer per
+    forward, hundreds a pass; a log message in current releases, a warning in older ones: `_NOISY_MESSAGES`). Called
+    where mlft quantizes too, so a Python user who never called setup() is spared it (idempotent)."""
+    if verbose():
+        return
+    log = logging.getLogger("bitsandbytes.autograd._functions")
+    if not any(isinstance(f, _DropMessages) for f in log.filters):
+        log.addFilter(_DropMessages("MatMul8bitLt: inputs will be cast"))
 
 
 def quiet_transformers() -> None:

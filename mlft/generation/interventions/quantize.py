@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
-from mlft.console import quiet_transformers
+from mlft.console import quiet_bitsandbytes, quiet_transformers
 from mlft.errors import ModelError
 from mlft.generation.interventions import Intervention, register
 from mlft.generation.models import default_device, load, resolve
@@ -70,13 +70,11 @@ def _full_weights(ref: str):
 
 def load_quantized(ref: str | Path, scheme: str):
     """(model, tokenizer) of checkpoint `ref` quantized as `scheme`, in eval mode."""
-    import warnings
-
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
     quiet_transformers()
-    warnings.filterwarnings("ignore", message=".*MatMul8bitLt.*")  # once per generated token otherwise
+    quiet_bitsandbytes()  # its int8 layers' per-forward notice
     if scheme not in SCHEMES:
         raise ModelError(f"unknown quantization scheme {scheme!r}; valid: {', '.join(SCHEMES)}")
     device = default_device()  # this rank's GPU, else cpu
