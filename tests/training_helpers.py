@@ -77,24 +77,21 @@ def tiny_model(out: Path) -> Path:
     """A randomly initialised 2-layer, 64-wide Llama with the embedded model's tokenizer, chat template and special
     tokens (3.2M parameters, nearly all the embedding): for the tests of a run's mechanics (ranks, ZeRO-3, resume,
     checkpoints, variants), whose assertions hold for any model, at a fraction of the 135M model's compute. Tests of
-    what a model says (metrics, rewards, agreement between backends) keep the embedded model."""
+    what a model says (metrics, rewards, agreement between backends) keep the embedded model. Its shape is the GPU
+    checks' reduced one (measurements/gpu/geometry.py)."""
+    import importlib.util
+
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     from mlft.generation.models import resolve
 
+    spec = importlib.util.spec_from_file_location("gpu_geometry", REPO / "measurements" / "gpu" / "geometry.py")
+    geometry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(geometry)
     real = resolve(None).path
     config = AutoConfig.from_pretrained(real)
-    config.update(
-        {
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 16,
-        }
-    )
+    config.update(geometry.GEOMETRY["reduced"])
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.generation_config = GenerationConfig.from_pretrained(real)
