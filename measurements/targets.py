@@ -40,9 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mlft.stats import intervals, load_compact, modified_wilson, paired_test, paired_tests_by_language, wilson
+from mlft.stats import intervals, load_compact, paired_test, paired_tests_by_language, wilson
 from mlft.stats.aggregate import _FEATURES, _aggregate
-from mlft.stats.intervals import _weights
+from mlft.stats.intervals import _population_factors, _score_bounds, _weights
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # devtools/, beside measurements/ (not in the package)
 from devtools.blocks import Fill  # noqa: E402
@@ -223,23 +223,16 @@ def redrawn_codes(by_prompt: dict, strata: dict, passes: int, rng) -> tuple[np.n
 def population_lpr(strata: list, obs: np.ndarray, confidence: float = 0.95) -> dict:
     """{(source, language) row: (value, low, high)}, arrays over passes: the population intervals of LPR that
     `intervals` gives each of many passes of one reply per prompt, from the passes' feature sums per stratum
-    (`obs`: passes, strata (sorted), features), all passes at once. The same arithmetic as
-    `mlft.stats.intervals._score_intervals` with one reply per prompt (a design effect of one; the rows in its
-    order; tests/test_calibration.py checks them equal, bit for bit, on redrawn passes of both models): 400 calls
-    of `intervals` were most of the population check's time."""
+    (`obs`: passes, strata (sorted), features), all passes at once, with the library's own arithmetic (one reply
+    per prompt: a design effect of one; tests/test_calibration.py checks them equal to `intervals`, bit for bit, on
+    redrawn passes of both models): 400 calls of `intervals` were most of the population check's time."""
     point = _aggregate(strata, obs)
-    trials = obs[..., 1]  # LPR's denominator: counted replies
-    prompts = trials  # one reply per prompt: a prompt counts when its reply does
-    per_prompt = np.where(prompts > 0, trials / np.maximum(prompts, 1), 1.0)
-    f = (1 + (per_prompt - 1) * 1.0) * (1.0 / np.maximum(trials, 1.0))  # the population target, rho = 1
+    trials = obs[..., 1]  # LPR's denominator: counted replies; one reply per prompt, so also the counted prompts
+    f = _population_factors(trials, trials, 1.0)
     out = {}
     for row, w in _weights(strata, [True] * len(strata)).items():
         value = point[row]["lpr"]
-        var_unit = np.sum(w * w * f, axis=-1)
-        n_eff = 1.0 / np.where(var_unit > 0, var_unit, 1.0)
-        lo, hi = modified_wilson(value * n_eff, n_eff, confidence)
-        lo, hi = np.where(var_unit > 0, lo, value), np.where(var_unit > 0, hi, value)
-        out[row] = (value, np.minimum(lo, value), np.maximum(hi, value))
+        out[row] = (value, *_score_bounds(value, np.sum(w * w * f, axis=-1), confidence))
     return {row: out[row] for row in point if row in out}  # `intervals`' order of rows
 
 

@@ -215,6 +215,25 @@ def _weights(keys: list[tuple[str, str]], has: list[bool]) -> dict[tuple[str, st
     return out
 
 
+def _population_factors(trials, prompts, rho: float):
+    """Per stratum, Var(p_hat_s) / (p (1 - p)) for the prompt population: deff_s / N_s, deff_s = 1 + (K_s - 1) rho
+    (K_s: replies per counted prompt); an empty stratum counts as one trial (its official value is a guess). Arrays
+    with a leading axis of passes work alike."""
+    per_prompt = np.where(prompts > 0, trials / np.maximum(prompts, 1), 1.0)
+    return (1 + (per_prompt - 1) * rho) * (1.0 / np.maximum(trials, 1.0))
+
+
+def _score_bounds(value, var_unit, confidence: float):
+    """(low, high) of rows of `value` whose Var(p_hat) / (p (1 - p)) is `var_unit` (arrays alike): modified Wilson at
+    the effective size 1 / var_unit, the value itself where var_unit is 0; around the value itself (value * n_eff /
+    n_eff can round below it: a high of 1 - 2e-16 at 1)."""
+    value, var_unit = np.asarray(value, np.float64), np.asarray(var_unit, np.float64)
+    live = var_unit > 0
+    n_eff = 1.0 / np.where(live, var_unit, 1.0)
+    lo, hi = modified_wilson(value * n_eff, n_eff, confidence)
+    return np.minimum(np.where(live, lo, value), value), np.maximum(np.where(live, hi, value), value)
+
+
 def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: float) -> None:
     """Replace the bootstrap's interval of every per-reply proportion (LPR, WPR, coverage, degeneracy, validity)
     by a score interval for each target (module docstring, "Targets"): Wilson on the effective sample size of the
@@ -232,7 +251,6 @@ def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: 
         if not any(has):
             continue
         rho = within_share([u for u, h in zip(units, has) if h], metric) if several else None
-        per_prompt = np.where(prompts > 0, trials / np.maximum(prompts, 1), 1.0)
         if rho is None:  # no spread to split: population as if replies of a prompt agreed, this set as if not
             rho_pop, rho_set = 1.0, 0.0
         else:
@@ -240,23 +258,19 @@ def _score_intervals(out: dict, task: str, keys, codes, table, obs, confidence: 
         inv = 1.0 / np.maximum(trials, 1.0)  # an empty stratum counts as one trial (its official value is a guess)
         deff_set = set_design_effects(units, metric) if several else [None] * len(units)
         deff_set = np.array([1 - rho_set if d is None else d for d in deff_set])
-        factors = {"population": (1 + (per_prompt - 1) * rho_pop) * inv, "set": deff_set * inv}
+        factors = {"population": _population_factors(trials, prompts, rho_pop), "set": deff_set * inv}
         weights = _weights(keys, has)
-        bounds, pending = {}, []  # (row, target, value, n_eff): one modified Wilson call for all (same numbers)
+        bounds, pending = {}, []  # (row, target, value, var_unit): one modified Wilson call for all (same numbers)
         for row, w in weights.items():
             value = out[(task, *row)][metric].value
             for target, f in factors.items():
-                var_unit = float(np.sum(w * w * f))  # Var(p_hat) / (p (1 - p))
                 if target == "set" and not several:
                     bounds[(row, target)] = (None, None)
-                elif var_unit <= 0:
-                    bounds[(row, target)] = (value, value)
                 else:
-                    pending.append((row, target, value, 1.0 / var_unit))
-        values, n_eff = (np.array([x[i] for x in pending], dtype=np.float64).reshape(-1) for i in (2, 3))
-        for (row, target, value, _), lo, hi in zip(pending, *modified_wilson(values * n_eff, n_eff, confidence)):
-            # around the value itself: value * n_eff / n_eff can round below it (a high of 1 - 2e-16 at 1)
-            bounds[(row, target)] = (min(float(lo), value), max(float(hi), value))
+                    pending.append((row, target, value, float(np.sum(w * w * f))))  # Var(p_hat) / (p (1 - p))
+        values, var_units = (np.array([x[i] for x in pending], dtype=np.float64).reshape(-1) for i in (2, 3))
+        for (row, target, _, _), lo, hi in zip(pending, *_score_bounds(values, var_units, confidence)):
+            bounds[(row, target)] = (float(lo), float(hi))
         for row, w in weights.items():
             est, method = out[(task, *row)][metric], "wilson" if np.count_nonzero(w) == 1 else "stratified-wilson"
             pop, this_set = bounds[(row, "population")], bounds[(row, "set")]
