@@ -277,7 +277,7 @@ REASONS: dict[str, dict[str, str]] = {
     "targets.py": {
         "mlft.stats": STATS,
         "mlft.stats.aggregate": CODES,
-        "mlft.stats.intervals": "weighs the prompts of all redrawn passes at once as intervals() does",
+        "mlft.stats.intervals": "the score intervals of all redrawn passes at once, with intervals()' own arithmetic",
     },
     "top_rollouts.py": {
         "mlft.benchmarks.lcb.guard": GUARD,
